@@ -1,0 +1,101 @@
+//! The vocabulary every Hearth crate shares: what a request is, the one
+//! interface every replacement policy implements, and the arena-backed list
+//! most policies are built from.
+//!
+//! Nothing here does I/O. The simulator and the server both drive policies
+//! through [`Policy`], so a policy behaves the same in both.
+
+pub mod list;
+pub mod size;
+
+pub use list::{List, Slab, NIL};
+pub use size::{format_bytes, parse_bytes};
+
+/// Identifier of a cached item: a block number in block mode, an object id in
+/// object mode.
+pub type Key = u64;
+
+/// `Access::next_access` for a key that is never requested again.
+pub const NEVER: u64 = u64::MAX;
+
+/// What the client asked for. Caches treat reads and writes alike unless a
+/// driver says otherwise; the analyzer reports the mix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Op {
+    #[default]
+    Read,
+    Write,
+    /// Anything else a trace records (trim, flush, unknown opcodes).
+    Other,
+}
+
+/// One cache request as a policy sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Access {
+    pub key: Key,
+    /// Bytes the item occupies in the cache (the block size in block mode).
+    pub size: u32,
+    /// Logical time: the index of this request in the stream, starting at 0.
+    pub vtime: u64,
+    /// `vtime` of the next request for `key`, or [`NEVER`]. Only offline
+    /// policies (OPT) read it; drivers fill it from a first pass.
+    pub next_access: u64,
+    pub op: Op,
+    /// Client, thread or context the request belongs to (0 when unknown).
+    pub ctx: u32,
+}
+
+/// The interface every replacement policy implements (libCacheSim's shape:
+/// find / insert / evict / remove over a byte capacity).
+///
+/// A demand request is `lookup`, then `insert` on a miss; [`Policy::access`]
+/// does both. Implementations must keep `occupancy() <= capacity()` after
+/// every call and must not allocate per request once warm.
+pub trait Policy: Send {
+    /// Short name used in reports, e.g. `"LRU"`.
+    fn name(&self) -> String;
+    /// Capacity in bytes.
+    fn capacity(&self) -> u64;
+    /// Bytes currently held.
+    fn occupancy(&self) -> u64;
+    /// Items currently held.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether `key` is resident, without touching any policy state.
+    fn contains(&self, key: Key) -> bool;
+    /// A demand lookup. On a hit, updates recency/frequency state and returns
+    /// true. On a miss it may update history (ghost) state and returns false.
+    fn lookup(&mut self, a: &Access) -> bool;
+    /// Inserts `a.key` (not resident), evicting as needed; every victim's key
+    /// is pushed to `evicted`. Callers never insert items larger than the
+    /// capacity.
+    fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>);
+    /// Evicts one item chosen by the policy and returns its key.
+    fn evict(&mut self, now: &Access) -> Option<Key>;
+    /// Drops `key` if resident (invalidation); returns whether it was.
+    fn remove(&mut self, key: Key) -> bool;
+
+    /// A full demand request: lookup, and insert on a miss. Returns whether it
+    /// hit. Items larger than the whole cache are never admitted.
+    fn access(&mut self, a: &Access, evicted: &mut Vec<Key>) -> bool {
+        if self.lookup(a) {
+            return true;
+        }
+        if u64::from(a.size) <= self.capacity() {
+            self.insert(a, evicted);
+        }
+        false
+    }
+}
+
+/// A fast hash map for integer keys (policies index every request).
+pub type KeyMap<V> = rustc_hash::FxHashMap<Key, V>;
+
+/// An empty [`KeyMap`] with room for `n` keys.
+pub fn key_map<V>(n: usize) -> KeyMap<V> {
+    let mut m = KeyMap::default();
+    m.reserve(n);
+    m
+}

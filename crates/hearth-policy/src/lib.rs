@@ -1,0 +1,75 @@
+//! Replacement policies, one file each, and a registry that builds them from
+//! a spec string such as `"lru"`, `"lfu:aging=10000"` or `"mq:m=8"`.
+//!
+//! Adding a policy: one new file implementing `hearth_core::Policy`, one
+//! `mod` line and one line in [`REGISTRY`].
+
+mod lru;
+
+pub use lru::Lru;
+
+use hearth_core::Policy;
+
+/// Parameters parsed from a spec's `name:key=value,key=value` tail.
+#[derive(Debug, Default, Clone)]
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// The value of `key` parsed as `T`, or `default` if absent.
+    pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, String> {
+        match self.0.iter().find(|(k, _)| k == key) {
+            None => Ok(default),
+            Some((_, v)) => v.parse().map_err(|_| format!("bad value {v:?} for parameter {key:?}")),
+        }
+    }
+    fn check_known(&self, policy: &str, known: &[&str]) -> Result<(), String> {
+        for (k, _) in &self.0 {
+            if !known.contains(&k.as_str()) {
+                return Err(format!("policy {policy} has no parameter {k:?} (known: {})", known.join(", ")));
+            }
+        }
+        Ok(())
+    }
+}
+
+type Builder = fn(capacity: u64, p: &Params) -> Result<Box<dyn Policy>, String>;
+
+/// One registry row: name, accepted parameters, one-line description, builder.
+struct Entry {
+    name: &'static str,
+    params: &'static [&'static str],
+    about: &'static str,
+    build: Builder,
+}
+
+const REGISTRY: &[Entry] = &[
+    Entry { name: "lru", params: &[], about: "least recently used", build: |c, _| Ok(Box::new(Lru::new(c))) },
+    // registry: add policies above this line
+];
+
+/// Builds a policy of `capacity` bytes from a spec like `"arc"` or `"mq:m=8"`.
+pub fn build(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, String> {
+    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+    let name = name.trim().to_ascii_lowercase();
+    let entry = REGISTRY
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| format!("unknown policy {name:?} (known: {})", names().join(", ")))?;
+    let mut params = Params::default();
+    for kv in rest.split(',').filter(|s| !s.trim().is_empty()) {
+        let (k, v) = kv.split_once('=').ok_or_else(|| format!("policy parameter {kv:?} is not key=value"))?;
+        params.0.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    params.check_known(entry.name, entry.params)?;
+    (entry.build)(capacity, &params)
+}
+
+/// Every registered policy name.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|e| e.name).collect()
+}
+
+/// `(name, description)` for help text.
+pub fn describe() -> Vec<(&'static str, &'static str)> {
+    REGISTRY.iter().map(|e| (e.name, e.about)).collect()
+}
