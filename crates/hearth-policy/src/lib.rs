@@ -5,8 +5,20 @@
 //! `mod` line and one line in [`REGISTRY`].
 
 mod lru;
+mod fifo;
+mod clock;
+mod lfu;
+mod slru;
+mod arc;
+mod opt;
 
 pub use lru::Lru;
+pub use fifo::Fifo;
+pub use clock::Clock;
+pub use lfu::{Aging, Lfu};
+pub use slru::Slru;
+pub use arc::Arc;
+pub use opt::Opt;
 
 use hearth_core::Policy;
 
@@ -44,6 +56,12 @@ struct Entry {
 
 const REGISTRY: &[Entry] = &[
     Entry { name: "lru", params: &[], about: "least recently used", build: |c, _| Ok(Box::new(Lru::new(c))) },
+    Entry { name: "fifo", params: &[], about: "first in, first out", build: |c, _| Ok(Box::new(Fifo::new(c))) },
+    Entry { name: "clock", params: &["bits"], about: "CLOCK / second chance; bits=N gives an N-bit reference counter (default 1)", build: |c, p| Ok(Box::new(Clock::new(c, p.get("bits", 1)?)?)) },
+    Entry { name: "lfu", params: &["aging"], about: "least frequently used, FIFO among equals; aging=da (LFU-DA) or aging=N (halve counts every N requests)", build: |c, p| Ok(Box::new(Lfu::new(c, p.get("aging", Aging::None)?))) },
+    Entry { name: "slru", params: &["segments"], about: "segmented LRU with equal byte segments (default segments=4)", build: |c, p| Ok(Box::new(Slru::new(c, p.get("segments", 4)?)?)) },
+    Entry { name: "arc", params: &[], about: "adaptive replacement cache (Megiddo & Modha), byte-sized ghosts", build: |c, _| Ok(Box::new(Arc::new(c))) },
+    Entry { name: "opt", params: &[], about: "Belady's offline optimum: evict the item requested furthest in the future", build: |c, _| Ok(Box::new(Opt::new(c))) },
     // registry: add policies above this line
 ];
 

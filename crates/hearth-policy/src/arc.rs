@@ -1,0 +1,202 @@
+//! Adaptive Replacement Cache (Megiddo & Modha, "ARC: A Self-Tuning, Low
+//! Overhead Replacement Cache", FAST 2003), sized in bytes as libCacheSim's
+//! `ARC` does.
+//!
+//! T1 holds items seen once recently, T2 items seen at least twice; B1 and B2
+//! are ghost lists remembering keys (and sizes) recently evicted from T1 and
+//! T2. The target size `p` of T1 grows on a B1 ghost hit and shrinks on a B2
+//! ghost hit. Following libCacheSim:
+//! - list sizes are in bytes, ghosts counting the size of the item they stand
+//!   for; `p` is a float in bytes and moves by `max(|B2|/|B1|, 1)` (resp.
+//!   `max(|B1|/|B2|, 1)`) per ghost hit, exactly as in the paper's page-based
+//!   formula;
+//! - a ghost hit is still a miss; the item is re-inserted at the head of T2;
+//! - one eviction step evicts one data item. On a ghost hit it is REPLACE;
+//!   otherwise (case IV) it first trims B1 if |T1|+|B1|+size exceeds the
+//!   capacity (or drops T1's LRU outright when B1 is empty), or trims B2 if
+//!   all four lists reach twice the capacity, then calls REPLACE.
+
+use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+
+/// The four lists; the discriminant indexes `Arc::lists` and `Arc::bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Where {
+    T1 = 0,
+    T2 = 1,
+    B1 = 2,
+    B2 = 3,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: Key,
+    size: u32,
+    at: Where,
+}
+
+pub struct Arc {
+    capacity: u64,
+    /// Target byte size of T1.
+    p: f64,
+    /// Residents and ghosts alike; `Entry::at` tells which list a key is in.
+    index: KeyMap<u32>,
+    slab: Slab<Entry>,
+    /// MRU at the head of each list.
+    lists: [List; 4],
+    bytes: [u64; 4],
+    /// The key whose lookup just hit a ghost, and which ghost list: the
+    /// following insert and its evictions take the ghost-hit path.
+    ghost_hit: Option<(Key, Where)>,
+}
+
+impl Arc {
+    pub fn new(capacity: u64) -> Self {
+        Arc {
+            capacity,
+            p: 0.0,
+            index: key_map(1024),
+            slab: Slab::default(),
+            lists: [List::new(); 4],
+            bytes: [0; 4],
+            ghost_hit: None,
+        }
+    }
+
+    fn bytes(&self, at: Where) -> u64 {
+        self.bytes[at as usize]
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let e = *self.slab.get(i);
+        self.slab.unlink(&mut self.lists[e.at as usize], i);
+        self.bytes[e.at as usize] -= u64::from(e.size);
+    }
+
+    fn push_front(&mut self, i: u32, at: Where) {
+        let e = self.slab.get_mut(i);
+        e.at = at;
+        self.bytes[at as usize] += u64::from(e.size);
+        self.slab.push_front(&mut self.lists[at as usize], i);
+    }
+
+    /// Forgets the LRU entry of list `at` entirely; returns its key.
+    fn drop_tail(&mut self, at: Where) -> Option<Key> {
+        let i = self.lists[at as usize].tail()?;
+        self.unlink(i);
+        let e = self.slab.release(i);
+        self.index.remove(&e.key);
+        Some(e.key)
+    }
+
+    /// Moves the LRU item of resident list `from` to the head of ghost list `to`.
+    fn demote_tail(&mut self, from: Where, to: Where) -> Option<Key> {
+        let i = self.lists[from as usize].tail()?;
+        self.unlink(i);
+        self.push_front(i, to);
+        Some(self.slab.get(i).key)
+    }
+
+    /// The paper's REPLACE: evict from T1 if it exceeds its target, else T2.
+    fn replace(&mut self, hit_in_b2: bool) -> Option<Key> {
+        let t1 = self.bytes(Where::T1);
+        let t1_over = t1 > 0 && (t1 as f64 > self.p || (t1 as f64 == self.p && hit_in_b2));
+        if t1_over || self.bytes(Where::T2) == 0 {
+            self.demote_tail(Where::T1, Where::B1).or_else(|| self.demote_tail(Where::T2, Where::B2))
+        } else {
+            self.demote_tail(Where::T2, Where::B2).or_else(|| self.demote_tail(Where::T1, Where::B1))
+        }
+    }
+}
+
+impl Policy for Arc {
+    fn name(&self) -> String {
+        "ARC".into()
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn occupancy(&self) -> u64 {
+        self.bytes(Where::T1) + self.bytes(Where::T2)
+    }
+    fn len(&self) -> usize {
+        self.lists[Where::T1 as usize].len() + self.lists[Where::T2 as usize].len()
+    }
+    fn contains(&self, key: Key) -> bool {
+        self.index.get(&key).is_some_and(|&i| matches!(self.slab.get(i).at, Where::T1 | Where::T2))
+    }
+    fn lookup(&mut self, a: &Access) -> bool {
+        self.ghost_hit = None;
+        let Some(&i) = self.index.get(&a.key) else { return false };
+        match self.slab.get(i).at {
+            Where::T1 => {
+                self.unlink(i);
+                self.push_front(i, Where::T2);
+                true
+            }
+            Where::T2 => {
+                self.slab.move_to_front(&mut self.lists[Where::T2 as usize], i);
+                true
+            }
+            ghost => {
+                // Case II / III: adapt p towards the list that would have hit.
+                let (b1, b2) = (self.bytes(Where::B1) as f64, self.bytes(Where::B2) as f64);
+                if ghost == Where::B1 {
+                    self.p = (self.p + (b2 / b1).max(1.0)).min(self.capacity as f64);
+                } else {
+                    self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
+                }
+                self.unlink(i);
+                self.slab.release(i);
+                self.index.remove(&a.key);
+                self.ghost_hit = Some((a.key, ghost));
+                false
+            }
+        }
+    }
+    fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
+        while self.occupancy() + u64::from(a.size) > self.capacity {
+            match self.evict(a) {
+                Some(k) => evicted.push(k),
+                None => break,
+            }
+        }
+        let from_ghost = matches!(self.ghost_hit.take(), Some((k, _)) if k == a.key);
+        let i = self.slab.alloc(Entry { key: a.key, size: a.size, at: Where::T1 });
+        self.index.insert(a.key, i);
+        self.push_front(i, if from_ghost { Where::T2 } else { Where::T1 });
+    }
+    fn evict(&mut self, now: &Access) -> Option<Key> {
+        if self.is_empty() {
+            return None;
+        }
+        if let Some((key, ghost)) = self.ghost_hit {
+            if key == now.key {
+                return self.replace(ghost == Where::B2);
+            }
+        }
+        // Case IV: a miss in all four lists.
+        let incoming = u64::from(now.size);
+        if self.bytes(Where::T1) + self.bytes(Where::B1) + incoming > self.capacity {
+            if self.bytes(Where::B1) > 0 {
+                self.drop_tail(Where::B1);
+                self.replace(false)
+            } else {
+                self.drop_tail(Where::T1)
+            }
+        } else {
+            let total: u64 = self.bytes.iter().sum();
+            if total >= 2 * self.capacity && self.bytes(Where::B2) > 0 {
+                self.drop_tail(Where::B2);
+            }
+            self.replace(false)
+        }
+    }
+    fn remove(&mut self, key: Key) -> bool {
+        let Some(&i) = self.index.get(&key) else { return false };
+        let resident = matches!(self.slab.get(i).at, Where::T1 | Where::T2);
+        self.unlink(i);
+        self.slab.release(i);
+        self.index.remove(&key);
+        resident
+    }
+}

@@ -1,0 +1,101 @@
+//! CLOCK (second chance, FIFO with reinsertion), as libCacheSim's `Clock`.
+//!
+//! Each item has a small reference counter, one bit by default
+//! (`clock:bits=N` gives an N-bit counter). New items start at 0; a hit
+//! increments the counter up to its maximum. To evict, the hand looks at the
+//! oldest item: a non-zero counter is decremented and the item goes back to
+//! the head of the queue; the first item found at 0 is evicted. Each
+//! reinsertion consumes one earlier hit, so eviction is amortized O(1).
+
+use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: Key,
+    size: u32,
+    refs: u8,
+}
+
+pub struct Clock {
+    capacity: u64,
+    used: u64,
+    max_refs: u8,
+    index: KeyMap<u32>,
+    slab: Slab<Entry>,
+    /// Newest (or most recently reinserted) at the head; the hand is the tail.
+    queue: List,
+}
+
+impl Clock {
+    /// A CLOCK cache whose reference counters have `bits` bits (1 to 8).
+    pub fn new(capacity: u64, bits: u32) -> Result<Self, String> {
+        if !(1..=8).contains(&bits) {
+            return Err(format!("clock: bits must be between 1 and 8, got {bits}"));
+        }
+        let max_refs = ((1u16 << bits) - 1) as u8;
+        Ok(Clock { capacity, used: 0, max_refs, index: key_map(1024), slab: Slab::default(), queue: List::new() })
+    }
+}
+
+impl Policy for Clock {
+    fn name(&self) -> String {
+        if self.max_refs == 1 {
+            "CLOCK".into()
+        } else {
+            format!("CLOCK-{}bit", self.max_refs.count_ones())
+        }
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn occupancy(&self) -> u64 {
+        self.used
+    }
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+    fn contains(&self, key: Key) -> bool {
+        self.index.contains_key(&key)
+    }
+    fn lookup(&mut self, a: &Access) -> bool {
+        let Some(&i) = self.index.get(&a.key) else { return false };
+        let e = self.slab.get_mut(i);
+        e.refs = (e.refs + 1).min(self.max_refs);
+        true
+    }
+    fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
+        while self.used + u64::from(a.size) > self.capacity {
+            match self.evict(a) {
+                Some(k) => evicted.push(k),
+                None => break,
+            }
+        }
+        let i = self.slab.alloc(Entry { key: a.key, size: a.size, refs: 0 });
+        self.slab.push_front(&mut self.queue, i);
+        self.index.insert(a.key, i);
+        self.used += u64::from(a.size);
+    }
+    fn evict(&mut self, _now: &Access) -> Option<Key> {
+        loop {
+            let i = self.queue.tail()?;
+            let e = self.slab.get_mut(i);
+            if e.refs == 0 {
+                break;
+            }
+            e.refs -= 1;
+            self.slab.move_to_front(&mut self.queue, i);
+        }
+        let i = self.slab.pop_back(&mut self.queue)?;
+        let e = self.slab.release(i);
+        self.index.remove(&e.key);
+        self.used -= u64::from(e.size);
+        Some(e.key)
+    }
+    fn remove(&mut self, key: Key) -> bool {
+        let Some(i) = self.index.remove(&key) else { return false };
+        self.slab.unlink(&mut self.queue, i);
+        let e = self.slab.release(i);
+        self.used -= u64::from(e.size);
+        true
+    }
+}

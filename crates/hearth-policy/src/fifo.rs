@@ -1,0 +1,72 @@
+//! First in, first out: evict the item inserted longest ago; hits change
+//! nothing. Mirrors libCacheSim's `FIFO` (insert at the head, evict the tail).
+
+use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: Key,
+    size: u32,
+}
+
+pub struct Fifo {
+    capacity: u64,
+    used: u64,
+    index: KeyMap<u32>,
+    slab: Slab<Entry>,
+    /// Newest at the head, oldest at the tail.
+    queue: List,
+}
+
+impl Fifo {
+    pub fn new(capacity: u64) -> Self {
+        Fifo { capacity, used: 0, index: key_map(1024), slab: Slab::default(), queue: List::new() }
+    }
+}
+
+impl Policy for Fifo {
+    fn name(&self) -> String {
+        "FIFO".into()
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn occupancy(&self) -> u64 {
+        self.used
+    }
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+    fn contains(&self, key: Key) -> bool {
+        self.index.contains_key(&key)
+    }
+    fn lookup(&mut self, a: &Access) -> bool {
+        self.index.contains_key(&a.key)
+    }
+    fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
+        while self.used + u64::from(a.size) > self.capacity {
+            match self.evict(a) {
+                Some(k) => evicted.push(k),
+                None => break,
+            }
+        }
+        let i = self.slab.alloc(Entry { key: a.key, size: a.size });
+        self.slab.push_front(&mut self.queue, i);
+        self.index.insert(a.key, i);
+        self.used += u64::from(a.size);
+    }
+    fn evict(&mut self, _now: &Access) -> Option<Key> {
+        let i = self.slab.pop_back(&mut self.queue)?;
+        let e = self.slab.release(i);
+        self.index.remove(&e.key);
+        self.used -= u64::from(e.size);
+        Some(e.key)
+    }
+    fn remove(&mut self, key: Key) -> bool {
+        let Some(i) = self.index.remove(&key) else { return false };
+        self.slab.unlink(&mut self.queue, i);
+        let e = self.slab.release(i);
+        self.used -= u64::from(e.size);
+        true
+    }
+}

@@ -1,0 +1,205 @@
+//! Least frequently used, as libCacheSim's `LFU`, with optional dynamic aging.
+//!
+//! Plain LFU (`lfu`) evicts the resident item with the fewest requests since
+//! it was inserted (counts are forgotten on eviction). Ties go to the item
+//! that reached its current count earliest, which is what libCacheSim's
+//! per-frequency FIFO lists do.
+//!
+//! `lfu:aging=da` is LFU with Dynamic Aging (Arlitt et al., "Evaluating
+//! content management techniques for Web proxy caches", 2000), unit cost and
+//! size: an item's priority is `count + L`, where `L` is the priority of the
+//! last evicted item, recomputed on every hit. Old popular items thus lose
+//! their advantage once the cache's floor `L` has risen past them, without
+//! any periodic sweep.
+//!
+//! `lfu:aging=N` halves every resident count (rounding down, never below 1)
+//! once every N requests, so counts measure recent rather than lifetime
+//! popularity. The sweep is O(n) once per N requests: pick N at least the
+//! number of items the cache holds to keep it O(1) amortized.
+//!
+//! Items sit in a binary min-heap keyed by (priority, stamp). A hit pushes a
+//! fresh entry instead of moving the old one; stale entries are recognised by
+//! their stamp and skipped, and the heap is compacted in place when stale
+//! entries outnumber live ones. That keeps every request O(log n) amortized
+//! with no allocation once the heap has grown.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use hearth_core::{key_map, Access, Key, KeyMap, Policy, Slab};
+
+/// How counts lose weight over time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aging {
+    /// Counts only grow while an item is resident (libCacheSim's LFU).
+    None,
+    /// LFU-DA: priority = count + priority of the last victim.
+    Dynamic,
+    /// Halve all counts once every this many requests.
+    Halve(u64),
+}
+
+impl std::str::FromStr for Aging {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Aging::None),
+            "da" => Ok(Aging::Dynamic),
+            _ => match s.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Aging::Halve(n)),
+                _ => Err(format!("lfu: aging must be \"none\", \"da\" or a request count > 0, got {s:?}")),
+            },
+        }
+    }
+}
+
+/// Stamp of a slab slot that is free: matches no heap entry.
+const FREED: u64 = u64::MAX;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: Key,
+    size: u32,
+    count: u64,
+    /// Identifies the one heap entry that is current for this item.
+    stamp: u64,
+}
+
+pub struct Lfu {
+    capacity: u64,
+    used: u64,
+    aging: Aging,
+    /// Priority of the last evicted item (LFU-DA's `L`; stays 0 without aging).
+    floor: u64,
+    next_stamp: u64,
+    /// Requests seen (lookups), for `Aging::Halve`.
+    requests: u64,
+    index: KeyMap<u32>,
+    slab: Slab<Entry>,
+    /// (priority, stamp, slot), smallest first.
+    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+}
+
+impl Lfu {
+    pub fn new(capacity: u64, aging: Aging) -> Self {
+        Lfu {
+            capacity,
+            used: 0,
+            aging,
+            floor: 0,
+            next_stamp: 0,
+            requests: 0,
+            index: key_map(1024),
+            slab: Slab::default(),
+            heap: BinaryHeap::new(),
+        }
+    }
+
+    fn priority(&self, count: u64) -> u64 {
+        match self.aging {
+            Aging::None | Aging::Halve(_) => count,
+            Aging::Dynamic => self.floor + count,
+        }
+    }
+
+    /// Halves every resident count and rebuilds the heap in place; items
+    /// keep their stamps, so ties still go to the longest-standing entry.
+    fn halve_counts(&mut self) {
+        let mut entries = std::mem::take(&mut self.heap).into_vec();
+        entries.retain_mut(|Reverse((priority, stamp, i))| {
+            let e = self.slab.get_mut(*i);
+            if e.stamp != *stamp {
+                return false;
+            }
+            e.count = (e.count / 2).max(1);
+            *priority = e.count;
+            true
+        });
+        self.heap = BinaryHeap::from(entries);
+    }
+
+    /// Gives slot `i` a new heap entry for its current count.
+    fn enqueue(&mut self, i: u32) {
+        let stamp = self.next_stamp;
+        self.next_stamp += 1;
+        let count = self.slab.get(i).count;
+        self.slab.get_mut(i).stamp = stamp;
+        self.heap.push(Reverse((self.priority(count), stamp, i)));
+        if self.heap.len() > 2 * self.index.len() + 64 {
+            let slab = &self.slab;
+            self.heap.retain(|Reverse((_, stamp, i))| slab.get(*i).stamp == *stamp);
+        }
+    }
+
+    fn release(&mut self, i: u32) -> Entry {
+        self.slab.get_mut(i).stamp = FREED;
+        let e = self.slab.release(i);
+        self.used -= u64::from(e.size);
+        e
+    }
+}
+
+impl Policy for Lfu {
+    fn name(&self) -> String {
+        match self.aging {
+            Aging::None => "LFU".into(),
+            Aging::Dynamic => "LFU-DA".into(),
+            Aging::Halve(every) => format!("LFU-halve{every}"),
+        }
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn occupancy(&self) -> u64 {
+        self.used
+    }
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+    fn contains(&self, key: Key) -> bool {
+        self.index.contains_key(&key)
+    }
+    fn lookup(&mut self, a: &Access) -> bool {
+        if let Aging::Halve(every) = self.aging {
+            self.requests += 1;
+            if self.requests % every == 0 {
+                self.halve_counts();
+            }
+        }
+        let Some(&i) = self.index.get(&a.key) else { return false };
+        self.slab.get_mut(i).count += 1;
+        self.enqueue(i);
+        true
+    }
+    fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
+        while self.used + u64::from(a.size) > self.capacity {
+            match self.evict(a) {
+                Some(k) => evicted.push(k),
+                None => break,
+            }
+        }
+        let i = self.slab.alloc(Entry { key: a.key, size: a.size, count: 1, stamp: FREED });
+        self.index.insert(a.key, i);
+        self.used += u64::from(a.size);
+        self.enqueue(i);
+    }
+    fn evict(&mut self, _now: &Access) -> Option<Key> {
+        while let Some(Reverse((priority, stamp, i))) = self.heap.pop() {
+            if self.slab.get(i).stamp != stamp {
+                continue; // superseded by a later hit, or already gone
+            }
+            if self.aging == Aging::Dynamic {
+                self.floor = priority;
+            }
+            let e = self.release(i);
+            self.index.remove(&e.key);
+            return Some(e.key);
+        }
+        None
+    }
+    fn remove(&mut self, key: Key) -> bool {
+        let Some(i) = self.index.remove(&key) else { return false };
+        self.release(i);
+        true
+    }
+}
