@@ -1,0 +1,85 @@
+//! The one error type every reader and writer returns.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Where in a file a problem was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// The file as a whole (cannot open it, cannot tell its format, ...).
+    File,
+    /// A 1-based line of a text trace.
+    Line(u64),
+    /// A byte offset into a binary trace (after decompression).
+    Byte(u64),
+}
+
+/// A trace problem, naming the file, the place in it and what is wrong.
+///
+/// Displays as `<file>:<line>: <what>` for text formats and
+/// `<file>: byte <offset>: <what>` for binary ones.
+#[derive(Debug)]
+pub struct TraceError {
+    file: PathBuf,
+    place: Place,
+    what: String,
+    io: Option<io::Error>,
+}
+
+impl TraceError {
+    pub(crate) fn new(file: &Path, place: Place, what: impl Into<String>) -> Self {
+        TraceError { file: file.to_path_buf(), place, what: what.into(), io: None }
+    }
+
+    pub(crate) fn io(file: &Path, place: Place, doing: &str, err: io::Error) -> Self {
+        let what = format!("{doing}: {err}");
+        TraceError { file: file.to_path_buf(), place, what, io: Some(err) }
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    pub fn place(&self) -> Place {
+        self.place
+    }
+
+    /// The 1-based line, for errors in text traces.
+    pub fn line(&self) -> Option<u64> {
+        match self.place {
+            Place::Line(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The byte offset, for errors in binary traces.
+    pub fn byte_offset(&self) -> Option<u64> {
+        match self.place {
+            Place::Byte(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// What is wrong, without the location.
+    pub fn message(&self) -> &str {
+        &self.what
+    }
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = self.file.display();
+        match self.place {
+            Place::File => write!(f, "{file}: {}", self.what),
+            Place::Line(n) => write!(f, "{file}:{n}: {}", self.what),
+            Place::Byte(n) => write!(f, "{file}: byte {n}: {}", self.what),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.io.as_ref().map(|e| e as _)
+    }
+}

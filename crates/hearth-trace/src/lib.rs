@@ -1,0 +1,242 @@
+//! Block and object I/O traces for Hearth: streaming, constant-memory readers
+//! for the common trace formats (plain, `.gz` or `.zst`), the step that turns
+//! requests into cache [`Access`](hearth_core::Access)es, writers, and
+//! synthetic generators.
+//!
+//! ```no_run
+//! use hearth_trace::{accesses, open, Mode};
+//! # fn main() -> Result<(), hearth_trace::TraceError> {
+//! let reader = open("trace.vscsi".as_ref(), None)?;
+//! for access in accesses(reader, Mode::Block { block_size: 4096 }) {
+//!     let access = access?;
+//!     // feed a policy ...
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Every reader stops at the first error, which names the file and the line
+//! (text formats) or byte offset (binary formats) and the offending field.
+
+mod error;
+mod input;
+mod readers;
+mod split;
+pub mod synth;
+mod write;
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+pub use error::{Place, TraceError};
+pub use readers::blkparse::QUEUE_ACTION as BLKPARSE_ACTION;
+pub use split::{accesses, fill_next_access, Accesses, Mode};
+pub use write::{write_oracle_general, write_text};
+
+use input::{compression_of, open_input, Lines};
+
+/// One request as a trace records it.
+///
+/// For block traces `offset` and `len` are a byte offset and a byte length.
+/// For object traces (oracleGeneral, text) `offset` is the object id and
+/// `len` the object size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// The trace's timestamp in nanoseconds (relative to the trace's own
+    /// epoch; 0 when the format has none).
+    pub time_ns: u64,
+    /// Client, host/disk, ASU or process the request came from (0 when the
+    /// format has none).
+    pub client: u32,
+    pub op: hearth_core::Op,
+    pub offset: u64,
+    pub len: u32,
+    /// 0-based index of the next request for the same object, when the trace
+    /// records it (oracleGeneral); `None` for never or unknown.
+    pub next_access: Option<u64>,
+}
+
+/// A trace format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// MSR Cambridge / SNIA CSV (`msr`).
+    MsrCsv,
+    /// blkparse default text output (`blkparse`).
+    Blkparse,
+    /// VMware/CloudPhysics vscsi binary, versions 1 and 2 (`vscsi`).
+    Vscsi,
+    /// UMass SPC CSV (`spc`).
+    Spc,
+    /// libCacheSim oracleGeneral binary object trace (`oracle`).
+    OracleGeneral,
+    /// One object id per line (`text`).
+    Text,
+    /// CloudPhysics CSV `version,time,op,size,lbn` (`cpcsv`).
+    CloudPhysicsCsv,
+}
+
+impl Format {
+    pub const ALL: [Format; 7] = [
+        Format::MsrCsv,
+        Format::Blkparse,
+        Format::Vscsi,
+        Format::Spc,
+        Format::OracleGeneral,
+        Format::Text,
+        Format::CloudPhysicsCsv,
+    ];
+
+    /// The short name used on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::MsrCsv => "msr",
+            Format::Blkparse => "blkparse",
+            Format::Vscsi => "vscsi",
+            Format::Spc => "spc",
+            Format::OracleGeneral => "oracle",
+            Format::Text => "text",
+            Format::CloudPhysicsCsv => "cpcsv",
+        }
+    }
+
+    /// The format a file name implies, after stripping `.gz`/`.zst`:
+    /// `.vscsi`, `.spc`, `.blkparse`, `.txt`, `.oracleGeneral[.bin]`. `.csv` is
+    /// `None` because three formats use it ([`open`] looks inside instead).
+    /// Only the name is examined.
+    pub fn detect(path: &Path) -> Option<Format> {
+        let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
+        let name = compression_of(&name).1;
+        let name = name.strip_suffix(".bin").unwrap_or(name);
+        let extension = name.rsplit_once('.').map(|(_, ext)| ext)?;
+        match extension {
+            "vscsi" => Some(Format::Vscsi),
+            "spc" => Some(Format::Spc),
+            "blkparse" => Some(Format::Blkparse),
+            "txt" => Some(Format::Text),
+            "oraclegeneral" => Some(Format::OracleGeneral),
+            _ => None,
+        }
+    }
+
+    /// Whether requests name objects (id and size) rather than byte ranges.
+    pub fn is_object_trace(self) -> bool {
+        matches!(self, Format::OracleGeneral | Format::Text)
+    }
+
+    /// Recognises a CSV format from its first non-empty line.
+    fn sniff_csv(first_line: &str) -> Option<Format> {
+        if first_line.starts_with("version,time,op,size,lbn") {
+            return Some(Format::CloudPhysicsCsv);
+        }
+        if first_line.starts_with("Timestamp,Hostname") {
+            return Some(Format::MsrCsv);
+        }
+        let fields: Vec<&str> = first_line.split(',').map(str::trim).collect();
+        let numeric = |i: usize| fields.get(i).is_some_and(|f| !f.is_empty() && f.parse::<f64>().is_ok());
+        let op_is = |names: &[&str]| fields.get(3).is_some_and(|f| names.iter().any(|n| f.eq_ignore_ascii_case(n)));
+        if fields.len() >= 6 && numeric(0) && op_is(&["read", "write"]) {
+            Some(Format::MsrCsv)
+        } else if fields.len() >= 5 && numeric(0) && numeric(1) && op_is(&["r", "w"]) {
+            Some(Format::Spc)
+        } else {
+            None
+        }
+    }
+}
+
+fn format_names() -> String {
+    Format::ALL.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.to_ascii_lowercase();
+        let alias = match lower.as_str() {
+            "oraclegeneral" => "oracle",
+            "txt" => "text",
+            "cloudphysics" => "cpcsv",
+            other => other,
+        };
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == alias)
+            .ok_or_else(|| format!("unknown trace format {s:?}; known formats: {}", format_names()))
+    }
+}
+
+/// A trace being read: an iterator of requests that stops after the first
+/// error.
+pub struct TraceReader {
+    format: Format,
+    inner: Box<dyn Iterator<Item = Result<Request, TraceError>> + Send>,
+    failed: bool,
+}
+
+impl TraceReader {
+    pub fn format(&self) -> Format {
+        self.format
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<Request, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let item = self.inner.next();
+        self.failed = matches!(item, Some(Err(_)));
+        item
+    }
+}
+
+/// Opens a trace for streaming. Without `format`, the format comes from the
+/// file name ([`Format::detect`]) or, for `.csv`, from the first line; if
+/// neither tells, the error lists the formats to choose from.
+pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceError> {
+    let format = match format.or_else(|| Format::detect(path)) {
+        Some(format) => format,
+        None => sniff(path)?,
+    };
+    let input = open_input(path)?;
+    let inner: Box<dyn Iterator<Item = Result<Request, TraceError>> + Send> = match format {
+        Format::MsrCsv => Box::new(readers::msr::MsrReader::new(Lines::new(path, input))),
+        Format::Blkparse => Box::new(readers::blkparse::BlkparseReader::new(Lines::new(path, input))),
+        Format::Spc => Box::new(readers::spc::SpcReader::new(Lines::new(path, input))),
+        Format::Text => Box::new(readers::text::TextReader::new(Lines::new(path, input))),
+        Format::CloudPhysicsCsv => Box::new(readers::cpcsv::CpCsvReader::new(Lines::new(path, input))),
+        Format::Vscsi => Box::new(readers::vscsi::VscsiReader::new(path, input)?),
+        Format::OracleGeneral => Box::new(readers::oracle::OracleReader::new(path, input)),
+    };
+    Ok(TraceReader { format, inner, failed: false })
+}
+
+/// Tells the format of a `.csv` file from its first non-empty line.
+fn sniff(path: &Path) -> Result<Format, TraceError> {
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let unknown = |why: &str| {
+        TraceError::new(
+            path,
+            error::Place::File,
+            format!("cannot tell the trace format: {why}; name one of: {}", format_names()),
+        )
+    };
+    if !compression_of(&name).1.to_ascii_lowercase().ends_with(".csv") {
+        return Err(unknown("unknown file extension"));
+    }
+    let mut lines = Lines::new(path, open_input(path)?);
+    while let Some(line) = lines.next_line()? {
+        if !line.text.trim().is_empty() {
+            return Format::sniff_csv(line.text)
+                .ok_or_else(|| unknown("the first line of this .csv matches none of msr, spc, cpcsv"));
+        }
+    }
+    Err(unknown("the .csv file is empty"))
+}

@@ -1,0 +1,72 @@
+//! libCacheSim's oracleGeneral binary object traces: 24-byte little-endian
+//! records `u32 clock_time, u64 obj_id, u32 obj_size, i64 next_access_vtime`.
+//!
+//! libCacheSim counts virtual time from 1, so `next_access_vtime` is the
+//! 1-based index of the next request for the object (-1, or `i64::MAX`, for
+//! never). [`Request::next_access`] is 0-based like `Access::vtime`; the
+//! reader converts. A next access that is not strictly later than the record
+//! itself cannot come from a real trace and is reported: it is also how a
+//! file in another format given as oracleGeneral gets caught.
+
+use std::path::Path;
+
+use hearth_core::Op;
+
+use crate::error::TraceError;
+use crate::input::{le_u32, le_u64, Input, Records};
+use crate::Request;
+
+pub(crate) const RECORD_LEN: usize = 24;
+
+pub(crate) struct OracleReader {
+    records: Records,
+    /// 0-based index of the next record.
+    index: u64,
+}
+
+impl OracleReader {
+    pub(crate) fn new(path: &Path, input: Input) -> Self {
+        OracleReader { records: Records::new(path, input), index: 0 }
+    }
+
+    fn read(&mut self) -> Result<Option<Request>, TraceError> {
+        let mut r = [0u8; RECORD_LEN];
+        if !self.records.next_record(&mut r)? {
+            return Ok(None);
+        }
+        let clock_s = le_u32(&r, 0);
+        let id = le_u64(&r, 4);
+        let size = le_u32(&r, 12);
+        let next_vtime = le_u64(&r, 16) as i64;
+        let own_vtime = self.index + 1;
+        let next_access = match next_vtime {
+            -1 | i64::MAX => None,
+            v if v > 0 && v as u64 > own_vtime => Some(v as u64 - 1),
+            v => {
+                return Err(self.records.record_error(
+                    RECORD_LEN,
+                    format!(
+                        "next_access_vtime {v} is not after this request (vtime {own_vtime}); \
+                         expected -1 or a later vtime. Is this an oracleGeneral trace?"
+                    ),
+                ))
+            }
+        };
+        self.index += 1;
+        Ok(Some(Request {
+            time_ns: u64::from(clock_s) * 1_000_000_000,
+            client: 0,
+            op: Op::Read,
+            offset: id,
+            len: size,
+            next_access,
+        }))
+    }
+}
+
+impl Iterator for OracleReader {
+    type Item = Result<Request, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.read().transpose()
+    }
+}

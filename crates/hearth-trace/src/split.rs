@@ -1,0 +1,190 @@
+//! From trace requests to the [`Access`]es a policy sees.
+
+use hearth_core::{key_map, Access, NEVER};
+
+use crate::{Request, TraceError};
+
+/// How requests map to cache items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Fixed-size blocks: a request becomes one access per block its byte
+    /// range touches (key = block number, size = `block_size`). For block
+    /// traces only: an object trace's ids are not byte offsets.
+    Block { block_size: u32 },
+    /// One access per request: key = `offset` (the object id), size = `len`
+    /// (1 when `len` is 0, so every object occupies something).
+    Object,
+}
+
+impl Mode {
+    /// The natural mode for a format: [`Mode::Object`] for object traces,
+    /// blocks of `block_size` bytes otherwise.
+    pub fn for_format(format: crate::Format, block_size: u32) -> Mode {
+        if format.is_object_trace() {
+            Mode::Object
+        } else {
+            Mode::Block { block_size }
+        }
+    }
+}
+
+/// Turns requests into accesses; see [`Mode`]. Accesses get `vtime` 0, 1, 2,
+/// ... in the order emitted, `ctx` = the request's client, and `next_access`
+/// = [`NEVER`] (run [`fill_next_access`] for OPT). A zero-length request
+/// touches no block and emits nothing in block mode.
+///
+/// # Panics
+/// If `mode` is `Block` with a block size of 0.
+pub fn accesses<I: Iterator<Item = Result<Request, TraceError>>>(reqs: I, mode: Mode) -> Accesses<I> {
+    if let Mode::Block { block_size } = mode {
+        assert!(block_size > 0, "block size must be positive");
+    }
+    Accesses { reqs, mode, vtime: 0, pending: None }
+}
+
+/// The iterator [`accesses`] returns.
+pub struct Accesses<I> {
+    reqs: I,
+    mode: Mode,
+    vtime: u64,
+    /// Blocks of the current request still to emit.
+    pending: Option<PendingBlocks>,
+}
+
+struct PendingBlocks {
+    next: u64,
+    last: u64,
+    request: Request,
+}
+
+impl<I> Accesses<I> {
+    fn emit(&mut self, key: u64, size: u32, request: &Request) -> Access {
+        let access = Access { key, size, vtime: self.vtime, next_access: NEVER, op: request.op, ctx: request.client };
+        self.vtime += 1;
+        access
+    }
+}
+
+impl<I: Iterator<Item = Result<Request, TraceError>>> Iterator for Accesses<I> {
+    type Item = Result<Access, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(p) = &mut self.pending {
+                let (block, request) = (p.next, p.request);
+                if block == p.last {
+                    self.pending = None;
+                } else {
+                    p.next += 1;
+                }
+                let Mode::Block { block_size } = self.mode else { unreachable!("blocks pend only in block mode") };
+                return Some(Ok(self.emit(block, block_size, &request)));
+            }
+            let request = match self.reqs.next()? {
+                Ok(r) => r,
+                Err(e) => return Some(Err(e)),
+            };
+            match self.mode {
+                Mode::Object => {
+                    let size = request.len.max(1);
+                    return Some(Ok(self.emit(request.offset, size, &request)));
+                }
+                Mode::Block { block_size } => {
+                    if request.len == 0 {
+                        continue;
+                    }
+                    let bs = u64::from(block_size);
+                    // u128 keeps a range ending at 2^64 from overflowing.
+                    let end = u128::from(request.offset) + u128::from(request.len);
+                    let last = ((end - 1) / u128::from(bs)) as u64;
+                    self.pending = Some(PendingBlocks { next: request.offset / bs, last, request });
+                }
+            }
+        }
+    }
+}
+
+/// Fills every access's `next_access` with the `vtime` of the next access to
+/// the same key ([`NEVER`] if none): one backward pass, as OPT needs.
+pub fn fill_next_access(accesses: &mut [Access]) {
+    let mut next_use = key_map::<u64>(accesses.len() / 4);
+    for access in accesses.iter_mut().rev() {
+        access.next_access = next_use.insert(access.key, access.vtime).unwrap_or(NEVER);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearth_core::Op;
+
+    fn req(offset: u64, len: u32) -> Result<Request, TraceError> {
+        Ok(Request { time_ns: 7, client: 3, op: Op::Write, offset, len, next_access: None })
+    }
+
+    fn keys(reqs: Vec<Result<Request, TraceError>>, mode: Mode) -> Vec<(u64, u32, u64)> {
+        accesses(reqs.into_iter(), mode).map(|a| a.unwrap()).map(|a| (a.key, a.size, a.vtime)).collect()
+    }
+
+    #[test]
+    fn block_mode_splits_unaligned_ranges_into_every_touched_block() {
+        let mode = Mode::Block { block_size: 4096 };
+        // Aligned single block; unaligned inside one block; straddling a
+        // boundary by one byte on each side; three blocks; zero length; the
+        // last byte of a block alone.
+        let got = keys(
+            vec![req(0, 4096), req(100, 200), req(4095, 2), req(8000, 8192), req(5000, 0), req(12287, 1)],
+            mode,
+        );
+        let want = vec![
+            (0, 4096, 0),
+            (0, 4096, 1),
+            (0, 4096, 2),
+            (1, 4096, 3),
+            // 8000..16192 touches blocks 1 (4096..8192), 2, 3 (12288..16384).
+            (1, 4096, 4),
+            (2, 4096, 5),
+            (3, 4096, 6),
+            (2, 4096, 7),
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn block_mode_handles_a_range_ending_at_the_top_of_the_address_space() {
+        let got = keys(vec![req(u64::MAX - 511, 512)], Mode::Block { block_size: 512 });
+        assert_eq!(got, vec![(u64::MAX / 512, 512, 0)]);
+    }
+
+    #[test]
+    fn object_mode_is_one_access_per_request_with_size_at_least_one() {
+        let got = keys(vec![req(42, 0), req(7, 1000), req(42, 5)], Mode::Object);
+        assert_eq!(got, vec![(42, 1, 0), (7, 1000, 1), (42, 5, 2)]);
+    }
+
+    #[test]
+    fn accesses_copy_op_and_client_and_leave_next_access_never() {
+        let a = accesses(vec![req(0, 1)].into_iter(), Mode::Object).next().unwrap().unwrap();
+        assert_eq!((a.op, a.ctx, a.next_access), (Op::Write, 3, NEVER));
+    }
+
+    #[test]
+    fn errors_pass_through() {
+        let err = TraceError::new(std::path::Path::new("t"), crate::Place::Line(9), "boom");
+        let mut it = accesses(vec![req(0, 1), Err(err)].into_iter(), Mode::Object);
+        assert!(it.next().unwrap().is_ok());
+        assert_eq!(it.next().unwrap().unwrap_err().to_string(), "t:9: boom");
+    }
+
+    #[test]
+    fn next_access_points_at_the_next_use_of_the_same_key() {
+        let mut a: Vec<Access> = [5u64, 6, 5, 7, 6, 5]
+            .iter()
+            .enumerate()
+            .map(|(i, &key)| Access { key, vtime: i as u64, ..Access::default() })
+            .collect();
+        fill_next_access(&mut a);
+        let next: Vec<u64> = a.iter().map(|a| a.next_access).collect();
+        assert_eq!(next, vec![2, 4, 5, NEVER, NEVER, NEVER]);
+    }
+}
