@@ -1,0 +1,769 @@
+//! The block cache between the protocol and a backend.
+//!
+//! Data lives in memory keyed by block number; which blocks stay is decided
+//! by any `hearth_core::Policy` (the same code the simulator runs). The
+//! policy, the block map and the dirty set sit behind one mutex: correctness
+//! first, and a hit costs one lock and one copy.
+//!
+//! Write-through (default): a write reaches the backend before it is
+//! acknowledged, then updates the cache. Write-back: writes land in the
+//! cache as dirty blocks and reach the backend on FLUSH, FUA, eviction, when
+//! the dirty limit is exceeded, and at shutdown; every mutation then runs
+//! under the mutex.
+//!
+//! Keeping cache and backend equal while requests run concurrently: a read
+//! miss fetches from the backend without the lock and may only insert what it
+//! read if no write touched those blocks meanwhile. Writes are tracked per
+//! stripe of blocks (`block % STRIPES`): a counter of writes begun and of
+//! writes in flight. A read fills a block only if its stripe had no write in
+//! flight when the read looked it up and none began since. Two writes in
+//! flight on one stripe may reach the backend in either order, so both then
+//! invalidate the blocks they touched instead of updating them.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use hearth_core::{Access, Key, Op, Policy};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::backend::Backend;
+
+const STRIPES: usize = 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    Through,
+    /// Write-back, flushing everything once more than this many bytes are dirty.
+    Back {
+        dirty_limit: u64,
+    },
+}
+
+/// Counters read by the metrics endpoint and by tests.
+#[derive(Default, Debug)]
+pub struct CacheStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    /// Blocks read from the backend that could not be inserted because a
+    /// write raced with the read.
+    pub fills_skipped: AtomicU64,
+    pub evictions: AtomicU64,
+    /// Dirty blocks written to the backend (write-back only).
+    pub writebacks: AtomicU64,
+    pub backend_reads: AtomicU64,
+    pub backend_read_bytes: AtomicU64,
+    pub backend_writes: AtomicU64,
+    pub backend_flushes: AtomicU64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Stripe {
+    writes_begun: u64,
+    writes_in_flight: u32,
+    /// Set when a write began while another was in flight; cleared when the
+    /// stripe drains.
+    conflict: bool,
+}
+
+struct Inner {
+    policy: Box<dyn Policy>,
+    blocks: FxHashMap<Key, Box<[u8]>>,
+    /// Buffers of evicted blocks, reused for the next insert.
+    free: Vec<Box<[u8]>>,
+    dirty: FxHashSet<Key>,
+    vtime: u64,
+    evicted: Vec<Key>,
+    stripes: Vec<Stripe>,
+}
+
+pub struct BlockCache {
+    backend: Box<dyn Backend>,
+    block_size: u64,
+    size: u64,
+    mode: WriteMode,
+    inner: Mutex<Inner>,
+    pub stats: CacheStats,
+}
+
+/// A block the read path found missing, with its stripe's state at lookup.
+struct Miss {
+    block: u64,
+    writes_begun: u64,
+    quiet: bool,
+}
+
+impl BlockCache {
+    pub fn new(backend: Box<dyn Backend>, policy: Box<dyn Policy>, block_size: u32, mode: WriteMode) -> BlockCache {
+        assert!(block_size > 0, "block size must be positive");
+        if let WriteMode::Back { .. } = mode {
+            assert!(
+                policy.capacity() >= u64::from(block_size),
+                "write-back needs room for at least one block"
+            );
+        }
+        let size = backend.size();
+        BlockCache {
+            backend,
+            block_size: u64::from(block_size),
+            size,
+            mode,
+            inner: Mutex::new(Inner {
+                policy,
+                blocks: FxHashMap::default(),
+                free: Vec::new(),
+                dirty: FxHashSet::default(),
+                vtime: 0,
+                evicted: Vec::new(),
+                stripes: vec![Stripe::default(); STRIPES],
+            }),
+            stats: CacheStats::default(),
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn block_size(&self) -> u64 {
+        self.block_size
+    }
+    pub fn mode(&self) -> WriteMode {
+        self.mode
+    }
+    pub fn describe_backend(&self) -> String {
+        self.backend.describe()
+    }
+    /// `(resident blocks, dirty blocks)`.
+    pub fn occupancy(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.blocks.len(), inner.dirty.len())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves maps consistent enough to keep
+        // serving; poisoning would turn one bug into a dead export.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks covering `[offset, offset+len)`; empty when len is 0.
+    fn block_range(&self, offset: u64, len: u64) -> std::ops::Range<u64> {
+        if len == 0 {
+            return 0..0;
+        }
+        offset / self.block_size..(offset + len - 1) / self.block_size + 1
+    }
+
+    /// Bytes of `block` that exist (the last block may be short).
+    fn block_len(&self, block: u64) -> u64 {
+        self.block_size.min(self.size - block * self.block_size)
+    }
+
+    /// The overlap of `block` with `[offset, offset+len)`, as
+    /// (offset within the block, offset within the request, length).
+    fn overlap(&self, block: u64, offset: u64, len: u64) -> (usize, usize, usize) {
+        let start = block * self.block_size;
+        let from = start.max(offset);
+        let to = (start + self.block_size).min(offset + len);
+        ((from - start) as usize, (from - offset) as usize, (to - from) as usize)
+    }
+
+    fn access(inner: &mut Inner, block: u64, size: u64, op: Op) -> Access {
+        inner.vtime += 1;
+        Access {
+            key: block,
+            size: size as u32,
+            vtime: inner.vtime,
+            next_access: hearth_core::NEVER,
+            op,
+            ctx: 0,
+        }
+    }
+
+    /// Serves a read entirely from the cache, or does nothing and returns
+    /// false if any block is missing.
+    pub fn read_cached(&self, offset: u64, buf: &mut [u8]) -> bool {
+        let range = self.block_range(offset, buf.len() as u64);
+        let mut inner = self.lock();
+        if !range.clone().all(|b| inner.blocks.contains_key(&b)) {
+            return false;
+        }
+        for b in range.clone() {
+            let a = Self::access(&mut inner, b, self.block_size, Op::Read);
+            inner.policy.lookup(&a);
+            let (in_block, in_req, n) = self.overlap(b, offset, buf.len() as u64);
+            buf[in_req..in_req + n].copy_from_slice(&inner.blocks[&b][in_block..in_block + n]);
+        }
+        self.stats.hits.fetch_add(range.end - range.start, Ordering::Relaxed);
+        true
+    }
+
+    /// Reads through the cache: hits are copied, runs of missing blocks are
+    /// fetched from the backend in one call each and inserted.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let len = buf.len() as u64;
+        let mut misses = Vec::new();
+        {
+            let mut inner = self.lock();
+            for b in self.block_range(offset, len) {
+                let a = Self::access(&mut inner, b, self.block_size, Op::Read);
+                if inner.policy.lookup(&a) && inner.blocks.contains_key(&b) {
+                    let (in_block, in_req, n) = self.overlap(b, offset, len);
+                    buf[in_req..in_req + n].copy_from_slice(&inner.blocks[&b][in_block..in_block + n]);
+                } else {
+                    let s = inner.stripes[b as usize % STRIPES];
+                    misses.push(Miss {
+                        block: b,
+                        writes_begun: s.writes_begun,
+                        quiet: s.writes_in_flight == 0,
+                    });
+                }
+            }
+        }
+        let hits = self.block_range(offset, len).count() - misses.len();
+        self.stats.hits.fetch_add(hits as u64, Ordering::Relaxed);
+        self.stats.misses.fetch_add(misses.len() as u64, Ordering::Relaxed);
+
+        let mut rest = &misses[..];
+        while let Some(first) = rest.first() {
+            let run = 1 + rest.windows(2).take_while(|w| w[1].block == w[0].block + 1).count();
+            let (run_misses, tail) = rest.split_at(run);
+            rest = tail;
+            let start = first.block * self.block_size;
+            let end = (start + run as u64 * self.block_size).min(self.size);
+            let mut fetched = vec![0u8; (end - start) as usize];
+            self.backend_read(&mut fetched, start)?;
+            for m in run_misses {
+                let (in_block, in_req, n) = self.overlap(m.block, offset, len);
+                let at = ((m.block - first.block) * self.block_size) as usize;
+                buf[in_req..in_req + n].copy_from_slice(&fetched[at + in_block..at + in_block + n]);
+            }
+            self.fill(run_misses, first.block, &fetched);
+        }
+        Ok(())
+    }
+
+    /// Inserts blocks a read fetched, unless a write may have raced with it.
+    fn fill(&self, misses: &[Miss], first_block: u64, fetched: &[u8]) {
+        let mut inner = self.lock();
+        for m in misses {
+            let s = inner.stripes[m.block as usize % STRIPES];
+            let safe = m.quiet && s.writes_in_flight == 0 && s.writes_begun == m.writes_begun;
+            if !safe {
+                self.stats.fills_skipped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if inner.blocks.contains_key(&m.block) {
+                continue;
+            }
+            let at = ((m.block - first_block) * self.block_size) as usize;
+            let n = self.block_len(m.block) as usize;
+            // Read fills are clean; an error writing back a dirty victim is
+            // logged inside insert and does not fail this read.
+            let _ = self.insert(&mut inner, m.block, &fetched[at..at + n], false);
+        }
+    }
+
+    /// Inserts `data` as `block`, evicting (and writing back dirty victims)
+    /// as the policy decides. Returns whether the block is now resident.
+    fn insert(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) -> io::Result<bool> {
+        if inner.policy.capacity() < self.block_size {
+            return Ok(false);
+        }
+        let a = Self::access(inner, block, self.block_size, Op::Write);
+        let mut evicted = std::mem::take(&mut inner.evicted);
+        evicted.clear();
+        inner.policy.insert(&a, &mut evicted);
+        let mut result = Ok(());
+        for &victim in &evicted {
+            let Some(buf) = inner.blocks.remove(&victim) else {
+                continue;
+            };
+            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            if inner.dirty.remove(&victim) {
+                let n = self.block_len(victim) as usize;
+                if let Err(e) = self.backend_write(&buf[..n], victim * self.block_size) {
+                    tracing::error!(block = victim, error = %e, "writing back an evicted dirty block failed; its data is lost");
+                    result = Err(e);
+                }
+                self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
+            }
+            inner.free.push(buf);
+        }
+        inner.evicted = evicted;
+        if !inner.policy.contains(block) {
+            return result.map(|_| false);
+        }
+        let bs = self.block_size as usize;
+        let mut buf = inner.free.pop().unwrap_or_else(|| vec![0u8; bs].into_boxed_slice());
+        buf[..data.len()].copy_from_slice(data);
+        buf[data.len()..].fill(0);
+        inner.blocks.insert(block, buf);
+        if dirty {
+            inner.dirty.insert(block);
+        }
+        result.map(|_| true)
+    }
+
+    fn remove(&self, inner: &mut Inner, block: u64) {
+        if let Some(buf) = inner.blocks.remove(&block) {
+            inner.policy.remove(block);
+            inner.dirty.remove(&block);
+            inner.free.push(buf);
+        }
+    }
+
+    /// Stripes touched by a block range, each once.
+    fn stripes_of(&self, range: std::ops::Range<u64>) -> impl Iterator<Item = usize> {
+        let n = (range.end - range.start).min(STRIPES as u64);
+        (range.start..range.start + n).map(|b| b as usize % STRIPES)
+    }
+
+    fn begin_write(&self, inner: &mut Inner, range: std::ops::Range<u64>) {
+        for s in self.stripes_of(range) {
+            let st = &mut inner.stripes[s];
+            st.conflict |= st.writes_in_flight > 0;
+            st.writes_in_flight += 1;
+            st.writes_begun += 1;
+        }
+    }
+
+    /// Ends a write; returns whether it raced with another write.
+    fn end_write(&self, inner: &mut Inner, range: std::ops::Range<u64>) -> bool {
+        let mut raced = false;
+        for s in self.stripes_of(range) {
+            let st = &mut inner.stripes[s];
+            raced |= st.conflict;
+            st.writes_in_flight -= 1;
+            if st.writes_in_flight == 0 {
+                st.conflict = false;
+            }
+        }
+        raced
+    }
+
+    pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+        let len = data.len() as u64;
+        let range = self.block_range(offset, len);
+        if let WriteMode::Back { .. } = self.mode {
+            return self.write_back(offset, data, fua);
+        }
+        self.begin_write(&mut self.lock(), range.clone());
+        let result = self
+            .backend_write(data, offset)
+            .and_then(|()| if fua { self.backend_flush() } else { Ok(()) });
+        let mut inner = self.lock();
+        let raced = self.end_write(&mut inner, range.clone());
+        for b in range {
+            let (in_block, in_req, n) = self.overlap(b, offset, len);
+            let whole = in_block == 0 && n as u64 == self.block_len(b);
+            if raced || result.is_err() {
+                self.remove(&mut inner, b);
+            } else if inner.blocks.contains_key(&b) {
+                let a = Self::access(&mut inner, b, self.block_size, Op::Write);
+                inner.policy.lookup(&a);
+                inner.blocks.get_mut(&b).expect("resident")[in_block..in_block + n]
+                    .copy_from_slice(&data[in_req..in_req + n]);
+            } else if whole {
+                // Write-allocate whole blocks: the data is at hand and it is
+                // what the next read of this block will want.
+                self.insert(&mut inner, b, &data[in_req..in_req + n], false)?;
+            }
+        }
+        result
+    }
+
+    fn write_back(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+        let len = data.len() as u64;
+        let range = self.block_range(offset, len);
+        let mut inner = self.lock();
+        self.begin_write(&mut inner, range.clone());
+        let result = (|| {
+            for b in range.clone() {
+                let (in_block, in_req, n) = self.overlap(b, offset, len);
+                let part = &data[in_req..in_req + n];
+                if inner.blocks.contains_key(&b) {
+                    let a = Self::access(&mut inner, b, self.block_size, Op::Write);
+                    inner.policy.lookup(&a);
+                    inner.blocks.get_mut(&b).expect("resident")[in_block..in_block + n].copy_from_slice(part);
+                    inner.dirty.insert(b);
+                    continue;
+                }
+                let block_len = self.block_len(b) as usize;
+                let mut whole = vec![0u8; block_len];
+                if n < block_len {
+                    // Partial write of an absent block: read-modify-write.
+                    self.backend_read(&mut whole, b * self.block_size)?;
+                }
+                whole[in_block..in_block + n].copy_from_slice(part);
+                if !self.insert(&mut inner, b, &whole, true)? {
+                    // The policy declined the block: write it straight through.
+                    self.backend_write(&whole, b * self.block_size)?;
+                }
+            }
+            if fua {
+                self.write_dirty(&mut inner, Some(range.clone()))?;
+                self.backend_flush()?;
+            }
+            let dirty_limit = match self.mode {
+                WriteMode::Back { dirty_limit } => dirty_limit,
+                WriteMode::Through => u64::MAX,
+            };
+            if inner.dirty.len() as u64 * self.block_size > dirty_limit {
+                self.write_dirty(&mut inner, None)?;
+            }
+            Ok(())
+        })();
+        self.end_write(&mut inner, range);
+        result
+    }
+
+    /// Writes dirty blocks (all, or those in `only`) to the backend, merging
+    /// neighbours into one call. Durability is the caller's next flush.
+    fn write_dirty(&self, inner: &mut Inner, only: Option<std::ops::Range<u64>>) -> io::Result<()> {
+        let mut keys: Vec<Key> = match only {
+            Some(r) => r.filter(|b| inner.dirty.contains(b)).collect(),
+            None => inner.dirty.iter().copied().collect(),
+        };
+        keys.sort_unstable();
+        let mut run = Vec::new();
+        let mut i = 0;
+        while i < keys.len() {
+            let first = keys[i];
+            let mut j = i;
+            while j < keys.len() && keys[j] == first + (j - i) as u64 {
+                j += 1;
+            }
+            run.clear();
+            for b in &keys[i..j] {
+                let n = self.block_len(*b) as usize;
+                run.extend_from_slice(&inner.blocks[b][..n]);
+            }
+            self.backend_write(&run, first * self.block_size)?;
+            for b in &keys[i..j] {
+                inner.dirty.remove(b);
+            }
+            self.stats.writebacks.fetch_add((j - i) as u64, Ordering::Relaxed);
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Zeroes (`trim == false`) or discards a range. The cache drops every
+    /// block it touches; the backend holds the truth afterwards.
+    pub fn discard(&self, offset: u64, len: u64, trim: bool, may_punch: bool, fua: bool) -> io::Result<()> {
+        let range = self.block_range(offset, len);
+        let op = || {
+            let r = if trim {
+                self.backend.trim(offset, len)
+            } else {
+                self.backend.write_zeroes(offset, len, may_punch)
+            };
+            self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
+            r.and_then(|()| if fua { self.backend_flush() } else { Ok(()) })
+        };
+        let mut inner = self.lock();
+        self.begin_write(&mut inner, range.clone());
+        let result = if let WriteMode::Back { .. } = self.mode {
+            // Partially covered dirty blocks hold data outside the range.
+            let r = self.write_dirty(&mut inner, Some(range.clone())).and_then(|()| op());
+            for b in range.clone() {
+                self.remove(&mut inner, b);
+            }
+            r
+        } else {
+            drop(inner);
+            let r = op();
+            inner = self.lock();
+            for b in range.clone() {
+                self.remove(&mut inner, b);
+            }
+            r
+        };
+        self.end_write(&mut inner, range);
+        result
+    }
+
+    /// Makes every acknowledged write durable.
+    pub fn flush(&self) -> io::Result<()> {
+        match self.mode {
+            WriteMode::Through => self.backend_flush(),
+            WriteMode::Back { .. } => {
+                let mut inner = self.lock();
+                self.write_dirty(&mut inner, None)?;
+                self.backend_flush()
+            }
+        }
+    }
+
+    fn backend_read(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.stats.backend_reads.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .backend_read_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.backend.read_at(buf, offset)
+    }
+    fn backend_write(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
+        self.backend.write_at(buf, offset)
+    }
+    fn backend_flush(&self) -> io::Result<()> {
+        self.stats.backend_flushes.fetch_add(1, Ordering::Relaxed);
+        self.backend.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::MemoryBackend;
+    use std::sync::Arc;
+
+    const BS: u32 = 4096;
+
+    /// A cache of `blocks` blocks over a memory backend of `size` bytes whose
+    /// bytes are `i % 251`.
+    fn setup(size: u64, blocks: u64, mode: WriteMode) -> (Arc<MemoryBackend>, BlockCache) {
+        let backend = Arc::new(MemoryBackend::new(size));
+        let pattern: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        backend.write_at(&pattern, 0).unwrap();
+        let policy = hearth_policy::build("lru", blocks * u64::from(BS)).unwrap();
+        let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, mode);
+        (backend, cache)
+    }
+
+    /// Completes each call after a pseudo-random 0..400 µs, so concurrent
+    /// calls finish in an order different from the one they took effect in.
+    struct Jitter(Arc<MemoryBackend>, AtomicU64);
+
+    impl Jitter {
+        fn pause(&self) {
+            let n = self
+                .1
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            std::thread::sleep(std::time::Duration::from_micros((n >> 40) % 400));
+        }
+    }
+
+    impl Backend for Jitter {
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            let r = self.0.read_at(buf, offset);
+            self.pause();
+            r
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            let r = self.0.write_at(buf, offset);
+            self.pause();
+            r
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "jitter".into()
+        }
+    }
+
+    /// A cache over a jittery backend, or over one with a fixed 200 µs
+    /// latency (which widens the window between a read and its fill).
+    fn setup_racy(size: u64, blocks: u64, mode: WriteMode, jitter: bool) -> (Arc<MemoryBackend>, BlockCache) {
+        let backend = Arc::new(MemoryBackend::new(size));
+        let policy = hearth_policy::build("lru", blocks * u64::from(BS)).unwrap();
+        let racy: Box<dyn Backend> = if jitter {
+            Box::new(Jitter(backend.clone(), AtomicU64::new(0)))
+        } else {
+            let latency = std::time::Duration::from_micros(200);
+            Box::new(crate::backend::SlowBackend::new(
+                Box::new(backend.clone()),
+                latency,
+                None,
+            ))
+        };
+        (backend.clone(), BlockCache::new(racy, policy, BS, mode))
+    }
+
+    fn expected(offset: u64, len: usize) -> Vec<u8> {
+        (offset..offset + len as u64).map(|i| (i % 251) as u8).collect()
+    }
+
+    #[test]
+    fn cached_reads_never_reach_the_backend() {
+        let (backend, cache) = setup(1 << 20, 64, WriteMode::Through);
+        let mut buf = vec![0u8; 10_000];
+        cache.read(5000, &mut buf).unwrap();
+        assert_eq!(buf, expected(5000, 10_000));
+        let after_first = backend.reads();
+        assert_eq!(after_first, 1, "one run of missing blocks is one backend read");
+        for _ in 0..5 {
+            let mut again = vec![0u8; 10_000];
+            assert!(cache.read_cached(5000, &mut again));
+            assert_eq!(again, buf);
+            cache.read(4096, &mut again[..100]).unwrap();
+        }
+        assert_eq!(backend.reads(), after_first);
+        assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 3);
+        // A read overlapping one uncached block fetches just that block.
+        let mut wider = vec![0u8; 4096 * 4];
+        cache.read(0, &mut wider).unwrap();
+        assert_eq!(wider, expected(0, 4096 * 4));
+        assert_eq!(backend.reads(), after_first + 1);
+        assert_eq!(backend.snapshot()[..100], expected(0, 100)[..]);
+    }
+
+    #[test]
+    fn short_last_block_reads_correctly() {
+        let size = 3 * 4096 + 100;
+        let (_, cache) = setup(size, 8, WriteMode::Through);
+        let mut buf = vec![0u8; 200];
+        cache.read(size - 200, &mut buf).unwrap();
+        assert_eq!(buf, expected(size - 200, 200));
+        assert!(cache.read_cached(size - 50, &mut buf[..50]));
+        assert_eq!(buf[..50], expected(size - 50, 50)[..]);
+    }
+
+    #[test]
+    fn write_through_reaches_backend_and_updates_cache() {
+        let (backend, cache) = setup(1 << 20, 64, WriteMode::Through);
+        let mut buf = vec![0u8; 8192];
+        cache.read(0, &mut buf).unwrap();
+        // Partial write into a cached block, and a whole-block write to an absent one.
+        cache.write(100, b"hello", false).unwrap();
+        cache.write(40960, &[7u8; 4096], true).unwrap();
+        let snap = backend.snapshot();
+        assert_eq!(&snap[100..105], b"hello");
+        assert_eq!(&snap[40960..45056], &[7u8; 4096][..]);
+        assert!(backend.flushes() >= 1, "FUA flushes the backend");
+        let reads = backend.reads();
+        assert!(cache.read_cached(96, &mut buf[..12]));
+        assert_eq!(&buf[4..9], b"hello");
+        assert_eq!(&buf[9..12], &expected(105, 3)[..]);
+        assert_eq!(&buf[..4], &expected(96, 4)[..]);
+        assert!(
+            cache.read_cached(40960, &mut buf[..4096]),
+            "whole-block writes are cached"
+        );
+        assert_eq!(buf[..4096], [7u8; 4096]);
+        assert_eq!(backend.reads(), reads);
+    }
+
+    #[test]
+    fn evictions_respect_capacity() {
+        let (backend, cache) = setup(1 << 20, 4, WriteMode::Through);
+        let mut buf = vec![0u8; 4096];
+        for b in 0..10u64 {
+            cache.read(b * 4096, &mut buf).unwrap();
+            assert_eq!(buf, expected(b * 4096, 4096));
+        }
+        assert_eq!(cache.occupancy().0, 4);
+        assert!(cache.read_cached(9 * 4096, &mut buf), "LRU keeps the newest");
+        assert!(!cache.read_cached(0, &mut buf));
+        assert_eq!(backend.reads(), 10);
+    }
+
+    #[test]
+    fn write_back_holds_writes_until_flush_and_writes_back_on_eviction() {
+        let (backend, cache) = setup(1 << 20, 8, WriteMode::Back { dirty_limit: 6 * 4096 });
+        cache.write(4096, &[1u8; 4096], false).unwrap();
+        cache.write(8192 + 10, b"xyz", false).unwrap(); // partial: read-modify-write
+        let snap = backend.snapshot();
+        assert_eq!(snap[4096..8192], expected(4096, 4096)[..], "not on the backend yet");
+        let mut buf = vec![0u8; 20];
+        cache.read(8192, &mut buf).unwrap();
+        assert_eq!(&buf[10..13], b"xyz");
+        assert_eq!(&buf[..10], &expected(8192, 10)[..]);
+        assert_eq!(cache.occupancy().1, 2);
+        cache.flush().unwrap();
+        let snap = backend.snapshot();
+        assert_eq!(snap[4096..8192], [1u8; 4096]);
+        assert_eq!(&snap[8202..8205], b"xyz");
+        assert_eq!(cache.occupancy().1, 0);
+
+        // Dirty blocks pushed out by the policy are written first.
+        cache.write(0, &[9u8; 4096], false).unwrap();
+        let mut buf = vec![0u8; 4096];
+        for b in 20..40u64 {
+            cache.read(b * 4096, &mut buf).unwrap();
+        }
+        assert_eq!(backend.snapshot()[..4096], [9u8; 4096]);
+    }
+
+    #[test]
+    fn write_back_dirty_limit_and_fua_write_through() {
+        let (backend, cache) = setup(1 << 20, 16, WriteMode::Back { dirty_limit: 2 * 4096 });
+        cache.write(0, &[3u8; 4096], true).unwrap();
+        assert_eq!(backend.snapshot()[..4096], [3u8; 4096], "FUA reaches the backend");
+        for b in 1..4u64 {
+            cache.write(b * 4096, &[b as u8; 4096], false).unwrap();
+        }
+        assert!(cache.occupancy().1 <= 2, "exceeding the dirty limit flushes");
+        assert_eq!(backend.snapshot()[4096..8192], [1u8; 4096]);
+    }
+
+    #[test]
+    fn discard_zeroes_and_drops_cached_blocks() {
+        for mode in [WriteMode::Through, WriteMode::Back { dirty_limit: 1 << 20 }] {
+            let (_, cache) = setup(1 << 20, 64, mode);
+            let mut buf = vec![0u8; 3 * 4096];
+            cache.read(0, &mut buf).unwrap();
+            cache.write(8192, &[5u8; 4096], false).unwrap();
+            cache.discard(100, 10_000, false, true, false).unwrap();
+            cache.read(0, &mut buf).unwrap();
+            assert_eq!(buf[..100], expected(0, 100)[..], "{mode:?}");
+            assert!(buf[100..10_100].iter().all(|&b| b == 0), "{mode:?}");
+            assert_eq!(buf[10_100..12_288], [5u8; 2188][..], "{mode:?}");
+        }
+    }
+
+    /// Concurrent overlapping reads and writes must leave the cache agreeing
+    /// with the backend: every block read through the cache afterwards equals
+    /// the backend's bytes.
+    #[test]
+    fn concurrent_reads_and_writes_keep_cache_and_backend_equal() {
+        let modes = [WriteMode::Through, WriteMode::Back { dirty_limit: 16 * 4096 }];
+        for (mode, jitter) in modes.into_iter().flat_map(|m| [(m, true), (m, false)]) {
+            // The cache holds every block, so a stale one would survive to the check.
+            let (backend, cache) = setup_racy(64 * 4096, 128, mode, jitter);
+            let cache = Arc::new(cache);
+            let threads: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let cache = cache.clone();
+                    std::thread::spawn(move || {
+                        let mut x = t * 7919 + 1;
+                        let mut buf = vec![0u8; 3 * 4096];
+                        for i in 0..1000u64 {
+                            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                            let offset = (x >> 33) % (62 * 4096);
+                            let len = 1 + ((x >> 20) % (2 * 4096)) as usize;
+                            if i % 3 == 0 {
+                                buf[..len].fill((t * 50 + i % 50) as u8);
+                                cache.write(offset, &buf[..len], false).unwrap();
+                            } else if i % 5 == 1 {
+                                // Zeroing drops cached blocks, so later reads miss again.
+                                cache.discard(offset, len as u64, false, true, false).unwrap();
+                            } else {
+                                cache.read(offset, &mut buf[..len]).unwrap();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            cache.flush().unwrap();
+            let truth = backend.snapshot();
+            let mut buf = vec![0u8; 4096];
+            for b in 0..64u64 {
+                cache.read(b * 4096, &mut buf).unwrap();
+                assert_eq!(
+                    buf[..],
+                    truth[(b * 4096) as usize..((b + 1) * 4096) as usize],
+                    "{mode:?} block {b}"
+                );
+            }
+        }
+    }
+}

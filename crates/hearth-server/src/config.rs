@@ -1,0 +1,351 @@
+//! `hearth.toml`: listeners and exports. Parsing reports the line and key of
+//! a syntax or unknown-key error; validation names `export[i].key`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
+use crate::cache::{BlockCache, WriteMode};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default, rename = "export")]
+    pub exports: Vec<ExportConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// TCP addresses (`host:port`; port 0 picks a free one).
+    #[serde(default)]
+    pub listen: Vec<String>,
+    /// Unix socket paths.
+    #[serde(default)]
+    pub unix: Vec<PathBuf>,
+    /// `host:port` for the Prometheus endpoint (`/metrics`).
+    pub metrics: Option<String>,
+}
+
+/// A size: an integer number of bytes or a string such as `"64MiB"`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    fn bytes(&self) -> Result<u64, String> {
+        match self {
+            SizeValue::Bytes(b) => Ok(*b),
+            SizeValue::Text(t) => hearth_core::parse_bytes(t),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// An existing file or block device.
+    #[default]
+    File,
+    /// A file created sparse with `size` if it does not exist.
+    Sparse,
+    /// RAM, lost at exit (tests, benchmarks).
+    Memory,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteModeConfig {
+    #[default]
+    Through,
+    Back,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub backend: BackendKind,
+    pub path: Option<PathBuf>,
+    pub size: Option<SizeValue>,
+    /// Open the file with O_DIRECT (bypass the page cache).
+    #[serde(default)]
+    pub direct: bool,
+    #[serde(default)]
+    pub read_only: bool,
+    /// Cache capacity; 0 disables caching. Default 64 MiB.
+    pub cache_size: Option<SizeValue>,
+    /// Policy spec for `hearth_policy::build`, e.g. `"lru"` or `"mq:m=8"`.
+    pub policy: Option<String>,
+    /// Cache block size (power of two, 512 B to 1 MiB). Default 4 KiB.
+    pub block_size: Option<SizeValue>,
+    #[serde(default)]
+    pub write_mode: WriteModeConfig,
+    /// Write-back only: flush once more than this is dirty. Default half the cache.
+    pub dirty_limit: Option<SizeValue>,
+    /// Slow-device simulation: latency added to every backend call, e.g. `"2ms"`.
+    pub latency: Option<String>,
+    /// Slow-device simulation: backend bytes per second, e.g. `"100MiB"`.
+    pub bandwidth: Option<SizeValue>,
+}
+
+/// The default policy: MQ once it is registered, LRU until then.
+pub fn default_policy() -> &'static str {
+    if hearth_policy::names().contains(&"mq") {
+        "mq"
+    } else {
+        "lru"
+    }
+}
+
+/// Largest request payload we accept (and advertise as maximum block size).
+pub const MAX_REQUEST: u32 = 32 << 20;
+
+impl Config {
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading config {}: {e}", path.display()))?;
+        Config::parse(&text).map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))
+    }
+
+    /// Parses TOML; errors carry line, column and the offending key.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Checks cross-field rules the types cannot express; the error names
+    /// the key as `export[i].key`.
+    pub fn validate(&mut self) -> Result<(), String> {
+        if self.exports.is_empty() {
+            return Err("no [[export]] defined".into());
+        }
+        if self.server.listen.is_empty() && self.server.unix.is_empty() {
+            self.server.listen.push("127.0.0.1:10809".into());
+        }
+        for (i, e) in self.exports.iter().enumerate() {
+            let at = |key: &str| format!("export[{i}] ({:?}).{key}", e.name);
+            if self.exports[..i].iter().any(|o| o.name == e.name) {
+                return Err(format!("{}: duplicate export name", at("name")));
+            }
+            if e.name.len() > hearth_nbd::MAX_STRING {
+                return Err(format!("{}: longer than 4096 bytes", at("name")));
+            }
+            match e.backend {
+                BackendKind::File if e.path.is_none() => {
+                    return Err(format!("{}: required for backend \"file\"", at("path")))
+                }
+                BackendKind::File if e.size.is_some() => {
+                    return Err(format!("{}: a file backend takes its size from the file", at("size")))
+                }
+                BackendKind::Sparse if e.path.is_none() => {
+                    return Err(format!("{}: required for backend \"sparse\"", at("path")))
+                }
+                BackendKind::Sparse | BackendKind::Memory if e.size.is_none() => {
+                    return Err(format!("{}: required for backend \"{:?}\"", at("size"), e.backend).to_lowercase())
+                }
+                BackendKind::Memory if e.path.is_some() => {
+                    return Err(format!("{}: not used by backend \"memory\"", at("path")))
+                }
+                BackendKind::Memory if e.direct => {
+                    return Err(format!("{}: not used by backend \"memory\"", at("direct")))
+                }
+                _ => {}
+            }
+            if let Some(s) = &e.size {
+                let size = s.bytes().map_err(|m| format!("{}: {m}", at("size")))?;
+                if size == 0 {
+                    return Err(format!("{}: must be positive", at("size")));
+                }
+            }
+            let bs = e.block_size().map_err(|m| format!("{}: {m}", at("block_size")))?;
+            let cache = e.cache_bytes().map_err(|m| format!("{}: {m}", at("cache_size")))?;
+            let policy = e.policy.clone().unwrap_or_else(|| default_policy().into());
+            hearth_policy::build(&policy, cache).map_err(|m| format!("{}: {m}", at("policy")))?;
+            match e.write_mode().map_err(|m| format!("{}: {m}", at("dirty_limit")))? {
+                WriteMode::Back { dirty_limit } => {
+                    if cache < u64::from(bs) {
+                        return Err(format!(
+                            "{}: write_mode \"back\" needs a cache of at least one block",
+                            at("cache_size")
+                        ));
+                    }
+                    if dirty_limit > cache {
+                        return Err(format!("{}: larger than cache_size", at("dirty_limit")));
+                    }
+                }
+                WriteMode::Through if e.dirty_limit.is_some() => {
+                    return Err(format!("{}: only used with write_mode = \"back\"", at("dirty_limit")))
+                }
+                WriteMode::Through => {}
+            }
+            e.latency().map_err(|m| format!("{}: {m}", at("latency")))?;
+            if let Some(b) = &e.bandwidth {
+                b.bytes().map_err(|m| format!("{}: {m}", at("bandwidth")))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ExportConfig {
+    pub fn block_size(&self) -> Result<u32, String> {
+        let bs = self.block_size.as_ref().map_or(Ok(4096), SizeValue::bytes)?;
+        if !bs.is_power_of_two() || !(512..=1 << 20).contains(&bs) {
+            return Err(format!("{bs} is not a power of two between 512 B and 1 MiB"));
+        }
+        Ok(bs as u32)
+    }
+
+    pub fn cache_bytes(&self) -> Result<u64, String> {
+        self.cache_size.as_ref().map_or(Ok(64 << 20), SizeValue::bytes)
+    }
+
+    pub fn write_mode(&self) -> Result<WriteMode, String> {
+        Ok(match self.write_mode {
+            WriteModeConfig::Through => WriteMode::Through,
+            WriteModeConfig::Back => {
+                let limit = match &self.dirty_limit {
+                    Some(v) => v.bytes()?,
+                    None => self.cache_bytes()? / 2,
+                };
+                WriteMode::Back { dirty_limit: limit }
+            }
+        })
+    }
+
+    pub fn latency(&self) -> Result<Duration, String> {
+        self.latency.as_deref().map_or(Ok(Duration::ZERO), parse_duration)
+    }
+
+    /// Opens the backend and builds the cache (call after `validate`).
+    pub fn open(&self) -> anyhow::Result<BlockCache> {
+        let size = || {
+            self.size
+                .as_ref()
+                .expect("validated")
+                .bytes()
+                .map_err(anyhow::Error::msg)
+        };
+        let mut backend: Box<dyn Backend> = match self.backend {
+            BackendKind::File => Box::new(FileBackend::open(
+                self.path.as_ref().expect("validated"),
+                self.read_only,
+                self.direct,
+            )?),
+            BackendKind::Sparse => Box::new(FileBackend::sparse(
+                self.path.as_ref().expect("validated"),
+                size()?,
+                self.direct,
+            )?),
+            BackendKind::Memory => Box::new(MemoryBackend::new(size()?)),
+        };
+        let latency = self.latency().map_err(anyhow::Error::msg)?;
+        let bandwidth = self
+            .bandwidth
+            .as_ref()
+            .map(SizeValue::bytes)
+            .transpose()
+            .map_err(anyhow::Error::msg)?;
+        if !latency.is_zero() || bandwidth.is_some() {
+            backend = Box::new(SlowBackend::new(backend, latency, bandwidth));
+        }
+        let cache = self.cache_bytes().map_err(anyhow::Error::msg)?;
+        let policy = hearth_policy::build(self.policy.as_deref().unwrap_or(default_policy()), cache)
+            .map_err(anyhow::Error::msg)?;
+        Ok(BlockCache::new(
+            backend,
+            policy,
+            self.block_size().map_err(anyhow::Error::msg)?,
+            self.write_mode().map_err(anyhow::Error::msg)?,
+        ))
+    }
+}
+
+/// `"250us"`, `"2ms"`, `"1.5s"`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("bad duration {s:?} (use e.g. 250us, 2ms, 1s)"))?;
+    let scale = match unit.trim() {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        other => return Err(format!("bad duration unit {other:?} in {s:?} (use ns, us, ms or s)")),
+    };
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_config_parses_and_validates() {
+        let mut c = Config::parse(
+            r#"
+            [server]
+            listen = ["127.0.0.1:0"]
+            unix = ["/tmp/h.sock"]
+            metrics = "127.0.0.1:0"
+
+            [[export]]
+            name = "disk"
+            backend = "memory"
+            size = "8MiB"
+            cache_size = 1048576
+            policy = "lru"
+            block_size = "4KiB"
+            write_mode = "back"
+            dirty_limit = "256KiB"
+            latency = "1ms"
+            bandwidth = "100MiB"
+            "#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        let e = &c.exports[0];
+        assert_eq!(e.write_mode(), Ok(WriteMode::Back { dirty_limit: 256 << 10 }));
+        assert_eq!(e.latency(), Ok(Duration::from_millis(1)));
+        let cache = e.open().unwrap();
+        assert_eq!(cache.size(), 8 << 20);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = Config::parse("[[export]]\nname = \"a\"\ncache = \"1MiB\"\n").unwrap_err();
+        assert!(e.contains("line 3") && e.contains("cache"), "{e}");
+        let mut c =
+            Config::parse("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nblock_size = 1000\n")
+                .unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.starts_with("export[0] (\"a\").block_size:"), "{e}");
+        let mut c =
+            Config::parse("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\npolicy = \"nope\"\n")
+                .unwrap();
+        assert!(c.validate().unwrap_err().contains(".policy:"));
+        let mut c = Config::parse("[[export]]\nname = \"a\"\nbackend = \"sparse\"\nsize = \"1MiB\"\n").unwrap();
+        assert!(c.validate().unwrap_err().contains(".path: required"));
+        let mut c =
+            Config::parse("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nlatency = \"3 parsecs\"\n")
+                .unwrap();
+        assert!(c.validate().unwrap_err().contains(".latency:"));
+        let e = Config::parse("[[export]]\nname = \"a\"\nbackend = \"tape\"\n").unwrap_err();
+        assert!(e.contains("tape"), "{e}");
+        let mut c = Config::parse("").unwrap();
+        assert!(c.validate().unwrap_err().contains("no [[export]]"));
+    }
+}

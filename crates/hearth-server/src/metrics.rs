@@ -1,0 +1,297 @@
+//! Per-export request counters and latency histograms, rendered in the
+//! Prometheus text format, and a minimal HTTP listener serving `/metrics`.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hearth_nbd::Command;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::Export;
+
+/// Commands we count separately; everything else is "other".
+const OPS: [&str; 8] = [
+    "read",
+    "write",
+    "flush",
+    "trim",
+    "write_zeroes",
+    "cache",
+    "block_status",
+    "other",
+];
+
+fn op_index(c: Command) -> usize {
+    match c {
+        Command::Read => 0,
+        Command::Write => 1,
+        Command::Flush => 2,
+        Command::Trim => 3,
+        Command::WriteZeroes => 4,
+        Command::Cache => 5,
+        Command::BlockStatus => 6,
+        Command::Disc | Command::Unknown(_) => 7,
+    }
+}
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 16] = [
+    25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0, 5.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    /// Non-cumulative counts per bucket; the last slot is +Inf.
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = BUCKETS.iter().position(|&b| s <= b).unwrap_or(BUCKETS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+#[derive(Default)]
+pub struct ExportMetrics {
+    requests: [AtomicU64; OPS.len()],
+    errors: [AtomicU64; OPS.len()],
+    latency: [Histogram; OPS.len()],
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub connections: AtomicU64,
+}
+
+impl ExportMetrics {
+    /// Records one finished request.
+    pub fn record(&self, c: Command, ok: bool, took: Duration) {
+        let i = op_index(c);
+        self.requests[i].fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            self.errors[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.latency[i].observe(took);
+    }
+
+    pub fn requests(&self, c: Command) -> u64 {
+        self.requests[op_index(c)].load(Ordering::Relaxed)
+    }
+}
+
+/// A per-export counter family: name, help, how to read it.
+type Counter = (&'static str, &'static str, fn(&Export) -> u64);
+
+/// The whole exposition for every export.
+pub fn render(exports: &[Arc<Export>]) -> String {
+    let mut out = String::new();
+    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+
+    family(
+        &mut out,
+        "hearth_requests_total",
+        "counter",
+        "NBD requests completed, by command.",
+    );
+    for e in exports {
+        for (i, op) in OPS.iter().enumerate() {
+            let n = e.metrics.requests[i].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "hearth_requests_total{{export=\"{}\",op=\"{op}\"}} {n}",
+                label(&e.info.name)
+            );
+        }
+    }
+    family(
+        &mut out,
+        "hearth_request_errors_total",
+        "counter",
+        "NBD requests answered with an error, by command.",
+    );
+    for e in exports {
+        for (i, op) in OPS.iter().enumerate() {
+            let n = e.metrics.errors[i].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "hearth_request_errors_total{{export=\"{}\",op=\"{op}\"}} {n}",
+                label(&e.info.name)
+            );
+        }
+    }
+    family(
+        &mut out,
+        "hearth_bytes_total",
+        "counter",
+        "Payload bytes moved for clients, by direction.",
+    );
+    for e in exports {
+        let name = label(&e.info.name);
+        let _ = writeln!(
+            out,
+            "hearth_bytes_total{{export=\"{name}\",direction=\"read\"}} {}",
+            e.metrics.bytes_read.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "hearth_bytes_total{{export=\"{name}\",direction=\"write\"}} {}",
+            e.metrics.bytes_written.load(Ordering::Relaxed)
+        );
+    }
+    let counters: [Counter; 9] = [
+        ("hearth_cache_hits_total", "Blocks served from the cache.", |e| {
+            e.cache.stats.hits.load(Ordering::Relaxed)
+        }),
+        (
+            "hearth_cache_misses_total",
+            "Blocks read from the backend for a client.",
+            |e| e.cache.stats.misses.load(Ordering::Relaxed),
+        ),
+        ("hearth_cache_evictions_total", "Blocks evicted by the policy.", |e| {
+            e.cache.stats.evictions.load(Ordering::Relaxed)
+        }),
+        (
+            "hearth_cache_fills_skipped_total",
+            "Fetched blocks not cached because a write raced.",
+            |e| e.cache.stats.fills_skipped.load(Ordering::Relaxed),
+        ),
+        (
+            "hearth_cache_writebacks_total",
+            "Dirty blocks written to the backend.",
+            |e| e.cache.stats.writebacks.load(Ordering::Relaxed),
+        ),
+        ("hearth_backend_reads_total", "Read calls to the backend.", |e| {
+            e.cache.stats.backend_reads.load(Ordering::Relaxed)
+        }),
+        ("hearth_backend_read_bytes_total", "Bytes read from the backend.", |e| {
+            e.cache.stats.backend_read_bytes.load(Ordering::Relaxed)
+        }),
+        (
+            "hearth_backend_writes_total",
+            "Write, zero and trim calls to the backend.",
+            |e| e.cache.stats.backend_writes.load(Ordering::Relaxed),
+        ),
+        (
+            "hearth_backend_flushes_total",
+            "Flush (fdatasync) calls to the backend.",
+            |e| e.cache.stats.backend_flushes.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, get) in counters {
+        family(&mut out, name, "counter", help);
+        for e in exports {
+            let _ = writeln!(out, "{name}{{export=\"{}\"}} {}", label(&e.info.name), get(e));
+        }
+    }
+    family(
+        &mut out,
+        "hearth_cache_blocks",
+        "gauge",
+        "Blocks held in the cache, by state.",
+    );
+    for e in exports {
+        let (resident, dirty) = e.cache.occupancy();
+        let name = label(&e.info.name);
+        let _ = writeln!(
+            out,
+            "hearth_cache_blocks{{export=\"{name}\",state=\"resident\"}} {resident}"
+        );
+        let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"dirty\"}} {dirty}");
+    }
+    family(
+        &mut out,
+        "hearth_connections",
+        "gauge",
+        "Open client connections in transmission.",
+    );
+    for e in exports {
+        let _ = writeln!(
+            out,
+            "hearth_connections{{export=\"{}\"}} {}",
+            label(&e.info.name),
+            e.metrics.connections.load(Ordering::Relaxed)
+        );
+    }
+    family(
+        &mut out,
+        "hearth_request_duration_seconds",
+        "histogram",
+        "Time from request header to reply queued.",
+    );
+    for e in exports {
+        let name = label(&e.info.name);
+        for (i, op) in OPS.iter().enumerate() {
+            let h = &e.metrics.latency[i];
+            let mut cumulative = 0;
+            for (j, bound) in BUCKETS.iter().enumerate() {
+                cumulative += h.counts[j].load(Ordering::Relaxed);
+                let _ = writeln!(out, "hearth_request_duration_seconds_bucket{{export=\"{name}\",op=\"{op}\",le=\"{bound}\"}} {cumulative}");
+            }
+            cumulative += h.counts[BUCKETS.len()].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "hearth_request_duration_seconds_bucket{{export=\"{name}\",op=\"{op}\",le=\"+Inf\"}} {cumulative}"
+            );
+            let sum = h.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+            let _ = writeln!(
+                out,
+                "hearth_request_duration_seconds_sum{{export=\"{name}\",op=\"{op}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "hearth_request_duration_seconds_count{{export=\"{name}\",op=\"{op}\"}} {cumulative}"
+            );
+        }
+    }
+    out
+}
+
+/// Escapes a label value per the text format.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Answers `GET /metrics` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let exports = exports.clone();
+        tokio::spawn(async move {
+            let mut head = Vec::with_capacity(1024);
+            let mut buf = [0u8; 1024];
+            // Requests are tiny; give up on anything slow or huge.
+            let read = tokio::time::timeout(Duration::from_secs(5), async {
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return false,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                true
+            });
+            if !matches!(read.await, Ok(true)) {
+                return;
+            }
+            let response = if head.starts_with(b"GET /metrics ") || head.starts_with(b"GET /metrics?") {
+                let body = render(&exports);
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+            };
+            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}

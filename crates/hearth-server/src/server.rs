@@ -1,0 +1,549 @@
+//! Sockets: accept loops for TCP and Unix listeners, the handshake, and the
+//! transmission loop of each connection.
+//!
+//! Per connection, one task reads requests and one writes replies. Reads the
+//! cache can serve entirely are answered inline by the reader; everything
+//! that may touch the backend runs on the blocking pool and queues its reply
+//! when done, so replies leave in completion order, not request order.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hearth_nbd::handshake::{greeting, Negotiation, OptionHeader, Outcome};
+use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
+use hearth_nbd::{cmd_flags, tflags, Command, Errno, ExportInfo, Request, Session};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tracing::{debug, error, info, warn};
+
+use crate::config::{Config, MAX_REQUEST};
+use crate::Export;
+
+/// Payload bytes (in KiB) one connection may hold in flight; bounds memory
+/// per client whatever it pipelines.
+const CONNECTION_BUDGET_KIB: u32 = 64 * 1024;
+/// How long shutdown waits for in-flight requests before flushing anyway.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub struct Server {
+    exports: Arc<Vec<Arc<Export>>>,
+    infos: Arc<Vec<ExportInfo>>,
+    tcp: Vec<TcpListener>,
+    unix: Vec<(UnixListener, PathBuf)>,
+    metrics: Option<TcpListener>,
+}
+
+impl Server {
+    /// Opens every export and binds every listener (call after
+    /// `Config::validate`).
+    pub async fn bind(config: &Config) -> anyhow::Result<Server> {
+        let mut exports = Vec::new();
+        for (i, e) in config.exports.iter().enumerate() {
+            let cache = e
+                .open()
+                .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
+            let mut flags = tflags::HAS_FLAGS
+                | tflags::SEND_FLUSH
+                | tflags::SEND_FUA
+                | tflags::SEND_TRIM
+                | tflags::SEND_WRITE_ZEROES
+                | tflags::SEND_CACHE
+                // One cache per export, shared by all its connections, and
+                // FLUSH/FUA act on the whole export: safe for multi-conn.
+                | tflags::CAN_MULTI_CONN;
+            if e.read_only {
+                flags |= tflags::READ_ONLY;
+            }
+            let info = ExportInfo {
+                name: e.name.clone(),
+                description: e.description.clone(),
+                size: cache.size(),
+                flags,
+                min_block: 1,
+                preferred_block: cache.block_size() as u32,
+                max_block: MAX_REQUEST,
+            };
+            info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = ?cache.mode(), "export ready");
+            exports.push(Arc::new(Export {
+                info,
+                cache,
+                metrics: Default::default(),
+            }));
+        }
+        let mut tcp = Vec::new();
+        for addr in &config.server.listen {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("server.listen {addr:?}: {e}"))?;
+            tcp.push(l);
+        }
+        let mut unix = Vec::new();
+        for path in &config.server.unix {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            {
+                // A stale socket from a previous run; anything else we refuse to touch.
+                let _ = std::fs::remove_file(path);
+            }
+            let l = UnixListener::bind(path).map_err(|e| anyhow::anyhow!("server.unix {}: {e}", path.display()))?;
+            unix.push((l, path.clone()));
+        }
+        let metrics = match &config.server.metrics {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("server.metrics {addr:?}: {e}"))?,
+            ),
+            None => None,
+        };
+        let infos = Arc::new(exports.iter().map(|e| e.info.clone()).collect());
+        Ok(Server {
+            exports: Arc::new(exports),
+            infos,
+            tcp,
+            unix,
+            metrics,
+        })
+    }
+
+    pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
+        self.tcp.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+    pub fn unix_paths(&self) -> Vec<PathBuf> {
+        self.unix.iter().map(|(_, p)| p.clone()).collect()
+    }
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+    pub fn exports(&self) -> &[Arc<Export>] {
+        &self.exports
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, lets
+    /// in-flight requests finish and flushes every export.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        // Every connection holds a clone; recv() returns None once all are gone.
+        let (drain_tx, mut drained) = mpsc::channel::<()>(1);
+        let metrics_task = self
+            .metrics
+            .map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone())));
+        let ctx = Arc::new(Shared {
+            exports: self.exports.clone(),
+            infos: self.infos,
+        });
+        for l in self.tcp {
+            tokio::spawn(accept_tcp(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
+        }
+        let mut socket_paths = Vec::new();
+        for (l, path) in self.unix {
+            socket_paths.push(path);
+            tokio::spawn(accept_unix(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
+        }
+        drop(drain_tx);
+
+        shutdown.await;
+        info!("shutting down: no new connections, finishing in-flight requests");
+        let _ = stop_tx.send(true);
+        if tokio::time::timeout(DRAIN_TIMEOUT, drained.recv()).await.is_err() {
+            warn!("in-flight requests still running after {DRAIN_TIMEOUT:?}; flushing anyway");
+        }
+        let mut failed = Vec::new();
+        for e in self.exports.iter() {
+            let export = e.clone();
+            match tokio::task::spawn_blocking(move || export.cache.flush()).await {
+                Ok(Ok(())) => info!(export = %e.info.name, "flushed"),
+                Ok(Err(err)) => {
+                    error!(export = %e.info.name, error = %err, "flush at shutdown failed");
+                    failed.push(e.info.name.clone());
+                }
+                Err(join) => {
+                    error!(export = %e.info.name, error = %join, "flush at shutdown panicked");
+                    failed.push(e.info.name.clone());
+                }
+            }
+        }
+        if let Some(t) = metrics_task {
+            t.abort();
+        }
+        for p in socket_paths {
+            let _ = std::fs::remove_file(p);
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            anyhow::bail!("flush failed for export(s) {}", failed.join(", "))
+        }
+    }
+}
+
+struct Shared {
+    exports: Arc<Vec<Arc<Export>>>,
+    infos: Arc<Vec<ExportInfo>>,
+}
+
+async fn accept_tcp(l: TcpListener, ctx: Arc<Shared>, mut stop: watch::Receiver<bool>, drain: mpsc::Sender<()>) {
+    loop {
+        tokio::select! {
+            r = l.accept() => match r {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let (rd, wr) = stream.into_split();
+                    tokio::spawn(connection(rd, wr, peer.to_string(), ctx.clone(), stop.clone(), drain.clone()));
+                }
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+async fn accept_unix(l: UnixListener, ctx: Arc<Shared>, mut stop: watch::Receiver<bool>, drain: mpsc::Sender<()>) {
+    loop {
+        tokio::select! {
+            r = l.accept() => match r {
+                Ok((stream, _)) => {
+                    let (rd, wr) = stream.into_split();
+                    tokio::spawn(connection(rd, wr, "unix".into(), ctx.clone(), stop.clone(), drain.clone()));
+                }
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// One reply on its way to the socket: header bytes, then a slice of data.
+struct Reply {
+    head: Vec<u8>,
+    data: Vec<u8>,
+    /// Released once written, so queued replies count against the budget.
+    _budget: Option<OwnedSemaphorePermit>,
+}
+
+async fn connection<R, W>(
+    mut rd: R,
+    mut wr: W,
+    peer: String,
+    ctx: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    _drain: mpsc::Sender<()>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let session = tokio::select! {
+        r = handshake(&mut rd, &mut wr, &ctx.infos) => r,
+        _ = stop.changed() => return,
+    };
+    let session = match session {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            debug!(%peer, "client ended the handshake");
+            return;
+        }
+        Err(e) => {
+            warn!(%peer, error = %e, "handshake failed");
+            return;
+        }
+    };
+    let export = ctx.exports[session.export].clone();
+    info!(%peer, export = %export.info.name, structured = session.structured_replies, "client connected");
+    export.metrics.connections.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_replies(wr, rx));
+    let budget = Arc::new(Semaphore::new(CONNECTION_BUDGET_KIB as usize));
+    let end = tokio::select! {
+        r = transmission(&mut rd, &session, &export, &tx, &budget) => r,
+        _ = stop.changed() => Ok("server shutting down"),
+    };
+    match end {
+        Ok(why) => info!(%peer, export = %export.info.name, why, "client disconnected"),
+        Err(e) => warn!(%peer, export = %export.info.name, error = %e, "connection closed"),
+    }
+    // In-flight requests hold clones of tx; the writer ends after their replies.
+    drop(tx);
+    let _ = writer.await;
+    export.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+async fn handshake<R, W>(rd: &mut R, wr: &mut W, infos: &[ExportInfo]) -> io::Result<Option<Session>>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    wr.write_all(&greeting()).await?;
+    wr.flush().await?;
+    let mut flags = [0u8; 4];
+    rd.read_exact(&mut flags).await?;
+    let mut negotiation = Negotiation::new(flags).map_err(protocol)?;
+    let mut header = [0u8; OptionHeader::LEN];
+    let mut data = Vec::new();
+    let mut out = Vec::new();
+    loop {
+        rd.read_exact(&mut header).await?;
+        let h = OptionHeader::decode(&header).map_err(protocol)?;
+        data.resize(h.length as usize, 0);
+        rd.read_exact(&mut data).await?;
+        out.clear();
+        let outcome = negotiation.handle(h, &data, infos, &mut out);
+        wr.write_all(&out).await?;
+        wr.flush().await?;
+        match outcome {
+            Outcome::Continue => {}
+            Outcome::Transmit(s) => return Ok(Some(s)),
+            Outcome::Close => return Ok(None),
+        }
+    }
+}
+
+fn protocol(e: hearth_nbd::ProtocolError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.0)
+}
+
+async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedReceiver<Reply>) {
+    let mut out = BufWriter::with_capacity(256 * 1024, wr);
+    while let Some(mut reply) = rx.recv().await {
+        // Batch whatever is queued into as few syscalls as possible.
+        loop {
+            if out.write_all(&reply.head).await.is_err() || out.write_all(&reply.data).await.is_err() {
+                return;
+            }
+            match rx.try_recv() {
+                Ok(next) => reply = next,
+                Err(_) => break,
+            }
+        }
+        if out.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = out.shutdown().await;
+}
+
+/// Reads and dispatches requests until the client disconnects; returns why.
+async fn transmission<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    session: &Session,
+    export: &Arc<Export>,
+    tx: &mpsc::UnboundedSender<Reply>,
+    budget: &Arc<Semaphore>,
+) -> io::Result<&'static str> {
+    let size = export.info.size;
+    let mut header = [0u8; Request::LEN];
+    loop {
+        match rd.read_exact(&mut header).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok("client closed the connection"),
+            Err(e) => return Err(e),
+        }
+        let req = Request::decode(&header).map_err(protocol)?;
+        let started = Instant::now();
+        if req.command == Command::Disc {
+            return Ok("NBD_CMD_DISC");
+        }
+        if let Err(errno) = req.validate(session, size, MAX_REQUEST) {
+            if req.command == Command::Write {
+                skip(rd, u64::from(req.length)).await?;
+            }
+            debug!(command = req.command.name(), offset = req.offset, length = req.length, %errno, "request refused");
+            let msg = format!(
+                "{} of {} bytes at offset {} refused: {errno}",
+                req.command.name(),
+                req.length,
+                req.offset
+            );
+            send_status(tx, session, req.cookie, Err((errno, &msg)));
+            export.metrics.record(req.command, false, started.elapsed());
+            continue;
+        }
+        let len = req.length as usize;
+        let permit = budget
+            .clone()
+            .acquire_many_owned(req.length.div_ceil(1024).min(CONNECTION_BUDGET_KIB))
+            .await
+            .ok();
+        match req.command {
+            Command::Read => {
+                let mut buf = vec![0u8; len];
+                if export.cache.read_cached(req.offset, &mut buf) {
+                    finish_read(tx, session, export, &req, Ok(()), buf, permit, started);
+                    continue;
+                }
+                let (tx, session, export) = (tx.clone(), *session, export.clone());
+                tokio::task::spawn_blocking(move || {
+                    let r = export.cache.read(req.offset, &mut buf);
+                    finish_read(&tx, &session, &export, &req, r, buf, permit, started);
+                });
+            }
+            Command::Write => {
+                let mut data = vec![0u8; len];
+                rd.read_exact(&mut data).await?;
+                let (tx, session, export) = (tx.clone(), *session, export.clone());
+                tokio::task::spawn_blocking(move || {
+                    let r = export.cache.write(req.offset, &data, req.fua());
+                    if r.is_ok() {
+                        export
+                            .metrics
+                            .bytes_written
+                            .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    }
+                    drop(permit);
+                    finish(&tx, &session, &export, &req, r, started);
+                });
+            }
+            Command::Flush | Command::Trim | Command::WriteZeroes | Command::Cache => {
+                let (tx, session, export) = (tx.clone(), *session, export.clone());
+                tokio::task::spawn_blocking(move || {
+                    let c = &export.cache;
+                    let (offset, length, fua) = (req.offset, u64::from(req.length), req.fua());
+                    let r = match req.command {
+                        Command::Flush => c.flush(),
+                        Command::Trim => c.discard(offset, length, true, true, fua),
+                        Command::WriteZeroes => {
+                            c.discard(offset, length, false, req.flags & cmd_flags::NO_HOLE == 0, fua)
+                        }
+                        _ => prefetch(c, offset, length),
+                    };
+                    drop(permit);
+                    finish(&tx, &session, &export, &req, r, started);
+                });
+            }
+            Command::BlockStatus => {
+                // Every extent is reported as allocated data (status 0), which
+                // the protocol allows for any block.
+                let mut head = Vec::new();
+                let extent = req.length.min((size - req.offset) as u32);
+                if extent == 0 {
+                    put_status(
+                        &mut head,
+                        session,
+                        req.cookie,
+                        Err((Errno::Inval, "block status of zero bytes")),
+                    );
+                } else {
+                    put_block_status(
+                        &mut head,
+                        req.cookie,
+                        session.base_allocation.expect("validated"),
+                        &[(extent, 0)],
+                    );
+                }
+                let _ = tx.send(Reply {
+                    head,
+                    data: Vec::new(),
+                    _budget: None,
+                });
+                export.metrics.record(req.command, extent > 0, started.elapsed());
+            }
+            Command::Disc | Command::Unknown(_) => unreachable!("handled above"),
+        }
+    }
+}
+
+/// NBD_CMD_CACHE: pull the range into the cache, one bounded chunk at a time.
+fn prefetch(cache: &crate::cache::BlockCache, offset: u64, len: u64) -> io::Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let mut scratch = vec![0u8; CHUNK.min(len) as usize];
+    let mut at = offset;
+    while at < offset + len {
+        let n = CHUNK.min(offset + len - at) as usize;
+        cache.read(at, &mut scratch[..n])?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// Reads and drops `n` payload bytes of a refused write, in bounded chunks.
+async fn skip<R: AsyncRead + Unpin>(rd: &mut R, mut n: u64) -> io::Result<()> {
+    let mut sink = [0u8; 64 * 1024];
+    while n > 0 {
+        let want = n.min(sink.len() as u64) as usize;
+        rd.read_exact(&mut sink[..want]).await?;
+        n -= want as u64;
+    }
+    Ok(())
+}
+
+fn send_status(tx: &mpsc::UnboundedSender<Reply>, session: &Session, cookie: u64, r: Result<(), (Errno, &str)>) {
+    let mut head = Vec::with_capacity(32);
+    put_status(&mut head, session, cookie, r);
+    let _ = tx.send(Reply {
+        head,
+        data: Vec::new(),
+        _budget: None,
+    });
+}
+
+fn finish(
+    tx: &mpsc::UnboundedSender<Reply>,
+    session: &Session,
+    export: &Export,
+    req: &Request,
+    r: io::Result<()>,
+    started: Instant,
+) {
+    match &r {
+        Ok(()) => send_status(tx, session, req.cookie, Ok(())),
+        Err(e) => {
+            let errno = Errno::from_io(e);
+            warn!(export = %export.info.name, command = req.command.name(), offset = req.offset, length = req.length, error = %e, "request failed");
+            send_status(tx, session, req.cookie, Err((errno, &e.to_string())));
+        }
+    }
+    export.metrics.record(req.command, r.is_ok(), started.elapsed());
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish_read(
+    tx: &mpsc::UnboundedSender<Reply>,
+    session: &Session,
+    export: &Export,
+    req: &Request,
+    r: io::Result<()>,
+    buf: Vec<u8>,
+    permit: Option<OwnedSemaphorePermit>,
+    started: Instant,
+) {
+    let mut head = Vec::with_capacity(32);
+    let ok = r.is_ok();
+    let data = match r {
+        Ok(()) if buf.is_empty() => {
+            // An OFFSET_DATA chunk must carry at least one byte.
+            put_status(&mut head, session, req.cookie, Ok(()));
+            Vec::new()
+        }
+        Ok(()) => {
+            if session.structured_replies {
+                put_read_data_header(&mut head, req.cookie, req.offset, buf.len() as u32);
+            } else {
+                head.extend_from_slice(&simple_reply(req.cookie, None));
+            }
+            export.metrics.bytes_read.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            buf
+        }
+        Err(e) => {
+            let errno = Errno::from_io(&e);
+            warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
+            put_status(&mut head, session, req.cookie, Err((errno, &e.to_string())));
+            Vec::new()
+        }
+    };
+    let _ = tx.send(Reply {
+        head,
+        data,
+        _budget: permit,
+    });
+    export.metrics.record(req.command, ok, started.elapsed());
+}
