@@ -253,6 +253,10 @@ async fn connection<R, W>(
             debug!(%peer, "client ended the handshake");
             return;
         }
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            debug!(%peer, "client hung up during the handshake");
+            return;
+        }
         Err(e) => {
             warn!(%peer, error = %e, "handshake failed");
             return;
@@ -298,12 +302,21 @@ where
         rd.read_exact(&mut data).await?;
         out.clear();
         let outcome = negotiation.handle(h, &data, infos, &mut out);
-        wr.write_all(&out).await?;
-        wr.flush().await?;
+        let sent = async {
+            wr.write_all(&out).await?;
+            wr.flush().await
+        };
         match outcome {
-            Outcome::Continue => {}
-            Outcome::Transmit(s) => return Ok(Some(s)),
-            Outcome::Close => return Ok(None),
+            Outcome::Continue => sent.await?,
+            Outcome::Transmit(s) => {
+                sent.await?;
+                return Ok(Some(s));
+            }
+            Outcome::Close => {
+                // Clients may hang up after NBD_OPT_ABORT without reading our ACK.
+                let _ = sent.await;
+                return Ok(None);
+            }
         }
     }
 }

@@ -3,6 +3,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod serve;
+
 #[derive(Parser)]
 #[command(name = "hearth", version, about = "A storage-server cache: simulator, analyzer and NBD server")]
 struct Cli {
@@ -14,6 +16,8 @@ struct Cli {
 enum Cmd {
     /// List the replacement policies and their parameters.
     Policies,
+    /// Serve exports over NBD with the block cache in front of each backend.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -24,5 +28,6 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Cmd::Serve(args) => serve::run(args),
     }
 }

@@ -1,0 +1,194 @@
+//! `hearth serve`: the NBD storage server with the block cache in front of
+//! each export. Configured by `--config hearth.toml` or, for one export, by
+//! flags. Prints one `listening ...` line per socket on stdout once bound.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use hearth_server::config::{BackendKind, Config, ExportConfig, SizeValue, WriteModeConfig};
+use hearth_server::Server;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BackendArg {
+    /// An existing file or block device (--path).
+    File,
+    /// A file created sparse with --size if missing (--path).
+    Sparse,
+    /// RAM of --size bytes, lost at exit.
+    Memory,
+}
+
+const EXPORT_FLAGS: [&str; 13] = [
+    "backend",
+    "path",
+    "size",
+    "direct",
+    "read_only",
+    "cache_size",
+    "policy",
+    "block_size",
+    "write_back",
+    "dirty_limit",
+    "latency",
+    "bandwidth",
+    "description",
+];
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// TOML config with [server] and [[export]] tables (keys: crates/hearth-server/README.md).
+    #[arg(short, long, conflicts_with_all = EXPORT_FLAGS)]
+    config: Option<PathBuf>,
+    /// TCP address to listen on, repeatable (port 0 picks a free port). Default 127.0.0.1:10809.
+    #[arg(long)]
+    listen: Vec<String>,
+    /// Unix socket path to listen on, repeatable.
+    #[arg(long)]
+    unix: Vec<PathBuf>,
+    /// Address for the Prometheus endpoint, e.g. 127.0.0.1:9109 (serves /metrics).
+    #[arg(long)]
+    metrics: Option<String>,
+    /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
+    #[arg(long, default_value = "info")]
+    log: String,
+
+    /// Export name (flags describe one export).
+    #[arg(long, default_value = "hearth")]
+    name: String,
+    #[arg(long)]
+    description: Option<String>,
+    #[arg(long, value_enum)]
+    backend: Option<BackendArg>,
+    /// Backing file or block device.
+    #[arg(long)]
+    path: Option<PathBuf>,
+    /// Export size for sparse and memory backends, e.g. 1GiB.
+    #[arg(long)]
+    size: Option<String>,
+    /// Open the backing file with O_DIRECT.
+    #[arg(long)]
+    direct: bool,
+    #[arg(long)]
+    read_only: bool,
+    /// Cache capacity, e.g. 256MiB (0 disables the cache). Default 64MiB.
+    #[arg(long)]
+    cache_size: Option<String>,
+    /// Replacement policy spec (see `hearth policies`). Default mq, or lru where mq is absent.
+    #[arg(long)]
+    policy: Option<String>,
+    /// Cache block size, a power of two from 512B to 1MiB. Default 4KiB.
+    #[arg(long)]
+    block_size: Option<String>,
+    /// Write-back instead of write-through.
+    #[arg(long)]
+    write_back: bool,
+    /// Write-back: flush once this much is dirty. Default half the cache.
+    #[arg(long, requires = "write_back")]
+    dirty_limit: Option<String>,
+    /// Simulated slow device: latency added to each backend call, e.g. 2ms.
+    #[arg(long)]
+    latency: Option<String>,
+    /// Simulated slow device: backend bandwidth in bytes per second, e.g. 100MiB.
+    #[arg(long)]
+    bandwidth: Option<String>,
+}
+
+impl ServeArgs {
+    fn config(&self) -> anyhow::Result<Config> {
+        let mut config = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => {
+                let text = |s: &Option<String>| s.clone().map(SizeValue::Text);
+                let export = ExportConfig {
+                    name: self.name.clone(),
+                    description: self.description.clone().unwrap_or_default(),
+                    backend: match self.backend {
+                        None | Some(BackendArg::File) => BackendKind::File,
+                        Some(BackendArg::Sparse) => BackendKind::Sparse,
+                        Some(BackendArg::Memory) => BackendKind::Memory,
+                    },
+                    path: self.path.clone(),
+                    size: text(&self.size),
+                    direct: self.direct,
+                    read_only: self.read_only,
+                    cache_size: text(&self.cache_size),
+                    policy: self.policy.clone(),
+                    block_size: text(&self.block_size),
+                    write_mode: if self.write_back {
+                        WriteModeConfig::Back
+                    } else {
+                        WriteModeConfig::Through
+                    },
+                    dirty_limit: text(&self.dirty_limit),
+                    latency: self.latency.clone(),
+                    bandwidth: text(&self.bandwidth),
+                };
+                Config {
+                    exports: vec![export],
+                    ..Default::default()
+                }
+            }
+        };
+        // Listener flags add to (or stand in for) the file's [server] table.
+        config.server.listen.extend(self.listen.iter().cloned());
+        config.server.unix.extend(self.unix.iter().cloned());
+        if self.metrics.is_some() {
+            config.server.metrics = self.metrics.clone();
+        }
+        let origin = self
+            .config
+            .as_ref()
+            .map_or("flags".to_string(), |p| p.display().to_string());
+        config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        Ok(config)
+    }
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&args.log))
+        .context("--log")?;
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
+    let config = args.config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        // Handlers go in before we announce ourselves, so a signal sent right
+        // after the `listening` lines is never lost.
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
+        let mut int =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("SIGINT handler")?;
+        let server = Server::bind(&config).await?;
+        let mut out = std::io::stdout().lock();
+        for a in server.tcp_addrs() {
+            writeln!(out, "listening tcp {a}")?;
+        }
+        for p in server.unix_paths() {
+            writeln!(out, "listening unix {}", p.display())?;
+        }
+        if let Some(a) = server.metrics_addr() {
+            writeln!(out, "metrics http://{a}/metrics")?;
+        }
+        out.flush()?;
+        drop(out);
+        server
+            .run(async {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM received"),
+                    _ = int.recv() => tracing::info!("SIGINT received"),
+                }
+            })
+            .await
+    })
+}
