@@ -72,8 +72,8 @@ pub struct Lfu {
     /// Priority of the last evicted item (LFU-DA's `L`; stays 0 without aging).
     floor: u64,
     next_stamp: u64,
-    /// Requests seen (lookups), for `Aging::Halve`.
-    requests: u64,
+    /// Requests (lookups) left before the next halving, for `Aging::Halve`.
+    until_halving: u64,
     index: KeyMap<u32>,
     slab: Slab<Entry>,
     /// (priority, stamp, slot), smallest first.
@@ -88,7 +88,10 @@ impl Lfu {
             aging,
             floor: 0,
             next_stamp: 0,
-            requests: 0,
+            until_halving: match aging {
+                Aging::Halve(every) => every,
+                _ => 0,
+            },
             index: key_map(1024),
             slab: Slab::default(),
             heap: BinaryHeap::new(),
@@ -161,8 +164,9 @@ impl Policy for Lfu {
     }
     fn lookup(&mut self, a: &Access) -> bool {
         if let Aging::Halve(every) = self.aging {
-            self.requests += 1;
-            if self.requests % every == 0 {
+            self.until_halving -= 1;
+            if self.until_halving == 0 {
+                self.until_halving = every;
                 self.halve_counts();
             }
         }

@@ -12,8 +12,9 @@
 //!
 //! Like libCacheSim, a hit can evict: when demotions overfill segment 0,
 //! its LRU items leave the cache at once. `Policy::lookup` cannot report
-//! victims, so those keys are held back and reported first in the `evicted`
-//! list of the next `insert`; `contains` is accurate at all times. (Leaving
+//! victims, so those keys are held back and reported by the next `insert`
+//! (first in its `evicted` list) or `evict` call; `remove` of such a key
+//! returns false and cancels its report. `contains` is accurate at all times. (Leaving
 //! segment 0 over budget until the next insertion instead changes miss
 //! counts by up to 0.7% on cloudPhysicsIO.)
 
@@ -156,10 +157,13 @@ impl Policy for Slru {
         self.used += size;
     }
     fn evict(&mut self, _now: &Access) -> Option<Key> {
-        self.evict_lowest()
+        self.evicted_by_hits.pop().or_else(|| self.evict_lowest())
     }
     fn remove(&mut self, key: Key) -> bool {
-        let Some(i) = self.index.remove(&key) else { return false };
+        let Some(i) = self.index.remove(&key) else {
+            self.evicted_by_hits.retain(|&k| k != key);
+            return false;
+        };
         self.detach(i);
         let e = self.slab.release(i);
         self.used -= u64::from(e.size);

@@ -31,12 +31,12 @@ const COMPARED: &[&str] = &["lru", "fifo", "clock", "lfu", "arc", "slru", "lirs"
 fn load_oracle_general(path: &Path) -> Vec<Access> {
     const RECORD: usize = 24;
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("cannot read trace {}: {e}", path.display()));
+    let whole = bytes.len() / RECORD * RECORD;
     assert!(
-        bytes.len() % RECORD == 0,
-        "{}: {} bytes is not a whole number of {RECORD}-byte records (trailing record starts at byte offset {})",
+        whole == bytes.len(),
+        "{}: {} bytes is not a whole number of {RECORD}-byte records (partial record at byte offset {whole})",
         path.display(),
         bytes.len(),
-        bytes.len() / RECORD * RECORD
     );
     let mut accesses: Vec<Access> = bytes
         .chunks_exact(RECORD)
