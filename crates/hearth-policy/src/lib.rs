@@ -5,6 +5,7 @@
 //! `mod` line and one line in [`REGISTRY`].
 
 mod lru;
+mod lirs;
 mod fifo;
 mod clock;
 mod lfu;
@@ -13,6 +14,7 @@ mod arc;
 mod opt;
 
 pub use lru::Lru;
+pub use lirs::Lirs;
 pub use fifo::Fifo;
 pub use clock::Clock;
 pub use lfu::{Aging, Lfu};
@@ -62,6 +64,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "slru", params: &["segments"], about: "segmented LRU with equal byte segments (default segments=4)", build: |c, p| Ok(Box::new(Slru::new(c, p.get("segments", 4)?)?)) },
     Entry { name: "arc", params: &[], about: "adaptive replacement cache (Megiddo & Modha), byte-sized ghosts", build: |c, _| Ok(Box::new(Arc::new(c))) },
     Entry { name: "opt", params: &[], about: "Belady's offline optimum: evict the item requested furthest in the future", build: |c, _| Ok(Box::new(Opt::new(c))) },
+    Entry { name: "lirs", params: &["hir"], about: "LIRS (Jiang & Zhang) as libCacheSim sizes it; hir=fraction of capacity for resident HIR blocks (default 0.01)", build: |c, p| Ok(Box::new(Lirs::with_hir_ratio(c, p.get("hir", 0.01)?)?)) },
     // registry: add policies above this line
 ];
 
