@@ -29,12 +29,22 @@ pub struct TraceError {
 
 impl TraceError {
     pub(crate) fn new(file: &Path, place: Place, what: impl Into<String>) -> Self {
-        TraceError { file: file.to_path_buf(), place, what: what.into(), io: None }
+        TraceError {
+            file: file.to_path_buf(),
+            place,
+            what: what.into(),
+            io: None,
+        }
     }
 
     pub(crate) fn io(file: &Path, place: Place, doing: &str, err: io::Error) -> Self {
         let what = format!("{doing}: {err}");
-        TraceError { file: file.to_path_buf(), place, what, io: Some(err) }
+        TraceError {
+            file: file.to_path_buf(),
+            place,
+            what,
+            io: Some(err),
+        }
     }
 
     pub fn file(&self) -> &Path {

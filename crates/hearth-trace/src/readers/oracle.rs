@@ -5,8 +5,9 @@
 //! 1-based index of the next request for the object (-1, or `i64::MAX`, for
 //! never). [`Request::next_access`] is 0-based like `Access::vtime`; the
 //! reader converts. A next access that is not strictly later than the record
-//! itself cannot come from a real trace and is reported: it is also how a
-//! file in another format given as oracleGeneral gets caught.
+//! itself, or one beyond 2^48 requests (no trace is that long), cannot come
+//! from a real trace and is reported: that is also how a file in another
+//! format given as oracleGeneral gets caught (text bytes make huge numbers).
 
 use std::path::Path;
 
@@ -18,6 +19,9 @@ use crate::Request;
 
 pub(crate) const RECORD_LEN: usize = 24;
 
+/// Larger next-access times are taken as a sign of a file in another format.
+const MAX_PLAUSIBLE_VTIME: u64 = 1 << 48;
+
 pub(crate) struct OracleReader {
     records: Records,
     /// 0-based index of the next record.
@@ -26,7 +30,10 @@ pub(crate) struct OracleReader {
 
 impl OracleReader {
     pub(crate) fn new(path: &Path, input: Input) -> Self {
-        OracleReader { records: Records::new(path, input), index: 0 }
+        OracleReader {
+            records: Records::new(path, input),
+            index: 0,
+        }
     }
 
     fn read(&mut self) -> Result<Option<Request>, TraceError> {
@@ -41,13 +48,15 @@ impl OracleReader {
         let own_vtime = self.index + 1;
         let next_access = match next_vtime {
             -1 | i64::MAX => None,
-            v if v > 0 && v as u64 > own_vtime => Some(v as u64 - 1),
+            v if v > 0 && v as u64 > own_vtime && v as u64 <= MAX_PLAUSIBLE_VTIME => {
+                Some(v as u64 - 1)
+            }
             v => {
                 return Err(self.records.record_error(
                     RECORD_LEN,
                     format!(
-                        "next_access_vtime {v} is not after this request (vtime {own_vtime}); \
-                         expected -1 or a later vtime. Is this an oracleGeneral trace?"
+                        "next_access_vtime {v} is not a vtime after this request's ({own_vtime}) \
+                         and below 2^48, nor -1 for never; is this an oracleGeneral trace?"
                     ),
                 ))
             }

@@ -21,7 +21,9 @@ impl SpcReader {
 
     fn read(&mut self) -> Result<Option<Request>, TraceError> {
         loop {
-            let Some(line) = self.lines.next_line()? else { return Ok(None) };
+            let Some(line) = self.lines.next_line()? else {
+                return Ok(None);
+            };
             if line.text.trim().is_empty() {
                 continue;
             }
@@ -44,7 +46,14 @@ fn parse(line: &str) -> Result<Request, String> {
     };
     let seconds = f.text()?;
     let time_ns = parse_seconds_ns(seconds).map_err(|e| f.bad_last(seconds, e))?;
-    Ok(Request { time_ns, client, op, offset, len, next_access: None })
+    Ok(Request {
+        time_ns,
+        client,
+        op,
+        offset,
+        len,
+        next_access: None,
+    })
 }
 
 impl Iterator for SpcReader {

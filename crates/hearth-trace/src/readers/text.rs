@@ -21,13 +21,24 @@ impl TextReader {
 
     fn read(&mut self) -> Result<Option<Request>, TraceError> {
         loop {
-            let Some(line) = self.lines.next_line()? else { return Ok(None) };
+            let Some(line) = self.lines.next_line()? else {
+                return Ok(None);
+            };
             let id = line.text.trim();
             if id.is_empty() {
                 continue;
             }
-            let id: u64 = id.parse().map_err(|e| line.error(format!("bad id {id:?}: {e}")))?;
-            return Ok(Some(Request { time_ns: 0, client: 0, op: Op::Read, offset: id, len: 1, next_access: None }));
+            let id: u64 = id
+                .parse()
+                .map_err(|e| line.error(format!("bad id {id:?}: {e}")))?;
+            return Ok(Some(Request {
+                time_ns: 0,
+                client: 0,
+                op: Op::Read,
+                offset: id,
+                len: 1,
+                next_access: None,
+            }));
         }
     }
 }
