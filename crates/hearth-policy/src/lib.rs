@@ -6,6 +6,7 @@
 
 mod lru;
 mod lirs;
+mod twoq;
 mod fifo;
 mod clock;
 mod lfu;
@@ -15,6 +16,7 @@ mod opt;
 
 pub use lru::Lru;
 pub use lirs::Lirs;
+pub use twoq::TwoQ;
 pub use fifo::Fifo;
 pub use clock::Clock;
 pub use lfu::{Aging, Lfu};
@@ -65,6 +67,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "arc", params: &[], about: "adaptive replacement cache (Megiddo & Modha), byte-sized ghosts", build: |c, _| Ok(Box::new(Arc::new(c))) },
     Entry { name: "opt", params: &[], about: "Belady's offline optimum: evict the item requested furthest in the future", build: |c, _| Ok(Box::new(Opt::new(c))) },
     Entry { name: "lirs", params: &["hir"], about: "LIRS (Jiang & Zhang) as libCacheSim sizes it; hir=fraction of capacity for resident HIR blocks (default 0.01)", build: |c, p| Ok(Box::new(Lirs::with_hir_ratio(c, p.get("hir", 0.01)?)?)) },
+    Entry { name: "2q", params: &["kin", "kout"], about: "full 2Q (Johnson & Shasha): A1in FIFO of kin x capacity bytes (0.25), A1out ghosts kout x resident items (0.5), Am LRU", build: |c, p| Ok(Box::new(TwoQ::new(c, p.get("kin", 0.25)?, p.get("kout", 0.5)?)?)) },
     // registry: add policies above this line
 ];
 
