@@ -99,3 +99,50 @@ impl Policy for Clock {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(clock: &mut Clock, key: Key) -> (bool, Vec<Key>) {
+        let mut evicted = Vec::new();
+        let hit = clock.access(&Access { key, size: 1, ..Access::default() }, &mut evicted);
+        (hit, evicted)
+    }
+
+    #[test]
+    fn referenced_items_get_a_second_chance() {
+        let mut clock = Clock::new(3, 1).unwrap();
+        for k in [1, 2, 3] {
+            request(&mut clock, k);
+        }
+        assert!(request(&mut clock, 1).0);
+        // 1 is oldest but referenced: it is spared once, 2 goes.
+        assert_eq!(request(&mut clock, 4).1, vec![2]);
+        // 1's bit was cleared when it was spared; it is now behind 3.
+        assert_eq!(request(&mut clock, 5).1, vec![3]);
+        assert_eq!(request(&mut clock, 6).1, vec![1]);
+    }
+
+    #[test]
+    fn wider_counters_remember_more_hits() {
+        let mut clock = Clock::new(2, 2).unwrap();
+        request(&mut clock, 1);
+        request(&mut clock, 2);
+        for _ in 0..3 {
+            request(&mut clock, 1);
+        }
+        // 1 holds three hits, so each pass of the hand spares it once more
+        // (its counter goes 3, 2, 1); 2, then 3, are evicted instead.
+        assert_eq!(request(&mut clock, 3).1, vec![2]);
+        assert_eq!(request(&mut clock, 4).1, vec![3]);
+        assert!(clock.contains(1));
+        assert_eq!(clock.name(), "CLOCK-2bit");
+    }
+
+    #[test]
+    fn bits_out_of_range_is_an_error() {
+        assert!(Clock::new(10, 0).is_err());
+        assert!(Clock::new(10, 9).err().unwrap().contains("bits"));
+    }
+}

@@ -207,3 +207,69 @@ impl Policy for Lfu {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Requests `keys` in order on a cache of `capacity` unit-size items.
+    fn run(lfu: &mut Lfu, keys: &[Key]) {
+        let mut evicted = Vec::new();
+        for (t, &key) in keys.iter().enumerate() {
+            let a = Access { key, size: 1, vtime: t as u64, ..Access::default() };
+            lfu.access(&a, &mut evicted);
+        }
+    }
+
+    #[test]
+    fn evicts_least_frequent_and_oldest_among_equals() {
+        let mut lfu = Lfu::new(3, Aging::None);
+        // All three reach count 2; 2 got there first, so 4 evicts it.
+        run(&mut lfu, &[1, 2, 3, 2, 3, 1, 4]);
+        assert!(!lfu.contains(2));
+        assert!(lfu.contains(1) && lfu.contains(3) && lfu.contains(4));
+        // 4 alone has count 1.
+        run(&mut lfu, &[5]);
+        assert!(!lfu.contains(4));
+    }
+
+    #[test]
+    fn plain_lfu_keeps_an_old_favourite_forever() {
+        let mut lfu = Lfu::new(2, Aging::None);
+        run(&mut lfu, &[7, 7, 7]);
+        run(&mut lfu, &(100..200).collect::<Vec<_>>());
+        assert!(lfu.contains(7));
+    }
+
+    #[test]
+    fn dynamic_aging_lets_new_items_overtake_an_old_favourite() {
+        let mut lfu = Lfu::new(2, Aging::Dynamic);
+        run(&mut lfu, &[7, 7, 7]);
+        // Each one-hit item raises the floor by one; after three, 7 (priority
+        // 3, oldest) loses the tie.
+        run(&mut lfu, &[100, 101, 102]);
+        assert!(lfu.contains(7));
+        run(&mut lfu, &[103]);
+        assert!(!lfu.contains(7));
+    }
+
+    #[test]
+    fn halving_forgets_old_popularity() {
+        let mut lfu = Lfu::new(2, Aging::Halve(4));
+        // Key 7: count 3 at the 4th request, halved to 1, then hits to 3.
+        run(&mut lfu, &[7, 7, 7, 7, 7, 100, 101]);
+        assert!(lfu.contains(7) && lfu.contains(101));
+        // The 8th request halves 7 to 1, tying with 101; 7 has held its
+        // count longer, so it goes.
+        run(&mut lfu, &[102]);
+        assert!(!lfu.contains(7));
+    }
+
+    #[test]
+    fn bad_aging_is_an_error() {
+        assert!("da".parse::<Aging>().is_ok());
+        assert_eq!("100".parse::<Aging>(), Ok(Aging::Halve(100)));
+        assert!("0".parse::<Aging>().unwrap_err().contains("aging"));
+        assert!("sometimes".parse::<Aging>().is_err());
+    }
+}

@@ -170,3 +170,64 @@ impl Policy for Slru {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(slru: &mut Slru, key: Key, size: u32) -> (bool, Vec<Key>) {
+        let mut evicted = Vec::new();
+        let hit = slru.access(&Access { key, size, ..Access::default() }, &mut evicted);
+        (hit, evicted)
+    }
+
+    fn segment_of(slru: &Slru, key: Key) -> u8 {
+        slru.slab.get(slru.index[&key]).segment
+    }
+
+    #[test]
+    fn fills_bottom_up_and_promotes_on_hits() {
+        let mut slru = Slru::new(8, 2).unwrap();
+        for k in 1..=6 {
+            request(&mut slru, k, 1);
+        }
+        // Segment 0 took 1..=4, segment 1 the rest.
+        assert_eq!(segment_of(&slru, 4), 0);
+        assert_eq!(segment_of(&slru, 5), 1);
+        request(&mut slru, 1, 1);
+        assert_eq!(segment_of(&slru, 1), 1);
+        // Segment 1 is now 1, 6, 5 (3 of 4 bytes); a second hit keeps 1 on top.
+        request(&mut slru, 1, 1);
+        assert_eq!(segment_of(&slru, 1), 1);
+    }
+
+    #[test]
+    fn a_hit_that_overfills_probation_evicts_and_reports_later() {
+        let mut slru = Slru::new(8, 2).unwrap();
+        // Segment 1 gets 10 and 11 (2 bytes each) after 1..=4 fill segment 0.
+        for k in 1..=4 {
+            request(&mut slru, k, 1);
+        }
+        request(&mut slru, 10, 2);
+        request(&mut slru, 11, 2);
+        assert_eq!(segment_of(&slru, 10), 1);
+        // Promoting 1 overfills segment 1; 10 drops to segment 0, which then
+        // holds 5 bytes in a 4-byte budget, so its LRU item (2) is evicted.
+        assert!(request(&mut slru, 1, 1).0);
+        assert!(!slru.contains(2));
+        assert_eq!(slru.occupancy(), 7);
+        // The victim is reported with the next insertion.
+        assert_eq!(request(&mut slru, 20, 1).1, vec![2]);
+    }
+
+    #[test]
+    fn items_larger_than_a_segment_are_not_admitted() {
+        let mut slru = Slru::new(8, 4).unwrap();
+        request(&mut slru, 1, 3);
+        assert!(!slru.contains(1));
+        request(&mut slru, 2, 2);
+        assert!(slru.contains(2));
+        assert!(Slru::new(8, 0).is_err());
+        assert!(Slru::new(8, 17).err().unwrap().contains("segments"));
+    }
+}

@@ -16,6 +16,14 @@ enum Step {
     Evict,
 }
 
+/// Non-default parameterisations checked alongside every registered name.
+const EXTRA_SPECS: &[&str] = &["lfu:aging=da", "lfu:aging=5", "clock:bits=3", "slru:segments=1", "slru:segments=3"];
+
+/// Every registered policy by name, plus [`EXTRA_SPECS`].
+fn all_specs() -> Vec<&'static str> {
+    hearth_policy::names().into_iter().chain(EXTRA_SPECS.iter().copied()).collect()
+}
+
 fn steps(keys: u64) -> impl Strategy<Value = Vec<Step>> {
     let step = prop_oneof![
         20 => (0..keys).prop_map(Step::Access),
@@ -136,7 +144,7 @@ proptest! {
         }),
         capacity in 1u64..=96,
     ) {
-        for name in hearth_policy::names() {
+        for name in all_specs() {
             let mut policy = hearth_policy::build(name, capacity).unwrap();
             check_invariants(policy.as_mut(), &steps, &size_of)?;
         }
@@ -195,7 +203,7 @@ proptest! {
             trace.iter().filter(|a| !policy.access(a, &mut evicted)).count()
         };
         let opt = misses("opt");
-        for name in hearth_policy::names() {
+        for name in all_specs() {
             let theirs = misses(name);
             prop_assert!(opt <= theirs, "OPT missed {} times, {} only {} (capacity {})", opt, name, theirs, capacity);
         }
