@@ -29,7 +29,6 @@ use std::path::Path;
 use std::str::FromStr;
 
 pub use error::{Place, TraceError};
-pub use readers::blkparse::QUEUE_ACTION as BLKPARSE_ACTION;
 pub use split::{accesses, fill_next_access, Accesses, Mode};
 pub use write::{write_oracle_general, write_text};
 
@@ -61,7 +60,8 @@ pub struct Request {
 pub enum Format {
     /// MSR Cambridge / SNIA CSV (`msr`).
     MsrCsv,
-    /// blkparse default text output (`blkparse`).
+    /// blkparse default text output (`blkparse`); `Q` events become
+    /// requests (see [`open_blkparse`] for another action).
     Blkparse,
     /// VMware/CloudPhysics vscsi binary, versions 1 and 2 (`vscsi`).
     Vscsi,
@@ -225,9 +225,10 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceErr
     let input = open_input(path)?;
     let inner: Box<dyn Iterator<Item = Result<Request, TraceError>> + Send> = match format {
         Format::MsrCsv => Box::new(readers::msr::MsrReader::new(Lines::new(path, input))),
-        Format::Blkparse => Box::new(readers::blkparse::BlkparseReader::new(Lines::new(
-            path, input,
-        ))),
+        Format::Blkparse => Box::new(readers::blkparse::BlkparseReader::new(
+            Lines::new(path, input),
+            readers::blkparse::DEFAULT_ACTION,
+        )),
         Format::Spc => Box::new(readers::spc::SpcReader::new(Lines::new(path, input))),
         Format::Text => Box::new(readers::text::TextReader::new(Lines::new(path, input))),
         Format::CloudPhysicsCsv => {
@@ -239,6 +240,23 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceErr
     Ok(TraceReader {
         format,
         inner,
+        failed: false,
+    })
+}
+
+/// Opens a blkparse trace keeping the events of `action` (one of
+/// `QGIDCMFAX`) instead of the default `Q`; see [`Format::Blkparse`].
+pub fn open_blkparse(path: &Path, action: char) -> Result<TraceReader, TraceError> {
+    let actions = readers::blkparse::IO_ACTIONS;
+    if !actions.contains(action) {
+        let what =
+            format!("blkparse action {action:?} carries no sector range; use one of {actions}");
+        return Err(TraceError::new(path, error::Place::File, what));
+    }
+    let lines = Lines::new(path, open_input(path)?);
+    Ok(TraceReader {
+        format: Format::Blkparse,
+        inner: Box::new(readers::blkparse::BlkparseReader::new(lines, action)),
         failed: false,
     })
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use hearth_core::Op;
-use hearth_trace::{open, Format, Request, TraceError};
+use hearth_trace::{open, open_blkparse, Format, Request, TraceError};
 use tempfile::TempDir;
 
 fn write(dir: &TempDir, name: &str, bytes: &[u8]) -> PathBuf {
@@ -190,6 +190,32 @@ fn blkparse_keeps_queue_events_and_skips_everything_else() {
             req(1_100_000_000, 12, Op::Write, 0, 0),
         ]
     );
+}
+
+#[test]
+fn blkparse_can_keep_another_action() {
+    let dir = TempDir::new().unwrap();
+    let path = write(&dir, "sda.blkparse", BLKPARSE.as_bytes());
+    let completions: Vec<Request> = open_blkparse(&path, 'C')
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        completions,
+        vec![req(120_000, 0, Op::Write, 1234 * 512, 8 * 512)]
+    );
+    let merges: Vec<Request> = open_blkparse(&path, 'M')
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        merges,
+        vec![req(500_000_002, 777, Op::Read, 2304 * 512, 8 * 512)]
+    );
+    let Err(err) = open_blkparse(&path, 'U') else {
+        panic!("U carries no sectors")
+    };
+    assert!(err.to_string().contains("QGIDCMFAX"), "{err}");
 }
 
 #[test]

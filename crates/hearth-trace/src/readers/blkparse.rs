@@ -2,11 +2,13 @@
 //! `8,0    3    1   0.000000000  4096  Q  WS 1234 + 8 [fio]`:
 //! device, CPU, sequence, seconds, pid, action, RWBS, sector `+` sectors, process.
 //!
-//! Only `Q` (queued) events become requests. One block I/O shows up as several
-//! events (Q, then G/I/D/C, plus M/F when merged, X when split); Q is the one
-//! logged once per I/O as the submitter issued it, before the scheduler merges
-//! or splits it and before the device's latency shifts the time, which is what
-//! a cache in front of the device sees. Sectors are 512 bytes; client = pid.
+//! Only the events of one action become requests, `Q` (queued) by default. One
+//! block I/O shows up as several events (Q, then G/I/D/C, plus M/F when merged,
+//! X when split); Q is the one logged once per I/O as the submitter issued it,
+//! before the scheduler merges or splits it and before the device's latency
+//! shifts the time, which is what a cache in front of the device sees. (`D`
+//! would give what the device was asked after merging, `C` the completions.)
+//! Sectors are 512 bytes; client = pid.
 //!
 //! Lines that are not events (the per-CPU and total summaries blkparse prints
 //! at the end, blank lines) are skipped; an event line that is malformed is an
@@ -18,19 +20,26 @@ use crate::error::{Place, TraceError};
 use crate::input::{parse_seconds_ns, sectors_to_bytes, Lines, SECTOR};
 use crate::Request;
 
-/// The blkparse action turned into requests.
-pub const QUEUE_ACTION: &str = "Q";
+/// The blkparse action turned into requests unless another is asked for.
+pub const DEFAULT_ACTION: char = 'Q';
+
+/// Actions whose events carry `sector + count`, so can become requests.
+pub const IO_ACTIONS: &str = "QGIDCMFAX";
 
 pub(crate) struct BlkparseReader {
     lines: Lines,
+    action: char,
     events_seen: u64,
     non_blank_seen: bool,
 }
 
 impl BlkparseReader {
-    pub(crate) fn new(lines: Lines) -> Self {
+    /// `action` must be one of [`IO_ACTIONS`].
+    pub(crate) fn new(lines: Lines, action: char) -> Self {
+        debug_assert!(IO_ACTIONS.contains(action));
         BlkparseReader {
             lines,
+            action,
             events_seen: 0,
             non_blank_seen: false,
         }
@@ -57,7 +66,7 @@ impl BlkparseReader {
                 continue; // a summary line
             }
             self.events_seen += 1;
-            match parse_event(tokens) {
+            match parse_event(tokens, self.action) {
                 Ok(Some(request)) => return Ok(Some(request)),
                 Ok(None) => continue,
                 Err(what) => return Err(line.error(what)),
@@ -79,8 +88,11 @@ fn is_device(token: &str) -> bool {
     }
 }
 
-/// Parses the tokens after the device; `None` for events other than Q.
-fn parse_event<'a>(mut tokens: impl Iterator<Item = &'a str>) -> Result<Option<Request>, String> {
+/// Parses the tokens after the device; `None` for events of other actions.
+fn parse_event<'a>(
+    mut tokens: impl Iterator<Item = &'a str>,
+    wanted: char,
+) -> Result<Option<Request>, String> {
     let mut field = |name: &str| {
         tokens
             .next()
@@ -91,7 +103,7 @@ fn parse_event<'a>(mut tokens: impl Iterator<Item = &'a str>) -> Result<Option<R
     let seconds = field("time")?;
     let pid = field("pid")?;
     let action = field("action")?;
-    if action != QUEUE_ACTION {
+    if action.len() != 1 || !action.starts_with(wanted) {
         return Ok(None);
     }
     let rwbs = field("RWBS")?;
