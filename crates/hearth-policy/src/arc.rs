@@ -200,3 +200,49 @@ impl Policy for Arc {
         resident
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(arc: &mut Arc, key: Key) -> (bool, Vec<Key>) {
+        let mut evicted = Vec::new();
+        let hit = arc.access(&Access { key, size: 1, ..Access::default() }, &mut evicted);
+        (hit, evicted)
+    }
+
+    #[test]
+    fn ghost_hits_move_the_target_and_readmit_into_t2() {
+        let mut arc = Arc::new(2);
+        request(&mut arc, 1);
+        assert!(request(&mut arc, 1).0); // 1 moves to T2
+        request(&mut arc, 2); // T1 = [2]
+                              // T1 is over its target p = 0, so 2 becomes a B1 ghost.
+        assert_eq!(request(&mut arc, 3), (false, vec![2]));
+        assert!(!arc.contains(2));
+
+        // A B1 ghost hit is a miss that raises p to 1 byte; T1 (= [3]) is no
+        // longer over it, so T2's LRU (1) makes room and 2 enters T2.
+        assert_eq!(request(&mut arc, 2), (false, vec![1]));
+        assert_eq!(arc.p, 1.0);
+        assert_eq!(arc.slab.get(arc.index[&2]).at, Where::T2);
+
+        // A B2 ghost hit lowers p back to 0, so T1's 3 is the victim.
+        assert_eq!(request(&mut arc, 1), (false, vec![3]));
+        assert_eq!(arc.p, 0.0);
+        assert!(arc.contains(1) && arc.contains(2));
+    }
+
+    #[test]
+    fn ghosts_are_not_resident_and_count_no_bytes() {
+        let mut arc = Arc::new(2);
+        for k in [1, 1, 2, 3] {
+            request(&mut arc, k);
+        }
+        assert_eq!(arc.len(), 2);
+        assert_eq!(arc.occupancy(), 2);
+        assert!(!arc.remove(2), "a ghost is not resident");
+        assert!(arc.remove(3));
+        assert_eq!(arc.occupancy(), 1);
+    }
+}
