@@ -1,6 +1,7 @@
 //! `hearth serve`: the NBD storage server with the block cache in front of
 //! each export. Configured by `--config hearth.toml` or, for one export, by
-//! flags. Prints one `listening ...` line per socket on stdout once bound.
+//! flags. Prints one `listening ...` line per socket on stdout once bound,
+//! then `ready`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -180,6 +181,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(a) = server.metrics_addr() {
             writeln!(out, "metrics http://{a}/metrics")?;
         }
+        writeln!(out, "ready")?;
         out.flush()?;
         drop(out);
         server

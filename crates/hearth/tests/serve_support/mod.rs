@@ -1,0 +1,155 @@
+//! Starts the real `hearth serve` binary for interop tests and finds the
+//! client tools they drive.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct Server {
+    child: Child,
+    pub tcp: Option<SocketAddr>,
+    pub unix: Option<PathBuf>,
+    pub metrics: Option<String>,
+    pub log: PathBuf,
+}
+
+impl Server {
+    /// Runs `hearth serve ARGS --log warn`, waits for its `ready` line and
+    /// records the addresses it printed. Its log goes to `log`.
+    pub fn start(args: &[&str], log: &Path) -> Server {
+        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .arg("serve")
+            .args(args)
+            .args(["--log", "info"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).expect("log file"))
+            .spawn()
+            .expect("starting hearth serve");
+        let mut server = Server { tcp: None, unix: None, metrics: None, log: log.to_path_buf(), child };
+        let stdout = server.child.stdout.take().expect("piped stdout");
+        for line in BufReader::new(stdout).lines() {
+            let line = line.expect("reading hearth's stdout");
+            if let Some(a) = line.strip_prefix("listening tcp ") {
+                server.tcp = Some(a.parse().expect("tcp address"));
+            } else if let Some(p) = line.strip_prefix("listening unix ") {
+                server.unix = Some(PathBuf::from(p));
+            } else if let Some(m) = line.strip_prefix("metrics ") {
+                server.metrics = Some(m.to_string());
+            } else if line == "ready" {
+                return server;
+            }
+        }
+        let log = std::fs::read_to_string(&server.log).unwrap_or_default();
+        panic!("hearth serve exited before it was ready:\n{log}");
+    }
+
+    /// `nbd+unix:///EXPORT?socket=...` (or `nbd://host:port/EXPORT` without a socket).
+    pub fn uri(&self, export: &str) -> String {
+        match (&self.unix, &self.tcp) {
+            (Some(p), _) => format!("nbd+unix:///{export}?socket={}", p.display()),
+            (None, Some(a)) => format!("nbd://{a}/{export}"),
+            (None, None) => panic!("server has no listener"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` and waits for exit; returns whether it exited successfully.
+    pub fn stop(mut self, signal: &str) -> bool {
+        let _ = Command::new("kill").args([format!("-{signal}"), self.child.id().to_string()]).status();
+        let status = self.child.wait().expect("waiting for hearth");
+        status.success()
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether `tool` can run. Missing tools fail the test under CI=true and
+/// skip it elsewhere.
+pub fn have(tool: &str) -> bool {
+    let found = Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if !found {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{tool} is required under CI=true but is not installed");
+        }
+        eprintln!("skipped: {tool} not installed");
+    }
+    found
+}
+
+/// Debian's python with python3-libnbd (`import nbd`).
+pub const PYTHON: &str = "/usr/bin/python3";
+
+pub fn have_python_nbd() -> bool {
+    let ok = Command::new(PYTHON).args(["-c", "import nbd"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{PYTHON} with python3-libnbd is required under CI=true");
+        }
+        eprintln!("skipped: python3-libnbd not installed");
+    }
+    ok
+}
+
+/// Runs a command, panicking with its output if it fails; returns stdout.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{cmd:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+/// Deterministic bytes that differ at every offset of a block.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Fetches the metrics page with a plain HTTP/1.0 GET.
+pub fn scrape(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http url");
+    let (host, path) = rest.split_once('/').expect("path");
+    let mut s = std::net::TcpStream::connect(host).expect("connect to metrics");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+/// The value of the metric line starting with `prefix` (labels included).
+pub fn metric(page: &str, prefix: &str) -> f64 {
+    page.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {prefix} in:\n{page}"))
+}
