@@ -14,6 +14,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Object traces ([`Format::is_object_trace`]: oracleGeneral, text) name
+//! objects rather than byte ranges; read them with [`Mode::Object`]
+//! ([`Mode::for_format`] picks the mode).
+//!
 //! Every reader stops at the first error, which names the file and the line
 //! (text formats) or byte offset (binary formats) and the offending field.
 
@@ -55,23 +59,32 @@ pub struct Request {
     pub next_access: Option<u64>,
 }
 
-/// A trace format.
+/// A trace format. How each maps to [`Request`] fields:
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
-    /// MSR Cambridge / SNIA CSV (`msr`).
+    /// MSR Cambridge / SNIA CSV (`msr`):
+    /// `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`.
+    /// time = filetime ticks x 100 ns; client = (host, disk) numbered from 0
+    /// in order of first appearance; offset/len in bytes.
     MsrCsv,
-    /// blkparse default text output (`blkparse`); `Q` events become
-    /// requests (see [`open_blkparse`] for another action).
+    /// blkparse default text output (`blkparse`): `Q` events become
+    /// requests (see [`open_blkparse`] for another action); sectors of 512
+    /// bytes; client = pid.
     Blkparse,
-    /// VMware/CloudPhysics vscsi binary, versions 1 and 2 (`vscsi`).
+    /// VMware/CloudPhysics vscsi binary, record versions 1 (32 bytes) and 2
+    /// (40 bytes), detected like libCacheSim does (`vscsi`). Microsecond
+    /// timestamps; lbn in 512-byte sectors; op from the SCSI opcode; client 0.
     Vscsi,
-    /// UMass SPC CSV (`spc`).
+    /// UMass SPC CSV `ASU,LBA,Size,Opcode,Timestamp` (`spc`): LBA in 512-byte
+    /// sectors, seconds; client = ASU.
     Spc,
-    /// libCacheSim oracleGeneral binary object trace (`oracle`).
+    /// libCacheSim oracleGeneral binary object trace (`oracle`): offset = object
+    /// id, len = object size, seconds, `next_access` converted to 0-based.
     OracleGeneral,
-    /// One object id per line (`text`).
+    /// One object id per line (`text`): offset = id, len = 1, time 0.
     Text,
-    /// CloudPhysics CSV `version,time,op,size,lbn` (`cpcsv`).
+    /// CloudPhysics CSV `version,time,op,size,lbn` (`cpcsv`): seconds, op a
+    /// hex SCSI opcode, lbn in 512-byte sectors; client 0.
     CloudPhysicsCsv,
 }
 
