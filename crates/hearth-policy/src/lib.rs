@@ -7,6 +7,7 @@
 mod lru;
 mod lirs;
 mod twoq;
+mod mq;
 mod fifo;
 mod clock;
 mod lfu;
@@ -17,6 +18,7 @@ mod opt;
 pub use lru::Lru;
 pub use lirs::Lirs;
 pub use twoq::TwoQ;
+pub use mq::Mq;
 pub use fifo::Fifo;
 pub use clock::Clock;
 pub use lfu::{Aging, Lfu};
@@ -68,6 +70,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "opt", params: &[], about: "Belady's offline optimum: evict the item requested furthest in the future", build: |c, _| Ok(Box::new(Opt::new(c))) },
     Entry { name: "lirs", params: &["hir"], about: "LIRS (Jiang & Zhang) as libCacheSim sizes it; hir=fraction of capacity for resident HIR blocks (default 0.01)", build: |c, p| Ok(Box::new(Lirs::with_hir_ratio(c, p.get("hir", 0.01)?)?)) },
     Entry { name: "2q", params: &["kin", "kout"], about: "full 2Q (Johnson & Shasha): A1in FIFO of kin x capacity bytes (0.25), A1out ghosts kout x resident items (0.5), Am LRU", build: |c, p| Ok(Box::new(TwoQ::new(c, p.get("kin", 0.25)?, p.get("kout", 0.5)?)?)) },
+    Entry { name: "mq", params: &["m", "qout", "lifetime"], about: "Multi-Queue (Zhou et al.): m LRU queues by log2 reference count (8), history of qout x entries (4), lifetime=N requests or auto (peak reuse distance, default)", build: |c, p| Ok(Box::new(Mq::with_lifetime_spec(c, p.get("m", 8)?, p.get("qout", 4.0)?, &p.get("lifetime", String::from("auto"))?)?)) },
     // registry: add policies above this line
 ];
 
