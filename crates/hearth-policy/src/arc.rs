@@ -8,8 +8,11 @@
 //! ghost hit. Following libCacheSim:
 //! - list sizes are in bytes, ghosts counting the size of the item they stand
 //!   for; `p` is a float in bytes and moves by `max(|B2|/|B1|, 1)` (resp.
-//!   `max(|B1|/|B2|, 1)`) per ghost hit, exactly as in the paper's page-based
-//!   formula;
+//!   `max(|B1|/|B2|, 1)`) per ghost hit: the paper's page-count formula
+//!   applied unchanged to byte counts, so `p` moves only a few bytes per
+//!   ghost hit. That is libCacheSim's behaviour, kept by default so results
+//!   compare; `arc:step=size` scales each move by the ghost item's size, the
+//!   byte analogue of the paper's one-page step;
 //! - a ghost hit is still a miss; the item is re-inserted at the head of T2;
 //! - one eviction step evicts one data item. On a ghost hit it is REPLACE;
 //!   otherwise (case IV) it first trims B1 if |T1|+|B1|+size exceeds the
@@ -17,6 +20,26 @@
 //!   all four lists reach twice the capacity, then calls REPLACE.
 
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+
+/// How far one ghost hit moves the target `p`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// `max(ratio, 1)` bytes, as libCacheSim does.
+    Byte,
+    /// `max(ratio, 1)` times the size of the item that hit the ghost.
+    Size,
+}
+
+impl std::str::FromStr for Step {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "byte" => Ok(Step::Byte),
+            "size" => Ok(Step::Size),
+            _ => Err(format!("arc: step must be \"byte\" or \"size\", got {s:?}")),
+        }
+    }
+}
 
 /// The four lists; the discriminant indexes `Arc::lists` and `Arc::bytes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +59,7 @@ struct Entry {
 
 pub struct Arc {
     capacity: u64,
+    step: Step,
     /// Target byte size of T1.
     p: f64,
     /// Residents and ghosts alike; `Entry::at` tells which list a key is in.
@@ -50,9 +74,10 @@ pub struct Arc {
 }
 
 impl Arc {
-    pub fn new(capacity: u64) -> Self {
+    pub fn new(capacity: u64, step: Step) -> Self {
         Arc {
             capacity,
+            step,
             p: 0.0,
             index: key_map(1024),
             slab: Slab::default(),
@@ -110,7 +135,10 @@ impl Arc {
 
 impl Policy for Arc {
     fn name(&self) -> String {
-        "ARC".into()
+        match self.step {
+            Step::Byte => "ARC".into(),
+            Step::Size => "ARC-sizestep".into(),
+        }
     }
     fn capacity(&self) -> u64 {
         self.capacity
@@ -140,10 +168,14 @@ impl Policy for Arc {
             ghost => {
                 // Case II / III: adapt p towards the list that would have hit.
                 let (b1, b2) = (self.bytes(Where::B1) as f64, self.bytes(Where::B2) as f64);
+                let unit = match self.step {
+                    Step::Byte => 1.0,
+                    Step::Size => f64::from(self.slab.get(i).size),
+                };
                 if ghost == Where::B1 {
-                    self.p = (self.p + (b2 / b1).max(1.0)).min(self.capacity as f64);
+                    self.p = (self.p + (b2 / b1).max(1.0) * unit).min(self.capacity as f64);
                 } else {
-                    self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
+                    self.p = (self.p - (b1 / b2).max(1.0) * unit).max(0.0);
                 }
                 self.unlink(i);
                 self.slab.release(i);
@@ -213,7 +245,7 @@ mod tests {
 
     #[test]
     fn ghost_hits_move_the_target_and_readmit_into_t2() {
-        let mut arc = Arc::new(2);
+        let mut arc = Arc::new(2, Step::Byte);
         request(&mut arc, 1);
         assert!(request(&mut arc, 1).0); // 1 moves to T2
         request(&mut arc, 2); // T1 = [2]
@@ -235,7 +267,7 @@ mod tests {
 
     #[test]
     fn ghosts_are_not_resident_and_count_no_bytes() {
-        let mut arc = Arc::new(2);
+        let mut arc = Arc::new(2, Step::Byte);
         for k in [1, 1, 2, 3] {
             request(&mut arc, k);
         }

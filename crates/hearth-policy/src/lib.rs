@@ -23,7 +23,7 @@ pub use fifo::Fifo;
 pub use clock::Clock;
 pub use lfu::{Aging, Lfu};
 pub use slru::Slru;
-pub use arc::Arc;
+pub use arc::{Arc, Step as ArcStep};
 pub use opt::Opt;
 
 use hearth_core::Policy;
@@ -66,7 +66,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "clock", params: &["bits"], about: "CLOCK / second chance; bits=N gives an N-bit reference counter (default 1)", build: |c, p| Ok(Box::new(Clock::new(c, p.get("bits", 1)?)?)) },
     Entry { name: "lfu", params: &["aging"], about: "least frequently used, FIFO among equals; aging=da (LFU-DA) or aging=N (halve counts every N requests)", build: |c, p| Ok(Box::new(Lfu::new(c, p.get("aging", Aging::None)?))) },
     Entry { name: "slru", params: &["segments"], about: "segmented LRU with equal byte segments (default segments=4)", build: |c, p| Ok(Box::new(Slru::new(c, p.get("segments", 4)?)?)) },
-    Entry { name: "arc", params: &[], about: "adaptive replacement cache (Megiddo & Modha), byte-sized ghosts", build: |c, _| Ok(Box::new(Arc::new(c))) },
+    Entry { name: "arc", params: &["step"], about: "adaptive replacement cache (Megiddo & Modha), byte-sized ghosts; step=size moves p by item sizes instead of bytes", build: |c, p| Ok(Box::new(Arc::new(c, p.get("step", ArcStep::Byte)?))) },
     Entry { name: "opt", params: &[], about: "Belady's offline optimum: evict the item requested furthest in the future", build: |c, _| Ok(Box::new(Opt::new(c))) },
     Entry { name: "lirs", params: &["hir"], about: "LIRS (Jiang & Zhang) as libCacheSim sizes it; hir=fraction of capacity for resident HIR blocks (default 0.01)", build: |c, p| Ok(Box::new(Lirs::with_hir_ratio(c, p.get("hir", 0.01)?)?)) },
     Entry { name: "2q", params: &["kin", "kout"], about: "full 2Q (Johnson & Shasha): A1in FIFO of kin x capacity bytes (0.25), A1out ghosts kout x resident items (0.5), Am LRU", build: |c, p| Ok(Box::new(TwoQ::new(c, p.get("kin", 0.25)?, p.get("kout", 0.5)?)?)) },

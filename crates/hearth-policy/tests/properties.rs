@@ -17,7 +17,8 @@ enum Step {
 }
 
 /// Non-default parameterisations checked alongside every registered name.
-const EXTRA_SPECS: &[&str] = &["lfu:aging=da", "lfu:aging=5", "clock:bits=3", "slru:segments=1", "slru:segments=3"];
+const EXTRA_SPECS: &[&str] =
+    &["arc:step=size", "lfu:aging=da", "lfu:aging=5", "clock:bits=3", "slru:segments=1", "slru:segments=3"];
 
 /// Every registered policy by name, plus [`EXTRA_SPECS`].
 fn all_specs() -> Vec<&'static str> {
