@@ -1,0 +1,270 @@
+//! Bad input over a raw TCP socket, bytes written by hand from the protocol
+//! document: each case gets the protocol's error or a clean close, and the
+//! server keeps serving other clients with bounded memory.
+
+mod serve_support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use serve_support::Server;
+
+const IHAVEOPT: &[u8; 8] = b"IHAVEOPT";
+const OPT_REPLY_MAGIC: [u8; 8] = [0, 0x03, 0xe8, 0x89, 0x04, 0x55, 0x65, 0xa9];
+const OPT_GO: u32 = 7;
+const OPT_STRUCTURED_REPLY: u32 = 8;
+const REP_ACK: u32 = 1;
+const REP_INFO: u32 = 3;
+const REP_ERR_UNSUP: u32 = 0x8000_0001;
+const REP_ERR_INVALID: u32 = 0x8000_0003;
+const REP_ERR_UNKNOWN: u32 = 0x8000_0006;
+const EINVAL: u32 = 22;
+const ENOSPC: u32 = 28;
+const SIZE: u64 = 64 << 20;
+
+fn start(dir: &std::path::Path) -> (Server, SocketAddr) {
+    let s = Server::start(
+        &["--backend", "memory", "--size", "64MiB", "--cache-size", "8MiB", "--name", "disk", "--listen", "127.0.0.1:0"],
+        &dir.join("log"),
+    );
+    let addr = s.tcp.unwrap();
+    (s, addr)
+}
+
+/// Connects and checks the greeting; sends client flags.
+fn hello(addr: SocketAddr, client_flags: u32) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut g = [0u8; 18];
+    s.read_exact(&mut g).unwrap();
+    assert_eq!(&g[..16], b"NBDMAGICIHAVEOPT");
+    assert_eq!(g[16..], [0, 3], "fixed newstyle + no zeroes");
+    s.write_all(&client_flags.to_be_bytes()).unwrap();
+    s
+}
+
+fn send_option(s: &mut TcpStream, option: u32, data: &[u8]) {
+    let mut m = IHAVEOPT.to_vec();
+    m.extend_from_slice(&option.to_be_bytes());
+    m.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    m.extend_from_slice(data);
+    s.write_all(&m).unwrap();
+}
+
+fn option_reply(s: &mut TcpStream) -> (u32, u32, Vec<u8>) {
+    let mut h = [0u8; 20];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(h[..8], OPT_REPLY_MAGIC);
+    let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+    let mut data = vec![0u8; len];
+    s.read_exact(&mut data).unwrap();
+    (u32::from_be_bytes(h[8..12].try_into().unwrap()), u32::from_be_bytes(h[12..16].try_into().unwrap()), data)
+}
+
+fn go_data(name: &str) -> Vec<u8> {
+    let mut d = (name.len() as u32).to_be_bytes().to_vec();
+    d.extend_from_slice(name.as_bytes());
+    d.extend_from_slice(&0u16.to_be_bytes());
+    d
+}
+
+/// NBD_OPT_GO to "disk"; returns the size from NBD_INFO_EXPORT.
+fn go(s: &mut TcpStream) -> u64 {
+    send_option(s, OPT_GO, &go_data("disk"));
+    let mut size = None;
+    loop {
+        let (opt, kind, data) = option_reply(s);
+        assert_eq!(opt, OPT_GO);
+        match kind {
+            REP_INFO if data[..2] == [0, 0] => size = Some(u64::from_be_bytes(data[2..10].try_into().unwrap())),
+            REP_INFO => {}
+            REP_ACK => return size.expect("NBD_INFO_EXPORT before ACK"),
+            other => panic!("unexpected GO reply {other:#x}"),
+        }
+    }
+}
+
+fn request(s: &mut TcpStream, flags: u16, command: u16, cookie: u64, offset: u64, len: u32) {
+    let mut m = 0x2560_9513u32.to_be_bytes().to_vec();
+    m.extend_from_slice(&flags.to_be_bytes());
+    m.extend_from_slice(&command.to_be_bytes());
+    m.extend_from_slice(&cookie.to_be_bytes());
+    m.extend_from_slice(&offset.to_be_bytes());
+    m.extend_from_slice(&len.to_be_bytes());
+    s.write_all(&m).unwrap();
+}
+
+/// Reads a simple reply; returns (error, cookie).
+fn simple_reply(s: &mut TcpStream) -> (u32, u64) {
+    let mut r = [0u8; 16];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(r[..4], [0x67, 0x44, 0x66, 0x98], "simple reply magic");
+    (u32::from_be_bytes(r[4..8].try_into().unwrap()), u64::from_be_bytes(r[8..16].try_into().unwrap()))
+}
+
+/// Whether the server closed the connection (EOF) rather than answering.
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0)) || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+}
+
+/// A fresh client can still do a write and read it back.
+fn still_serving(addr: SocketAddr) {
+    let mut s = hello(addr, 3);
+    go(&mut s);
+    request(&mut s, 0, 1, 77, 8192, 5);
+    s.write_all(b"alive").unwrap();
+    assert_eq!(simple_reply(&mut s), (0, 77));
+    request(&mut s, 0, 0, 78, 8192, 5);
+    assert_eq!(simple_reply(&mut s), (0, 78));
+    let mut d = [0u8; 5];
+    s.read_exact(&mut d).unwrap();
+    assert_eq!(&d, b"alive");
+    request(&mut s, 0, 2, 79, 0, 0); // NBD_CMD_DISC
+    assert!(closed(&mut s));
+}
+
+#[test]
+fn malformed_option_haggling_errors_or_closes_and_server_stays_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr) = start(dir.path());
+
+    // Recoverable: errors, then the same connection negotiates fine.
+    let mut s = hello(addr, 1);
+    send_option(&mut s, OPT_GO, &[0, 0, 0, 50, b'd']); // name longer than the data
+    assert_eq!(option_reply(&mut s).1, REP_ERR_INVALID);
+    send_option(&mut s, 4242, b"whatever");
+    assert_eq!(option_reply(&mut s).1, REP_ERR_UNSUP);
+    send_option(&mut s, OPT_GO, &go_data("no-such-export"));
+    assert_eq!(option_reply(&mut s).1, REP_ERR_UNKNOWN);
+    send_option(&mut s, OPT_STRUCTURED_REPLY, b"x");
+    assert_eq!(option_reply(&mut s).1, REP_ERR_INVALID, "structured reply takes no data");
+    assert_eq!(go(&mut s), SIZE);
+    drop(s);
+
+    // Fatal: wrong option magic, unknown client flags, absurd option length.
+    let mut s = hello(addr, 1);
+    s.write_all(b"IHAVEOPX\0\0\0\x07\0\0\0\0").unwrap();
+    assert!(closed(&mut s), "bad option magic must close");
+    let mut s = hello(addr, 0x80);
+    assert!(closed(&mut s), "unknown client flags must close");
+    let mut s = hello(addr, 1);
+    let mut m = IHAVEOPT.to_vec();
+    m.extend_from_slice(&OPT_GO.to_be_bytes());
+    m.extend_from_slice(&0x7fff_ffffu32.to_be_bytes());
+    s.write_all(&m).unwrap();
+    assert!(closed(&mut s), "a 2 GiB option must close, not be buffered");
+    // Hanging up mid-handshake.
+    let mut s = hello(addr, 1);
+    s.write_all(&IHAVEOPT[..5]).unwrap();
+    drop(s);
+
+    still_serving(addr);
+    assert!(server.alive());
+}
+
+#[test]
+fn bad_requests_get_protocol_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr) = start(dir.path());
+    let mut s = hello(addr, 3);
+    go(&mut s);
+
+    request(&mut s, 0, 0, 1, SIZE - 100, 4096); // read past the end
+    assert_eq!(simple_reply(&mut s), (EINVAL, 1));
+    request(&mut s, 0, 0, 2, 0, 0); // zero-length read
+    assert_eq!(simple_reply(&mut s), (0, 2));
+    request(&mut s, 0, 0, 3, 0, u32::MAX); // huge read
+    assert_eq!(simple_reply(&mut s), (EINVAL, 3));
+    request(&mut s, 0, 0, 4, u64::MAX - 10, 100); // offset + length overflows
+    assert_eq!(simple_reply(&mut s), (EINVAL, 4));
+    request(&mut s, 0, 42, 5, 0, 0); // unknown command
+    assert_eq!(simple_reply(&mut s), (EINVAL, 5));
+    request(&mut s, 1 << 12, 0, 6, 0, 512); // unknown command flag
+    assert_eq!(simple_reply(&mut s), (EINVAL, 6));
+    request(&mut s, 0, 3, 7, 4096, 0); // flush with an offset
+    assert_eq!(simple_reply(&mut s), (EINVAL, 7));
+    request(&mut s, 0, 4, 8, SIZE, 4096); // trim past the end
+    assert_eq!(simple_reply(&mut s), (EINVAL, 8));
+    request(&mut s, 0, 6, 9, SIZE - 1, 2); // write zeroes past the end
+    assert_eq!(simple_reply(&mut s), (ENOSPC, 9));
+    request(&mut s, 0, 7, 10, 0, 4096); // block status without a meta context
+    assert_eq!(simple_reply(&mut s), (EINVAL, 10));
+
+    // Writes past the end or over the size limit: refused, payload skipped,
+    // and the stream stays in sync.
+    request(&mut s, 0, 1, 11, SIZE - 10, 20);
+    s.write_all(&[0xee; 20]).unwrap();
+    assert_eq!(simple_reply(&mut s), (ENOSPC, 11));
+    let huge = 40 << 20;
+    request(&mut s, 0, 1, 12, 0, huge);
+    s.write_all(&vec![0xee; huge as usize]).unwrap();
+    assert_eq!(simple_reply(&mut s), (EINVAL, 12));
+    request(&mut s, 0, 0, 13, 0, 16);
+    assert_eq!(simple_reply(&mut s), (0, 13));
+    let mut d = [1u8; 16];
+    s.read_exact(&mut d).unwrap();
+    assert_eq!(d, [0u8; 16], "refused writes changed nothing");
+
+    // With structured replies, a bad read gets an error chunk.
+    let mut s = hello(addr, 3);
+    send_option(&mut s, OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(option_reply(&mut s).1, REP_ACK);
+    go(&mut s);
+    request(&mut s, 0, 0, 14, SIZE, 1);
+    let mut chunk = [0u8; 20];
+    s.read_exact(&mut chunk).unwrap();
+    assert_eq!(chunk[..4], [0x66, 0x8e, 0x33, 0xef], "structured reply magic");
+    assert_eq!(chunk[4..8], [0, 1, 0x80, 0x01], "final NBD_REPLY_TYPE_ERROR");
+    assert_eq!(u64::from_be_bytes(chunk[8..16].try_into().unwrap()), 14);
+    let mut payload = vec![0u8; u32::from_be_bytes(chunk[16..20].try_into().unwrap()) as usize];
+    s.read_exact(&mut payload).unwrap();
+    assert_eq!(payload[..4], EINVAL.to_be_bytes());
+
+    still_serving(addr);
+    assert!(server.alive());
+}
+
+#[test]
+fn disconnects_mid_request_and_floods_leave_the_server_up_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr) = start(dir.path());
+    // Half a request header, then gone.
+    let mut s = hello(addr, 3);
+    go(&mut s);
+    s.write_all(&0x2560_9513u32.to_be_bytes()).unwrap();
+    drop(s);
+    // A write header promising 1 MiB, 1000 bytes of it, then gone.
+    let mut s = hello(addr, 3);
+    go(&mut s);
+    request(&mut s, 0, 1, 1, 0, 1 << 20);
+    s.write_all(&[9u8; 1000]).unwrap();
+    drop(s);
+    // A bad request magic closes the connection.
+    let mut s = hello(addr, 3);
+    go(&mut s);
+    s.write_all(&[0u8; 28]).unwrap();
+    assert!(closed(&mut s));
+
+    // 60 pipelined 32 MiB reads (1.9 GiB of replies) that are never read: the
+    // per-connection budget must keep the server's memory bounded.
+    let mut s = hello(addr, 3);
+    go(&mut s);
+    for i in 0..60u64 {
+        request(&mut s, 0, 0, i, 0, 32 << 20);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let rss_kib = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().unwrap()))
+        .unwrap();
+    assert!(rss_kib < 400 * 1024, "server RSS {rss_kib} KiB while a client floods it");
+    drop(s);
+
+    still_serving(addr);
+    assert!(server.alive());
+    let log = server.log_text();
+    assert!(log.contains("connection closed"), "protocol violations are logged:\n{log}");
+}
