@@ -1,4 +1,4 @@
-//! Least frequently used, as libCacheSim's `LFU`, with optional dynamic aging.
+//! Least frequently used, as libCacheSim's `LFU`, with two optional kinds of aging.
 //!
 //! Plain LFU (`lfu`) evicts the resident item with the fewest requests since
 //! it was inserted (counts are forgotten on eviction). Ties go to the item
