@@ -1,9 +1,16 @@
 //! `hearth`: a thin command line over the workspace crates. Each subcommand
 //! lives in its own module and only parses arguments and prints results.
 
-use clap::{Parser, Subcommand};
-
+mod analyze;
+mod bench;
+mod progress;
 mod serve;
+mod sim;
+mod trace_args;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "hearth", version, about = "A storage-server cache: simulator, analyzer and NBD server")]
@@ -14,20 +21,41 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// List the replacement policies and their parameters.
-    Policies,
+    /// Replay a trace against replacement policies at one or more cache sizes.
+    Sim(sim::SimArgs),
+    /// Characterise a trace: mix, sizes, reuse and temporal distances, skew.
+    Analyze(analyze::AnalyzeArgs),
+    /// Benchmarks against peers measured in the same run.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
     /// Serve exports over NBD with the block cache in front of each backend.
     Serve(serve::ServeArgs),
+    /// List the replacement policies.
+    Policies,
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().cmd {
+fn main() -> ExitCode {
+    match run(Cli::parse().cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` prints the whole chain of causes on one line.
+            eprintln!("hearth: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> anyhow::Result<()> {
+    match cmd {
+        Cmd::Sim(args) => sim::run(args),
+        Cmd::Analyze(args) => analyze::run(args),
+        Cmd::Bench(cmd) => bench::run(cmd),
+        Cmd::Serve(args) => serve::run(args),
         Cmd::Policies => {
             for (name, about) in hearth_policy::describe() {
                 println!("{name:<8} {about}");
             }
             Ok(())
         }
-        Cmd::Serve(args) => serve::run(args),
     }
 }

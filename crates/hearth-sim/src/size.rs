@@ -1,0 +1,110 @@
+//! Cache sizes as users write them: bytes (`64MiB`), blocks (`5000blocks`) or
+//! a share of the trace's footprint (`5%`), and ranges `128MiB..1GiB/128MiB`.
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CacheSize {
+    Bytes(u64),
+    Blocks(u64),
+    /// Fraction (0..=1] of the trace's footprint.
+    Footprint(f64),
+}
+
+impl CacheSize {
+    /// Bytes for a trace with this footprint; `Blocks` needs a block size.
+    pub fn resolve(self, footprint_bytes: u64, block_size: Option<u32>) -> Result<u64, String> {
+        let bytes = match self {
+            CacheSize::Bytes(b) => b,
+            CacheSize::Blocks(n) => {
+                let bs = block_size.ok_or("cache sizes in blocks need block mode (object traces have no block size)")?;
+                n * u64::from(bs)
+            }
+            CacheSize::Footprint(f) => {
+                let b = (footprint_bytes as f64 * f).round() as u64;
+                // Whole blocks, and at least one.
+                let unit = u64::from(block_size.unwrap_or(1));
+                (b / unit).max(1) * unit
+            }
+        };
+        if bytes == 0 {
+            return Err(format!("cache size {self} is zero bytes"));
+        }
+        Ok(bytes)
+    }
+}
+
+impl fmt::Display for CacheSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CacheSize::Bytes(b) => write!(f, "{}", hearth_core::format_bytes(*b)),
+            CacheSize::Blocks(n) => write!(f, "{n} blocks"),
+            CacheSize::Footprint(x) => write!(f, "{}% of footprint", x * 100.0),
+        }
+    }
+}
+
+fn parse_one(s: &str) -> Result<CacheSize, String> {
+    let s = s.trim();
+    if let Some(p) = s.strip_suffix('%') {
+        let pct: f64 = p.trim().parse().map_err(|_| format!("bad percentage {s:?}"))?;
+        if !(pct > 0.0 && pct <= 100.0) {
+            return Err(format!("cache size {s:?} must be a share in (0%, 100%]"));
+        }
+        return Ok(CacheSize::Footprint(pct / 100.0));
+    }
+    if let Some(n) = s.strip_suffix("blocks").or_else(|| s.strip_suffix("blk")) {
+        return n.trim().parse().map(CacheSize::Blocks).map_err(|_| format!("bad block count {s:?}"));
+    }
+    hearth_core::parse_bytes(s).map(CacheSize::Bytes)
+}
+
+/// Parses a comma-separated list of sizes; an item `A..B/STEP` (byte sizes)
+/// expands to A, A+STEP, ..., up to B inclusive.
+pub fn parse_sizes(list: &str) -> Result<Vec<CacheSize>, String> {
+    let mut out = Vec::new();
+    for item in list.split(',').filter(|s| !s.trim().is_empty()) {
+        match item.split_once("..") {
+            Some((lo, rest)) => {
+                let (hi, step) = rest.split_once('/').ok_or_else(|| format!("range {item:?} needs a step: A..B/STEP"))?;
+                let [lo, hi, step] = [lo, hi, step].map(hearth_core::parse_bytes);
+                let (lo, hi, step) = (lo?, hi?, step?);
+                if step == 0 || lo > hi {
+                    return Err(format!("range {item:?} is empty"));
+                }
+                out.extend((lo..=hi).step_by(step as usize).map(CacheSize::Bytes));
+            }
+            None => out.push(parse_one(item)?),
+        }
+    }
+    if out.is_empty() {
+        return Err("no cache sizes given".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bytes_blocks_shares_and_ranges() {
+        let v = parse_sizes("64MiB, 5000blocks,5%").unwrap();
+        assert_eq!(v, vec![CacheSize::Bytes(64 << 20), CacheSize::Blocks(5000), CacheSize::Footprint(0.05)]);
+        let r = parse_sizes("128MiB..1GiB/128MiB").unwrap();
+        assert_eq!(r.len(), 8);
+        assert_eq!(r[7], CacheSize::Bytes(1 << 30));
+        assert!(parse_sizes("0%").is_err());
+        assert!(parse_sizes("1..2").is_err());
+        assert!(parse_sizes("lots").is_err());
+    }
+
+    #[test]
+    fn resolves_against_footprint_and_block_size() {
+        assert_eq!(CacheSize::Footprint(0.5).resolve(10 * 4096, Some(4096)), Ok(5 * 4096));
+        assert_eq!(CacheSize::Blocks(3).resolve(0, Some(4096)), Ok(3 * 4096));
+        assert!(CacheSize::Blocks(3).resolve(0, None).is_err());
+        // Never rounds down to an empty cache.
+        assert_eq!(CacheSize::Footprint(0.001).resolve(4096, Some(4096)), Ok(4096));
+    }
+}

@@ -1,0 +1,105 @@
+//! `hearth bench sim`: requests per second of our policies next to
+//! libCacheSim's, measured in the same run on the same trace (ratios, not
+//! absolute numbers, are what survive a noisy machine).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use hearth_sim::{replay, Trace};
+use hearth_trace::{Format, Mode};
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// Simulator throughput against libCacheSim (object mode, one cache size).
+    Sim(SimBenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SimBenchArgs {
+    /// An oracleGeneral trace (the format both simulators read natively).
+    #[arg(default_value = "../shared/data/cloudPhysicsIO.oracleGeneral.bin")]
+    trace: PathBuf,
+    #[arg(short, long, value_delimiter = ',', default_value = "lru,arc,mq")]
+    policies: Vec<String>,
+    #[arg(long, default_value = "256MiB", value_parser = hearth_core::parse_bytes)]
+    cache_size: u64,
+    /// Runs per policy; the fastest counts.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// The peer script (libCacheSim's Python package must be importable by python3).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/libcachesim_peer.py"))]
+    peer: PathBuf,
+}
+
+pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
+    match cmd {
+        BenchCmd::Sim(args) => sim(args),
+    }
+}
+
+fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
+    if cfg!(debug_assertions) {
+        eprintln!("warning: this is a debug build; benchmark with `cargo run --release -- bench sim`");
+    }
+    let load_start = Instant::now();
+    let trace = Trace::load(hearth_trace::open(&args.trace, Some(Format::OracleGeneral))?, Mode::Object)?;
+    let load_s = load_start.elapsed().as_secs_f64();
+    let n = trace.accesses.len() as f64;
+
+    let peer = Command::new("python3")
+        .arg(&args.peer)
+        .arg(&args.trace)
+        .arg("ORACLE_GENERAL_TRACE")
+        .arg(args.cache_size.to_string())
+        .arg(args.repeat.to_string())
+        .args(&args.policies)
+        .output()
+        .context("running python3 for the libCacheSim peer")?;
+    if !peer.status.success() {
+        anyhow::bail!("libCacheSim peer failed (is `pip install libcachesim` done?):\n{}", String::from_utf8_lossy(&peer.stderr));
+    }
+    let peer: serde_json::Value = serde_json::from_slice(&peer.stdout).context("parsing the peer's JSON")?;
+
+    println!(
+        "{} requests, cache {}, best of {} runs; trace load {:.1} ms (counted in 'end-to-end')",
+        trace.accesses.len(),
+        hearth_core::format_bytes(args.cache_size),
+        args.repeat,
+        load_s * 1e3
+    );
+    println!(
+        "{:<6} {:>14} {:>14} {:>16} {:>8} {:>8} {:>10} {:>10}",
+        "policy", "hearth req/s", "end-to-end", "libCacheSim req/s", "ratio", "e2e ratio", "miss", "lcs miss"
+    );
+    for name in &args.policies {
+        let mut best = f64::INFINITY;
+        let mut result = None;
+        for _ in 0..args.repeat {
+            let mut policy = hearth_policy::build(name, args.cache_size).map_err(anyhow::Error::msg)?;
+            let start = Instant::now();
+            let r = replay(policy.as_mut(), &trace.accesses, &|_| {});
+            best = best.min(start.elapsed().as_secs_f64());
+            result = Some(r);
+        }
+        let result = result.expect("repeat >= 1");
+        let ours = n / best;
+        let e2e = n / (best + load_s);
+        let p = &peer[name.as_str()];
+        let theirs = p["requests"].as_f64().unwrap_or(f64::NAN) / p["seconds"].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:<6} {:>14.0} {:>14.0} {:>16.0} {:>7.2}x {:>7.2}x {:>10.4} {:>10.4}",
+            name,
+            ours,
+            e2e,
+            theirs,
+            ours / theirs,
+            e2e / theirs,
+            result.miss_ratio(),
+            p["miss_ratio"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The `hearth` binary end to end on the bundled trace and on broken input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn hearth(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth")).args(args).output().expect("run hearth")
+}
+
+fn repo_file(rel: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel).to_string_lossy().into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "hearth failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn sim_json_on_bundled_trace_is_consistent() {
+    let trace = repo_file("data/cloudPhysicsIO.csv.zst");
+    let out = stdout(&hearth(&["sim", &trace, "-q", "-p", "lru,opt", "-s", "1%,10%", "--json"]));
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let get = |i: usize, k: &str| rows[i][k].as_u64().unwrap();
+    for i in 0..4 {
+        assert!(get(i, "hits") < get(i, "requests"));
+        assert_eq!(get(i, "bytes"), get(i, "requests") * 4096, "block mode: every access is one 4 KiB block");
+    }
+    // Rows come size by size, policies in the order given: OPT never loses to LRU,
+    // and a bigger cache never loses to a smaller one.
+    assert!(get(1, "hits") >= get(0, "hits") && get(3, "hits") >= get(2, "hits"));
+    assert!(get(2, "hits") >= get(0, "hits") && get(2, "cache_bytes") > get(0, "cache_bytes"));
+}
+
+#[test]
+fn sim_table_and_mrc_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("mrc");
+    let trace = repo_file("data/cloudPhysicsIO.csv.zst");
+    let out = stdout(&hearth(&["sim", &trace, "-q", "-p", "lru,arc", "-s", "2%,20%", "--mrc", base.to_str().unwrap()]));
+    assert!(out.contains("hit ratio") && out.contains("LRU") && out.contains("ARC"), "{out}");
+    let svg = std::fs::read_to_string(base.with_extension("svg")).unwrap();
+    assert!(svg.contains("LRU") && svg.contains("ARC"));
+    assert!(std::fs::metadata(base.with_extension("png")).unwrap().len() > 1000);
+}
+
+#[test]
+fn malformed_trace_names_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "version,time,op,size,lbn\n1,5,28,512,100\n1,6,28,lots,101\n").unwrap();
+    let o = hearth(&["sim", bad.to_str().unwrap(), "--format", "cpcsv", "-q"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.csv:3"), "error should name file and line: {err}");
+}
+
+#[test]
+fn unknown_policy_and_bad_size_are_refused() {
+    let trace = repo_file("data/cloudPhysicsIO.csv.zst");
+    let o = hearth(&["sim", &trace, "-q", "-p", "lru,belady2"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown policy \"belady2\""));
+    let o = hearth(&["sim", &trace, "-q", "-s", "150%"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("150%"));
+}
+
+#[test]
+fn analyze_reports_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = repo_file("data/cloudPhysicsIO.csv.zst");
+    let out = stdout(&hearth(&["analyze", &trace, "--json", "--plots", dir.path().to_str().unwrap()]));
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let n = |k: &str| r[k].as_u64().unwrap();
+    assert_eq!(n("requests"), 113_872);
+    assert_eq!(n("reads") + n("writes") + n("others"), n("requests"));
+    assert_eq!(n("cold_accesses"), n("unique_keys"));
+    assert!(n("accesses") >= n("requests"));
+    for f in ["reuse_distance.svg", "temporal_distance.png", "frequency.svg", "request_sizes.png"] {
+        assert!(dir.path().join(f).exists(), "missing plot {f}");
+    }
+}
