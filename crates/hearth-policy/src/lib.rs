@@ -8,6 +8,7 @@ mod lru;
 mod lirs;
 mod twoq;
 mod mq;
+mod fbr;
 mod fifo;
 mod clock;
 mod lfu;
@@ -19,6 +20,7 @@ pub use lru::Lru;
 pub use lirs::Lirs;
 pub use twoq::TwoQ;
 pub use mq::Mq;
+pub use fbr::Fbr;
 pub use fifo::Fifo;
 pub use clock::Clock;
 pub use lfu::{Aging, Lfu};
@@ -71,6 +73,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "lirs", params: &["hir"], about: "LIRS (Jiang & Zhang) as libCacheSim sizes it; hir=fraction of capacity for resident HIR blocks (default 0.01)", build: |c, p| Ok(Box::new(Lirs::with_hir_ratio(c, p.get("hir", 0.01)?)?)) },
     Entry { name: "2q", params: &["kin", "kout"], about: "full 2Q (Johnson & Shasha): A1in FIFO of kin x capacity bytes (0.25), A1out ghosts kout x resident items (0.5), Am LRU", build: |c, p| Ok(Box::new(TwoQ::new(c, p.get("kin", 0.25)?, p.get("kout", 0.5)?)?)) },
     Entry { name: "mq", params: &["m", "qout", "lifetime"], about: "Multi-Queue (Zhou et al.): m LRU queues by log2 reference count (8), history of qout x entries (4), lifetime=N requests or auto (peak reuse distance, default)", build: |c, p| Ok(Box::new(Mq::with_lifetime_spec(c, p.get("m", 8)?, p.get("qout", 4.0)?, &p.get("lifetime", String::from("auto"))?)?)) },
+    Entry { name: "fbr", params: &["new", "old", "amax", "cmax"], about: "frequency-based replacement (Robinson & Devarakonda): new/old section shares (0.25/0.25), count aging above mean amax (100), counts capped at cmax (1000)", build: |c, p| Ok(Box::new(Fbr::new(c, p.get("new", 0.25)?, p.get("old", 0.25)?, p.get("amax", 100)?, p.get("cmax", 1000)?)?)) },
     // registry: add policies above this line
 ];
 

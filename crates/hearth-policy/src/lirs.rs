@@ -447,8 +447,8 @@ mod tests {
         run(&mut p, &[A, B, C, D]); // S = D C B A, Q = D C
         assert!(access(&mut p, A).0);
         assert!(access(&mut p, B).0); // pruning drops C and D from S: S = B A
-        // C is in Q only. libCacheSim makes LIR room first: A goes to Q,
-        // which pushes D (Q's LRU end) out, then C re-enters S as HIR.
+                                      // C is in Q only. libCacheSim makes LIR room first: A goes to Q,
+                                      // which pushes D (Q's LRU end) out, then C re-enters S as HIR.
         assert!(access(&mut p, C).0);
         assert!(!p.contains(D));
         assert_eq!(p.len(), 3);
@@ -463,7 +463,7 @@ mod tests {
         let mut p = Lirs::with_hir_ratio(3, 0.34).unwrap();
         run(&mut p, &[A, B]);
         run(&mut p, &(10..20).collect::<Vec<_>>()); // each newcomer pushes the last out of Q
-        // S holds at most 6 bytes: A, B, resident 19 and ghosts 18, 17, 16.
+                                                    // S holds at most 6 bytes: A, B, resident 19 and ghosts 18, 17, 16.
         assert_eq!(p.stack_bytes, 6);
         // Ghost 17 is remembered: it returns LIR, and A drops to Q ...
         assert_eq!(access(&mut p, 17), (false, vec![19]));

@@ -54,6 +54,7 @@ struct DistanceHistogram {
     buckets: [u64; 64],
     peak: usize,
     observed: u64,
+    until_decay: u64,
 }
 
 impl DistanceHistogram {
@@ -64,7 +65,9 @@ impl DistanceHistogram {
             self.peak = b;
         }
         self.observed += 1;
-        if self.observed % DECAY_EVERY == 0 {
+        self.until_decay -= 1;
+        if self.until_decay == 0 {
+            self.until_decay = DECAY_EVERY;
             for c in &mut self.buckets {
                 *c /= 2;
             }
@@ -115,7 +118,7 @@ impl Mq {
             peak_resident: 0,
             qout_ratio: qout,
             fixed_lifetime: lifetime,
-            distances: DistanceHistogram { buckets: [0; 64], peak: 0, observed: 0 },
+            distances: DistanceHistogram { buckets: [0; 64], peak: 0, observed: 0, until_decay: DECAY_EVERY },
             index: key_map(1024),
             slab: Slab::default(),
             queues: vec![List::new(); m],
@@ -128,7 +131,9 @@ impl Mq {
     pub fn with_lifetime_spec(capacity: u64, m: usize, qout: f64, lifetime: &str) -> Result<Self, String> {
         let lifetime = match lifetime {
             "auto" => None,
-            n => Some(n.parse().map_err(|_| format!("MQ lifetime must be \"auto\" or a number of requests, got {n:?}"))?),
+            n => Some(
+                n.parse().map_err(|_| format!("MQ lifetime must be \"auto\" or a number of requests, got {n:?}"))?,
+            ),
         };
         Self::new(capacity, m, qout, lifetime)
     }
@@ -251,7 +256,8 @@ impl Policy for Mq {
                 i
             }
             None => {
-                let i = self.slab.alloc(Block { key: a.key, size: a.size, freq: 0, expire: 0, last_access: 0, queue: 0 });
+                let i =
+                    self.slab.alloc(Block { key: a.key, size: a.size, freq: 0, expire: 0, last_access: 0, queue: 0 });
                 self.index.insert(a.key, i);
                 i
             }

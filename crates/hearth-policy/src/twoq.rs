@@ -222,7 +222,7 @@ mod tests {
             access(&mut p, k);
         }
         assert_eq!(access(&mut p, 1), (true, vec![])); // A1in hit: no promotion
-        // A1in (4 bytes) is over Kin: its oldest, 1, goes to A1out.
+                                                       // A1in (4 bytes) is over Kin: its oldest, 1, goes to A1out.
         assert_eq!(access(&mut p, 5), (false, vec![1]));
         // 1 is remembered: this miss puts it in Am (evicting 2 from A1in).
         assert_eq!(access(&mut p, 1), (false, vec![2]));
@@ -251,7 +251,7 @@ mod tests {
         assert_eq!(p.slab.get(p.index[&1]).place, Place::Am);
         assert_eq!(p.slab.get(p.index[&2]).place, Place::Am);
         assert_eq!(access(&mut p, 1), (true, vec![])); // Am, MRU first: 1 2
-        // A1in = {6, 5} is not over Kin: Am's LRU block goes.
+                                                       // A1in = {6, 5} is not over Kin: Am's LRU block goes.
         assert_eq!(access(&mut p, 7), (false, vec![2]));
         // A1in = {7, 6, 5} is over Kin: its oldest goes.
         assert_eq!(access(&mut p, 8), (false, vec![5]));
