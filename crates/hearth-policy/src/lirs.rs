@@ -22,6 +22,7 @@
 //! - A miss on a non-resident HIR block in S makes room in the LIR budget,
 //!   then admits the block straight into the LIR set.
 //! - A new block is LIR while the LIR set has room, otherwise resident HIR.
+//! - A block remembered in S keeps the size it was first seen with.
 
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab, NIL};
 
