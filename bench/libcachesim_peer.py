@@ -24,7 +24,9 @@ def main():
         for _ in range(int(repeat)):
             reader = lcs.TraceReader(path, trace_type)
             n = reader.get_num_of_req()
-            cache = CLASSES[name](int(cache_bytes))
+            # A hash table sized to the trace (2^18 buckets), not libCacheSim's
+            # default 2^24, whose set-up would dominate a short trace's time.
+            cache = CLASSES[name](int(cache_bytes), hashpower=18)
             start = time.perf_counter()
             miss, _byte_miss = cache.process_trace(reader)
             best = min(best, time.perf_counter() - start)

@@ -92,33 +92,32 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// How often (in requests) a running job reports progress.
-const PROGRESS_EVERY: usize = 1 << 16;
+const PROGRESS_EVERY: u64 = 1 << 16;
 
 /// Replays `accesses` through `policy` and counts hits. `progress` receives
 /// the number of requests done since its previous call.
-pub fn replay(policy: &mut dyn Policy, accesses: &[Access], progress: &(dyn Fn(u64) + Sync)) -> SimResult {
+pub fn replay(
+    policy: &mut dyn Policy,
+    accesses: impl IntoIterator<Item = Access>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> SimResult {
     let mut evicted: Vec<Key> = Vec::with_capacity(64);
-    let (mut hits, mut bytes, mut hit_bytes) = (0u64, 0u64, 0u64);
-    for chunk in accesses.chunks(PROGRESS_EVERY) {
-        for a in chunk {
-            evicted.clear();
-            let size = u64::from(a.size);
-            bytes += size;
-            if policy.access(a, &mut evicted) {
-                hits += 1;
-                hit_bytes += size;
-            }
+    let (mut requests, mut hits, mut bytes, mut hit_bytes) = (0u64, 0u64, 0u64, 0u64);
+    for a in accesses {
+        evicted.clear();
+        let size = u64::from(a.size);
+        requests += 1;
+        bytes += size;
+        if policy.access(&a, &mut evicted) {
+            hits += 1;
+            hit_bytes += size;
         }
-        progress(chunk.len() as u64);
+        if requests % PROGRESS_EVERY == 0 {
+            progress(PROGRESS_EVERY);
+        }
     }
-    SimResult {
-        policy: policy.name(),
-        cache_bytes: policy.capacity(),
-        requests: accesses.len() as u64,
-        hits,
-        bytes,
-        hit_bytes,
-    }
+    progress(requests % PROGRESS_EVERY);
+    SimResult { policy: policy.name(), cache_bytes: policy.capacity(), requests, hits, bytes, hit_bytes }
 }
 
 /// One simulation to run: a policy spec (see `hearth_policy::build`) at a capacity.
@@ -136,7 +135,7 @@ pub fn run_jobs(trace: &Trace, jobs: &[Job], threads: usize, progress: &(dyn Fn(
     }
     Ok(parallel_map(jobs, threads, |job| {
         let mut policy = hearth_policy::build(&job.policy, job.cache_bytes).expect("spec validated above");
-        replay(policy.as_mut(), &trace.accesses, progress)
+        replay(policy.as_mut(), trace.accesses.iter().copied(), progress)
     }))
 }
 

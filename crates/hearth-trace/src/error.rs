@@ -19,8 +19,14 @@ pub enum Place {
 ///
 /// Displays as `<file>:<line>: <what>` for text formats and
 /// `<file>: byte <offset>: <what>` for binary ones.
+///
+/// Boxed so that `Result<Request, TraceError>`, returned once per record on
+/// the hot path, stays small.
 #[derive(Debug)]
-pub struct TraceError {
+pub struct TraceError(Box<Details>);
+
+#[derive(Debug)]
+struct Details {
     file: PathBuf,
     place: Place,
     what: String,
@@ -29,35 +35,25 @@ pub struct TraceError {
 
 impl TraceError {
     pub(crate) fn new(file: &Path, place: Place, what: impl Into<String>) -> Self {
-        TraceError {
-            file: file.to_path_buf(),
-            place,
-            what: what.into(),
-            io: None,
-        }
+        TraceError(Box::new(Details { file: file.to_path_buf(), place, what: what.into(), io: None }))
     }
 
     pub(crate) fn io(file: &Path, place: Place, doing: &str, err: io::Error) -> Self {
         let what = format!("{doing}: {err}");
-        TraceError {
-            file: file.to_path_buf(),
-            place,
-            what,
-            io: Some(err),
-        }
+        TraceError(Box::new(Details { file: file.to_path_buf(), place, what, io: Some(err) }))
     }
 
     pub fn file(&self) -> &Path {
-        &self.file
+        &self.0.file
     }
 
     pub fn place(&self) -> Place {
-        self.place
+        self.0.place
     }
 
     /// The 1-based line, for errors in text traces.
     pub fn line(&self) -> Option<u64> {
-        match self.place {
+        match self.0.place {
             Place::Line(n) => Some(n),
             _ => None,
         }
@@ -65,7 +61,7 @@ impl TraceError {
 
     /// The byte offset, for errors in binary traces.
     pub fn byte_offset(&self) -> Option<u64> {
-        match self.place {
+        match self.0.place {
             Place::Byte(n) => Some(n),
             _ => None,
         }
@@ -73,23 +69,23 @@ impl TraceError {
 
     /// What is wrong, without the location.
     pub fn message(&self) -> &str {
-        &self.what
+        &self.0.what
     }
 }
 
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let file = self.file.display();
-        match self.place {
-            Place::File => write!(f, "{file}: {}", self.what),
-            Place::Line(n) => write!(f, "{file}:{n}: {}", self.what),
-            Place::Byte(n) => write!(f, "{file}: byte {n}: {}", self.what),
+        let file = self.0.file.display();
+        match self.0.place {
+            Place::File => write!(f, "{file}: {}", self.0.what),
+            Place::Line(n) => write!(f, "{file}:{n}: {}", self.0.what),
+            Place::Byte(n) => write!(f, "{file}: byte {n}: {}", self.0.what),
         }
     }
 }
 
 impl std::error::Error for TraceError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.io.as_ref().map(|e| e as _)
+        self.0.io.as_ref().map(|e| e as _)
     }
 }

@@ -188,6 +188,15 @@ impl Records {
     /// Fills `record` with the next record; `false` at a clean end of file.
     /// A record cut short is an error naming where it starts.
     pub(crate) fn next_record(&mut self, record: &mut [u8]) -> Result<bool, TraceError> {
+        // Fast path: the whole record is already buffered (one call, not a read loop).
+        if let Ok(buf) = self.input.fill_buf() {
+            if buf.len() >= record.len() {
+                record.copy_from_slice(&buf[..record.len()]);
+                self.input.consume(record.len());
+                self.offset += record.len() as u64;
+                return Ok(true);
+            }
+        }
         let mut got = 0;
         while got < record.len() {
             match self.input.read(&mut record[got..]) {
