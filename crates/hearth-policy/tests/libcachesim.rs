@@ -10,49 +10,29 @@
 //! Without the package the test is skipped, except under `CI=true`, where it
 //! fails. Set HEARTH_PYTHON to choose the interpreter (default `python3`).
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hearth_core::{Access, NEVER};
+use hearth_core::Access;
+use hearth_trace::{Format, Mode};
 
-const TRACE: &str = "/work/shared/data/cloudPhysicsIO.oracleGeneral.bin";
+fn trace_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cloudPhysicsIO.oracleGeneral.bin")
+}
 const MIB: u64 = 1024 * 1024;
-/// Policies whose miss counts must equal libCacheSim's exactly.
-const EXACT: &[&str] = &["lru", "fifo"];
-/// Allowed relative difference for the others.
+/// Policies whose miss counts must equal libCacheSim's exactly (the issue
+/// asks this of LRU and FIFO; the others matched exactly when written).
+const EXACT: &[&str] = &["lru", "fifo", "clock", "lfu", "arc", "slru", "lirs", "opt"];
+/// Allowed relative difference for any other compared policy.
 const TOLERANCE: f64 = 0.005;
 /// Hearth names with a libCacheSim counterpart in the reference script.
 const COMPARED: &[&str] = &["lru", "fifo", "clock", "lfu", "arc", "slru", "lirs", "opt"];
 
-/// Reads oracleGeneral records (little-endian u32 time, u64 id, u32 size,
-/// i64 next-access vtime) into accesses. `next_access` is recomputed from
-/// the request order, since the file's field is 1-based and -1 for never.
+/// The trace through Hearth's own reader, with next-use times for OPT.
 fn load_oracle_general(path: &Path) -> Vec<Access> {
-    const RECORD: usize = 24;
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("cannot read trace {}: {e}", path.display()));
-    let whole = bytes.len() / RECORD * RECORD;
-    assert!(
-        whole == bytes.len(),
-        "{}: {} bytes is not a whole number of {RECORD}-byte records (partial record at byte offset {whole})",
-        path.display(),
-        bytes.len(),
-    );
-    let mut accesses: Vec<Access> = bytes
-        .chunks_exact(RECORD)
-        .enumerate()
-        .map(|(i, r)| Access {
-            key: u64::from_le_bytes(r[4..12].try_into().unwrap()),
-            size: u32::from_le_bytes(r[12..16].try_into().unwrap()),
-            vtime: i as u64,
-            next_access: NEVER,
-            ..Access::default()
-        })
-        .collect();
-    let mut next_seen: HashMap<u64, u64> = HashMap::new();
-    for a in accesses.iter_mut().rev() {
-        a.next_access = next_seen.insert(a.key, a.vtime).unwrap_or(NEVER);
-    }
+    let reader = hearth_trace::open(path, Some(Format::OracleGeneral)).unwrap();
+    let mut accesses = hearth_trace::accesses(reader, Mode::Object).collect::<Result<Vec<_>, _>>().unwrap();
+    hearth_trace::fill_next_access(&mut accesses);
     accesses
 }
 
@@ -78,7 +58,7 @@ fn miss_counts_match_libcachesim() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/libcachesim_reference.py");
     let python = std::env::var("HEARTH_PYTHON").unwrap_or_else(|_| "python3".into());
     let sizes_arg = sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-    let output = Command::new(&python).arg(&script).arg(TRACE).arg(&sizes_arg).arg(policies.join(",")).output();
+    let output = Command::new(&python).arg(&script).arg(trace_path()).arg(&sizes_arg).arg(policies.join(",")).output();
     let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
     let missing = match &output {
         Err(e) => Some(format!("cannot run {python}: {e}")),
@@ -101,7 +81,7 @@ fn miss_counts_match_libcachesim() {
     let reference: serde_json::Value =
         serde_json::from_slice(&output.stdout).expect("reference script printed invalid JSON");
 
-    let trace = load_oracle_general(Path::new(TRACE));
+    let trace = load_oracle_general(&trace_path());
     assert_eq!(
         reference["requests"].as_u64(),
         Some(trace.len() as u64),
