@@ -29,7 +29,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backend::Backend;
 
-const STRIPES: usize = 1024;
+const STRIPES: usize = 16 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteMode {

@@ -382,11 +382,12 @@ async fn transmission<R: AsyncRead + Unpin>(
             continue;
         }
         let len = req.length as usize;
-        let permit = budget
-            .clone()
-            .acquire_many_owned(req.length.div_ceil(1024).min(CONNECTION_BUDGET_KIB))
-            .await
-            .ok();
+        // Only payload-carrying requests count against the memory budget
+        // (their length is at most MAX_REQUEST, well under the budget).
+        let permit = match req.command {
+            Command::Read | Command::Write => budget.clone().acquire_many_owned(req.length.div_ceil(1024)).await.ok(),
+            _ => None,
+        };
         match req.command {
             Command::Read => {
                 let mut buf = vec![0u8; len];
