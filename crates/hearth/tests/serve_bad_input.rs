@@ -268,3 +268,25 @@ fn disconnects_mid_request_and_floods_leave_the_server_up_and_bounded() {
     let log = server.log_text();
     assert!(log.contains("connection closed"), "protocol violations are logged:\n{log}");
 }
+
+#[test]
+fn bad_config_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\ncache_szie = \"1MiB\"\n", "cache_szie"),
+        ("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nblock_size = \"3KiB\"\n", "export[0] (\"a\").block_size"),
+        ("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\npolicy = \"belady-ish\"\n", "export[0] (\"a\").policy"),
+        ("[[export]]\nname = \"a\"\nbackend = \"file\"\n", "export[0] (\"a\").path"),
+    ];
+    for (text, key) in cases {
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .args(["serve", "--config", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{text} was accepted");
+        assert!(err.contains(key) && err.contains("bad.toml"), "error for {key} does not name it and the file: {err}");
+    }
+}

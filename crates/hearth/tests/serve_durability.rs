@@ -127,3 +127,41 @@ fn write_through_survives_sigkill() {
 fn write_back_fua_and_flush_survive_sigkill() {
     kill_mid_stream(&["--write-back", "--dirty-limit", "2MiB"]);
 }
+
+/// Write-back with a dirty limit no test write reaches: data written without
+/// FUA or FLUSH is only in the cache until SIGTERM, whose graceful shutdown
+/// must flush it to the backing file.
+#[test]
+fn sigterm_flushes_write_back_cache() {
+    if !have_python_nbd() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("disk.img");
+    let sock = dir.path().join("nbd.sock");
+    let server = Server::start(
+        &[
+            "--backend", "sparse", "--path", image.to_str().unwrap(), "--size", "4MiB", "--cache-size", "4MiB",
+            "--write-back", "--dirty-limit", "4MiB", "--name", "disk", "--unix", sock.to_str().unwrap(),
+        ],
+        &dir.path().join("log"),
+    );
+    let script = r#"
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+for i in range(64):
+    h.pwrite(bytes([i + 1]) * 4096, i * 16384 + 100)
+h.shutdown()
+"#;
+    let out = Command::new(PYTHON).args(["-c", script, &server.uri("disk")]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let before = std::fs::read(&image).unwrap();
+    assert!(before.iter().all(|&b| b == 0), "write-back must not have written yet");
+    assert!(server.stop("TERM"), "SIGTERM must exit cleanly");
+    let after = std::fs::read(&image).unwrap();
+    for i in 0..64usize {
+        let at = i * 16384 + 100;
+        assert!(after[at..at + 4096].iter().all(|&b| b == i as u8 + 1), "block {i} not flushed at shutdown");
+    }
+}
