@@ -255,4 +255,46 @@ mod tests {
             assert_eq!(r.storage.client_evictions, 0);
         }
     }
+
+    #[test]
+    fn every_placement_works_with_every_policy() {
+        // A skewed trace with writes, enough to fill both levels many times.
+        let mut x = 7u64;
+        let trace: Vec<Access> = (0..20_000u64)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = (x % 600).min(x % 97 + (i % 3) * 200);
+                let op = if x % 5 == 0 { Op::Write } else { Op::Read };
+                Access { key, size: 4096, vtime: i, next_access: hearth_core::NEVER, op, ctx: 0 }
+            })
+            .collect();
+        let mut trace = trace;
+        hearth_trace::fill_next_access(&mut trace);
+        for policy in hearth_policy::names() {
+            for placement in [Placement::Access, Placement::Eviction { reload_threshold: 0 }, Placement::Eviction { reload_threshold: 3 }, Placement::Demote] {
+                let mut c = cfg(placement, 50 * 4096, 120 * 4096);
+                c.storage_policy = policy.to_string();
+                let r = run_hierarchy(&trace, &c).unwrap();
+                let s = &r.storage;
+                let what = format!("{policy} {placement}");
+                assert_eq!(r.client_hits + r.result.requests, trace.len() as u64, "{what}");
+                assert_eq!(s.reads + s.writes, r.result.requests, "{what}");
+                assert!(s.read_hits <= s.reads, "{what}");
+                assert!(s.read_hits > 0, "{what}: a storage cache larger than the client's must hit");
+                match placement {
+                    // AC learns evictions too, but ignores them.
+                    Placement::Access => assert_eq!((s.reloads, s.demotes), (0, 0), "{what}"),
+                    Placement::Eviction { reload_threshold } => {
+                        assert_eq!(s.demotes, 0, "{what}");
+                        assert_eq!(s.reloads, s.placements, "{what}: EV places only by reloading");
+                        assert!(s.reloads + s.reloads_skipped <= s.client_evictions, "{what}");
+                        assert_eq!(reload_threshold == 0, s.reloads_skipped == 0, "{what}");
+                    }
+                    Placement::Demote => assert_eq!(s.demotes, s.client_evictions, "{what}"),
+                }
+            }
+        }
+    }
 }

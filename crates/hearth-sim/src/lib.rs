@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use hearth_core::{key_map, Access, Key, Policy};
-use hearth_trace::{Mode, TraceError, TraceReader};
+use hearth_trace::{Mode, Request, TraceError};
 use serde::Serialize;
 
 /// A trace loaded for simulation.
@@ -30,7 +30,7 @@ pub struct Trace {
 
 impl Trace {
     /// Reads a whole trace and prepares it (next-use times, footprint).
-    pub fn load(reader: TraceReader, mode: Mode) -> Result<Trace, TraceError> {
+    pub fn load(reader: impl Iterator<Item = Result<Request, TraceError>>, mode: Mode) -> Result<Trace, TraceError> {
         let accesses = hearth_trace::accesses(reader, mode).collect::<Result<Vec<_>, _>>()?;
         Ok(Trace::from_accesses(accesses, mode))
     }

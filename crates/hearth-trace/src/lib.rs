@@ -25,6 +25,7 @@ mod error;
 mod input;
 mod readers;
 mod split;
+pub mod oltp;
 pub mod synth;
 mod write;
 
