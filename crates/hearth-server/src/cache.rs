@@ -179,10 +179,11 @@ impl BlockCache {
         }
     }
 
-    /// Serves a read entirely from the cache, or does nothing and returns
-    /// false if any block is missing.
-    pub fn read_cached(&self, offset: u64, buf: &mut [u8]) -> bool {
-        let range = self.block_range(offset, buf.len() as u64);
+    /// Serves a read entirely from the cache by appending `len` bytes to
+    /// `out`, or does nothing and returns false if any block is missing.
+    /// (Appending lets the server build header and data in one buffer.)
+    pub fn read_cached(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> bool {
+        let range = self.block_range(offset, len as u64);
         let mut inner = self.lock();
         if !range.clone().all(|b| inner.blocks.contains_key(&b)) {
             return false;
@@ -190,8 +191,8 @@ impl BlockCache {
         for b in range.clone() {
             let a = Self::access(&mut inner, b, self.block_size, Op::Read);
             inner.policy.lookup(&a);
-            let (in_block, in_req, n) = self.overlap(b, offset, buf.len() as u64);
-            buf[in_req..in_req + n].copy_from_slice(&inner.blocks[&b][in_block..in_block + n]);
+            let (in_block, _, n) = self.overlap(b, offset, len as u64);
+            out.extend_from_slice(&inner.blocks[&b][in_block..in_block + n]);
         }
         self.stats.hits.fetch_add(range.end - range.start, Ordering::Relaxed);
         true
@@ -585,6 +586,12 @@ mod tests {
         (backend.clone(), BlockCache::new(racy, policy, BS, mode))
     }
 
+    /// The bytes a cache-only read returns, or None if it had to miss.
+    fn cached(cache: &BlockCache, offset: u64, len: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        cache.read_cached(offset, len, &mut out).then_some(out)
+    }
+
     fn expected(offset: u64, len: usize) -> Vec<u8> {
         (offset..offset + len as u64).map(|i| (i % 251) as u8).collect()
     }
@@ -598,10 +605,9 @@ mod tests {
         let after_first = backend.reads();
         assert_eq!(after_first, 1, "one run of missing blocks is one backend read");
         for _ in 0..5 {
-            let mut again = vec![0u8; 10_000];
-            assert!(cache.read_cached(5000, &mut again));
-            assert_eq!(again, buf);
-            cache.read(4096, &mut again[..100]).unwrap();
+            assert_eq!(cached(&cache, 5000, 10_000).as_ref(), Some(&buf));
+            let mut again = vec![0u8; 100];
+            cache.read(4096, &mut again).unwrap();
         }
         assert_eq!(backend.reads(), after_first);
         assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 3);
@@ -620,8 +626,7 @@ mod tests {
         let mut buf = vec![0u8; 200];
         cache.read(size - 200, &mut buf).unwrap();
         assert_eq!(buf, expected(size - 200, 200));
-        assert!(cache.read_cached(size - 50, &mut buf[..50]));
-        assert_eq!(buf[..50], expected(size - 50, 50)[..]);
+        assert_eq!(cached(&cache, size - 50, 50), Some(expected(size - 50, 50)));
     }
 
     #[test]
@@ -637,15 +642,15 @@ mod tests {
         assert_eq!(&snap[40960..45056], &[7u8; 4096][..]);
         assert!(backend.flushes() >= 1, "FUA flushes the backend");
         let reads = backend.reads();
-        assert!(cache.read_cached(96, &mut buf[..12]));
+        let buf = cached(&cache, 96, 12).expect("cached");
         assert_eq!(&buf[4..9], b"hello");
         assert_eq!(&buf[9..12], &expected(105, 3)[..]);
         assert_eq!(&buf[..4], &expected(96, 4)[..]);
-        assert!(
-            cache.read_cached(40960, &mut buf[..4096]),
+        assert_eq!(
+            cached(&cache, 40960, 4096),
+            Some(vec![7u8; 4096]),
             "whole-block writes are cached"
         );
-        assert_eq!(buf[..4096], [7u8; 4096]);
         assert_eq!(backend.reads(), reads);
     }
 
@@ -658,8 +663,8 @@ mod tests {
             assert_eq!(buf, expected(b * 4096, 4096));
         }
         assert_eq!(cache.occupancy().0, 4);
-        assert!(cache.read_cached(9 * 4096, &mut buf), "LRU keeps the newest");
-        assert!(!cache.read_cached(0, &mut buf));
+        assert!(cached(&cache, 9 * 4096, 4096).is_some(), "LRU keeps the newest");
+        assert!(cached(&cache, 0, 4096).is_none());
         assert_eq!(backend.reads(), 10);
     }
 

@@ -30,6 +30,8 @@ use crate::Export;
 const CONNECTION_BUDGET_KIB: u32 = 64 * 1024;
 /// How long shutdown waits for in-flight requests before flushing anyway.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Longest read reply header (a structured OFFSET_DATA chunk header).
+const READ_HEADER_MAX: usize = 28;
 
 pub struct Server {
     exports: Arc<Vec<Arc<Export>>>,
@@ -224,10 +226,9 @@ async fn accept_unix(l: UnixListener, ctx: Arc<Shared>, mut stop: watch::Receive
     }
 }
 
-/// One reply on its way to the socket: header bytes, then a slice of data.
+/// One reply on its way to the socket (header and any data).
 struct Reply {
-    head: Vec<u8>,
-    data: Vec<u8>,
+    bytes: Vec<u8>,
     /// Released once written, so queued replies count against the budget.
     _budget: Option<OwnedSemaphorePermit>,
 }
@@ -330,7 +331,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedRece
     while let Some(mut reply) = rx.recv().await {
         // Batch whatever is queued into as few syscalls as possible.
         loop {
-            if out.write_all(&reply.head).await.is_err() || out.write_all(&reply.data).await.is_err() {
+            if out.write_all(&reply.bytes).await.is_err() {
                 return;
             }
             match rx.try_recv() {
@@ -390,20 +391,45 @@ async fn transmission<R: AsyncRead + Unpin>(
         };
         match req.command {
             Command::Read => {
-                let mut buf = vec![0u8; len];
-                if export.cache.read_cached(req.offset, &mut buf) {
-                    finish_read(tx, session, export, &req, Ok(()), buf, permit, started);
+                // Header and data share one buffer: one write per reply.
+                let mut reply = Vec::with_capacity(READ_HEADER_MAX + len);
+                if len == 0 {
+                    // An OFFSET_DATA chunk must carry at least one byte.
+                    put_status(&mut reply, session, req.cookie, Ok(()));
+                    finish_read(tx, export, &req, Ok(reply), permit, started);
                     continue;
                 }
+                if session.structured_replies {
+                    put_read_data_header(&mut reply, req.cookie, req.offset, req.length);
+                } else {
+                    reply.extend_from_slice(&simple_reply(req.cookie, None));
+                }
+                if export.cache.read_cached(req.offset, len, &mut reply) {
+                    finish_read(tx, export, &req, Ok(reply), permit, started);
+                    continue;
+                }
+                let header = reply.len();
+                reply.resize(header + len, 0);
                 let (tx, session, export) = (tx.clone(), *session, export.clone());
                 tokio::task::spawn_blocking(move || {
-                    let r = export.cache.read(req.offset, &mut buf);
-                    finish_read(&tx, &session, &export, &req, r, buf, permit, started);
+                    let r = export.cache.read(req.offset, &mut reply[header..]).map(|()| reply).map_err(|e| {
+                        warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
+                        let mut status = Vec::new();
+                        put_status(&mut status, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
+                        status
+                    });
+                    finish_read(&tx, &export, &req, r, permit, started);
                 });
             }
             Command::Write => {
-                let mut data = vec![0u8; len];
-                rd.read_exact(&mut data).await?;
+                let mut data = Vec::with_capacity(len);
+                (&mut *rd).take(len as u64).read_to_end(&mut data).await?;
+                if data.len() < len {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "client closed during a write payload",
+                    ));
+                }
                 let (tx, session, export) = (tx.clone(), *session, export.clone());
                 tokio::task::spawn_blocking(move || {
                     let r = export.cache.write(req.offset, &data, req.fua());
@@ -455,8 +481,7 @@ async fn transmission<R: AsyncRead + Unpin>(
                     );
                 }
                 let _ = tx.send(Reply {
-                    head,
-                    data: Vec::new(),
+                    bytes: head,
                     _budget: None,
                 });
                 export.metrics.record(req.command, extent > 0, started.elapsed());
@@ -494,8 +519,7 @@ fn send_status(tx: &mpsc::UnboundedSender<Reply>, session: &Session, cookie: u64
     let mut head = Vec::with_capacity(32);
     put_status(&mut head, session, cookie, r);
     let _ = tx.send(Reply {
-        head,
-        data: Vec::new(),
+        bytes: head,
         _budget: None,
     });
 }
@@ -519,44 +543,24 @@ fn finish(
     export.metrics.record(req.command, r.is_ok(), started.elapsed());
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Queues a read's reply: `Ok(header and data)` or `Err(error reply)`.
 fn finish_read(
     tx: &mpsc::UnboundedSender<Reply>,
-    session: &Session,
     export: &Export,
     req: &Request,
-    r: io::Result<()>,
-    buf: Vec<u8>,
+    r: Result<Vec<u8>, Vec<u8>>,
     permit: Option<OwnedSemaphorePermit>,
     started: Instant,
 ) {
-    let mut head = Vec::with_capacity(32);
     let ok = r.is_ok();
-    let data = match r {
-        Ok(()) if buf.is_empty() => {
-            // An OFFSET_DATA chunk must carry at least one byte.
-            put_status(&mut head, session, req.cookie, Ok(()));
-            Vec::new()
-        }
-        Ok(()) => {
-            if session.structured_replies {
-                put_read_data_header(&mut head, req.cookie, req.offset, buf.len() as u32);
-            } else {
-                head.extend_from_slice(&simple_reply(req.cookie, None));
-            }
-            export.metrics.bytes_read.fetch_add(buf.len() as u64, Ordering::Relaxed);
-            buf
-        }
-        Err(e) => {
-            let errno = Errno::from_io(&e);
-            warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
-            put_status(&mut head, session, req.cookie, Err((errno, &e.to_string())));
-            Vec::new()
-        }
-    };
+    if ok {
+        export
+            .metrics
+            .bytes_read
+            .fetch_add(u64::from(req.length), Ordering::Relaxed);
+    }
     let _ = tx.send(Reply {
-        head,
-        data,
+        bytes: r.unwrap_or_else(|e| e),
         _budget: permit,
     });
     export.metrics.record(req.command, ok, started.elapsed());
