@@ -21,12 +21,14 @@
 //! Every reader stops at the first error, which names the file and the line
 //! (text formats) or byte offset (binary formats) and the offending field.
 
+pub mod ctx;
 mod error;
 mod input;
 mod readers;
 mod split;
 pub mod oltp;
 pub mod synth;
+pub mod workload;
 mod write;
 
 use std::fmt;

@@ -11,7 +11,7 @@
 //! - A step of a template looks a key up (index root, inner, leaf, then the
 //!   data blocks of `rows` consecutive keys), optionally writing the data;
 //!   steps run with a probability and a repeat range (control-flow
-//!   variation). Keys are uniform, Zipf, a fixed group (e.g. one of 24
+//!   variation). Keys are uniform, a fixed group (e.g. one of 24
 //!   subjects), the newest rows, or an append at the table's tail.
 //! - Every template execution is one context, of class = template index.
 //!   Each client thinks (exponential, mean [`Timing::think_ns`]), then issues
@@ -29,7 +29,7 @@ use std::str::FromStr;
 use hearth_core::Op;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
-use rand_distr::{Distribution, Exp, Zipf};
+use rand_distr::{Distribution, Exp};
 
 use crate::ctx::CtxEvent;
 
@@ -77,7 +77,6 @@ impl Timing {
 #[derive(Clone, Copy, Debug)]
 enum KeyDist {
     Uniform,
-    Zipf(f64),
     /// One of `groups` equally likely groups; the key is the group's first row.
     Group(u64),
     /// Like `Group`, then a uniform row among the group's first `within`.
@@ -348,10 +347,9 @@ struct Client {
 }
 
 /// The tables' mutable state while generating: current row counts (appends
-/// grow them) and samplers.
+/// grow them).
 struct Db {
     tables: Vec<Table>,
-    zipf: Vec<Option<Zipf<f64>>>,
 }
 
 impl Db {
@@ -359,10 +357,6 @@ impl Db {
         let rows = self.tables[t].rows.max(1);
         match dist {
             KeyDist::Uniform => rng.random_range(0..rows),
-            KeyDist::Zipf(alpha) => {
-                let z = self.zipf[t].get_or_insert_with(|| Zipf::new(rows as f64, alpha).expect("valid zipf"));
-                z.sample(rng) as u64 - 1
-            }
             KeyDist::Group(groups) => rng.random_range(0..groups) * (rows / groups).max(1),
             KeyDist::InGroup(groups, within) => {
                 rng.random_range(0..groups) * (rows / groups).max(1) + rng.random_range(0..within)
@@ -414,7 +408,7 @@ pub fn generate(cfg: &WorkloadConfig) -> Result<Vec<CtxEvent>, String> {
     let think = Exp::new(1.0 / timing.think_ns).map_err(|e| e.to_string())?;
     let gap = Exp::new(1.0 / timing.io_gap_ns).map_err(|e| e.to_string())?;
     let total_weight: f64 = schema.templates.iter().map(|t| t.weight).sum();
-    let mut db = Db { zipf: vec![None; schema.tables.len()], tables: schema.tables.clone() };
+    let mut db = Db { tables: schema.tables.clone() };
 
     let mut clients: Vec<Client> =
         (0..cfg.clients).map(|_| Client { ctx: 0, in_txn: false, pending: VecDeque::new() }).collect();
@@ -488,7 +482,7 @@ mod tests {
     fn templates_repeat_paths_and_scatter_secondary_rows() {
         // A lookup by primary key of rows 0..3 reads root, inner, one leaf and
         // the one heap block holding rows 0..3 (5 per block).
-        let mut db = Db { tables: vec![table(1000, 5, 1)], zipf: vec![None] };
+        let mut db = Db { tables: vec![table(1000, 5, 1)] };
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let mut out = VecDeque::new();
         db.run(&get(0, KeyDist::Group(1)).rows(3), &mut rng, &mut out);
