@@ -78,7 +78,7 @@ fn kill_mid_stream(extra: &[&str]) {
             acked.push(n.parse::<u64>().unwrap());
             if acked.len() == 200 {
                 // Mid-stream: more writes are in flight right now.
-                assert!(server.take().unwrap().stop("KILL") == false, "SIGKILL must not look like a clean exit");
+                assert!(!server.take().unwrap().stop("KILL"), "SIGKILL must not look like a clean exit");
             }
         }
     }
