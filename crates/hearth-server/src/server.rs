@@ -456,7 +456,6 @@ async fn transmission<R: AsyncRead + Unpin>(
                         }
                         _ => prefetch(c, offset, length),
                     };
-                    drop(permit);
                     finish(&tx, &session, &export, &req, r, started);
                 });
             }
