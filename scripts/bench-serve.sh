@@ -84,6 +84,25 @@ for s in "${ORDER[@]}"; do
     printf "%-9s %12.0f %10.0f %11.2fx %12.0f %9.2fx\n" "$s" "$(iops "$s")" "$(p99_us "$s")" \
         "$(jq -n "$(iops "$s") / $BASE_IOPS")" "$(mbps "$s")" "$(jq -n "$(mbps "$s") / $BASE_MBPS")"
 done
+# The cache's effect over a simulated slow device (1 ms per backend call,
+# 200 MiB/s): Hearth without a cache against Hearth with a warmed one.
+echo
+echo "slow device (1 ms + 200 MiB/s per backend call), 4 KiB random reads, iodepth 32:"
+for cache in 0 "$((SIZE_MIB + 64))MiB"; do
+    sock="$WORK/slow-$cache.sock"
+    "$HEARTH" serve --backend memory --size "${SIZE_MIB}MiB" --cache-size "$cache" --latency 1ms --bandwidth 200MiB \
+        --name disk --unix "$sock" --log warn >/dev/null 2>>"$WORK/slow.log" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for_socket "$sock"
+    uri="nbd+unix:///disk?socket=$sock"
+    fio --name=warm --ioengine=nbd --uri="$uri" --rw=read --bs=1M --iodepth=8 --size="${SIZE_MIB}M" >/dev/null
+    run_fio "slow-$cache" "$uri" randread 4k 32 "$SECONDS_PER_JOB"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    printf "  cache %-8s %10.0f IOPS %10.0f us p99\n" "$cache" "$(iops "slow-$cache")" "$(p99_us "slow-$cache")"
+done
+
 METRICS=$(sed -n 's/^metrics //p' "$WORK/hearth.out")
 curl -s "$METRICS" >"$WORK/metrics.txt"
 hits=$(sed -n 's/^hearth_cache_hits_total{export="disk"} //p' "$WORK/metrics.txt")
