@@ -1,0 +1,72 @@
+//! Cache warmup after Bonfire (Zhang et al., "Warming up Storage-Level Caches
+//! with Bonfire", FAST'13), without I/O:
+//!
+//! * [`reaccess`]: the trace analysis that motivates the heuristics
+//!   (hourly/daily re-accesses, reuse distance, spatial clustering);
+//! * [`select`]: the warmup algorithms Last-K, First-K and Top-K;
+//! * [`sim`]: restart a cache every period (day), warm it, and compare it with
+//!   an always-warm cache; [`converge`]: the metrics (T_converge with ThV/ThN,
+//!   server load reduction);
+//! * [`log`] and [`plan`]: what a server logs while it runs (a circular log
+//!   with torn-tail recovery) and the pre-load plan it builds from it on
+//!   restart — newest unique blocks up to a budget, newest first, never stale;
+//! * [`synth`]: a multi-day Zipf workload with a daily pattern.
+//!
+//! A server drives [`log::LogWriter`] with the blocks its cache loads and
+//! performs the [`log::Write`]s it returns; on start it feeds the log's slots
+//! to a [`log::Recovery`] and executes the [`plan::Plan`].
+
+pub mod converge;
+pub mod log;
+pub mod plan;
+pub mod reaccess;
+pub mod select;
+pub mod sim;
+pub mod synth;
+
+use std::cell::Cell;
+
+pub use converge::{HitSeries, Thresholds};
+pub use select::Method;
+pub use sim::{Experiment, Outcome, TimedAccess};
+
+use hearth_trace::{Mode, Request, TraceError};
+
+/// Splits a block trace's requests into timed block accesses, sorted by time
+/// (stable, so equal times keep trace order).
+pub fn timed_accesses<I>(requests: I, block_size: u32) -> Result<Vec<TimedAccess>, TraceError>
+where
+    I: Iterator<Item = Result<Request, TraceError>>,
+{
+    // `accesses` emits every block of a request before reading the next one,
+    // so the last request read is the one each access came from.
+    let time = Cell::new(0u64);
+    let requests = requests.inspect(|r| {
+        if let Ok(r) = r {
+            time.set(r.time_ns);
+        }
+    });
+    let mut out = Vec::new();
+    for a in hearth_trace::accesses(requests, Mode::Block { block_size }) {
+        out.push(TimedAccess { time_ns: time.get(), block: a?.key });
+    }
+    if out.windows(2).any(|w| w[0].time_ns > w[1].time_ns) {
+        out.sort_by_key(|a| a.time_ns);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearth_core::Op;
+
+    #[test]
+    fn timed_accesses_carry_each_requests_time_and_sort() {
+        let req = |t: u64, offset: u64, len: u32| Ok(Request { time_ns: t, client: 0, op: Op::Read, offset, len, next_access: None });
+        let reqs = vec![req(50, 0, 8192), req(10, 4096 * 7, 4096)];
+        let got = timed_accesses(reqs.into_iter(), 4096).unwrap();
+        let want = [(10, 7), (50, 0), (50, 1)].map(|(time_ns, block)| TimedAccess { time_ns, block });
+        assert_eq!(got, want);
+    }
+}
