@@ -1,0 +1,178 @@
+//! Prefetching for the storage cache, sans I/O: prefetchers see events
+//! (context begin/end, demand accesses with their cache outcome, and whether
+//! a prefetched block was used or evicted unused) and answer with blocks to
+//! prefetch. The trace simulator and the NBD server drive them the same way.
+//!
+//! - [`cache::PrefetchCache`]: the main cache plus a separate prefetch
+//!   partition; classifies demand accesses as hit, promote or miss and counts
+//!   prefetches issued, used and wasted.
+//! - One file per prefetcher: [`seq`] (Linux-style read-ahead), [`run`]
+//!   (run-based), [`cminer`] (C-Miner*, offline closed frequent sequences),
+//!   [`borg`] (BORG-style correlation graph with chains), [`quickmine`]
+//!   (context-aware online mining with throttling).
+//! - [`metrics`]: what a context-tagged trace looks like to a prefetcher
+//!   (sequential run length, interference, context length).
+
+pub mod borg;
+pub mod cache;
+pub mod cminer;
+pub mod metrics;
+pub mod quickmine;
+pub mod run;
+pub mod seq;
+
+pub use cache::{Class, PrefetchCache, Stats};
+
+use hearth_core::{Key, Op};
+use hearth_trace::ctx::CtxEvent;
+
+/// A demand access as a prefetcher sees it, after the cache classified it.
+#[derive(Clone, Copy, Debug)]
+pub struct Demand {
+    pub block: Key,
+    pub ctx: u32,
+    pub time_ns: u64,
+    pub op: Op,
+    pub class: Class,
+}
+
+/// The prefetcher interface. `cached` tells whether a block is already in
+/// the cache or on its way (so a prefetcher can pick the best blocks that
+/// are not); the caller issues the blocks pushed to `out` in order, skipping
+/// any that are cached after all.
+pub trait Prefetcher: Send {
+    fn name(&self) -> String;
+    /// Context `ctx` of template `class` begins.
+    fn begin(&mut self, _ctx: u32, _class: u32) {}
+    /// Context `ctx` ends.
+    fn end(&mut self, _ctx: u32) {}
+    fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>);
+    /// A block this prefetcher asked for was demanded (`used`) or evicted
+    /// from the prefetch partition without being demanded.
+    fn outcome(&mut self, _block: Key, _used: bool) {}
+    /// Rules or correlations currently held, for reports (0 if none).
+    fn rule_count(&self) -> usize {
+        0
+    }
+}
+
+/// Whether a demand outcome should trigger a prediction: a miss, or a
+/// promote (a miss that an earlier prefetch avoided, so the stream the
+/// prefetcher follows goes on).
+pub fn is_trigger(class: Class) -> bool {
+    matches!(class, Class::Miss | Class::Promote)
+}
+
+/// Never prefetching: the baseline.
+pub struct NoPrefetch;
+
+impl Prefetcher for NoPrefetch {
+    fn name(&self) -> String {
+        "none".into()
+    }
+    fn access(&mut self, _: &Demand, _: &dyn Fn(Key) -> bool, _: &mut Vec<Key>) {}
+}
+
+/// Parameters parsed from a spec's `name:key=value,...` tail.
+pub struct Params<'a> {
+    scheme: &'a str,
+    pairs: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Params<'a> {
+    fn parse(scheme: &'a str, rest: &'a str, known: &[&str]) -> Result<Params<'a>, String> {
+        let mut pairs = Vec::new();
+        for kv in rest.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| format!("prefetcher parameter {kv:?} is not key=value"))?;
+            let k = k.trim();
+            if !known.contains(&k) {
+                return Err(format!("prefetcher {scheme} has no parameter {k:?} (known: {})", known.join(", ")));
+            }
+            pairs.push((k, v.trim()));
+        }
+        Ok(Params { scheme, pairs })
+    }
+    pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, String> {
+        match self.pairs.iter().find(|(k, _)| *k == key) {
+            None => Ok(default),
+            Some((_, v)) => v.parse().map_err(|_| format!("prefetcher {}: bad value {v:?} for {key:?}", self.scheme)),
+        }
+    }
+}
+
+/// `(name, parameters, description)` of every scheme [`build`] knows.
+pub const SCHEMES: &[(&str, &[&str], &str)] = &[
+    ("none", &[], "no prefetching"),
+    ("seq", &["max"], "Linux-style read-ahead: current and ahead windows doubling up to max bytes (128KiB)"),
+    ("run", &["trigger", "depth", "jump"], "run-based: prefetch depth blocks (16) once a run spans trigger bytes (32KiB); jumps of up to jump blocks (4)"),
+    ("cminer", &["segment", "gap", "support", "confidence", "degree"], "C-Miner*: closed frequent sequences mined offline from the warm-up part"),
+    ("borg", &["weight", "depth", "window"], "BORG-style correlation graph: weight=freq|time, chain depth (3), window of predecessors (2)"),
+    ("quickmine", &["g", "prefixes", "suffixes", "grace", "degree", "throttle", "context"], "QuickMine: per-context rules a&b->c, lookahead g (5), throttling on"),
+];
+
+/// Builds a prefetcher from a spec like `"seq"` or `"quickmine:g=5"`.
+/// `training` is the warm-up part of the trace (offline miners learn from it).
+pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<dyn Prefetcher>, String> {
+    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+    let name = name.trim().to_ascii_lowercase();
+    let known = SCHEMES
+        .iter()
+        .find(|s| s.0 == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = SCHEMES.iter().map(|s| s.0).collect();
+            format!("unknown prefetcher {name:?} (known: {})", names.join(", "))
+        })?
+        .1;
+    let p = Params::parse(spec, rest, known)?;
+    let bs = u64::from(block_size.max(1));
+    Ok(match name.as_str() {
+        "none" => Box::new(NoPrefetch),
+        "seq" => Box::new(seq::Seq::new((p.get("max", 131_072u64)? / bs).max(1))),
+        "run" => Box::new(run::RunPrefetcher::new(
+            (p.get("trigger", 32_768u64)? / bs).max(1),
+            p.get("depth", 16)?,
+            p.get("jump", 4)?,
+        )),
+        "cminer" => {
+            let cfg = cminer::Config {
+                segment: p.get("segment", 64)?,
+                max_gap: p.get("gap", 4)?,
+                min_support: p.get("support", 3)?,
+                min_confidence: p.get("confidence", 0.3)?,
+            };
+            let blocks: Vec<Key> = training.iter().filter_map(io_block).collect();
+            let rules = cminer::mine(blocks.chunks(cfg.segment.max(1)), &cfg);
+            Box::new(cminer::CMiner::new(rules, p.get("degree", 4)?))
+        }
+        "borg" => {
+            let weight: String = p.get("weight", "freq".to_string())?;
+            let by_time = match weight.as_str() {
+                "freq" => false,
+                "time" => true,
+                _ => return Err(format!("borg: weight must be freq or time, not {weight:?}")),
+            };
+            Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
+        }
+        "quickmine" => {
+            let cfg = quickmine::Config {
+                lookahead: p.get("g", 5)?,
+                max_prefixes: p.get("prefixes", 16_384)?,
+                max_suffixes: p.get("suffixes", 8)?,
+                grace: p.get("grace", 4)?,
+                degree: p.get("degree", 5)?,
+                throttle: p.get("throttle", true)?,
+                context_aware: p.get("context", true)?,
+            };
+            Box::new(quickmine::QuickMine::new(cfg)?)
+        }
+        _ => unreachable!("every SCHEMES entry has a builder"),
+    })
+}
+
+/// The block of an I/O event.
+pub fn io_block(e: &CtxEvent) -> Option<Key> {
+    match *e {
+        CtxEvent::Io { block, .. } => Some(block),
+        _ => None,
+    }
+}
