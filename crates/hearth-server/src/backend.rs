@@ -268,7 +268,6 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
 pub struct MemoryBackend {
     data: RwLock<Vec<u8>>,
     reads: AtomicU64,
-    writes: AtomicU64,
     flushes: AtomicU64,
 }
 
@@ -278,16 +277,12 @@ impl MemoryBackend {
         MemoryBackend {
             data: RwLock::new(vec![0; size]),
             reads: AtomicU64::new(0),
-            writes: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
         }
     }
     /// `read_at` calls so far.
     pub fn reads(&self) -> u64 {
         self.reads.load(Ordering::Relaxed)
-    }
-    pub fn writes(&self) -> u64 {
-        self.writes.load(Ordering::Relaxed)
     }
     pub fn flushes(&self) -> u64 {
         self.flushes.load(Ordering::Relaxed)
@@ -310,14 +305,12 @@ impl Backend for MemoryBackend {
         Ok(())
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
         let mut d = self.data.write().unwrap_or_else(|p| p.into_inner());
         let at = offset as usize;
         d[at..at + buf.len()].copy_from_slice(buf);
         Ok(())
     }
     fn write_zeroes(&self, offset: u64, len: u64, _may_punch: bool) -> io::Result<()> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
         let mut d = self.data.write().unwrap_or_else(|p| p.into_inner());
         d[offset as usize..(offset + len) as usize].fill(0);
         Ok(())

@@ -78,10 +78,6 @@ impl ExportMetrics {
         }
         self.latency[i].observe(took);
     }
-
-    pub fn requests(&self, c: Command) -> u64 {
-        self.requests[op_index(c)].load(Ordering::Relaxed)
-    }
 }
 
 /// A per-export counter family: name, help, how to read it.

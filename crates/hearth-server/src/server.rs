@@ -122,9 +122,6 @@ impl Server {
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
-    pub fn exports(&self) -> &[Arc<Export>] {
-        &self.exports
-    }
 
     /// Serves until `shutdown` resolves, then stops accepting, lets
     /// in-flight requests finish and flushes every export.
