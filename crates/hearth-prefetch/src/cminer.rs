@@ -30,7 +30,7 @@ pub struct Config {
 }
 
 /// Sizes of what was mined.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MineStats {
     pub frequent_pairs: usize,
     pub closed_pairs: usize,

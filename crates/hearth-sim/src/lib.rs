@@ -7,6 +7,7 @@
 
 pub mod device;
 pub mod hierarchy;
+pub mod prefetch;
 mod size;
 
 pub use size::{parse_sizes, CacheSize};

@@ -1,0 +1,268 @@
+//! Prefetching simulation: replays a context-tagged trace through a
+//! storage cache with a prefetch partition and one prefetcher, optionally
+//! timing backend reads on a device where prefetches run at low priority.
+//!
+//! Counters start after a warm-up share of the I/Os (default 30%), which is
+//! also the training part offline miners (C-Miner*) learn from, so every
+//! scheme is measured on the same requests. Writes are demand accesses of
+//! the cache but never read from the device (whole-block writes, write-back).
+
+use hearth_core::{Key, Op};
+use hearth_prefetch::cminer;
+use hearth_prefetch::quickmine::{self, QuickMine};
+use hearth_prefetch::{Class, Demand, PrefetchCache, Prefetcher, Stats};
+use hearth_trace::ctx::CtxEvent;
+use serde::Serialize;
+
+use crate::device::{Device, DeviceQueue};
+
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub cache_bytes: u64,
+    /// Share of the cache given to the prefetch partition (0.04). The
+    /// `none` scheme gets the whole cache as its main cache.
+    pub prefetch_fraction: f64,
+    pub block_size: u32,
+    /// Main-cache policy spec (`lru`).
+    pub main_policy: String,
+    /// Share of I/Os before counting starts (and offline training ends).
+    pub warmup: f64,
+    pub device: Option<Device>,
+}
+
+/// Device-time results: read latency as clients see it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Timing {
+    pub mean_read_ns: f64,
+    pub demand_reads: u64,
+    pub prefetch_reads: u64,
+    /// Longest time a demand read waited because a prefetch was in service.
+    pub max_demand_delay_by_prefetch_ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Outcome {
+    pub scheme: String,
+    pub spec: String,
+    pub stats: Stats,
+    /// Rules (or graph edges) the prefetcher held at the end.
+    pub rules: usize,
+    pub timing: Option<Timing>,
+}
+
+/// Index of the event at which `share` of the I/Os have been seen.
+pub fn warmup_split(events: &[CtxEvent], share: f64) -> usize {
+    let ios = events.iter().filter(|e| matches!(e, CtxEvent::Io { .. })).count();
+    let target = (ios as f64 * share.clamp(0.0, 1.0)) as usize;
+    let mut seen = 0;
+    for (i, e) in events.iter().enumerate() {
+        if seen == target {
+            return i;
+        }
+        if matches!(e, CtxEvent::Io { .. }) {
+            seen += 1;
+        }
+    }
+    events.len()
+}
+
+/// Replays `events` with the prefetcher `spec` (see `hearth_prefetch::build`).
+pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcome, String> {
+    let split = warmup_split(events, setup.warmup);
+    let mut prefetcher = hearth_prefetch::build(spec, setup.block_size, &events[..split])?;
+    let fraction = if prefetcher.name() == "none" { 0.0 } else { setup.prefetch_fraction };
+    let mut cache = PrefetchCache::new(&setup.main_policy, setup.cache_bytes, fraction, setup.block_size)?;
+    let mut device = setup.device.map(DeviceQueue::new);
+    let bytes = u64::from(setup.block_size);
+    // Background request number of each prefetched block, to tell whether
+    // the device has started reading it.
+    let mut prefetch_seq: hearth_core::KeyMap<u64> = hearth_core::KeyMap::default();
+    let mut issued_to_device = 0u64;
+    let (mut read_ns, mut reads, mut demand_reads, mut prefetch_reads) = (0u64, 0u64, 0u64, 0u64);
+    let mut out: Vec<Key> = Vec::with_capacity(32);
+    for (i, e) in events.iter().enumerate() {
+        if i == split {
+            cache.reset_stats();
+            (read_ns, reads, demand_reads, prefetch_reads) = (0, 0, 0, 0);
+        }
+        match *e {
+            CtxEvent::Begin { ctx, class, .. } => prefetcher.begin(ctx, class),
+            CtxEvent::End { ctx, .. } => prefetcher.end(ctx),
+            CtxEvent::Io { time_ns, ctx, op, block } => {
+                let class = cache.demand(block, op);
+                if let (Some(q), Op::Read) = (device.as_mut(), op) {
+                    let started = |q: &DeviceQueue, b: Key| prefetch_seq.get(&b).is_some_and(|&s| s < q.background_stats.requests);
+                    let wait = match class {
+                        Class::Hit => 0,
+                        Class::Promote if started(q, block) => 0,
+                        Class::Promote | Class::Miss => {
+                            demand_reads += 1;
+                            q.demand(time_ns, bytes)
+                        }
+                    };
+                    read_ns += wait;
+                    reads += 1;
+                }
+                if class == Class::Promote {
+                    prefetch_seq.remove(&block);
+                }
+                out.clear();
+                let demand = Demand { block, ctx, time_ns, op, class };
+                prefetcher.access(&demand, &|k| cache.contains(k), &mut out);
+                for &k in &out {
+                    if cache.prefetch(k) {
+                        if let Some(q) = device.as_mut() {
+                            q.background(time_ns, bytes);
+                            prefetch_seq.insert(k, issued_to_device);
+                            issued_to_device += 1;
+                            prefetch_reads += 1;
+                        }
+                    }
+                }
+                cache.drain_outcomes(|k, used| {
+                    if !used {
+                        prefetch_seq.remove(&k);
+                    }
+                    prefetcher.outcome(k, used)
+                });
+            }
+        }
+    }
+    let timing = device.map(|q| Timing {
+        mean_read_ns: if reads == 0 { 0.0 } else { read_ns as f64 / reads as f64 },
+        demand_reads,
+        prefetch_reads,
+        max_demand_delay_by_prefetch_ns: q.max_demand_delay_by_background_ns,
+    });
+    Ok(Outcome { scheme: prefetcher.name(), spec: spec.to_string(), stats: cache.stats.clone(), rules: prefetcher.rule_count(), timing })
+}
+
+/// Rule counts of mining the same trace with and without contexts.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MiningComparison {
+    pub lookahead: usize,
+    pub aware_prefixes: usize,
+    pub aware_rules: usize,
+    pub oblivious_prefixes: usize,
+    pub oblivious_rules: usize,
+    /// C-Miner* over per-context sequences vs fixed segments of the
+    /// interleaved stream (same segment length, gap, support, confidence).
+    pub cminer_aware: cminer::MineStats,
+    pub cminer_oblivious: cminer::MineStats,
+}
+
+/// Mines every I/O of `events` (no cache bound) per context and over the
+/// interleaved stream, with QuickMine's rules (lookahead `g`) and C-Miner*'s.
+pub fn compare_mining(events: &[CtxEvent], g: usize, cminer_cfg: &cminer::Config) -> Result<MiningComparison, String> {
+    let count = |context_aware: bool| -> Result<(usize, usize), String> {
+        // No prefix bound; 64 suffixes per prefix is far more than the
+        // lookahead ever offers a repeatable prefix.
+        let cfg = quickmine::Config {
+            lookahead: g,
+            max_prefixes: usize::MAX,
+            max_suffixes: 64,
+            grace: 0,
+            degree: 0,
+            throttle: false,
+            context_aware,
+        };
+        let mut q = QuickMine::new(cfg)?;
+        let mut out = Vec::new();
+        for e in events {
+            match *e {
+                CtxEvent::Begin { ctx, class, .. } => q.begin(ctx, class),
+                CtxEvent::End { ctx, .. } => q.end(ctx),
+                CtxEvent::Io { time_ns, ctx, op, block } => {
+                    q.access(&Demand { block, ctx, time_ns, op, class: Class::Hit }, &|_| true, &mut out)
+                }
+            }
+        }
+        Ok((q.rule_cache().prefixes(), q.rule_cache().rules()))
+    };
+    let (aware_prefixes, aware_rules) = count(true)?;
+    let (oblivious_prefixes, oblivious_rules) = count(false)?;
+
+    let mut per_context: hearth_core::KeyMap<Vec<Key>> = hearth_core::KeyMap::default();
+    let mut sequences: Vec<Vec<Key>> = Vec::new();
+    let mut stream = Vec::new();
+    for e in events {
+        match *e {
+            CtxEvent::Begin { ctx, .. } => {
+                per_context.insert(u64::from(ctx), Vec::new());
+            }
+            CtxEvent::End { ctx, .. } => sequences.extend(per_context.remove(&u64::from(ctx))),
+            CtxEvent::Io { ctx, block, .. } => {
+                per_context.entry(u64::from(ctx)).or_default().push(block);
+                stream.push(block);
+            }
+        }
+    }
+    sequences.extend(per_context.into_values());
+    let segment = cminer_cfg.segment.max(1);
+    let aware_segments = sequences.iter().flat_map(|s| s.chunks(segment));
+    let cminer_aware = cminer::mine(aware_segments, cminer_cfg).stats;
+    let cminer_oblivious = cminer::mine(stream.chunks(segment), cminer_cfg).stats;
+    Ok(MiningComparison { lookahead: g, aware_prefixes, aware_rules, oblivious_prefixes, oblivious_rules, cminer_aware, cminer_oblivious })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearth_trace::workload::{generate, Kind, WorkloadConfig};
+
+    fn setup(cache_bytes: u64) -> Setup {
+        Setup { cache_bytes, prefetch_fraction: 0.04, block_size: 4096, main_policy: "lru".into(), warmup: 0.3, device: None }
+    }
+
+    /// A repeated multi-context workload where every context of a class
+    /// reads the same blocks: context-aware mining must turn most misses
+    /// into promotes, and prefetches must not delay demand reads by more
+    /// than one service time.
+    #[test]
+    fn quickmine_learns_repeated_contexts_and_prefetches_stay_low_priority() {
+        let mut events = Vec::new();
+        let mut t = 0;
+        for round in 0..300u32 {
+            // Three clients interleave; class c reads 100c.. in a fixed order.
+            for c in 0..3u32 {
+                events.push(CtxEvent::Begin { time_ns: t, ctx: round * 3 + c, class: c });
+            }
+            for step in 0..8u64 {
+                for c in 0..3u32 {
+                    t += 1_000_000;
+                    let block = u64::from(c) * 1000 + (step * 37 + u64::from(round % 5) * 101) % 400;
+                    events.push(CtxEvent::Io { time_ns: t, ctx: round * 3 + c, op: Op::Read, block });
+                }
+            }
+            for c in 0..3u32 {
+                events.push(CtxEvent::End { time_ns: t, ctx: round * 3 + c });
+            }
+        }
+        let device = Device { latency_ns: 500_000, bytes_per_sec: u64::MAX };
+        // A 20-block prefetch partition (20%): three clients with five blocks
+        // ahead each fit.
+        let s = Setup { device: Some(device), prefetch_fraction: 0.2, ..setup(4096 * 100) };
+        let none = simulate(&events, "none", &s).unwrap();
+        let qm = simulate(&events, "quickmine", &s).unwrap();
+        assert!(none.stats.miss_rate() > 0.9, "the cache is far smaller than the 120 distinct blocks per 5 rounds");
+        assert!(qm.stats.miss_rate() < none.stats.miss_rate() / 2.0, "{:?} vs {:?}", qm.stats, none.stats);
+        assert!(qm.stats.accuracy() > 0.5, "{:?}", qm.stats);
+        let (tn, tq) = (none.timing.unwrap(), qm.timing.unwrap());
+        assert!(tq.mean_read_ns < tn.mean_read_ns);
+        assert!(tq.max_demand_delay_by_prefetch_ns <= device.service_ns(4096));
+    }
+
+    #[test]
+    fn generated_workload_runs_every_scheme_and_counts_rules() {
+        let cfg = WorkloadConfig { kind: Kind::Rubis, clients: 20, transactions: 400, seed: 1 };
+        let events = generate(&cfg).unwrap();
+        for spec in ["none", "seq", "run", "cminer", "borg", "quickmine"] {
+            let o = simulate(&events, spec, &setup(4096 * 500)).unwrap();
+            let s = &o.stats;
+            assert_eq!(s.hits + s.promotes + s.misses, s.accesses, "{spec}");
+            assert!(s.used <= s.issued && s.wasted <= s.issued, "{spec}");
+        }
+        let c = compare_mining(&events, 5, &cminer::Config { segment: 64, max_gap: 4, min_support: 2, min_confidence: 0.3 }).unwrap();
+        assert!(c.aware_rules > 0 && c.oblivious_rules > c.aware_rules, "{c:?}");
+    }
+}
