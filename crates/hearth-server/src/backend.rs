@@ -30,6 +30,20 @@ pub trait Backend: Send + Sync {
     fn flush(&self) -> io::Result<()>;
     /// One line for logs, e.g. `file /var/disk.img`.
     fn describe(&self) -> String;
+    /// The allocation map of `[offset, offset+len)`: at most `max`
+    /// consecutive extents from `offset` (they may cover less than `len`).
+    /// Backends that cannot tell report one data extent.
+    fn extents(&self, offset: u64, len: u64, max: usize) -> io::Result<Vec<Extent>> {
+        let _ = (offset, max);
+        Ok(vec![Extent { len, hole: false }])
+    }
+}
+
+/// A run of bytes that is either allocated data or a hole (reads as zeroes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub len: u64,
+    pub hole: bool,
 }
 
 static ZEROES: [u8; 64 * 1024] = [0; 64 * 1024];
@@ -123,6 +137,24 @@ impl FileBackend {
         }
     }
 
+    /// `lseek(fd, pos, whence)` for SEEK_DATA / SEEK_HOLE; None on ENXIO
+    /// (nothing of that kind at or after `pos`).
+    fn seek(&self, pos: u64, whence: libc::c_int) -> io::Result<Option<u64>> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: plain syscall on a descriptor we own. It moves the shared
+        // file offset, which nothing here uses (all I/O is pread/pwrite).
+        let r = unsafe { libc::lseek(self.file.as_raw_fd(), pos as libc::off_t, whence) };
+        if r >= 0 {
+            return Ok(Some(r as u64));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENXIO) {
+            Ok(None)
+        } else {
+            Err(e)
+        }
+    }
+
     /// Reads the sector-aligned span around `[offset, offset+len)`.
     fn read_aligned_span(&self, offset: u64, len: usize) -> io::Result<(AlignedBuf, usize)> {
         let start = offset / DIRECT_ALIGN * DIRECT_ALIGN;
@@ -193,6 +225,27 @@ impl Backend for FileBackend {
         self.file.sync_data()
     }
 
+    fn extents(&self, offset: u64, len: u64, max: usize) -> io::Result<Vec<Extent>> {
+        let end = offset + len;
+        let mut pos = offset;
+        let mut out = Vec::new();
+        while pos < end && out.len() < max {
+            // No data at or after pos (ENXIO) means the rest is a hole.
+            let data = self.seek(pos, libc::SEEK_DATA)?.unwrap_or(end).min(end);
+            let (next, hole) = if data > pos {
+                (data, true)
+            } else {
+                (self.seek(pos, libc::SEEK_HOLE)?.unwrap_or(end).min(end), false)
+            };
+            match out.last_mut() {
+                Some(Extent { len, hole: h }) if *h == hole => *len += next - pos,
+                _ => out.push(Extent { len: next - pos, hole }),
+            }
+            pos = next;
+        }
+        Ok(out)
+    }
+
     fn describe(&self) -> String {
         format!(
             "file {}{}",
@@ -260,6 +313,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     fn describe(&self) -> String {
         (**self).describe()
+    }
+    fn extents(&self, offset: u64, len: u64, max: usize) -> io::Result<Vec<Extent>> {
+        (**self).extents(offset, len, max)
     }
 }
 
@@ -386,6 +442,9 @@ impl<B: Backend + ?Sized> Backend for SlowBackend<B> {
     fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner.trim(offset, len)
     }
+    fn extents(&self, offset: u64, len: u64, max: usize) -> io::Result<Vec<Extent>> {
+        self.inner.extents(offset, len, max)
+    }
     fn flush(&self) -> io::Result<()> {
         self.delay(0);
         self.inner.flush()
@@ -423,6 +482,44 @@ mod tests {
         );
         let reopened = FileBackend::open(&path, true, false).unwrap();
         assert_eq!(reopened.size(), 1 << 20);
+    }
+
+    #[test]
+    fn sparse_file_reports_holes_and_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = FileBackend::sparse(&dir.path().join("map.img"), 4 << 20, false).unwrap();
+        assert_eq!(
+            b.extents(0, 4 << 20, 64).unwrap(),
+            vec![Extent {
+                len: 4 << 20,
+                hole: true
+            }]
+        );
+        b.write_at(&[1u8; 8192], 1 << 20).unwrap();
+        let map = b.extents(0, 4 << 20, 64).unwrap();
+        assert_eq!(
+            map,
+            vec![
+                Extent {
+                    len: 1 << 20,
+                    hole: true
+                },
+                Extent { len: 8192, hole: false },
+                Extent {
+                    len: (3 << 20) - 8192,
+                    hole: true
+                },
+            ]
+        );
+        assert_eq!(
+            b.extents((1 << 20) + 4096, 100, 64).unwrap(),
+            vec![Extent { len: 100, hole: false }]
+        );
+        assert_eq!(
+            b.extents(0, 4 << 20, 1).unwrap().len(),
+            1,
+            "max bounds the extent count"
+        );
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::sync::Mutex;
 use hearth_core::{Access, Key, Op, Policy};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Extent};
 
 const STRIPES: usize = 16 * 1024;
 
@@ -482,6 +482,21 @@ impl BlockCache {
         };
         self.end_write(&mut inner, range);
         result
+    }
+
+    /// The allocation map for NBD_CMD_BLOCK_STATUS. Write-back first writes
+    /// the range's dirty blocks, and holds the lock while asking, so no
+    /// cached data hides behind a reported hole.
+    pub fn extents(&self, offset: u64, len: u64, max: usize) -> io::Result<Vec<Extent>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        if let WriteMode::Back { .. } = self.mode {
+            let mut inner = self.lock();
+            self.write_dirty(&mut inner, Some(self.block_range(offset, len)))?;
+            return self.backend.extents(offset, len, max);
+        }
+        self.backend.extents(offset, len, max)
     }
 
     /// Makes every acknowledged write durable.

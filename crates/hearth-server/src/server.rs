@@ -30,6 +30,8 @@ use crate::Export;
 const CONNECTION_BUDGET_KIB: u32 = 64 * 1024;
 /// How long shutdown waits for in-flight requests before flushing anyway.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Most extents one NBD_CMD_BLOCK_STATUS reply describes.
+const MAX_EXTENTS: usize = 256;
 /// Longest read reply header (a structured OFFSET_DATA chunk header).
 const READ_HEADER_MAX: usize = 28;
 
@@ -457,30 +459,47 @@ async fn transmission<R: AsyncRead + Unpin>(
                 });
             }
             Command::BlockStatus => {
-                // Every extent is reported as allocated data (status 0), which
-                // the protocol allows for any block.
-                let mut head = Vec::new();
-                let extent = req.length.min((size - req.offset) as u32);
-                if extent == 0 {
-                    put_status(
-                        &mut head,
-                        session,
-                        req.cookie,
-                        Err((Errno::Inval, "block status of zero bytes")),
-                    );
-                } else {
-                    put_block_status(
-                        &mut head,
-                        req.cookie,
-                        session.base_allocation.expect("validated"),
-                        &[(extent, 0)],
-                    );
-                }
-                let _ = tx.send(Reply {
-                    bytes: head,
-                    _budget: None,
+                let (tx, session, export) = (tx.clone(), *session, export.clone());
+                tokio::task::spawn_blocking(move || {
+                    let max = if req.flags & cmd_flags::REQ_ONE != 0 {
+                        1
+                    } else {
+                        MAX_EXTENTS
+                    };
+                    let map = export.cache.extents(req.offset, u64::from(req.length), max);
+                    let ok = matches!(&map, Ok(m) if !m.is_empty());
+                    let mut head = Vec::new();
+                    match map {
+                        Ok(m) if !m.is_empty() => {
+                            // Holes read as zeroes: NBD_STATE_HOLE | NBD_STATE_ZERO.
+                            let extents: Vec<(u32, u32)> =
+                                m.iter().map(|e| (e.len as u32, if e.hole { 3 } else { 0 })).collect();
+                            put_block_status(
+                                &mut head,
+                                req.cookie,
+                                session.base_allocation.expect("validated"),
+                                &extents,
+                            );
+                        }
+                        Ok(_) => put_status(
+                            &mut head,
+                            &session,
+                            req.cookie,
+                            Err((Errno::Inval, "block status of zero bytes")),
+                        ),
+                        Err(e) => put_status(
+                            &mut head,
+                            &session,
+                            req.cookie,
+                            Err((Errno::from_io(&e), &e.to_string())),
+                        ),
+                    }
+                    let _ = tx.send(Reply {
+                        bytes: head,
+                        _budget: None,
+                    });
+                    export.metrics.record(req.command, ok, started.elapsed());
                 });
-                export.metrics.record(req.command, extent > 0, started.elapsed());
             }
             Command::Disc | Command::Unknown(_) => unreachable!("handled above"),
         }

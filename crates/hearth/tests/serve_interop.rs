@@ -15,26 +15,52 @@ fn qemu_io_writes_and_verifies_patterns_over_tcp() {
     let dir = tempfile::tempdir().unwrap();
     // A 1 MiB cache under 8 MiB of data: verification crosses evictions and misses.
     let server = Server::start(
-        &["--backend", "memory", "--size", "16MiB", "--cache-size", "1MiB", "--name", "disk", "--listen", "127.0.0.1:0"],
+        &[
+            "--backend",
+            "memory",
+            "--size",
+            "16MiB",
+            "--cache-size",
+            "1MiB",
+            "--name",
+            "disk",
+            "--listen",
+            "127.0.0.1:0",
+        ],
         &dir.path().join("log"),
     );
     let uri = format!("nbd://{}/disk", server.tcp.unwrap());
-    let out = run(Command::new("qemu-io").args(["-f", "raw"]).args([
-        "-c", "write -P 0x5a 0 8M",
-        "-c", "write -P 0xa5 1000 5000",
-        "-c", "write -P 0x3c 12M 4K",
-        "-c", "read -P 0x5a 0 1000",
-        "-c", "read -P 0xa5 1000 5000",
-        "-c", "read -P 0x5a 6000 7M",
-        "-c", "read -P 0x3c 12M 4K",
-        "-c", "read -P 0x00 13M 1M",
-        "-c", "flush",
-    ]).arg(&uri));
+    let out = run(Command::new("qemu-io")
+        .args(["-f", "raw"])
+        .args([
+            "-c",
+            "write -P 0x5a 0 8M",
+            "-c",
+            "write -P 0xa5 1000 5000",
+            "-c",
+            "write -P 0x3c 12M 4K",
+            "-c",
+            "read -P 0x5a 0 1000",
+            "-c",
+            "read -P 0xa5 1000 5000",
+            "-c",
+            "read -P 0x5a 6000 7M",
+            "-c",
+            "read -P 0x3c 12M 4K",
+            "-c",
+            "read -P 0x00 13M 1M",
+            "-c",
+            "flush",
+        ])
+        .arg(&uri));
     assert!(!out.contains("fail"), "{out}");
     assert_eq!(out.matches("read ").count(), 5, "{out}");
 
     // The check is real: a wrong expected pattern is reported.
-    let out = Command::new("qemu-io").args(["-f", "raw", "-c", "read -P 0x77 0 4K", &uri]).output().unwrap();
+    let out = Command::new("qemu-io")
+        .args(["-f", "raw", "-c", "read -P 0x77 0 4K", &uri])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("Pattern verification failed"), "{text}");
 }
@@ -90,9 +116,22 @@ read_only = true
         assert!(out.contains(want), "nbdinfo lacks {want:?}:\n{out}");
     }
     let out = run(Command::new("nbdinfo").arg(server.uri("ro")));
-    assert!(out.contains("export-size: 1048576") && out.contains("is_read_only: true"), "{out}");
+    assert!(
+        out.contains("export-size: 1048576") && out.contains("is_read_only: true"),
+        "{out}"
+    );
+    // base:allocation: the never-written sparse export is one hole.
+    let out = run(Command::new("nbdinfo").args(["--map", &server.uri("ro")]));
+    assert_eq!(
+        out.split_whitespace().collect::<Vec<_>>(),
+        ["0", "1048576", "3", "hole,zero"],
+        "{out}"
+    );
     let out = run(Command::new("nbdinfo").args(["--list", &server.uri("")]));
-    assert!(out.contains("export=\"main\"") && out.contains("export=\"ro\"") && out.contains("the main disk"), "{out}");
+    assert!(
+        out.contains("export=\"main\"") && out.contains("export=\"ro\"") && out.contains("the main disk"),
+        "{out}"
+    );
     let missing = Command::new("nbdinfo").arg(server.uri("nope")).output().unwrap();
     assert!(!missing.status.success(), "an unknown export must be refused");
 }
@@ -111,9 +150,22 @@ fn nbdcopy_round_trips_a_file_byte_identical() {
     let sock = dir.path().join("nbd.sock");
     let server = Server::start(
         &[
-            "--backend", "sparse", "--path", backing.to_str().unwrap(), "--size", "20MiB",
-            "--cache-size", "8MiB", "--policy", "lru", "--name", "disk", "--unix", sock.to_str().unwrap(),
-            "--metrics", "127.0.0.1:0",
+            "--backend",
+            "sparse",
+            "--path",
+            backing.to_str().unwrap(),
+            "--size",
+            "20MiB",
+            "--cache-size",
+            "8MiB",
+            "--policy",
+            "lru",
+            "--name",
+            "disk",
+            "--unix",
+            sock.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:0",
         ],
         &dir.path().join("log"),
     );
@@ -126,7 +178,10 @@ fn nbdcopy_round_trips_a_file_byte_identical() {
     assert!(page.contains("hearth_request_duration_seconds_bucket{export=\"disk\",op=\"read\",le=\"+Inf\"}"));
     // Write-through: the backing file already holds everything.
     assert!(server.stop("TERM"), "SIGTERM must exit cleanly");
-    assert!(std::fs::read(&backing).unwrap() == data, "backing file differs after shutdown");
+    assert!(
+        std::fs::read(&backing).unwrap() == data,
+        "backing file differs after shutdown"
+    );
 }
 
 /// Pipelined requests over python3-libnbd: a cache hit issued after a slow
@@ -141,8 +196,18 @@ fn python_libnbd_pipelined_requests_complete_out_of_order() {
     let sock = dir.path().join("nbd.sock");
     let server = Server::start(
         &[
-            "--backend", "memory", "--size", "32MiB", "--latency", "150ms", "--cache-size", "16MiB",
-            "--name", "disk", "--unix", sock.to_str().unwrap(),
+            "--backend",
+            "memory",
+            "--size",
+            "32MiB",
+            "--latency",
+            "150ms",
+            "--cache-size",
+            "16MiB",
+            "--name",
+            "disk",
+            "--unix",
+            sock.to_str().unwrap(),
         ],
         &dir.path().join("log"),
     );
@@ -182,7 +247,10 @@ print(json.dumps({"order": order, "multi_conn_reads_ok": ok, "can_multi_conn": h
 "#;
     let out = run(Command::new(PYTHON).args(["-c", script, &server.uri("disk")]));
     let line = out.lines().last().unwrap_or_default();
-    assert!(line.contains(r#""order": ["hit", "miss"]"#), "the cache hit must overtake the slow miss: {out}");
+    assert!(
+        line.contains(r#""order": ["hit", "miss"]"#),
+        "the cache hit must overtake the slow miss: {out}"
+    );
     assert!(line.contains(r#""multi_conn_reads_ok": true"#), "{out}");
     assert!(line.contains(r#""can_multi_conn": true"#), "{out}");
 }
