@@ -833,4 +833,21 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn write_back_dirty_data_never_hides_behind_a_hole() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = crate::backend::FileBackend::sparse(&dir.path().join("wb.img"), 1 << 20, false).unwrap();
+        let policy = hearth_policy::build("lru", 64 * 4096).unwrap();
+        let cache = BlockCache::new(Box::new(file), policy, BS, WriteMode::Back { dirty_limit: 64 * 4096 });
+        cache.write(8192, &[4u8; 4096], false).unwrap();
+        let map = cache.extents(0, 1 << 20, 16).unwrap();
+        assert_eq!(map[0], Extent { len: 8192, hole: true });
+        assert_eq!(
+            map[1],
+            Extent { len: 4096, hole: false },
+            "the dirty block is reported as data"
+        );
+        assert_eq!(cache.occupancy().1, 0);
+    }
 }
