@@ -59,6 +59,7 @@ pub struct ServeArgs {
     /// Export name (flags describe one export).
     #[arg(long, default_value = "hearth")]
     name: String,
+    /// Description shown by NBD_OPT_LIST (nbdinfo --list).
     #[arg(long)]
     description: Option<String>,
     #[arg(long, value_enum)]
@@ -72,6 +73,7 @@ pub struct ServeArgs {
     /// Open the backing file with O_DIRECT.
     #[arg(long)]
     direct: bool,
+    /// Refuse writes (NBD_FLAG_READ_ONLY).
     #[arg(long)]
     read_only: bool,
     /// Cache capacity, e.g. 256MiB (0 disables the cache). Default 64MiB.
