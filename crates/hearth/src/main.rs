@@ -3,6 +3,7 @@
 
 mod analyze;
 mod bench;
+mod prefetch;
 mod progress;
 mod serve;
 mod sim;
@@ -30,6 +31,9 @@ enum Cmd {
     Bench(bench::BenchCmd),
     /// Serve exports over NBD with the block cache in front of each backend.
     Serve(serve::ServeArgs),
+    /// Prefetching: generate context-tagged workloads, analyze them, compare prefetchers.
+    #[command(subcommand)]
+    Prefetch(prefetch::PrefetchCmd),
     /// List the replacement policies.
     Policies,
 }
@@ -51,6 +55,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Analyze(args) => analyze::run(args),
         Cmd::Bench(cmd) => bench::run(cmd),
         Cmd::Serve(args) => serve::run(args),
+        Cmd::Prefetch(cmd) => prefetch::run(cmd),
         Cmd::Policies => {
             for (name, about) in hearth_policy::describe() {
                 println!("{name:<8} {about}");

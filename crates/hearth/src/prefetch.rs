@@ -1,0 +1,247 @@
+//! `hearth prefetch`: generate context-tagged workloads, characterise them,
+//! and compare prefetchers on them in the simulator.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use hearth_core::{format_bytes, KeyMap};
+use hearth_prefetch::cminer;
+use hearth_sim::device::Device;
+use hearth_sim::parse_sizes;
+use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup};
+use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
+use hearth_trace::workload::{generate, Kind, WorkloadConfig};
+
+#[derive(Subcommand, Debug)]
+pub enum PrefetchCmd {
+    /// Generate a context-tagged workload and write it as a .ctx trace.
+    Gen {
+        #[command(flatten)]
+        source: Source,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Sequential run length, interference and context length of a workload.
+    Analyze {
+        #[command(flatten)]
+        source: Source,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a workload through the cache with each prefetcher and compare.
+    Sim(SimArgs),
+    /// List the prefetchers and their parameters.
+    Schemes,
+}
+
+/// Where events come from: a .ctx trace, or the generator.
+#[derive(Args, Debug)]
+pub struct Source {
+    /// A context-tagged trace (.ctx, .gz/.zst allowed); otherwise --workload is generated.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Generate this workload: tpcw, rubis or dbt2.
+    #[arg(long, default_value = "tpcw")]
+    workload: Kind,
+    /// Concurrent clients of the generated workload.
+    #[arg(long, default_value_t = 100)]
+    clients: u32,
+    /// Contexts (transactions) to generate.
+    #[arg(long, default_value_t = 20_000)]
+    transactions: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+impl Source {
+    fn events(&self) -> anyhow::Result<(Vec<CtxEvent>, String)> {
+        if let Some(path) = &self.trace {
+            return Ok((read_ctx_trace(path)?, path.display().to_string()));
+        }
+        let cfg = WorkloadConfig { kind: self.workload, clients: self.clients, transactions: self.transactions, seed: self.seed };
+        let name = format!("{:?}-like, {} clients, {} contexts, seed {}", self.workload, self.clients, self.transactions, self.seed);
+        Ok((generate(&cfg).map_err(anyhow::Error::msg)?, name))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(flatten)]
+    source: Source,
+    /// Prefetchers to compare, separated by `;` (see `hearth prefetch schemes`).
+    #[arg(short, long, value_delimiter = ';', default_value = "none;seq;run;cminer;borg;quickmine")]
+    schemes: Vec<String>,
+    /// Cache size: bytes (64MiB), blocks (5000blocks) or share of the footprint (10%).
+    #[arg(long, default_value = "10%")]
+    cache: String,
+    /// Share of the cache for prefetched blocks.
+    #[arg(long, default_value_t = 0.04)]
+    prefetch_fraction: f64,
+    /// Main-cache policy.
+    #[arg(long, default_value = "lru")]
+    policy: String,
+    /// Share of the I/Os used as warm-up (and C-Miner* training) before counting.
+    #[arg(long, default_value_t = 0.3)]
+    warmup: f64,
+    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    block_size: u64,
+    /// Time reads on a device with this latency (microseconds) and 500 MB/s; prefetches at low priority.
+    #[arg(long)]
+    device_latency_us: Option<u64>,
+    /// Also count rules of context-aware vs context-oblivious mining on the trace.
+    #[arg(long)]
+    rules: bool,
+    /// Write a bar chart of miss/promote/hit rates per scheme to PATH.svg/.png.
+    #[arg(long, value_name = "PATH")]
+    plot: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
+    match cmd {
+        PrefetchCmd::Gen { source, output } => {
+            let (events, name) = source.events()?;
+            write_ctx_trace(&output, &events)?;
+            eprintln!("wrote {} events ({name}) to {}", events.len(), output.display());
+            Ok(())
+        }
+        PrefetchCmd::Analyze { source, json } => {
+            let (events, name) = source.events()?;
+            let m = hearth_prefetch::metrics::analyze(&events);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&m)?);
+            } else {
+                println!("{name}");
+                println!("I/Os {}  contexts {}  mean open contexts {:.1}", m.ios, m.contexts, m.mean_open_contexts);
+                println!("mean sequential run: {:.3} (server stream), {:.3} (within contexts)", m.mean_sequential_run, m.mean_sequential_run_in_context);
+                println!("mean interference: {:.2} other I/Os between a context's consecutive I/Os", m.mean_interference);
+                println!("context length: mean {:.1}, max {}", m.mean_context_length, m.max_context_length);
+            }
+            Ok(())
+        }
+        PrefetchCmd::Sim(args) => sim(args),
+        PrefetchCmd::Schemes => {
+            for (name, params, about) in hearth_prefetch::SCHEMES {
+                println!("{name:<10} [{}] {about}", params.join(","));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn sim(args: SimArgs) -> anyhow::Result<()> {
+    let (events, name) = args.source.events()?;
+    let block_size = u32::try_from(args.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")?;
+    let mut distinct: KeyMap<()> = KeyMap::default();
+    for e in &events {
+        if let CtxEvent::Io { block, .. } = e {
+            distinct.insert(*block, ());
+        }
+    }
+    let footprint = distinct.len() as u64 * u64::from(block_size);
+    let sizes = parse_sizes(&args.cache).map_err(anyhow::Error::msg).context("--cache")?;
+    let [size] = sizes.as_slice() else { anyhow::bail!("--cache takes one size, got {}", sizes.len()) };
+    let cache_bytes = size.resolve(footprint, Some(block_size)).map_err(anyhow::Error::msg)?;
+    let device = args.device_latency_us.map(|us| Device { latency_ns: us * 1000, bytes_per_sec: 500_000_000 });
+    let setup = Setup {
+        cache_bytes,
+        prefetch_fraction: args.prefetch_fraction,
+        block_size,
+        main_policy: args.policy.clone(),
+        warmup: args.warmup,
+        device,
+    };
+    // Validate every spec before the long runs.
+    for spec in &args.schemes {
+        hearth_prefetch::build(spec, block_size, &[]).map_err(anyhow::Error::msg)?;
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let outcomes: Vec<Outcome> = hearth_sim::parallel_map(&args.schemes, threads, |spec| simulate(&events, spec, &setup))
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let mining = if args.rules {
+        let cfg = cminer::Config { segment: 64, max_gap: 4, min_support: 3, min_confidence: 0.3 };
+        Some(compare_mining(&events, 5, &cfg).map_err(anyhow::Error::msg)?)
+    } else {
+        None
+    };
+    let baseline = outcomes.iter().find(|o| o.scheme == "none").map(|o| o.stats.miss_rate());
+
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    if args.json {
+        let doc = serde_json::json!({ "workload": name, "cache_bytes": cache_bytes, "footprint_bytes": footprint, "results": outcomes, "mining": mining });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        writeln!(
+            out,
+            "{name}: footprint {}, cache {} ({:.1}%), prefetch partition {:.0}%, warm-up {:.0}%",
+            format_bytes(footprint),
+            format_bytes(cache_bytes),
+            100.0 * cache_bytes as f64 / footprint.max(1) as f64,
+            100.0 * args.prefetch_fraction,
+            100.0 * args.warmup
+        )?;
+        writeln!(
+            out,
+            "{:<24} {:>7} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
+            "scheme", "miss%", "hit%", "promote%", "miss-cut%", "issued", "accuracy", "coverage", "rules", "read µs"
+        )?;
+        for o in &outcomes {
+            let s = &o.stats;
+            let cut = baseline.filter(|&b| b > 0.0).map_or(String::from("-"), |b| format!("{:.1}", 100.0 * (b - s.miss_rate()) / b));
+            let latency = o.timing.as_ref().map_or(String::from("-"), |t| format!("{:.0}", t.mean_read_ns / 1000.0));
+            writeln!(
+                out,
+                "{:<24} {:>7.2} {:>7.2} {:>8.2} {:>9} {:>9} {:>9.3} {:>9.3} {:>8} {:>10}",
+                o.scheme,
+                100.0 * s.miss_rate(),
+                100.0 * s.hit_rate(),
+                100.0 * s.promote_rate(),
+                cut,
+                s.issued,
+                s.accuracy(),
+                s.coverage(),
+                o.rules,
+                latency
+            )?;
+        }
+        if let Some(m) = &mining {
+            writeln!(out, "rules mined over the whole trace (lookahead {}):", m.lookahead)?;
+            writeln!(
+                out,
+                "  QuickMine a&b->c  context-aware: {} prefixes, {} rules; context-oblivious: {} prefixes, {} rules",
+                m.aware_prefixes, m.aware_rules, m.oblivious_prefixes, m.oblivious_rules
+            )?;
+            let c = |s: &cminer::MineStats| {
+                format!(
+                    "{} frequent pairs ({} closed), {} triples, {} rules",
+                    s.frequent_pairs,
+                    s.closed_pairs,
+                    s.frequent_triples,
+                    s.single_rules + s.double_rules
+                )
+            };
+            writeln!(out, "  C-Miner* per-context sequences: {}", c(&m.cminer_aware))?;
+            writeln!(out, "  C-Miner* interleaved segments:  {}", c(&m.cminer_oblivious))?;
+        }
+    }
+    if let Some(path) = &args.plot {
+        let labels: Vec<String> = outcomes.iter().map(|o| o.scheme.clone()).collect();
+        let series = |f: &dyn Fn(&Outcome) -> f64| outcomes.iter().enumerate().map(|(i, o)| (i as f64, 100.0 * f(o))).collect();
+        let chart = hearth_plot::Chart::bars(&format!("Prefetching: {name}"), "scheme", "% of accesses", labels)
+            .series("miss", series(&|o| o.stats.miss_rate()))
+            .series("promote", series(&|o| o.stats.promote_rate()))
+            .series("hit", series(&|o| o.stats.hit_rate()));
+        let files = hearth_plot::render(&chart, path).map_err(anyhow::Error::msg)?;
+        for f in files {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    Ok(())
+}
