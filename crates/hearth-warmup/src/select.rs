@@ -20,6 +20,7 @@ use serde::Serialize;
 
 /// How a cache starts a period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// Empty; warmed on demand.
     Cold,

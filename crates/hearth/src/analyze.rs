@@ -16,9 +16,16 @@ pub struct AnalyzeArgs {
     /// Write histogram and skew plots (SVG + PNG) into this directory.
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
+    /// Instead: the re-access analysis (hourly/daily re-accesses, reuse distance groups, spatial
+    /// clustering per 1 MiB region) of a block trace; `synth:bonfire` is accepted too.
+    #[arg(long)]
+    reaccess: bool,
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
+    if args.reaccess {
+        return reaccess(&args);
+    }
     let (reader, mode) = args.trace.open()?;
     let report = hearth_analyze::analyze(reader, mode)?;
     if args.json {
@@ -28,6 +35,22 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.plots {
         for f in hearth_analyze::write_plots(&report, dir).map_err(anyhow::Error::msg)? {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    Ok(())
+}
+
+fn reaccess(args: &AnalyzeArgs) -> anyhow::Result<()> {
+    let (trace, block_size) = crate::warmup::load_timed(&args.trace, hearth_warmup::synth::DailyZipf::default().days)?;
+    let report = hearth_warmup::reaccess::analyze(&trace, block_size, (1 << 20).max(u64::from(block_size)));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_text());
+    }
+    if let Some(dir) = &args.plots {
+        for f in report.write_plots(dir).map_err(anyhow::Error::msg)? {
             eprintln!("wrote {}", f.display());
         }
     }

@@ -8,6 +8,7 @@ mod progress;
 mod serve;
 mod sim;
 mod trace_args;
+mod warmup;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,9 @@ enum Cmd {
     Bench(bench::BenchCmd),
     /// Serve exports over NBD with the block cache in front of each backend.
     Serve(serve::ServeArgs),
+    /// Cache warmup studies (Bonfire): restart simulations with Last-K, First-K, Top-K.
+    #[command(subcommand)]
+    Warmup(warmup::WarmupCmd),
     /// Prefetching: generate context-tagged workloads, analyze them, compare prefetchers.
     #[command(subcommand)]
     Prefetch(prefetch::PrefetchCmd),
@@ -55,6 +59,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Analyze(args) => analyze::run(args),
         Cmd::Bench(cmd) => bench::run(cmd),
         Cmd::Serve(args) => serve::run(args),
+        Cmd::Warmup(cmd) => warmup::run(cmd),
         Cmd::Prefetch(cmd) => prefetch::run(cmd),
         Cmd::Policies => {
             for (name, about) in hearth_policy::describe() {

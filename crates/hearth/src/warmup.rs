@@ -1,0 +1,334 @@
+//! `hearth warmup`: Bonfire-style cache warmup studies.
+//!
+//! `hearth warmup sim TRACE` restarts a cache at the start of every period
+//! (day), warms it cold, with Last-K, First-K or Top-K, and reports how long
+//! each takes to converge to an always-warm cache and how much backend load
+//! it saves. `synth:bonfire` is a 4-day Zipf(0.4) workload over 50 GiB with
+//! a daily pattern (see `hearth_warmup::synth`).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use hearth_core::format_bytes;
+use hearth_sim::parse_sizes;
+use hearth_warmup::reaccess;
+use hearth_warmup::synth::DailyZipf;
+use hearth_warmup::{Experiment, Method, Outcome, Thresholds, TimedAccess};
+
+use crate::progress;
+use crate::trace_args::TraceArgs;
+
+/// The trace name of the built-in multi-day workload.
+const BONFIRE_SYNTH: &str = "synth:bonfire";
+
+#[derive(Subcommand, Debug)]
+pub enum WarmupCmd {
+    /// Simulate restarts with cold, Last-K, First-K, Top-K and always-warm caches.
+    Sim(WarmupSimArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct WarmupSimArgs {
+    /// Also accepts `synth:bonfire`: Zipf 0.4 over 50 GiB with a daily pattern, --days days.
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Days of `synth:bonfire` to generate.
+    #[arg(long, default_value_t = 4)]
+    days: u32,
+    /// Cache sizes: bytes (2GiB), blocks (5000blocks) or share of the footprint (10%).
+    #[arg(short, long, default_value = "10%,50%")]
+    sizes: String,
+    /// Replacement policy of the cache.
+    #[arg(long, default_value = "lru")]
+    policy: String,
+    /// Time between restarts (s, m, h or d suffix); Bonfire restarts daily.
+    #[arg(long, default_value = "1d", value_parser = parse_duration)]
+    period: u64,
+    /// Length of one hit-rate interval.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    interval: u64,
+    /// Region sizes for the pre-loading methods.
+    #[arg(long, value_delimiter = ',', default_value = "4KiB,1MiB", value_parser = hearth_core::parse_bytes)]
+    regions: Vec<u64>,
+    /// Warmup budget as a percentage of the previous period's working set (capped at the cache size).
+    #[arg(long, default_value = "100%", value_parser = parse_percent)]
+    budget: f64,
+    /// Methods to run (cold, last-k, first-k, top-k, always-warm).
+    #[arg(long, value_delimiter = ',', default_value = "cold,last-k,first-k,top-k,always-warm")]
+    methods: Vec<Method>,
+    /// Violation threshold ThV: how far (in hit-rate points, 0.05 = 5%) below always-warm an interval may be.
+    #[arg(long, default_value_t = Thresholds::default().violation)]
+    thv: f64,
+    /// Convergence threshold ThN: consecutive intervals without violation that mean converged.
+    #[arg(long, default_value_t = Thresholds::default().intervals)]
+    thn: usize,
+    /// Sequential read throughput of the pre-load, for the pre-load time estimate.
+    #[arg(long, default_value = "200MiB", value_parser = hearth_core::parse_bytes)]
+    seq_throughput: u64,
+    /// Write hit-rate-over-time plots (SVG + PNG), one per cache size and region size, into DIR.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
+    /// Also print the re-access analysis of the trace.
+    #[arg(long)]
+    reaccess: bool,
+    /// Print every outcome (with hit-rate series) as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+pub fn run(cmd: WarmupCmd) -> anyhow::Result<()> {
+    match cmd {
+        WarmupCmd::Sim(args) => sim(args),
+    }
+}
+
+/// Loads a block trace with its timestamps, or generates `synth:bonfire`.
+pub fn load_timed(trace: &TraceArgs, days: u32) -> anyhow::Result<(Vec<TimedAccess>, u32)> {
+    if trace.trace.to_str() == Some(BONFIRE_SYNTH) {
+        let w = DailyZipf { days, seed: trace.seed, ..DailyZipf::default() };
+        if u64::from(w.block_size) != trace.block_size {
+            anyhow::bail!("{BONFIRE_SYNTH} uses {}-byte blocks; drop --block-size", w.block_size);
+        }
+        return Ok((w.generate().map_err(anyhow::Error::msg)?, w.block_size));
+    }
+    let (requests, mode) = trace.open()?;
+    let hearth_trace::Mode::Block { block_size } = mode else {
+        anyhow::bail!("{}: warmup studies need a block trace (this is an object trace)", trace.trace.display());
+    };
+    let accesses = hearth_warmup::timed_accesses(requests, block_size)?;
+    if accesses.is_empty() {
+        anyhow::bail!("{} holds no requests", trace.trace.display());
+    }
+    Ok((accesses, block_size))
+}
+
+fn sim(args: WarmupSimArgs) -> anyhow::Result<()> {
+    if !(args.thv >= 0.0 && args.thv <= 1.0) {
+        anyhow::bail!("--thv must be in [0, 1], got {}", args.thv);
+    }
+    let (trace, block_size) = load_timed(&args.trace, args.days)?;
+    let footprint = {
+        let mut blocks: Vec<u64> = trace.iter().map(|a| a.block).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        blocks.len() as u64 * u64::from(block_size)
+    };
+    let cache_sizes = parse_sizes(&args.sizes)
+        .map_err(anyhow::Error::msg)
+        .context("--sizes")?
+        .into_iter()
+        .map(|s| s.resolve(footprint, Some(block_size)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let exp = Experiment {
+        policy: args.policy.clone(),
+        cache_sizes,
+        block_size,
+        period_ns: args.period,
+        interval_ns: args.interval,
+        region_sizes: args.regions.clone(),
+        budget_share: args.budget,
+        methods: args.methods.clone(),
+        thresholds: Thresholds { violation: args.thv, intervals: args.thn },
+    };
+    let span_ns = trace.last().map_or(0, |l| l.time_ns - trace[0].time_ns);
+    eprintln!(
+        "{}: {} block accesses over {}, footprint {}",
+        args.trace.trace.display(),
+        trace.len(),
+        duration(span_ns),
+        format_bytes(footprint)
+    );
+    if args.reaccess {
+        print!("{}", reaccess::analyze(&trace, block_size, 1 << 20).render_text());
+        println!();
+    }
+    let periods = hearth_warmup::sim::split_periods(&trace, exp.period_ns, exp.interval_ns).len();
+    let bar = progress::bar(hearth_warmup::sim::job_count(&exp, periods) as u64, "simulating restarts", args.quiet);
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let outcomes = hearth_warmup::sim::run(&trace, &exp, threads, &|| bar.inc(1)).map_err(anyhow::Error::msg)?;
+    bar.finish_and_clear();
+    drop(trace);
+
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    if args.json {
+        serde_json::to_writer(&mut out, &outcomes)?;
+        writeln!(out)?;
+    } else {
+        write_table(&mut out, &args, &exp, periods, &outcomes)?;
+    }
+    if let Some(dir) = &args.plots {
+        for chart in charts(&exp, &outcomes) {
+            let (name, chart) = chart;
+            for f in hearth_plot::render(&chart, &dir.join(name)).map_err(anyhow::Error::msg)? {
+                eprintln!("wrote {}", f.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Table key: cache size, method order, region.
+type RowKey = (u64, usize, Option<u64>);
+
+fn rows(outcomes: &[Outcome]) -> BTreeMap<RowKey, Vec<&Outcome>> {
+    let mut rows: BTreeMap<RowKey, Vec<&Outcome>> = BTreeMap::new();
+    for o in outcomes {
+        let order = Method::ALL.iter().position(|m| *m == o.method).unwrap_or(0);
+        rows.entry((o.cache_bytes, order, o.region_bytes)).or_default().push(o);
+    }
+    rows
+}
+
+fn write_table(out: &mut impl Write, args: &WarmupSimArgs, exp: &Experiment, periods: usize, outcomes: &[Outcome]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "restarts every {} ({} periods evaluated after 1 of history); {} intervals; ThV {:.1}%, ThN {}; policy {}; budget {:.0}% of the previous working set",
+        duration(exp.period_ns),
+        periods.saturating_sub(1),
+        duration(exp.interval_ns),
+        100.0 * exp.thresholds.violation,
+        exp.thresholds.intervals,
+        exp.policy,
+        100.0 * exp.budget_share
+    )?;
+    writeln!(out, "T_converge: mean over the periods that converged (converged/evaluated); load reduction: backend requests saved during the cold cache's convergence period")?;
+    writeln!(
+        out,
+        "{:>10} {:<12} {:>8} {:>11} {:>10} {:>9} {:>16} {:>10}",
+        "cache", "method", "region", "preload", "preload s", "hit ratio", "T_converge", "load red."
+    )?;
+    let mut last_size = None;
+    for ((cache, _, region), runs) in rows(outcomes) {
+        if last_size.is_some_and(|s| s != cache) {
+            writeln!(out)?;
+        }
+        last_size = Some(cache);
+        let n = runs.len() as f64;
+        let converged: Vec<u64> = runs.iter().filter_map(|o| o.t_converge_ns()).collect();
+        let t = if converged.is_empty() {
+            format!("never (0/{})", runs.len())
+        } else {
+            format!("{} ({}/{})", duration(converged.iter().sum::<u64>() / converged.len() as u64), converged.len(), runs.len())
+        };
+        let preload = runs.iter().map(|o| o.preload_bytes).sum::<u64>() / runs.len() as u64;
+        writeln!(
+            out,
+            "{:>10} {:<12} {:>8} {:>11} {:>10.1} {:>9.4} {:>16} {:>9.1}%",
+            format_bytes(cache),
+            runs[0].method.name(),
+            region.map_or("-".to_string(), format_bytes),
+            format_bytes(preload),
+            preload as f64 / args.seq_throughput.max(1) as f64,
+            runs.iter().map(|o| o.hit_ratio()).sum::<f64>() / n,
+            t,
+            100.0 * runs.iter().map(|o| o.load_reduction).sum::<f64>() / n,
+        )?;
+    }
+    Ok(())
+}
+
+/// One chart per (cache size, region size): hit rate over time since the
+/// first restart, every evaluated period back to back.
+fn charts(exp: &Experiment, outcomes: &[Outcome]) -> Vec<(String, hearth_plot::Chart)> {
+    let per_period = exp.period_ns.div_ceil(exp.interval_ns) as usize;
+    // About 120 points per period.
+    let factor = per_period.div_ceil(120).max(1);
+    let hours = |i: usize| (i * factor) as f64 * exp.interval_ns as f64 / 3.6e12;
+    let mut charts = Vec::new();
+    for &cache in &exp.cache_sizes {
+        for &region in &exp.region_sizes {
+            // No dots: the renderer treats what follows one as an extension.
+            let file_part = |b: u64| format_bytes(b).replace(' ', "").replace('.', "_");
+            let name = format!("warmup_{}_{}", file_part(cache), file_part(region));
+            let title = format!("Hit rate after restarts: {} cache, {} regions", format_bytes(cache), format_bytes(region));
+            let mut chart = hearth_plot::Chart::lines(&title, "hours since the first restart", "hit rate per interval");
+            // Always-warm first, so the warming caches are drawn over it.
+            for method in [Method::AlwaysWarm, Method::Cold, Method::LastK, Method::FirstK, Method::TopK] {
+                let mut runs: Vec<&Outcome> = outcomes
+                    .iter()
+                    .filter(|o| o.cache_bytes == cache && o.method == method && (!method.preloads() || o.region_bytes == Some(region)))
+                    .collect();
+                if runs.is_empty() {
+                    continue;
+                }
+                runs.sort_by_key(|o| o.period);
+                let mut points = Vec::new();
+                for (k, o) in runs.iter().enumerate() {
+                    let s = o.series.coarsen(factor);
+                    let base = k * s.len();
+                    points.extend((0..s.len()).filter_map(|i| s.rate(i).map(|r| (hours(base + i), r))));
+                }
+                chart = chart.series(method.name(), points);
+            }
+            charts.push((name, chart));
+        }
+    }
+    charts
+}
+
+/// `90s`, `30m`, `2h`, `1d` (a bare number is seconds) to nanoseconds.
+fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?} (use e.g. 90s, 30m, 2h, 1d)"))?;
+    let unit_s = match unit.trim() {
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        u => return Err(format!("unknown duration unit {u:?} in {s:?} (use s, m, h or d)")),
+    };
+    let ns = n * unit_s * 1e9;
+    if !(ns >= 1.0 && ns < u64::MAX as f64) {
+        return Err(format!("duration {s:?} is out of range"));
+    }
+    Ok(ns as u64)
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches('%');
+    let p: f64 = t.parse().map_err(|_| format!("not a percentage: {s:?}"))?;
+    if !(p > 0.0 && p <= 100.0) {
+        return Err(format!("percentage {s:?} must be in (0%, 100%]"));
+    }
+    Ok(p / 100.0)
+}
+
+fn duration(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    if s >= 3600.0 {
+        format!("{:.2}h", s / 3600.0)
+    } else if s >= 60.0 {
+        format!("{:.1}min", s / 60.0)
+    } else {
+        format!("{s:.0}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_percentages_parse() {
+        assert_eq!(parse_duration("90s"), Ok(90_000_000_000));
+        assert_eq!(parse_duration("1d"), Ok(86_400_000_000_000));
+        assert_eq!(parse_duration("1.5m"), Ok(90_000_000_000));
+        assert!(parse_duration("3 weeks").unwrap_err().contains("unit"));
+        assert!(parse_duration("0s").is_err());
+        assert_eq!(parse_percent("25%"), Ok(0.25));
+        assert!(parse_percent("150%").is_err());
+    }
+}

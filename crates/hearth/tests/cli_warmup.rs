@@ -1,0 +1,86 @@
+//! `hearth warmup sim` and `hearth analyze --reaccess` end to end on a small
+//! hand-made CloudPhysics CSV.
+
+use std::fmt::Write as _;
+use std::process::{Command, Output};
+
+fn hearth(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth")).args(args).output().expect("run hearth")
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "hearth failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+/// Three 60-second "days"; each second reads one of the same 20 blocks
+/// (4 KiB = 8 sectors), cycling, so a 20-block cache warmed from the
+/// previous day hits from its first request while a cold one misses 20 times.
+fn write_trace(dir: &std::path::Path) -> String {
+    let mut csv = String::from("version,time,op,size,lbn\n");
+    for day in 0..3u64 {
+        for s in 0..60u64 {
+            let _ = writeln!(csv, "1,{},28,4096,{}", 1000 + day * 60 + s, (s % 20) * 8);
+        }
+    }
+    // Close the last period.
+    let _ = writeln!(csv, "1,1180,28,4096,0");
+    let path = dir.join("days.csv");
+    std::fs::write(&path, csv).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn warmup_sim_json_shows_preloaded_caches_converging_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path());
+    let out = stdout(&hearth(&[
+        "warmup", "sim", &trace, "-q", "--json", "--period", "60s", "--interval", "5s", "--sizes", "20blocks", "--regions", "4KiB",
+        "--thn", "2", "--thv", "0.01", "--threads", "1",
+    ]));
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    // Two evaluated periods x (cold, last-k, first-k, top-k, always-warm).
+    assert_eq!(rows.len(), 10);
+    for row in rows {
+        let method = row["method"].as_str().unwrap();
+        let converged = row["converged"].as_u64();
+        match method {
+            // 20 cold misses at one request a second: intervals 0..4 (5 s each) are all misses.
+            "cold" => assert_eq!(converged, Some(4), "{row}"),
+            _ => assert_eq!(converged, Some(0), "{method}"),
+        }
+        if method != "cold" {
+            assert_eq!(row["load_reduction"].as_f64(), Some(1.0), "{method}");
+        }
+    }
+}
+
+#[test]
+fn warmup_sim_table_plots_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path());
+    let plots = dir.path().join("plots");
+    let out = stdout(&hearth(&[
+        "warmup", "sim", &trace, "-q", "--period", "60s", "--interval", "5s", "--sizes", "20blocks,10blocks", "--regions", "4KiB",
+        "--plots", plots.to_str().unwrap(),
+    ]));
+    assert!(out.contains("first-k") && out.contains("always-warm") && out.contains("80 KiB"), "{out}");
+    assert!(plots.join("warmup_80KiB_4KiB.png").exists() && plots.join("warmup_40KiB_4KiB.svg").exists());
+    // One period of history is not enough.
+    let o = hearth(&["warmup", "sim", &trace, "-q", "--period", "1d"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("whole period"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = hearth(&["warmup", "sim", &trace, "--period", "3 weeks"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown duration unit"));
+}
+
+#[test]
+fn analyze_reaccess_reports_hourly_reaccesses() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path());
+    let out = stdout(&hearth(&["analyze", "--reaccess", &trace]));
+    // 181 accesses to 20 blocks: 161 re-accesses, all within the hour.
+    assert!(out.contains("re-accesses       161 of 181"), "{out}");
+    assert!(out.contains("cannot show daily re-accesses"), "{out}");
+}
