@@ -82,6 +82,8 @@ pub struct Session {
     pub structured_replies: bool,
     /// Context id for `NBD_CMD_BLOCK_STATUS`, when `base:allocation` was selected.
     pub base_allocation: Option<u32>,
+    /// The client negotiated `NBD_OPT_HEARTH_HINTS`: it may send hint commands.
+    pub hints: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +101,7 @@ pub enum Outcome {
 pub struct Negotiation {
     no_zeroes: bool,
     structured: bool,
+    hints: bool,
     /// The export `base:allocation` was last selected for.
     meta_export: Option<String>,
 }
@@ -115,6 +118,7 @@ impl Negotiation {
         Ok(Negotiation {
             no_zeroes: f & FLAG_C_NO_ZEROES != 0,
             structured: false,
+            hints: false,
             meta_export: None,
         })
     }
@@ -166,6 +170,15 @@ impl Negotiation {
                 }
                 Outcome::Continue
             }
+            opt::HEARTH_HINTS => {
+                if !data.is_empty() {
+                    put_error(out, o, rep::ERR_INVALID, "NBD_OPT_HEARTH_HINTS takes no data");
+                } else {
+                    self.hints = true;
+                    put_reply(out, o, rep::ACK, &[]);
+                }
+                Outcome::Continue
+            }
             opt::LIST_META_CONTEXT | opt::SET_META_CONTEXT => {
                 self.meta_context(o, data, exports, out);
                 Outcome::Continue
@@ -190,6 +203,7 @@ impl Negotiation {
             flags: self.transmission_flags(e),
             structured_replies: self.structured,
             base_allocation: meta.then_some(BASE_ALLOCATION_ID),
+            hints: self.hints,
         }
     }
 
@@ -470,7 +484,8 @@ mod tests {
                 export: 0,
                 flags: 0x000d,
                 structured_replies: false,
-                base_allocation: None
+                base_allocation: None,
+                hints: false,
             })
         );
     }

@@ -9,8 +9,10 @@
 //!   machine ([`handshake::Negotiation`]).
 //! - [`transmission`]: request decoding and validation, simple and structured
 //!   reply encoding.
+//! - [`hints`]: the payload of Hearth's negotiated cache-hint command.
 
 pub mod handshake;
+pub mod hints;
 pub mod transmission;
 
 pub use handshake::{ExportInfo, Negotiation, OptionHeader, Outcome, Session};
@@ -58,6 +60,8 @@ pub mod opt {
     pub const STRUCTURED_REPLY: u32 = 8;
     pub const LIST_META_CONTEXT: u32 = 9;
     pub const SET_META_CONTEXT: u32 = 10;
+    /// Hearth's cache-hint extension (docs/nbd-extension.md).
+    pub const HEARTH_HINTS: u32 = 0x4845_0001;
 }
 
 /// Option reply types; errors have bit 31 set.

@@ -13,8 +13,13 @@ pub enum Command {
     Cache,
     WriteZeroes,
     BlockStatus,
+    /// Hearth's cache hints (only after `NBD_OPT_HEARTH_HINTS`).
+    HearthHint,
     Unknown(u16),
 }
+
+/// Wire value of [`Command::HearthHint`].
+pub const HEARTH_HINT_TYPE: u16 = 0x4845;
 
 impl Command {
     pub fn from_wire(t: u16) -> Command {
@@ -27,6 +32,7 @@ impl Command {
             5 => Command::Cache,
             6 => Command::WriteZeroes,
             7 => Command::BlockStatus,
+            HEARTH_HINT_TYPE => Command::HearthHint,
             other => Command::Unknown(other),
         }
     }
@@ -41,6 +47,7 @@ impl Command {
             Command::Cache => "cache",
             Command::WriteZeroes => "write_zeroes",
             Command::BlockStatus => "block_status",
+            Command::HearthHint => "hearth_hint",
             Command::Unknown(_) => "unknown",
         }
     }
@@ -54,7 +61,7 @@ impl Command {
             Command::WriteZeroes => FUA | NO_HOLE | FAST_ZERO,
             Command::BlockStatus => FUA | REQ_ONE,
             Command::Flush | Command::Cache | Command::Disc => FUA,
-            Command::Unknown(_) => 0,
+            Command::HearthHint | Command::Unknown(_) => 0,
         }
     }
 }
@@ -100,6 +107,7 @@ impl Request {
             Command::Cache => 5,
             Command::WriteZeroes => 6,
             Command::BlockStatus => 7,
+            Command::HearthHint => HEARTH_HINT_TYPE,
             Command::Unknown(t) => t,
         };
         let mut b = [0u8; 28];
@@ -114,7 +122,7 @@ impl Request {
 
     /// Bytes of payload that follow this header on the wire.
     pub fn payload_len(&self) -> u32 {
-        if self.command == Command::Write {
+        if matches!(self.command, Command::Write | Command::HearthHint) {
             self.length
         } else {
             0
@@ -153,6 +161,12 @@ impl Request {
                 return Ok(());
             }
             Command::BlockStatus if session.base_allocation.is_none() => return Err(Errno::Inval),
+            Command::HearthHint => {
+                let records = self.length as usize / crate::hints::RECORD_LEN;
+                let whole = self.length as usize % crate::hints::RECORD_LEN == 0;
+                let ok = session.hints && self.offset == 0 && whole && (1..=crate::hints::MAX_RECORDS).contains(&records);
+                return if ok { Ok(()) } else { Err(Errno::Inval) };
+            }
             Command::Read | Command::Write if self.length > max_len => return Err(Errno::Inval),
             _ => {}
         }
@@ -246,6 +260,7 @@ mod tests {
             flags: tflags::HAS_FLAGS | flags,
             structured_replies: structured,
             base_allocation: None,
+            hints: false,
         }
     }
 
@@ -407,5 +422,21 @@ mod tests {
         assert_eq!(Errno::from_io(&std::io::Error::from_raw_os_error(122)), Errno::NoSpc);
         assert_eq!(Errno::from_io(&std::io::Error::from_raw_os_error(30)), Errno::Perm);
         assert_eq!(Errno::from_io(&std::io::Error::other("x")), Errno::Io);
+    }
+
+    #[test]
+    fn hint_commands_need_negotiation_and_whole_records() {
+        let rec = crate::hints::RECORD_LEN as u32;
+        let plain = session(0, false);
+        let hinted = Session { hints: true, ..plain };
+        let hint = |offset, length| req(Command::HearthHint, 0, offset, length);
+        assert_eq!(hint(0, rec).validate(&plain, SIZE, 1 << 20), Err(Errno::Inval));
+        assert_eq!(hint(0, rec).validate(&hinted, SIZE, 1 << 20), Ok(()));
+        assert_eq!(hint(0, rec).payload_len(), rec);
+        assert_eq!(hint(0, rec + 1).validate(&hinted, SIZE, 1 << 20), Err(Errno::Inval));
+        assert_eq!(hint(0, 0).validate(&hinted, SIZE, 1 << 20), Err(Errno::Inval));
+        assert_eq!(hint(8, rec).validate(&hinted, SIZE, 1 << 20), Err(Errno::Inval));
+        assert_eq!(hint(0, rec * 4097).validate(&hinted, SIZE, 1 << 20), Err(Errno::Inval));
+        assert_eq!(Command::from_wire(HEARTH_HINT_TYPE), Command::HearthHint);
     }
 }

@@ -64,7 +64,7 @@ proptest! {
             b[..4].copy_from_slice(&0x2560_9513u32.to_be_bytes());
         }
         if let Ok(r) = Request::decode(&b) {
-            let session = Session { export: 0, flags: tflags::HAS_FLAGS | tflags::SEND_DF, structured_replies: true, base_allocation: Some(1) };
+            let session = Session { export: 0, flags: tflags::HAS_FLAGS | tflags::SEND_DF, structured_replies: true, base_allocation: Some(1), hints: false };
             let ok = r.validate(&session, 1 << 30, 32 << 20).is_ok();
             if ok {
                 prop_assert!(r.offset.checked_add(u64::from(r.length)).is_some_and(|e| e <= 1 << 30) || matches!(r.command, hearth_nbd::Command::Flush | hearth_nbd::Command::Disc));

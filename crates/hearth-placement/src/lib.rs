@@ -96,6 +96,14 @@ impl Stats {
     }
 }
 
+/// The answer to a demand request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Demand {
+    Hit,
+    /// Not resident; `place` asks the driver to place it once fetched.
+    Miss { place: bool },
+}
+
 /// What the driver must do after a client eviction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvictionAction {
@@ -137,8 +145,26 @@ impl StorageCache {
         &self.evicted
     }
 
-    /// A client's demand read or write of `a.key`. Returns whether a read hit.
+    /// A client's demand read or write of `a.key`, placing the block at
+    /// once when the placement says so (the simulator's one-step form of
+    /// [`demand`](Self::demand) + [`place`](Self::place)). Returns whether a
+    /// read hit.
     pub fn access(&mut self, a: &Access) -> bool {
+        match self.demand(a) {
+            Demand::Hit => true,
+            Demand::Miss { place } => {
+                if place {
+                    self.place(a);
+                }
+                false
+            }
+        }
+    }
+
+    /// Looks up a client's demand read or write. On a miss, `place` says
+    /// whether the driver should [`place`](Self::place) the block once it
+    /// has the data. A hit on a write means the block is resident.
+    pub fn demand(&mut self, a: &Access) -> Demand {
         self.evicted.clear();
         let is_read = a.op != Op::Write;
         if is_read {
@@ -147,13 +173,7 @@ impl StorageCache {
             self.stats.writes += 1;
         }
         let hit = match self.placement {
-            Placement::Access => {
-                let hit = self.policy.access(a, &mut self.evicted);
-                if !hit && self.policy.contains(a.key) {
-                    self.stats.placements += 1;
-                }
-                hit
-            }
+            Placement::Access => self.policy.lookup(a),
             Placement::Eviction { .. } => {
                 let c = self.accesses.entry(a.key).or_insert(0);
                 *c = c.saturating_add(1);
@@ -161,15 +181,32 @@ impl StorageCache {
                 // client now holds is not refreshed here.
                 self.policy.contains(a.key)
             }
-            Placement::Demote => {
-                // Exclusive: the block moves up to the client.
-                is_read && self.policy.remove(a.key)
-            }
+            // Exclusive: a block a client reads moves up to the client.
+            Placement::Demote => is_read && self.policy.remove(a.key),
         };
         if is_read && hit {
             self.stats.read_hits += 1;
         }
-        hit
+        if hit {
+            return Demand::Hit;
+        }
+        let fits = u64::from(a.size) <= self.policy.capacity();
+        Demand::Miss { place: fits && self.placement == Placement::Access && !self.policy.contains(a.key) }
+    }
+
+    /// Places a block after a [`Demand::Miss`] that asked for it; victims
+    /// are in [`evicted`](Self::evicted).
+    pub fn place(&mut self, a: &Access) {
+        self.evicted.clear();
+        self.policy.insert(a, &mut self.evicted);
+        if self.policy.contains(a.key) {
+            self.stats.placements += 1;
+        }
+    }
+
+    /// Drops `key` (invalidation after a failed or racing write).
+    pub fn remove(&mut self, key: Key) -> bool {
+        self.policy.remove(key)
     }
 
     /// The client evicted `key`. `now` gives the time and size of the block.
