@@ -14,7 +14,39 @@
 //!
 //! A server drives [`log::LogWriter`] with the blocks its cache loads and
 //! performs the [`log::Write`]s it returns; on start it feeds the log's slots
-//! to a [`log::Recovery`] and executes the [`plan::Plan`].
+//! to a [`log::Recovery`] and executes the [`plan::Plan`]:
+//!
+//! ```
+//! use hearth_warmup::log::{Layout, LogWriter, Recovery, StagingFull};
+//! use hearth_warmup::plan::{plan_preload, Source};
+//!
+//! // A 1 MiB logging volume (here a Vec) with room for block data.
+//! let layout = Layout::for_volume(1 << 20, 4096, true, 0x5eed).unwrap();
+//! let mut volume = vec![0u8; layout.volume_bytes() as usize];
+//! let mut put = |offset: u64, bytes: &[u8]| volume[offset as usize..][..bytes.len()].copy_from_slice(bytes);
+//! put(0, &layout.encode_header());
+//!
+//! // While serving: log each block the cache loads; flush when the staging buffer fills.
+//! let mut log = LogWriter::create(layout, 256 << 10);
+//! for lba in [7, 8, 7] {
+//!     if log.log_block(lba, Some(&[lba as u8; 4096])) == Err(StagingFull) {
+//!         for w in log.flush() { put(w.offset, &w.bytes) }
+//!         log.log_block(lba, Some(&[lba as u8; 4096])).unwrap();
+//!     }
+//! }
+//! for w in log.seal() { put(w.offset, &w.bytes) } // clean shutdown
+//!
+//! // On start: check every slot, then pre-load newest first.
+//! let layout = Layout::decode_header(&volume).unwrap();
+//! let mut recovery = Recovery::new(layout);
+//! for i in 0..layout.slot_count {
+//!     let at = layout.slot_offset(i) as usize;
+//!     recovery.feed(i, &volume[at..at + layout.slot_size as usize]);
+//! }
+//! let plan = plan_preload(&recovery.finish(), 1000);
+//! assert_eq!(plan.items.iter().map(|i| i.lba).collect::<Vec<_>>(), vec![7, 8]);
+//! assert!(matches!(plan.items[0].source, Source::Log { .. }));
+//! ```
 
 pub mod converge;
 pub mod log;

@@ -37,6 +37,7 @@ pub struct Experiment {
     /// Warmup budget as a share of the previous period's working set (its
     /// distinct blocks); never more than the cache.
     pub budget_share: f64,
+    /// Methods to compare; cold and always-warm always run (they are the references).
     pub methods: Vec<Method>,
     pub thresholds: Thresholds,
 }
@@ -128,7 +129,9 @@ fn jobs(exp: &Experiment, periods: usize) -> Vec<Job> {
     for &cache_bytes in &exp.cache_sizes {
         jobs.push(Job { cache_bytes, method: Method::AlwaysWarm, region_bytes: None, period: 0 });
         for period in 1..periods {
-            for &method in exp.methods.iter().filter(|m| **m != Method::AlwaysWarm) {
+            // Cold always runs: it is the reference for load reduction.
+            let methods = std::iter::once(Method::Cold).chain(exp.methods.iter().copied().filter(|m| !matches!(m, Method::Cold | Method::AlwaysWarm)));
+            for method in methods {
                 if method.preloads() {
                     for &r in &exp.region_sizes {
                         jobs.push(Job { cache_bytes, method, region_bytes: Some(r), period });
@@ -348,6 +351,11 @@ mod tests {
             }
             assert_eq!(get(Method::AlwaysWarm, p).series.total_hits(), 16);
         }
+        // Asked for Last-K alone, the references still run and load reduction still means something.
+        let out = run(&trace, &Experiment { methods: vec![Method::LastK], ..exp }, 1, &|| {}).unwrap();
+        let methods: Vec<Method> = out.iter().filter(|o| o.period == 1).map(|o| o.method).collect();
+        assert_eq!(methods, vec![Method::Cold, Method::LastK, Method::AlwaysWarm]);
+        assert!(out.iter().filter(|o| o.method == Method::LastK).all(|o| o.load_reduction == 1.0));
     }
 
     #[test]
