@@ -19,8 +19,8 @@ use crate::device::{Device, DeviceQueue};
 #[derive(Clone, Debug)]
 pub struct Setup {
     pub cache_bytes: u64,
-    /// Share of the cache given to the prefetch partition (0.04). The
-    /// `none` scheme gets the whole cache as its main cache.
+    /// Most of the cache prefetched blocks may hold (0.04); see
+    /// [`PrefetchCache::new`].
     pub prefetch_fraction: f64,
     pub block_size: u32,
     /// Main-cache policy spec (`lru`).
@@ -70,8 +70,7 @@ pub fn warmup_split(events: &[CtxEvent], share: f64) -> usize {
 pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcome, String> {
     let split = warmup_split(events, setup.warmup);
     let mut prefetcher = hearth_prefetch::build(spec, setup.block_size, &events[..split])?;
-    let fraction = if prefetcher.name() == "none" { 0.0 } else { setup.prefetch_fraction };
-    let mut cache = PrefetchCache::new(&setup.main_policy, setup.cache_bytes, fraction, setup.block_size)?;
+    let mut cache = PrefetchCache::new(&setup.main_policy, setup.cache_bytes, setup.prefetch_fraction, setup.block_size)?;
     let mut device = setup.device.map(DeviceQueue::new);
     let bytes = u64::from(setup.block_size);
     // Background request number of each prefetched block, to tell whether
@@ -103,9 +102,6 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
                     read_ns += wait;
                     reads += 1;
                 }
-                if class == Class::Promote {
-                    prefetch_seq.remove(&block);
-                }
                 out.clear();
                 let demand = Demand { block, ctx, time_ns, op, class };
                 prefetcher.access(&demand, &|k| cache.contains(k), &mut out);
@@ -120,9 +116,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
                     }
                 }
                 cache.drain_outcomes(|k, used| {
-                    if !used {
-                        prefetch_seq.remove(&k);
-                    }
+                    prefetch_seq.remove(&k);
                     prefetcher.outcome(k, used)
                 });
             }
