@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use hearth_core::{Access, Key, Op, Policy};
+use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backend::{Backend, Extent};
@@ -67,13 +68,13 @@ struct Stripe {
 }
 
 struct Inner {
-    policy: Box<dyn Policy>,
+    /// The policy and placement decisions: the same core the simulator drives.
+    core: StorageCache,
     blocks: FxHashMap<Key, Box<[u8]>>,
     /// Buffers of evicted blocks, reused for the next insert.
     free: Vec<Box<[u8]>>,
     dirty: FxHashSet<Key>,
     vtime: u64,
-    evicted: Vec<Key>,
     stripes: Vec<Stripe>,
 }
 
@@ -91,10 +92,25 @@ struct Miss {
     block: u64,
     writes_begun: u64,
     quiet: bool,
+    /// The placement wants the block cached once read.
+    place: bool,
 }
 
 impl BlockCache {
     pub fn new(backend: Box<dyn Backend>, policy: Box<dyn Policy>, block_size: u32, mode: WriteMode) -> BlockCache {
+        Self::with_placement(backend, policy, block_size, mode, Placement::Access)
+    }
+
+    /// A cache whose blocks enter by `placement`: `Access` (on reads and
+    /// writes) or `Eviction` (when clients report evicting them, through
+    /// buffer-address or eviction hints; see [`BlockCache::client_evicted`]).
+    pub fn with_placement(
+        backend: Box<dyn Backend>,
+        policy: Box<dyn Policy>,
+        block_size: u32,
+        mode: WriteMode,
+        placement: Placement,
+    ) -> BlockCache {
         assert!(block_size > 0, "block size must be positive");
         if let WriteMode::Back { .. } = mode {
             assert!(
@@ -109,12 +125,11 @@ impl BlockCache {
             size,
             mode,
             inner: Mutex::new(Inner {
-                policy,
+                core: StorageCache::new(policy, placement),
                 blocks: FxHashMap::default(),
                 free: Vec::new(),
                 dirty: FxHashSet::default(),
                 vtime: 0,
-                evicted: Vec::new(),
                 stripes: vec![Stripe::default(); STRIPES],
             }),
             stats: CacheStats::default(),
@@ -129,6 +144,13 @@ impl BlockCache {
     }
     pub fn mode(&self) -> WriteMode {
         self.mode
+    }
+    pub fn placement(&self) -> Placement {
+        self.lock().core.placement()
+    }
+    /// The placement core's counters (client evictions, reloads, placements).
+    pub fn placement_stats(&self) -> hearth_placement::Stats {
+        self.lock().core.stats().clone()
     }
     pub fn describe_backend(&self) -> String {
         self.backend.describe()
@@ -190,7 +212,7 @@ impl BlockCache {
         }
         for b in range.clone() {
             let a = Self::access(&mut inner, b, self.block_size, Op::Read);
-            inner.policy.lookup(&a);
+            inner.core.demand(&a);
             let (in_block, _, n) = self.overlap(b, offset, len as u64);
             out.extend_from_slice(&inner.blocks[&b][in_block..in_block + n]);
         }
@@ -207,15 +229,18 @@ impl BlockCache {
             let mut inner = self.lock();
             for b in self.block_range(offset, len) {
                 let a = Self::access(&mut inner, b, self.block_size, Op::Read);
-                if inner.policy.lookup(&a) && inner.blocks.contains_key(&b) {
+                let demand = inner.core.demand(&a);
+                if demand == Demand::Hit && inner.blocks.contains_key(&b) {
                     let (in_block, in_req, n) = self.overlap(b, offset, len);
                     buf[in_req..in_req + n].copy_from_slice(&inner.blocks[&b][in_block..in_block + n]);
                 } else {
+                    // A hit without data is a block placed by a reload still in flight.
                     let s = inner.stripes[b as usize % STRIPES];
                     misses.push(Miss {
                         block: b,
                         writes_begun: s.writes_begun,
                         quiet: s.writes_in_flight == 0,
+                        place: matches!(demand, Demand::Miss { place: true }),
                     });
                 }
             }
@@ -257,25 +282,40 @@ impl BlockCache {
                 continue;
             }
             let at = ((m.block - first_block) * self.block_size) as usize;
-            let n = self.block_len(m.block) as usize;
-            // Read fills are clean; an error writing back a dirty victim is
-            // logged inside insert and does not fail this read.
-            let _ = self.insert(&mut inner, m.block, &fetched[at..at + n], false);
+            let data = &fetched[at..at + self.block_len(m.block) as usize];
+            if inner.core.policy().contains(m.block) {
+                // Placed already (an eviction-based reload in flight): store the data.
+                self.store(&mut inner, m.block, data, false);
+            } else if m.place {
+                // Read fills are clean; an error writing back a dirty victim is
+                // logged inside insert and does not fail this read.
+                let _ = self.insert(&mut inner, m.block, data, false);
+            }
         }
     }
 
     /// Inserts `data` as `block`, evicting (and writing back dirty victims)
     /// as the policy decides. Returns whether the block is now resident.
     fn insert(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) -> io::Result<bool> {
-        if inner.policy.capacity() < self.block_size {
+        if inner.core.policy().capacity() < self.block_size {
             return Ok(false);
         }
         let a = Self::access(inner, block, self.block_size, Op::Write);
-        let mut evicted = std::mem::take(&mut inner.evicted);
-        evicted.clear();
-        inner.policy.insert(&a, &mut evicted);
+        inner.core.place(&a);
+        let result = self.drop_victims(inner);
+        if !inner.core.policy().contains(block) {
+            return result.map(|_| false);
+        }
+        self.store(inner, block, data, dirty);
+        result.map(|_| true)
+    }
+
+    /// Frees the data of the blocks the core just evicted, writing back
+    /// dirty ones.
+    fn drop_victims(&self, inner: &mut Inner) -> io::Result<()> {
         let mut result = Ok(());
-        for &victim in &evicted {
+        for i in 0..inner.core.evicted().len() {
+            let victim = inner.core.evicted()[i];
             let Some(buf) = inner.blocks.remove(&victim) else {
                 continue;
             };
@@ -290,10 +330,11 @@ impl BlockCache {
             }
             inner.free.push(buf);
         }
-        inner.evicted = evicted;
-        if !inner.policy.contains(block) {
-            return result.map(|_| false);
-        }
+        result
+    }
+
+    /// Stores the data of a block the core holds.
+    fn store(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) {
         let bs = self.block_size as usize;
         let mut buf = inner.free.pop().unwrap_or_else(|| vec![0u8; bs].into_boxed_slice());
         buf[..data.len()].copy_from_slice(data);
@@ -302,12 +343,47 @@ impl BlockCache {
         if dirty {
             inner.dirty.insert(block);
         }
-        result.map(|_| true)
+    }
+
+    /// A client evicted `block` from its own cache (learned from a reused
+    /// buffer address or an eviction notice). Under eviction-based placement
+    /// the block may be placed now; returns it if its data must be reloaded
+    /// from the backend (at low priority, with [`BlockCache::reload`]).
+    pub fn client_evicted(&self, block: u64) -> Option<u64> {
+        if block * self.block_size >= self.size {
+            return None;
+        }
+        let mut inner = self.lock();
+        let now = Self::access(&mut inner, block, self.block_size, Op::Read);
+        let action = inner.core.client_evicted(block, &now);
+        // A failed write-back of a dirty victim is logged in drop_victims.
+        let _ = self.drop_victims(&mut inner);
+        match action {
+            EvictionAction::Reload(b) if !inner.blocks.contains_key(&b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Fetches a placed block's data from the backend, unless a write raced
+    /// with the read or the block left the cache meanwhile.
+    pub fn reload(&self, block: u64) -> io::Result<()> {
+        let miss = {
+            let inner = self.lock();
+            if inner.blocks.contains_key(&block) || !inner.core.policy().contains(block) {
+                return Ok(());
+            }
+            let s = inner.stripes[block as usize % STRIPES];
+            Miss { block, writes_begun: s.writes_begun, quiet: s.writes_in_flight == 0, place: false }
+        };
+        let mut data = vec![0u8; self.block_len(block) as usize];
+        self.backend_read(&mut data, block * self.block_size)?;
+        self.fill(std::slice::from_ref(&miss), block, &data);
+        Ok(())
     }
 
     fn remove(&self, inner: &mut Inner, block: u64) {
+        inner.core.remove(block);
         if let Some(buf) = inner.blocks.remove(&block) {
-            inner.policy.remove(block);
             inner.dirty.remove(&block);
             inner.free.push(buf);
         }
@@ -359,15 +435,20 @@ impl BlockCache {
             let whole = in_block == 0 && n as u64 == self.block_len(b);
             if raced || result.is_err() {
                 self.remove(&mut inner, b);
-            } else if inner.blocks.contains_key(&b) {
+            } else {
                 let a = Self::access(&mut inner, b, self.block_size, Op::Write);
-                inner.policy.lookup(&a);
-                inner.blocks.get_mut(&b).expect("resident")[in_block..in_block + n]
-                    .copy_from_slice(&data[in_req..in_req + n]);
-            } else if whole {
-                // Write-allocate whole blocks: the data is at hand and it is
-                // what the next read of this block will want.
-                self.insert(&mut inner, b, &data[in_req..in_req + n], false)?;
+                let demand = inner.core.demand(&a);
+                if let Some(cached) = inner.blocks.get_mut(&b) {
+                    cached[in_block..in_block + n].copy_from_slice(&data[in_req..in_req + n]);
+                } else if whole && (demand == Demand::Miss { place: true } || inner.core.policy().contains(b)) {
+                    // Write-allocate whole blocks (or fill a block placed
+                    // while its reload is pending): the data is at hand.
+                    if inner.core.policy().contains(b) {
+                        self.store(&mut inner, b, &data[in_req..in_req + n], false);
+                    } else {
+                        self.insert(&mut inner, b, &data[in_req..in_req + n], false)?;
+                    }
+                }
             }
         }
         result
@@ -382,9 +463,9 @@ impl BlockCache {
             for b in range.clone() {
                 let (in_block, in_req, n) = self.overlap(b, offset, len);
                 let part = &data[in_req..in_req + n];
+                let a = Self::access(&mut inner, b, self.block_size, Op::Write);
+                inner.core.demand(&a);
                 if inner.blocks.contains_key(&b) {
-                    let a = Self::access(&mut inner, b, self.block_size, Op::Write);
-                    inner.policy.lookup(&a);
                     inner.blocks.get_mut(&b).expect("resident")[in_block..in_block + n].copy_from_slice(part);
                     inner.dirty.insert(b);
                     continue;
@@ -849,5 +930,43 @@ mod tests {
             "the dirty block is reported as data"
         );
         assert_eq!(cache.occupancy().1, 0);
+    }
+
+    #[test]
+    fn eviction_based_placement_waits_for_the_client_then_reloads() {
+        let backend = Arc::new(MemoryBackend::new(64 * u64::from(BS)));
+        let pattern: Vec<u8> = (0..64 * BS as usize).map(|i| (i % 251) as u8).collect();
+        backend.write_at(&pattern, 0).unwrap();
+        let policy = hearth_policy::build("lru", 8 * u64::from(BS)).unwrap();
+        let ev = Placement::Eviction { reload_threshold: 0 };
+        let cache = BlockCache::with_placement(Box::new(backend.clone()), policy, BS, WriteMode::Through, ev);
+        let bs = BS as usize;
+        let mut buf = vec![0u8; bs];
+        cache.read(3 * u64::from(BS), &mut buf).unwrap();
+        assert_eq!(buf, pattern[3 * bs..4 * bs]);
+        // Reads do not place under EV.
+        assert_eq!(cache.occupancy().0, 0);
+        // The client evicts it: placed, and its data must be reloaded once.
+        assert_eq!(cache.client_evicted(3), Some(3));
+        let reads = cache.stats.backend_reads.load(Ordering::Relaxed);
+        cache.reload(3).unwrap();
+        assert_eq!(cache.stats.backend_reads.load(Ordering::Relaxed), reads + 1);
+        assert_eq!(cache.occupancy().0, 1);
+        // Now a client read hits without the backend.
+        let mut out = Vec::new();
+        assert!(cache.read_cached(3 * u64::from(BS), bs, &mut out));
+        assert_eq!(out, pattern[3 * bs..4 * bs]);
+        // A second eviction notice needs no reload; one beyond the export is ignored.
+        assert_eq!(cache.client_evicted(3), None);
+        assert_eq!(cache.client_evicted(1 << 40), None);
+        // A write while placed-but-unloaded must not let a stale reload in.
+        assert_eq!(cache.client_evicted(5), Some(5));
+        cache.write(5 * u64::from(BS), &vec![9u8; bs], false).unwrap();
+        cache.reload(5).unwrap();
+        let mut out = Vec::new();
+        assert!(cache.read_cached(5 * u64::from(BS), bs, &mut out));
+        assert_eq!(out, vec![9u8; bs]);
+        let s = cache.placement_stats();
+        assert_eq!((s.client_evictions, s.reloads), (3, 2));
     }
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use hearth_placement::Placement;
 use serde::Deserialize;
 
 use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
@@ -87,6 +88,10 @@ pub struct ExportConfig {
     pub cache_size: Option<SizeValue>,
     /// Policy spec for `hearth_policy::build`, e.g. `"lru"` or `"mq:m=8"`.
     pub policy: Option<String>,
+    /// When blocks enter the cache: `"ac"` (on access, default) or `"ev"` /
+    /// `"ev:THRESHOLD"` (when a client reports evicting them, through the
+    /// cache-hint extension; see docs/nbd-extension.md).
+    pub placement: Option<String>,
     /// Cache block size (power of two, 512 B to 1 MiB). Default 4 KiB.
     pub block_size: Option<SizeValue>,
     #[serde(default)]
@@ -171,6 +176,7 @@ impl Config {
             let cache = e.cache_bytes().map_err(|m| format!("{}: {m}", at("cache_size")))?;
             let policy = e.policy.clone().unwrap_or_else(|| default_policy().into());
             hearth_policy::build(&policy, cache).map_err(|m| format!("{}: {m}", at("policy")))?;
+            e.placement().map_err(|m| format!("{}: {m}", at("placement")))?;
             match e.write_mode().map_err(|m| format!("{}: {m}", at("dirty_limit")))? {
                 WriteMode::Back { dirty_limit } => {
                     if cache < u64::from(bs) {
@@ -262,12 +268,21 @@ impl ExportConfig {
         let cache = self.cache_bytes().map_err(anyhow::Error::msg)?;
         let policy = hearth_policy::build(self.policy.as_deref().unwrap_or(default_policy()), cache)
             .map_err(anyhow::Error::msg)?;
-        Ok(BlockCache::new(
+        Ok(BlockCache::with_placement(
             backend,
             policy,
             self.block_size().map_err(anyhow::Error::msg)?,
             self.write_mode().map_err(anyhow::Error::msg)?,
+            self.placement().map_err(anyhow::Error::msg)?,
         ))
+    }
+
+    fn placement(&self) -> Result<Placement, String> {
+        match self.placement.as_deref().unwrap_or("ac").parse()? {
+            // DEMOTE needs the client to ship evicted data, which NBD has no command for.
+            Placement::Demote => Err("\"demote\" is simulator-only; the server supports \"ac\" and \"ev\"".into()),
+            p => Ok(p),
+        }
     }
 }
 

@@ -19,4 +19,9 @@ pub struct Export {
     pub info: hearth_nbd::ExportInfo,
     pub cache: cache::BlockCache,
     pub metrics: metrics::ExportMetrics,
+    /// Blocks placed on client eviction whose data a background thread
+    /// reads from the backend: one at a time, so demand reads go first.
+    pub reloads: std::sync::mpsc::SyncSender<u64>,
+    /// Reloads dropped because the queue was full.
+    pub reloads_dropped: std::sync::atomic::AtomicU64,
 }

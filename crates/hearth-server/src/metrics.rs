@@ -33,7 +33,7 @@ fn op_index(c: Command) -> usize {
         Command::WriteZeroes => 4,
         Command::Cache => 5,
         Command::BlockStatus => 6,
-        Command::Disc | Command::Unknown(_) => 7,
+        Command::Disc | Command::HearthHint | Command::Unknown(_) => 7,
     }
 }
 
@@ -141,7 +141,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             e.metrics.bytes_written.load(Ordering::Relaxed)
         );
     }
-    let counters: [Counter; 9] = [
+    let counters: [Counter; 13] = [
         ("hearth_cache_hits_total", "Blocks served from the cache.", |e| {
             e.cache.stats.hits.load(Ordering::Relaxed)
         }),
@@ -178,6 +178,24 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             "hearth_backend_flushes_total",
             "Flush (fdatasync) calls to the backend.",
             |e| e.cache.stats.backend_flushes.load(Ordering::Relaxed),
+        ),
+        (
+            "hearth_client_evictions_total",
+            "Client evictions learned from buffer-address or eviction hints.",
+            |e| e.cache.placement_stats().client_evictions,
+        ),
+        ("hearth_placements_total", "Blocks placed into the cache.", |e| {
+            e.cache.placement_stats().placements
+        }),
+        (
+            "hearth_eviction_reloads_total",
+            "Client-evicted blocks placed and reloaded from the backend (eviction-based placement).",
+            |e| e.cache.placement_stats().reloads,
+        ),
+        (
+            "hearth_eviction_reloads_skipped_total",
+            "Client-evicted blocks not placed: too rarely accessed, or the reload queue was full.",
+            |e| e.cache.placement_stats().reloads_skipped + e.reloads_dropped.load(Ordering::Relaxed),
         ),
     ];
     for (name, help, get) in counters {

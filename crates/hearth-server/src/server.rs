@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use hearth_nbd::handshake::{greeting, Negotiation, OptionHeader, Outcome};
 use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
+use hearth_nbd::hints::Hint;
 use hearth_nbd::{cmd_flags, tflags, Command, Errno, ExportInfo, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, UnixListener};
@@ -34,6 +35,80 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_EXTENTS: usize = 256;
 /// Longest read reply header (a structured OFFSET_DATA chunk header).
 const READ_HEADER_MAX: usize = 28;
+/// Eviction-based reloads waiting for the backend, per export; more are dropped.
+const RELOAD_QUEUE: usize = 4096;
+
+/// The background thread that reads client-evicted blocks placed by the
+/// cache. One thread per export keeps reloads from crowding out demand reads
+/// on the blocking pool; it ends when the export is dropped.
+fn spawn_reloader(export: std::sync::Weak<Export>, queue: std::sync::mpsc::Receiver<u64>) -> anyhow::Result<()> {
+    std::thread::Builder::new().name("hearth-reload".into()).spawn(move || {
+        for block in queue {
+            let Some(export) = export.upgrade() else { return };
+            if let Err(e) = export.cache.reload(block) {
+                warn!(export = %export.info.name, block, error = %e, "eviction reload failed");
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// What one connection told us about its client's cache (hint extension).
+struct ClientView {
+    /// Which block each client buffer holds: reused buffers reveal evictions.
+    cct: hearth_placement::Cct,
+    /// Buffer address for the next READ or WRITE.
+    next_buffer: Option<u64>,
+}
+
+impl ClientView {
+    /// The client evicted `block`: let the cache place it and queue its reload.
+    fn evicted(export: &Export, block: u64) {
+        if let Some(b) = export.cache.client_evicted(block) {
+            if export.reloads.try_send(b).is_err() {
+                export.reloads_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Applies a hint payload; an error is the request's EINVAL message.
+    fn apply(&mut self, export: &Export, payload: &[u8]) -> Result<(), String> {
+        let bs = export.cache.block_size();
+        for hint in hearth_nbd::hints::decode(payload)? {
+            match hint {
+                Hint::Buffer { addr } => self.next_buffer = Some(addr),
+                Hint::Evicted { offset, length } => {
+                    let end = offset.checked_add(length).filter(|&e| e <= export.info.size && length > 0);
+                    let Some(end) = end else {
+                        return Err(format!("eviction hint {offset}+{length} is outside the export"));
+                    };
+                    for block in offset / bs..end.div_ceil(bs) {
+                        Self::evicted(export, block);
+                    }
+                }
+                // Contexts are accepted for context-aware prefetching; the
+                // cache does not use them yet.
+                Hint::Context { .. } | Hint::ContextBegin { .. } | Hint::ContextEnd { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A READ or WRITE is about to use the hinted buffer (if any).
+    fn data_request(&mut self, export: &Export, req: &Request) -> Result<(), String> {
+        let Some(addr) = self.next_buffer.take() else { return Ok(()) };
+        let bs = export.cache.block_size();
+        let first = req.offset / bs;
+        let last = (req.offset + u64::from(req.length).max(1) - 1) / bs;
+        for (i, block) in (first..=last).enumerate() {
+            let slot_addr = addr.checked_add(i as u64 * bs).ok_or("buffer address overflows")?;
+            if let hearth_placement::Observed::Replaced(old) = self.cct.record(slot_addr, block)? {
+                Self::evicted(export, old);
+            }
+        }
+        Ok(())
+    }
+}
 
 pub struct Server {
     exports: Arc<Vec<Arc<Export>>>,
@@ -74,11 +149,16 @@ impl Server {
                 max_block: MAX_REQUEST,
             };
             info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = ?cache.mode(), "export ready");
-            exports.push(Arc::new(Export {
+            let (reloads, queue) = std::sync::mpsc::sync_channel(RELOAD_QUEUE);
+            let export = Arc::new(Export {
                 info,
                 cache,
                 metrics: Default::default(),
-            }));
+                reloads,
+                reloads_dropped: Default::default(),
+            });
+            spawn_reloader(Arc::downgrade(&export), queue)?;
+            exports.push(export);
         }
         let mut tcp = Vec::new();
         for addr in &config.server.listen {
@@ -355,6 +435,7 @@ async fn transmission<R: AsyncRead + Unpin>(
 ) -> io::Result<&'static str> {
     let size = export.info.size;
     let mut header = [0u8; Request::LEN];
+    let mut client = ClientView { cct: hearth_placement::Cct::new(export.cache.block_size()), next_buffer: None };
     loop {
         match rd.read_exact(&mut header).await {
             Ok(_) => {}
@@ -367,9 +448,7 @@ async fn transmission<R: AsyncRead + Unpin>(
             return Ok("NBD_CMD_DISC");
         }
         if let Err(errno) = req.validate(session, size, MAX_REQUEST) {
-            if req.command == Command::Write {
-                skip(rd, u64::from(req.length)).await?;
-            }
+            skip(rd, u64::from(req.payload_len())).await?;
             debug!(command = req.command.name(), offset = req.offset, length = req.length, %errno, "request refused");
             let msg = format!(
                 "{} of {} bytes at offset {} refused: {errno}",
@@ -380,6 +459,11 @@ async fn transmission<R: AsyncRead + Unpin>(
             send_status(tx, session, req.cookie, Err((errno, &msg)));
             export.metrics.record(req.command, false, started.elapsed());
             continue;
+        }
+        if matches!(req.command, Command::Read | Command::Write) {
+            if let Err(why) = client.data_request(export, &req) {
+                warn!(export = %export.info.name, error = %why, "buffer hint ignored");
+            }
         }
         let len = req.length as usize;
         // Only payload-carrying requests count against the memory budget
@@ -500,6 +584,16 @@ async fn transmission<R: AsyncRead + Unpin>(
                     });
                     export.metrics.record(req.command, ok, started.elapsed());
                 });
+            }
+            Command::HearthHint => {
+                let mut payload = vec![0u8; len];
+                rd.read_exact(&mut payload).await?;
+                let r = client.apply(export, &payload);
+                if let Err(why) = &r {
+                    debug!(export = %export.info.name, error = %why, "hint refused");
+                }
+                send_status(tx, session, req.cookie, r.as_ref().map(|_| ()).map_err(|why| (Errno::Inval, why.as_str())));
+                export.metrics.record(req.command, r.is_ok(), started.elapsed());
             }
             Command::Disc | Command::Unknown(_) => unreachable!("handled above"),
         }

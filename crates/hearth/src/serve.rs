@@ -22,7 +22,7 @@ enum BackendArg {
     Memory,
 }
 
-const EXPORT_FLAGS: [&str; 13] = [
+const EXPORT_FLAGS: [&str; 14] = [
     "backend",
     "path",
     "size",
@@ -30,6 +30,7 @@ const EXPORT_FLAGS: [&str; 13] = [
     "read_only",
     "cache_size",
     "policy",
+    "placement",
     "block_size",
     "write_back",
     "dirty_limit",
@@ -82,6 +83,10 @@ pub struct ServeArgs {
     /// Replacement policy spec (see `hearth policies`). Default mq, or lru where mq is absent.
     #[arg(long)]
     policy: Option<String>,
+    /// When blocks enter the cache: ac (on access) or ev[:THRESHOLD] (when a client reports evicting
+    /// them through the cache-hint extension, docs/nbd-extension.md). Default ac.
+    #[arg(long)]
+    placement: Option<String>,
     /// Cache block size, a power of two from 512B to 1MiB. Default 4KiB.
     #[arg(long)]
     block_size: Option<String>,
@@ -119,6 +124,7 @@ impl ServeArgs {
                     read_only: self.read_only,
                     cache_size: text(&self.cache_size),
                     policy: self.policy.clone(),
+                    placement: self.placement.clone(),
                     block_size: text(&self.block_size),
                     write_mode: if self.write_back {
                         WriteModeConfig::Back
