@@ -94,7 +94,7 @@ pub struct SimArgs {
     /// Also count rules of context-aware vs context-oblivious mining on the trace.
     #[arg(long)]
     rules: bool,
-    /// Write a bar chart of miss/promote/hit rates per scheme to PATH.svg/.png.
+    /// Write a bar chart of miss and promote rates per scheme to PATH.svg/.png.
     #[arg(long, value_name = "PATH")]
     plot: Option<PathBuf>,
     #[arg(long)]
@@ -234,10 +234,10 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.plot {
         let labels: Vec<String> = outcomes.iter().map(|o| o.scheme.clone()).collect();
         let series = |f: &dyn Fn(&Outcome) -> f64| outcomes.iter().enumerate().map(|(i, o)| (i as f64, 100.0 * f(o))).collect();
-        let chart = hearth_plot::Chart::bars(&format!("Prefetching: {name}"), "scheme", "% of accesses", labels)
+        let title = format!("{name}, cache {}", format_bytes(cache_bytes));
+        let chart = hearth_plot::Chart::bars(&title, "scheme", "% of accesses (the rest hit)", labels)
             .series("miss", series(&|o| o.stats.miss_rate()))
-            .series("promote", series(&|o| o.stats.promote_rate()))
-            .series("hit", series(&|o| o.stats.hit_rate()));
+            .series("promote", series(&|o| o.stats.promote_rate()));
         let files = hearth_plot::render(&chart, path).map_err(anyhow::Error::msg)?;
         for f in files {
             eprintln!("wrote {}", f.display());
