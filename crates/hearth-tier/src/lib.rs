@@ -7,12 +7,14 @@
 
 pub mod devices;
 pub mod events;
+pub mod experiment;
 pub mod extent;
 pub mod graph;
 pub mod plan;
 pub mod sim;
 pub mod synth;
 
+pub use experiment::{Experiment, Scheme};
 pub use extent::{extents, footprint_blocks, Extent};
 pub use graph::{partition, AccessGraph, Partitioner};
 pub use sim::{simulate, CdpConfig, FastUse, TierConfig, TierStats};

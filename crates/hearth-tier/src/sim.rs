@@ -41,7 +41,8 @@ pub struct CdpConfig {
     /// 1 = the successors of the request just served (CDP); k > 1 also
     /// follows successors of successors up to k hops (CCDP-k).
     pub depth: u32,
-    /// At most this many prefetch reads per demand request.
+    /// At most this many prefetch reads per demand request, and no new one
+    /// while this many wait in the slow device's queue.
     pub max_per_demand: u32,
     /// CDP-slack: prefetch only after a demand request that the slow device
     /// did not serve, so prefetches use the slow device's idle time.
@@ -502,7 +503,11 @@ impl Tier<'_> {
                 continue;
             }
             for succ in graph.successors(node) {
-                if issued == cdp.max_per_demand {
+                // A backlog of prefetches could not start before the next
+                // demand requests: a new one would only arrive late.
+                if issued == cdp.max_per_demand
+                    || self.slow.background_waiting() >= cdp.max_per_demand as usize
+                {
                     break;
                 }
                 if self.candidates.iter().any(|&(seen, _)| seen == succ.start) {

@@ -37,7 +37,7 @@ impl Default for ChainsConfig {
             noise: 0.3,
             disk_blocks: 1 << 26,
             block_size: 4096,
-            interarrival_ns: 5_000_000,
+            interarrival_ns: 8_000_000,
             seed: 42,
         }
     }
