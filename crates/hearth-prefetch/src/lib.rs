@@ -176,3 +176,23 @@ pub fn io_block(e: &CtxEvent) -> Option<Key> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_build_and_bad_specs_say_what_is_wrong() {
+        for (name, _, _) in SCHEMES {
+            assert!(build(name, 4096, &[]).is_ok(), "{name}");
+        }
+        assert_eq!(build("quickmine:g=3,context=false", 4096, &[]).unwrap().name(), "QuickMine(no context)");
+        let err = |spec: &str| build(spec, 4096, &[]).err().unwrap();
+        assert!(err("nope").contains("unknown prefetcher \"nope\""));
+        assert!(err("seq:depth=3").contains("has no parameter \"depth\""));
+        assert!(err("run:depth=x").contains("bad value \"x\" for \"depth\""));
+        assert!(err("borg:weight=size").contains("freq or time"));
+        assert!(err("quickmine:g=0").contains("at least 1"));
+        assert!(err("seq:max").contains("not key=value"));
+    }
+}

@@ -49,7 +49,7 @@ pub fn analyze(events: &[CtxEvent]) -> CtxMetrics {
                 let index = m.ios;
                 m.ios += 1;
                 open_sum += open.len() as u64;
-                if prev_block.map_or(true, |p| p.wrapping_add(1) != block) {
+                if prev_block.is_none_or(|p| p.wrapping_add(1) != block) {
                     runs += 1;
                 }
                 prev_block = Some(block);
@@ -58,7 +58,7 @@ pub fn analyze(events: &[CtxEvent]) -> CtxMetrics {
                     interference += index - last - 1;
                     with_predecessor += 1;
                 }
-                if c.1.map_or(true, |p| p.wrapping_add(1) != block) {
+                if c.1.is_none_or(|p| p.wrapping_add(1) != block) {
                     ctx_runs += 1;
                 }
                 *c = (Some(index), Some(block), c.2 + 1);

@@ -255,7 +255,7 @@ impl QuickMine {
             Level::Off => {
                 let b = self.benefit.get_mut(&class).expect("Off implies tracked");
                 b.contexts = b.contexts.wrapping_add(1);
-                if b.contexts % PROBE_EVERY == 0 {
+                if b.contexts.is_multiple_of(PROBE_EVERY) {
                     self.cfg.degree.div_ceil(2)
                 } else {
                     0
