@@ -242,8 +242,9 @@ fn write_table(out: &mut impl Write, args: &WarmupSimArgs, exp: &Experiment, per
 /// first restart, every evaluated period back to back.
 fn charts(exp: &Experiment, outcomes: &[Outcome]) -> Vec<(String, hearth_plot::Chart)> {
     let per_period = exp.period_ns.div_ceil(exp.interval_ns) as usize;
-    // About 120 points per period.
-    let factor = per_period.div_ceil(120).max(1);
+    // At most 24 points per period (hourly bins for a day): finer bins
+    // show every short burst and hide the warmup trend.
+    let factor = per_period.div_ceil(24).max(1);
     let hours = |i: usize| (i * factor) as f64 * exp.interval_ns as f64 / 3.6e12;
     let mut charts = Vec::new();
     for &cache in &exp.cache_sizes {
