@@ -259,4 +259,39 @@ mod tests {
         let c = compare_mining(&events, 5, &cminer::Config { segment: 64, max_gap: 4, min_support: 2, min_confidence: 0.3 }).unwrap();
         assert!(c.aware_rules > 0 && c.oblivious_rules > c.aware_rules, "{c:?}");
     }
+
+    fn footprint_bytes(events: &[CtxEvent]) -> u64 {
+        let mut blocks: hearth_core::KeyMap<()> = hearth_core::KeyMap::default();
+        for e in events {
+            if let CtxEvent::Io { block, .. } = e {
+                blocks.insert(*block, ());
+            }
+        }
+        blocks.len() as u64 * 4096
+    }
+
+    /// The claim in small: at 100 clients, context-aware mining cuts
+    /// misses where the context-oblivious schemes cannot.
+    #[test]
+    fn quickmine_beats_context_oblivious_schemes_on_tpcw_at_100_clients() {
+        let events = generate(&WorkloadConfig { kind: Kind::TpcW, clients: 100, transactions: 3000, seed: 1 }).unwrap();
+        let s = setup(footprint_bytes(&events) / 4);
+        let none = simulate(&events, "none", &s).unwrap().stats.miss_rate();
+        let cut = |spec: &str| (none - simulate(&events, spec, &s).unwrap().stats.miss_rate()) / none;
+        let quickmine = cut("quickmine");
+        assert!(quickmine > 0.2, "QuickMine cut {quickmine}");
+        for spec in ["seq", "run", "cminer", "borg"] {
+            let c = cut(spec);
+            assert!(c < quickmine / 3.0, "{spec} cut {c} vs QuickMine {quickmine}");
+        }
+    }
+
+    #[test]
+    fn quickmine_does_no_harm_on_dbt2() {
+        let events = generate(&WorkloadConfig { kind: Kind::Dbt2, clients: 100, transactions: 1500, seed: 1 }).unwrap();
+        let s = setup(footprint_bytes(&events) / 10);
+        let none = simulate(&events, "none", &s).unwrap().stats.miss_rate();
+        let quickmine = simulate(&events, "quickmine", &s).unwrap().stats.miss_rate();
+        assert!(quickmine <= none * 1.01, "QuickMine {quickmine} vs none {none}");
+    }
 }
