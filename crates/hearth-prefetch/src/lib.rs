@@ -107,7 +107,7 @@ pub const SCHEMES: &[(&str, &[&str], &str)] = &[
     ("run", &["trigger", "depth", "jump"], "run-based: prefetch depth blocks (16) once a run spans trigger bytes (32KiB); jumps of up to jump blocks (4)"),
     ("cminer", &["segment", "gap", "support", "confidence", "degree"], "C-Miner*: closed frequent sequences mined offline from the warm-up part"),
     ("borg", &["weight", "depth", "window"], "BORG-style correlation graph: weight=freq|time, chain depth (3), window of predecessors (2)"),
-    ("quickmine", &["g", "prefixes", "suffixes", "grace", "degree", "throttle", "context"], "QuickMine: per-context rules a&b->c, lookahead g (5), throttling on"),
+    ("quickmine", &["g", "prefixes", "suffixes", "grace", "degree", "throttle", "context", "promote"], "QuickMine: per-context rules a&b->c, lookahead g (5), rule cache of prefixes (16384) x suffixes (8), grace (4), degree (5), throttle (true), context (true), lookups on promotes too (true)"),
 ];
 
 /// Builds a prefetcher from a spec like `"seq"` or `"quickmine:g=5"`.
@@ -162,6 +162,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
                 degree: p.get("degree", 5)?,
                 throttle: p.get("throttle", true)?,
                 context_aware: p.get("context", true)?,
+                on_promote: p.get("promote", true)?,
             };
             Box::new(quickmine::QuickMine::new(cfg)?)
         }

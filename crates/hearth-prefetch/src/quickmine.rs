@@ -17,7 +17,7 @@
 //! has outlived a grace period of `grace` updates of its prefix, so fresh
 //! suffixes get a chance to gather support before LFU judges them.
 //!
-//! On a miss (or promote) of `b` in a context whose previous block is `a`,
+//! On a miss (and, unless `on_promote` is off, a promote) of `b` in a context whose previous block is `a`,
 //! the most supported suffixes of `a&b` not in cache are prefetched, up to
 //! `degree`. Throttling tracks, per class, how many of its prefetches are
 //! used: below [`FULL_ACCURACY`] the degree is halved, below
@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 use hearth_core::{Key, KeyMap, List, Slab};
 use rustc_hash::FxHashMap;
 
-use crate::{is_trigger, Demand, Prefetcher};
+use crate::{is_trigger, Class, Demand, Prefetcher};
 
 /// Outcomes per throttling decision.
 pub const WINDOW: u32 = 64;
@@ -54,6 +54,10 @@ pub struct Config {
     /// Off: one sequence for the whole interleaved stream (the
     /// context-oblivious variant, for comparison).
     pub context_aware: bool,
+    /// Also look rules up on promotes, not only on misses (a promote is a
+    /// miss an earlier prefetch avoided; looking up keeps the context's
+    /// prefetching ahead of it).
+    pub on_promote: bool,
 }
 
 /// A prefix: the context class and two consecutive blocks.
@@ -303,12 +307,19 @@ impl QuickMine {
 
 impl Prefetcher for QuickMine {
     fn name(&self) -> String {
-        match (self.cfg.context_aware, self.cfg.throttle) {
-            (true, true) => "QuickMine",
-            (true, false) => "QuickMine(no throttle)",
-            (false, _) => "QuickMine(no context)",
+        let variants: Vec<&str> = [
+            (!self.cfg.context_aware, "no context"),
+            (!self.cfg.throttle, "no throttle"),
+            (!self.cfg.on_promote, "miss only"),
+        ]
+        .into_iter()
+        .filter_map(|(on, what)| on.then_some(what))
+        .collect();
+        if variants.is_empty() {
+            "QuickMine".into()
+        } else {
+            format!("QuickMine({})", variants.join(", "))
         }
-        .into()
     }
 
     fn begin(&mut self, ctx: u32, class: u32) {
@@ -347,7 +358,8 @@ impl Prefetcher for QuickMine {
         }
         let (class, degree) = (c.class, c.degree);
         let Some(a) = prev else { return };
-        if !is_trigger(d.class) || degree == 0 {
+        let trigger = if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
+        if !trigger || degree == 0 {
             return;
         }
         self.scratch.clear();
@@ -395,12 +407,11 @@ impl Prefetcher for QuickMine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Class;
     use hearth_core::Op;
     use proptest::prelude::*;
 
     fn config(g: usize) -> Config {
-        Config { lookahead: g, max_prefixes: 1000, max_suffixes: 8, grace: 0, degree: 5, throttle: true, context_aware: true }
+        Config { lookahead: g, max_prefixes: 1000, max_suffixes: 8, grace: 0, degree: 5, throttle: true, context_aware: true, on_promote: true }
     }
 
     fn demand(ctx: u32, block: Key) -> Demand {
@@ -565,7 +576,7 @@ mod tests {
             g in 1usize..6,
             events in proptest::collection::vec((0u32..6, 0u64..30, 0u8..10), 0..400),
         ) {
-            let cfg = Config { lookahead: g, max_prefixes, max_suffixes, grace, degree: 3, throttle: true, context_aware: true };
+            let cfg = Config { lookahead: g, max_prefixes, max_suffixes, grace, degree: 3, throttle: true, context_aware: true, on_promote: true };
             let mut q = QuickMine::new(cfg).unwrap();
             let mut out = Vec::new();
             for (ctx, block, action) in events {

@@ -159,6 +159,7 @@ pub fn compare_mining(events: &[CtxEvent], g: usize, cminer_cfg: &cminer::Config
             degree: 0,
             throttle: false,
             context_aware,
+            on_promote: false,
         };
         let mut q = QuickMine::new(cfg)?;
         let mut out = Vec::new();
