@@ -9,6 +9,8 @@
 
 use hearth_core::{key_map, Access, Key, KeyMap, Policy};
 use hearth_placement::{Cct, EvictionAction, Observed, Placement, Stats, StorageCache};
+use hearth_trace::buffered::BufferedAccess;
+use hearth_trace::TraceError;
 use serde::Serialize;
 
 use crate::device::{ClassStats, Device, DeviceQueue};
@@ -107,97 +109,208 @@ fn add_log2(hist: &mut Vec<u64>, v: u64) {
     hist[b] += 1;
 }
 
-/// Runs the trace through client caches and the storage cache.
-pub fn run_hierarchy(accesses: &[Access], cfg: &HierarchyConfig) -> Result<HierarchyResult, String> {
-    let storage_policy = hearth_policy::build(&cfg.storage_policy, cfg.storage_bytes)?;
-    hearth_policy::build(&cfg.client_policy, cfg.client_bytes)?;
-    let mut storage = StorageCache::new(storage_policy, cfg.placement);
-    let mut clients: KeyMap<(ClientCache, Cct)> = key_map(16);
-    let (mut client_hits, mut storage_requests, mut bytes, mut hit_bytes) = (0u64, 0u64, 0u64, 0u64);
-    // Idle distances, measured in storage-level requests.
-    let mut last_access = key_map::<u64>(accesses.len() / 8);
-    let mut evicted_at = key_map::<u64>(1024);
-    let (mut reuse_distance, mut eviction_distance) = (Vec::new(), Vec::new());
-    let mut device = cfg.timing.map(|t| DeviceQueue::new(t.device));
+/// The client side: one buffer cache per client, handing out buffer slots.
+pub struct ClientCaches {
+    policy: String,
+    bytes: u64,
+    per_client: bool,
+    caches: KeyMap<ClientCache>,
+    hits: u64,
+}
 
-    for a in accesses {
-        let client_id = if cfg.per_client { u64::from(a.ctx) } else { 0 };
-        let (client, cct) = match clients.get_mut(&client_id) {
-            Some(c) => c,
+/// A client miss on its way to the storage server.
+pub struct ClientMiss<'a> {
+    pub client: u64,
+    /// The buffer slot the block is read into.
+    pub slot: u64,
+    /// Blocks the client evicted to make room.
+    pub evicted: &'a [Key],
+}
+
+impl ClientCaches {
+    pub fn new(policy: &str, bytes: u64, per_client: bool) -> Result<Self, String> {
+        hearth_policy::build(policy, bytes)?;
+        Ok(ClientCaches { policy: policy.into(), bytes, per_client, caches: key_map(16), hits: 0 })
+    }
+
+    /// Runs one client request; a miss goes on to storage.
+    pub fn access(&mut self, a: &Access) -> Option<ClientMiss<'_>> {
+        let client = if self.per_client { u64::from(a.ctx) } else { 0 };
+        let (policy, bytes) = (&self.policy, self.bytes);
+        let cache = self
+            .caches
+            .entry(client)
+            .or_insert_with(|| ClientCache::new(hearth_policy::build(policy, bytes).expect("validated in new")));
+        match cache.access(a) {
             None => {
-                let policy = hearth_policy::build(&cfg.client_policy, cfg.client_bytes)?;
-                clients.entry(client_id).or_insert((ClientCache::new(policy), Cct::new(cfg.slot_bytes)))
+                self.hits += 1;
+                None
             }
-        };
-        let Some(slot) = client.access(a) else {
-            client_hits += 1;
-            continue;
-        };
-        let now = storage_requests;
-        storage_requests += 1;
-        let t_ns = cfg.timing.map_or(0, |t| now * t.interarrival_ns);
-        // The storage server's view: a request for `a.key` into buffer `slot`.
-        match cfg.placement {
-            Placement::Demote => {
-                // The client ships its victims; no table needed.
-                for &v in &client.evicted {
-                    storage.client_evicted(v, a);
-                    evicted_at.insert(v, now);
-                }
-            }
-            _ => {
-                if let Observed::Replaced(old) = cct.record(slot * cfg.slot_bytes, a.key)? {
-                    evicted_at.insert(old, now);
-                    if let EvictionAction::Reload(_) = storage.client_evicted(old, a) {
-                        // The block is placed now; its data arrives when the
-                        // low-priority read completes.
-                        if let Some(d) = device.as_mut() {
-                            d.background(t_ns, u64::from(a.size));
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(prev) = last_access.insert(a.key, now) {
-            add_log2(&mut reuse_distance, now - prev);
-        }
-        if let Some(ev) = evicted_at.remove(&a.key) {
-            add_log2(&mut eviction_distance, now - ev);
-        }
-        bytes += u64::from(a.size);
-        if storage.access(a) {
-            hit_bytes += u64::from(a.size);
-        } else if let Some(d) = device.as_mut() {
-            d.demand(t_ns, u64::from(a.size));
+            Some(slot) => Some(ClientMiss { client, slot, evicted: &cache.evicted }),
         }
     }
-    let device = device.map(|mut d| {
-        d.drain();
-        DeviceReport {
-            demand: d.demand.clone(),
-            reloads: d.background_stats.clone(),
-            max_demand_delay_by_reloads_ns: d.max_demand_delay_by_background_ns,
+
+    pub fn hits(&self) -> u64 {
+        self.hits
+    }
+}
+
+/// The storage server's side: a client content tracking table per client,
+/// the placement core, idle-distance histograms and the device model.
+struct StorageSide {
+    cfg: HierarchyConfig,
+    storage: StorageCache,
+    ccts: KeyMap<Cct>,
+    requests: u64,
+    bytes: u64,
+    hit_bytes: u64,
+    last_access: KeyMap<u64>,
+    evicted_at: KeyMap<u64>,
+    reuse_distance: Vec<u64>,
+    eviction_distance: Vec<u64>,
+    device: Option<DeviceQueue>,
+}
+
+impl StorageSide {
+    fn new(cfg: &HierarchyConfig) -> Result<Self, String> {
+        let policy = hearth_policy::build(&cfg.storage_policy, cfg.storage_bytes)?;
+        Ok(StorageSide {
+            cfg: cfg.clone(),
+            storage: StorageCache::new(policy, cfg.placement),
+            ccts: key_map(16),
+            requests: 0,
+            bytes: 0,
+            hit_bytes: 0,
+            last_access: key_map(1 << 16),
+            evicted_at: key_map(1024),
+            reuse_distance: Vec::new(),
+            eviction_distance: Vec::new(),
+            device: cfg.timing.map(|t| DeviceQueue::new(t.device)),
+        })
+    }
+
+    /// A request reaching the storage server from `client`, with the client
+    /// buffer it uses (if known) and, under DEMOTE, the blocks the client
+    /// ships with it.
+    fn request(&mut self, a: &Access, client: u64, buffer: Option<u64>, demoted: &[Key]) -> Result<(), String> {
+        let now = self.requests;
+        self.requests += 1;
+        // The storage server's clock counts its own requests (MQ's lifetimes
+        // are in these units), not the client's.
+        let a = &Access { vtime: now, ..*a };
+        let t_ns = self.cfg.timing.map_or(0, |t| now * t.interarrival_ns);
+        let mut evictions: Vec<Key> = demoted.to_vec();
+        if self.cfg.placement != Placement::Demote {
+            if let Some(addr) = buffer {
+                let slot_bytes = self.cfg.slot_bytes;
+                let cct = self.ccts.entry(client).or_insert_with(|| Cct::new(slot_bytes));
+                if let Observed::Replaced(old) = cct.record(addr, a.key)? {
+                    evictions.push(old);
+                }
+            }
         }
-    });
-    let stats = storage.stats().clone();
-    let result = SimResult {
-        policy: storage.policy().name(),
-        cache_bytes: cfg.storage_bytes,
-        requests: storage_requests,
-        hits: stats.read_hits,
-        bytes,
-        hit_bytes,
-    };
-    Ok(HierarchyResult {
-        placement: cfg.placement.to_string(),
-        client_requests: accesses.len() as u64,
-        client_hits,
-        storage: stats,
-        result,
-        reuse_distance,
-        eviction_distance,
-        device,
-    })
+        for old in evictions {
+            self.evicted_at.insert(old, now);
+            if let EvictionAction::Reload(_) = self.storage.client_evicted(old, a) {
+                // The block is placed now; its data arrives when the
+                // low-priority read completes.
+                if let Some(d) = self.device.as_mut() {
+                    d.background(t_ns, u64::from(a.size));
+                }
+            }
+        }
+        if let Some(prev) = self.last_access.insert(a.key, now) {
+            add_log2(&mut self.reuse_distance, now - prev);
+        }
+        if let Some(ev) = self.evicted_at.remove(&a.key) {
+            add_log2(&mut self.eviction_distance, now - ev);
+        }
+        self.bytes += u64::from(a.size);
+        if self.storage.access(a) {
+            self.hit_bytes += u64::from(a.size);
+        } else if let Some(d) = self.device.as_mut() {
+            d.demand(t_ns, u64::from(a.size));
+        }
+        Ok(())
+    }
+
+    fn finish(self, client_requests: u64, client_hits: u64) -> HierarchyResult {
+        let stats = self.storage.stats().clone();
+        let result = SimResult {
+            policy: self.storage.policy().name(),
+            cache_bytes: self.cfg.storage_bytes,
+            requests: self.requests,
+            hits: stats.read_hits,
+            bytes: self.bytes,
+            hit_bytes: self.hit_bytes,
+        };
+        let device = self.device.map(|mut d| {
+            d.drain();
+            DeviceReport {
+                demand: d.demand.clone(),
+                reloads: d.background_stats.clone(),
+                max_demand_delay_by_reloads_ns: d.max_demand_delay_by_background_ns,
+            }
+        });
+        HierarchyResult {
+            placement: self.cfg.placement.to_string(),
+            client_requests,
+            client_hits,
+            storage: stats,
+            result,
+            reuse_distance: self.reuse_distance,
+            eviction_distance: self.eviction_distance,
+            device,
+        }
+    }
+}
+
+/// Runs the trace through client caches and the storage cache.
+pub fn run_hierarchy(accesses: &[Access], cfg: &HierarchyConfig) -> Result<HierarchyResult, String> {
+    let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client)?;
+    let mut storage = StorageSide::new(cfg)?;
+    for a in accesses {
+        let Some(miss) = clients.access(a) else { continue };
+        // The storage server's view: a request for `a.key` into buffer `slot`.
+        let demoted = if cfg.placement == Placement::Demote { miss.evicted } else { &[] };
+        storage.request(a, miss.client, Some(miss.slot * cfg.slot_bytes), demoted)?;
+    }
+    Ok(storage.finish(accesses.len() as u64, clients.hits()))
+}
+
+/// Runs a storage-level trace that already carries client buffer addresses
+/// (see `hearth_trace::buffered`) through the storage cache; the client
+/// caches are the trace's. `cfg`'s client fields are unused.
+pub fn run_storage_trace(
+    trace: impl IntoIterator<Item = Result<BufferedAccess, TraceError>>,
+    cfg: &HierarchyConfig,
+) -> Result<HierarchyResult, String> {
+    if cfg.placement == Placement::Demote {
+        return Err("DEMOTE needs the client's evicted blocks, which a storage-level trace does not record".into());
+    }
+    let mut storage = StorageSide::new(cfg)?;
+    let size = u32::try_from(cfg.slot_bytes).map_err(|_| "block size too large")?;
+    for (vtime, r) in trace.into_iter().enumerate() {
+        let r = r.map_err(|e| e.to_string())?;
+        let a = Access { key: r.block, size, vtime: vtime as u64, next_access: hearth_core::NEVER, op: r.op, ctx: r.client };
+        storage.request(&a, u64::from(r.client), r.buffer, &[])?;
+    }
+    let n = storage.requests;
+    Ok(storage.finish(n, 0))
+}
+
+/// What the storage server sees below the client caches, with buffer
+/// addresses: the input of [`run_storage_trace`].
+pub fn storage_trace(accesses: &[Access], cfg: &HierarchyConfig) -> Result<Vec<BufferedAccess>, String> {
+    let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client)?;
+    Ok(accesses
+        .iter()
+        .filter_map(|a| {
+            let miss = clients.access(a)?;
+            let client = u32::try_from(miss.client).expect("client ids come from u32 contexts");
+            Some(BufferedAccess { client, op: a.op, block: a.key, buffer: Some(miss.slot * cfg.slot_bytes) })
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -295,6 +408,25 @@ mod tests {
                     Placement::Demote => assert_eq!(s.demotes, s.client_evictions, "{what}"),
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_recorded_storage_trace_replays_to_the_same_result() {
+        // Blocks of the slot size, as a storage-level trace records them.
+        let trace: Vec<Access> = acc(&[1, 2, 3, 1, 4, 2, 5, 1, 3, 2, 6, 1, 4, 3, 2, 1, 7, 1, 2, 3])
+            .into_iter()
+            .map(|a| Access { size: 4096, ..a })
+            .collect();
+        for placement in [Placement::Access, Placement::Eviction { reload_threshold: 0 }, Placement::Eviction { reload_threshold: 2 }] {
+            let c = cfg(placement, 3 * 4096, 3 * 4096);
+            let live = run_hierarchy(&trace, &c).unwrap();
+            let recorded = storage_trace(&trace, &c).unwrap();
+            assert_eq!(recorded.len() as u64, live.result.requests);
+            let replayed = run_storage_trace(recorded.into_iter().map(Ok), &c).unwrap();
+            assert_eq!(replayed.storage, live.storage, "{placement}");
+            assert_eq!(replayed.eviction_distance, live.eviction_distance, "{placement}");
+            assert!(live.storage.read_hits > 0, "{placement}: the case should exercise hits");
         }
     }
 }

@@ -26,6 +26,7 @@ mod error;
 mod input;
 mod readers;
 mod split;
+pub mod buffered;
 pub mod oltp;
 pub mod synth;
 pub mod workload;

@@ -10,6 +10,7 @@ use hearth_placement::Placement;
 use hearth_sim::device::Device;
 use hearth_sim::hierarchy::{HierarchyConfig, HierarchyResult, Timing};
 use hearth_sim::{parse_sizes, CacheSize, Job, SimResult, Trace};
+use hearth_trace::buffered::BufferedAccess;
 
 use crate::progress;
 use crate::trace_args::TraceArgs;
@@ -55,8 +56,9 @@ struct HierarchyArgs {
     /// the storage cache; the storage cache then sees only client misses.
     #[arg(long, value_name = "SIZE[:POLICY]")]
     client_cache: Option<String>,
-    /// Storage-cache placements to compare (with --client-cache): ac, ev, ev:RELOAD_THRESHOLD, demote.
-    #[arg(long, value_delimiter = ',', default_value = "ac,ev", requires = "client_cache")]
+    /// Storage-cache placements to compare (with --client-cache, or on a storage-level trace with buffer
+    /// addresses): ac, ev, ev:RELOAD_THRESHOLD, demote.
+    #[arg(long, value_delimiter = ',', default_value = "ac,ev")]
     placement: Vec<Placement>,
     /// One client cache per trace client (host/disk/pid) instead of one for all requests.
     #[arg(long, requires = "client_cache")]
@@ -65,20 +67,24 @@ struct HierarchyArgs {
     /// every N microseconds; reloads run at low priority.
     #[arg(long, value_name = "N", requires = "client_cache")]
     interarrival_us: Option<u64>,
+    /// Also write the storage-level trace the client caches produce, with buffer addresses, to PATH
+    /// (`hearth sim PATH --placement ...` replays it).
+    #[arg(long, value_name = "PATH", requires = "client_cache")]
+    export_storage_trace: Option<PathBuf>,
     /// Write the idle-distance histograms (AC reuse distance vs EV eviction distance) to PATH.svg/.png.
     #[arg(long, value_name = "PATH", requires = "client_cache")]
     idle_plot: Option<PathBuf>,
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if hearth_trace::buffered::is_buffered_trace(&args.trace.trace) {
+        return run_storage_level(&args, threads);
+    }
     let (reader, mode) = args.trace.open()?;
     let sizes_spec = args.sizes.clone().unwrap_or_else(|| if args.mrc.is_some() { MRC_GRID } else { "1%,5%,10%,25%" }.into());
     let sizes = parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")?;
-    let policies: Vec<String> = if args.policies.iter().any(|p| p == "all") {
-        hearth_policy::names().into_iter().map(String::from).collect()
-    } else {
-        args.policies.clone()
-    };
+    let policies = policy_specs(&args.policies);
 
     let trace = Trace::load(reader, mode)?;
     if trace.accesses.is_empty() {
@@ -89,7 +95,6 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         let cache_bytes = size.resolve(trace.footprint_bytes, trace.block_size()).map_err(anyhow::Error::msg)?;
         jobs.extend(policies.iter().map(|p| Job { policy: p.clone(), cache_bytes }));
     }
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if let Some(client) = &args.hierarchy.client_cache {
         return run_hierarchy(&args, client, &trace, &jobs, threads);
     }
@@ -128,6 +133,15 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The policies named on the command line, `all` meaning every registered one.
+fn policy_specs(names: &[String]) -> Vec<String> {
+    if names.iter().any(|p| p == "all") {
+        hearth_policy::names().into_iter().map(String::from).collect()
+    } else {
+        names.to_vec()
+    }
 }
 
 fn write_table(out: &mut impl Write, args: &SimArgs, trace: &Trace, results: &[SimResult]) -> std::io::Result<()> {
@@ -188,8 +202,70 @@ fn run_hierarchy(args: &SimArgs, client: &str, trace: &Trace, jobs: &[Job], thre
     };
     let client_bytes = client_size.resolve(trace.footprint_bytes, trace.block_size()).map_err(anyhow::Error::msg)?;
     let slot_bytes = u64::from(trace.block_size().unwrap_or(4096));
-    let configs: Vec<HierarchyConfig> = jobs
-        .iter()
+    let configs = hierarchy_configs(h, jobs, client_policy, client_bytes, slot_bytes);
+    if let Some(path) = &h.export_storage_trace {
+        let recorded = hearth_sim::hierarchy::storage_trace(&trace.accesses, &configs[0]).map_err(anyhow::Error::msg)?;
+        hearth_trace::buffered::write(path, recorded.iter().copied())?;
+        eprintln!("wrote {} ({} storage-level accesses with buffer addresses)", path.display(), recorded.len());
+    }
+    let bar = progress::bar(configs.len() as u64, "simulating two levels", args.quiet);
+    let results = hearth_sim::parallel_map(&configs, threads, |cfg| {
+        let r = hearth_sim::hierarchy::run_hierarchy(&trace.accesses, cfg);
+        bar.inc(1);
+        r
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>, String>>()
+    .map_err(anyhow::Error::msg)?;
+    bar.finish_and_clear();
+    let header = format!(
+        "client cache {} ({client_policy}{}): {} of {} requests hit in the client",
+        format_bytes(client_bytes),
+        if h.per_client { ", one per client" } else { "" },
+        results.first().map_or(0, |r| r.client_hits),
+        trace.accesses.len()
+    );
+    report_hierarchy(args, &header, &results)
+}
+
+/// A storage-level trace with client buffer addresses (`hearth_trace::buffered`):
+/// the clients' caches are already in the trace, so only the storage cache runs.
+fn run_storage_level(args: &SimArgs, threads: usize) -> anyhow::Result<()> {
+    let path = &args.trace.trace;
+    let trace: Vec<BufferedAccess> = hearth_trace::buffered::open(path)?.collect::<Result<_, _>>()?;
+    let block_size = args.trace.block_size;
+    let blocks: std::collections::HashSet<u64> = trace.iter().map(|a| a.block).collect();
+    let footprint = blocks.len() as u64 * block_size;
+    let sizes_spec = args.sizes.clone().unwrap_or_else(|| "1%,5%,10%,25%".into());
+    let mut jobs = Vec::new();
+    for size in parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")? {
+        let cache_bytes = size.resolve(footprint, Some(block_size as u32)).map_err(anyhow::Error::msg)?;
+        jobs.extend(policy_specs(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
+    }
+    let configs = hierarchy_configs(&args.hierarchy, &jobs, "", 0, block_size);
+    let results = hearth_sim::parallel_map(&configs, threads, |cfg| {
+        hearth_sim::hierarchy::run_storage_trace(trace.iter().copied().map(Ok), cfg)
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>, String>>()
+    .map_err(anyhow::Error::msg)?;
+    let header = format!(
+        "{}: storage-level trace, {} accesses, footprint {}",
+        path.display(),
+        trace.len(),
+        format_bytes(footprint)
+    );
+    report_hierarchy(args, &header, &results)
+}
+
+fn hierarchy_configs(
+    h: &HierarchyArgs,
+    jobs: &[Job],
+    client_policy: &str,
+    client_bytes: u64,
+    slot_bytes: u64,
+) -> Vec<HierarchyConfig> {
+    jobs.iter()
         .flat_map(|job| {
             h.placement.iter().map(move |&placement| HierarchyConfig {
                 client_policy: client_policy.to_string(),
@@ -202,33 +278,19 @@ fn run_hierarchy(args: &SimArgs, client: &str, trace: &Trace, jobs: &[Job], thre
                 timing: h.interarrival_us.map(|us| Timing { device: Device::HDD, interarrival_ns: us * 1000 }),
             })
         })
-        .collect();
-    let bar = progress::bar(configs.len() as u64, "simulating two levels", args.quiet);
-    let results = hearth_sim::parallel_map(&configs, threads, |cfg| {
-        let r = hearth_sim::hierarchy::run_hierarchy(&trace.accesses, cfg);
-        bar.inc(1);
-        r
-    })
-    .into_iter()
-    .collect::<Result<Vec<_>, String>>()
-    .map_err(anyhow::Error::msg)?;
-    bar.finish_and_clear();
+        .collect()
+}
 
+fn report_hierarchy(args: &SimArgs, header: &str, results: &[HierarchyResult]) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
-        println!(
-            "client cache {} ({client_policy}{}): {} of {} requests hit in the client",
-            format_bytes(client_bytes),
-            if h.per_client { ", one per client" } else { "" },
-            results.first().map_or(0, |r| r.client_hits),
-            trace.accesses.len()
-        );
+        println!("{header}");
         println!(
             "{:<8} {:<9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>11}",
             "policy", "placement", "storage", "requests", "read hits", "hit ratio", "reloads", "skipped", "demotes", "miss ms"
         );
-        for r in &results {
+        for r in results {
             let ms = r.device.as_ref().map_or("-".to_string(), |d| format!("{:.2}", d.demand.mean_response_ns() / 1e6));
             println!(
                 "{:<8} {:<9} {:>10} {:>10} {:>10} {:>9.4} {:>9} {:>9} {:>8} {:>11}",
@@ -245,7 +307,7 @@ fn run_hierarchy(args: &SimArgs, client: &str, trace: &Trace, jobs: &[Job], thre
             );
         }
     }
-    if let Some(path) = &h.idle_plot {
+    if let Some(path) = &args.hierarchy.idle_plot {
         let first = results.first().context("no results to plot")?;
         let files = hearth_plot::render(&idle_chart(first), path).map_err(anyhow::Error::msg)?;
         for f in files {
