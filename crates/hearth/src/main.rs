@@ -7,6 +7,7 @@ mod prefetch;
 mod progress;
 mod serve;
 mod sim;
+mod tier;
 mod trace_args;
 mod warmup;
 
@@ -38,6 +39,9 @@ enum Cmd {
     /// Prefetching: generate context-tagged workloads, analyze them, compare prefetchers.
     #[command(subcommand)]
     Prefetch(prefetch::PrefetchCmd),
+    /// Hybrid fast/slow storage: partitioning by long-range history, correlation-directed prefetching.
+    #[command(subcommand)]
+    Tier(tier::TierCmd),
     /// List the replacement policies.
     Policies,
 }
@@ -61,6 +65,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Serve(args) => serve::run(args),
         Cmd::Warmup(cmd) => warmup::run(cmd),
         Cmd::Prefetch(cmd) => prefetch::run(cmd),
+        Cmd::Tier(cmd) => tier::run(cmd),
         Cmd::Policies => {
             for (name, about) in hearth_policy::describe() {
                 println!("{name:<8} {about}");
