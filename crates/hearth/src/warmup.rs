@@ -313,8 +313,10 @@ fn duration(ns: u64) -> String {
         format!("{:.2}h", s / 3600.0)
     } else if s >= 60.0 {
         format!("{:.1}min", s / 60.0)
-    } else {
+    } else if s >= 1.0 || ns == 0 {
         format!("{s:.0}s")
+    } else {
+        format!("{:.0}ms", s * 1e3)
     }
 }
 
