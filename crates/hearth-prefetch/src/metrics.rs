@@ -23,23 +23,29 @@ pub struct CtxMetrics {
     pub max_context_length: u64,
     /// Mean number of contexts open at each I/O.
     pub mean_open_contexts: f64,
+    /// Per context class: (class, contexts, mean I/Os per context).
+    pub per_class: Vec<(u32, u64, f64)>,
 }
 
 /// Computes [`CtxMetrics`] in one pass.
 pub fn analyze(events: &[CtxEvent]) -> CtxMetrics {
-    // Per open context: (index of its last I/O, last block, I/Os so far).
-    let mut open: KeyMap<(Option<u64>, Option<u64>, u64)> = KeyMap::default();
+    // Per open context: (index of its last I/O, last block, I/Os so far, class).
+    let mut open: KeyMap<(Option<u64>, Option<u64>, u64, u32)> = KeyMap::default();
+    // Per class: (contexts, I/Os).
+    let mut classes: KeyMap<(u64, u64)> = KeyMap::default();
     let mut m = CtxMetrics::default();
     let (mut runs, mut ctx_runs, mut interference, mut with_predecessor) = (0u64, 0u64, 0u64, 0u64);
     let (mut open_sum, mut total_len) = (0u64, 0u64);
     let mut prev_block: Option<u64> = None;
     for e in events {
         match *e {
-            CtxEvent::Begin { ctx, .. } => {
-                open.insert(u64::from(ctx), (None, None, 0));
+            CtxEvent::Begin { ctx, class, .. } => {
+                open.insert(u64::from(ctx), (None, None, 0, class));
             }
             CtxEvent::End { ctx, .. } => {
-                if let Some((_, _, len)) = open.remove(&u64::from(ctx)) {
+                if let Some((_, _, len, class)) = open.remove(&u64::from(ctx)) {
+                    let c = classes.entry(u64::from(class)).or_insert((0, 0));
+                    *c = (c.0 + 1, c.1 + len);
                     m.contexts += 1;
                     total_len += len;
                     m.max_context_length = m.max_context_length.max(len);
@@ -53,7 +59,7 @@ pub fn analyze(events: &[CtxEvent]) -> CtxMetrics {
                     runs += 1;
                 }
                 prev_block = Some(block);
-                let c = open.entry(u64::from(ctx)).or_insert((None, None, 0));
+                let c = open.entry(u64::from(ctx)).or_insert((None, None, 0, u32::MAX));
                 if let Some(last) = c.0 {
                     interference += index - last - 1;
                     with_predecessor += 1;
@@ -61,7 +67,7 @@ pub fn analyze(events: &[CtxEvent]) -> CtxMetrics {
                 if c.1.is_none_or(|p| p.wrapping_add(1) != block) {
                     ctx_runs += 1;
                 }
-                *c = (Some(index), Some(block), c.2 + 1);
+                *c = (Some(index), Some(block), c.2 + 1, c.3);
             }
         }
     }
@@ -71,6 +77,8 @@ pub fn analyze(events: &[CtxEvent]) -> CtxMetrics {
     m.mean_interference = mean(interference, with_predecessor);
     m.mean_context_length = mean(total_len, m.contexts);
     m.mean_open_contexts = mean(open_sum, m.ios);
+    m.per_class = classes.into_iter().map(|(class, (n, ios))| (class as u32, n, mean(ios, n))).collect();
+    m.per_class.sort_by_key(|c| c.0);
     m
 }
 
@@ -86,7 +94,7 @@ mod tests {
         // Two sequential contexts interleaved: 10 20 11 21 12.
         let events = vec![
             Begin { time_ns: 0, ctx: 1, class: 0 },
-            Begin { time_ns: 0, ctx: 2, class: 0 },
+            Begin { time_ns: 0, ctx: 2, class: 5 },
             io(1, 10),
             io(2, 20),
             io(1, 11),
@@ -105,5 +113,6 @@ mod tests {
         assert_eq!(m.mean_interference, 1.0);
         assert_eq!(m.mean_context_length, 2.5);
         assert_eq!(m.mean_open_contexts, 2.0);
+        assert_eq!(m.per_class, vec![(0, 1, 3.0), (5, 1, 2.0)]);
     }
 }

@@ -14,7 +14,7 @@
 //!   variation). Keys are uniform, a fixed group (e.g. one of 24
 //!   subjects), the newest rows, or an append at the table's tail.
 //! - Every template execution is one context, of class = template index.
-//!   Each client thinks (exponential, mean [`Timing::think_ns`]), then issues
+//!   Each client thinks (exponential, mean [`TIMING`]), then issues
 //!   its transaction's I/Os one at a time (exponential gaps, mean
 //!   [`Timing::io_gap_ns`]); the trace interleaves all clients by time.
 //!
@@ -58,21 +58,17 @@ impl FromStr for Kind {
     }
 }
 
-/// Client timing (fixed per workload kind, see [`Timing::of`]).
+/// Client timing, the same for every kind.
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
     pub think_ns: f64,
     pub io_gap_ns: f64,
 }
 
-impl Timing {
-    /// 200 ms think time and 5 ms between a context's I/Os (about one disk
-    /// access of database work per I/O) for every kind: with 100 clients
-    /// roughly 40 contexts are open at once.
-    pub fn of(_kind: Kind) -> Timing {
-        Timing { think_ns: 200e6, io_gap_ns: 5e6 }
-    }
-}
+/// 200 ms think time and 5 ms between a context's I/Os (about one disk
+/// access of database work per I/O): with 100 clients roughly 30-70
+/// contexts are open at once, depending on the mix's context lengths.
+pub const TIMING: Timing = Timing { think_ns: 200e6, io_gap_ns: 5e6 };
 
 #[derive(Clone, Copy, Debug)]
 enum KeyDist {
@@ -403,7 +399,7 @@ pub fn generate(cfg: &WorkloadConfig) -> Result<Vec<CtxEvent>, String> {
         return Err("a workload needs at least one client".into());
     }
     let schema = Schema::of(cfg.kind);
-    let timing = Timing::of(cfg.kind);
+    let timing = TIMING;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
     let think = Exp::new(1.0 / timing.think_ns).map_err(|e| e.to_string())?;
     let gap = Exp::new(1.0 / timing.io_gap_ns).map_err(|e| e.to_string())?;

@@ -12,7 +12,7 @@ use hearth_sim::device::Device;
 use hearth_sim::parse_sizes;
 use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup};
 use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
-use hearth_trace::workload::{generate, Kind, WorkloadConfig};
+use hearth_trace::workload::{generate, Kind, Schema, WorkloadConfig};
 
 #[derive(Subcommand, Debug)]
 pub enum PrefetchCmd {
@@ -120,6 +120,11 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
                 println!("mean sequential run: {:.3} (server stream), {:.3} (within contexts)", m.mean_sequential_run, m.mean_sequential_run_in_context);
                 println!("mean interference: {:.2} other I/Os between a context's consecutive I/Os", m.mean_interference);
                 println!("context length: mean {:.1}, max {}", m.mean_context_length, m.max_context_length);
+                let names = if source.trace.is_none() { Schema::of(source.workload).template_names() } else { Vec::new() };
+                for &(class, contexts, length) in &m.per_class {
+                    let name = names.get(class as usize).copied().unwrap_or("");
+                    println!("  class {class:>3} {name:<26} {contexts:>8} contexts, mean length {length:.1}");
+                }
             }
             Ok(())
         }
