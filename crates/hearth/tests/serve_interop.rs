@@ -297,7 +297,9 @@ fn fio_verifies_random_unaligned_pipelined_writes() {
             "--verify=crc32c",
             "--do_verify=1",
             "--verify_fatal=1",
-        ]));
+        ])
+        // fio leaves a verify state file in its working directory.
+        .current_dir(dir.path()));
         assert!(out.contains("err= 0"), "{mode:?}: {out}");
         assert!(out.contains("read: IOPS"), "{mode:?}: the verify pass must read: {out}");
     }
