@@ -9,6 +9,7 @@ pub mod cache;
 pub mod config;
 pub mod metrics;
 pub mod server;
+pub mod tier;
 
 pub use config::Config;
 pub use server::Server;
