@@ -22,7 +22,11 @@
 //! `degree`. Throttling tracks, per class, how many of its prefetches are
 //! used: below [`FULL_ACCURACY`] the degree is halved, below
 //! [`MIN_ACCURACY`] the class stops prefetching except in one context out
-//! of [`PROBE_EVERY`], whose outcomes can re-enable it.
+//! of [`PROBE_EVERY`], whose outcomes can re-enable it. Classes whose
+//! prefetches serve each other's demands ([`SYMBIOTIC_USES`] promotes of
+//! one class's prefetches by the other) form a symbiotic set whose benefit
+//! is tracked, and throttled, as one: a class that pays off only through
+//! another keeps prefetching while the set as a whole pays off.
 
 use std::collections::VecDeque;
 
@@ -39,6 +43,8 @@ pub const FULL_ACCURACY: f64 = 0.4;
 pub const MIN_ACCURACY: f64 = 0.15;
 /// A stopped class still prefetches in one context of this many.
 pub const PROBE_EVERY: u32 = 16;
+/// Promotes of one class's prefetches by another that make them symbiotic.
+pub const SYMBIOTIC_USES: u32 = 8;
 /// Class of I/O outside any begun context.
 pub const NO_CLASS: u32 = u32::MAX;
 
@@ -187,14 +193,16 @@ impl RuleCache {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
+    #[default]
     Full,
     Half,
     Off,
 }
 
-/// Benefit of one class's prefetches.
+/// Benefit of the prefetches of one class, or of one symbiotic set.
+#[derive(Default)]
 struct Benefit {
     used: u32,
     wasted: u32,
@@ -216,7 +224,12 @@ pub struct QuickMine {
     rules: RuleCache,
     contexts: KeyMap<Context>,
     spare: Vec<VecDeque<Key>>,
+    /// Benefit per symbiotic set, keyed by the set's representative class.
     benefit: FxHashMap<u32, Benefit>,
+    /// Union-find parent of each class that joined a symbiotic set.
+    parent: FxHashMap<u32, u32>,
+    /// Promotes of `issuer`'s prefetches by `user`, for issuer != user.
+    cross_uses: FxHashMap<(u32, u32), u32>,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
     outstanding: KeyMap<u32>,
     scratch: Vec<Suffix>,
@@ -233,6 +246,8 @@ impl QuickMine {
             contexts: KeyMap::default(),
             spare: Vec::new(),
             benefit: FxHashMap::default(),
+            parent: FxHashMap::default(),
+            cross_uses: FxHashMap::default(),
             outstanding: KeyMap::default(),
             scratch: Vec::with_capacity(cfg.max_suffixes),
             cfg,
@@ -251,13 +266,47 @@ impl QuickMine {
         }
     }
 
+    /// The representative class of `class`'s symbiotic set.
+    fn set_of(&self, mut class: u32) -> u32 {
+        while let Some(&p) = self.parent.get(&class) {
+            class = p;
+        }
+        class
+    }
+
+    /// Joins the sets of `a` and `b`, pooling their benefit counters; the
+    /// merged set keeps the better level until its next window decides.
+    fn join(&mut self, a: u32, b: u32) {
+        let (ra, rb) = (self.set_of(a), self.set_of(b));
+        if ra == rb {
+            return;
+        }
+        self.parent.insert(rb, ra);
+        if let Some(from) = self.benefit.remove(&rb) {
+            let into = self.benefit.entry(ra).or_default();
+            into.used += from.used;
+            into.wasted += from.wasted;
+            into.level = into.level.min(from.level);
+        }
+    }
+
+    /// The set `class` belongs to (itself unless symbiotic).
+    pub fn symbiotic_set(&self, class: u32) -> Vec<u32> {
+        let root = self.set_of(class);
+        let mut members: Vec<u32> = self.parent.keys().copied().filter(|&c| self.set_of(c) == root).collect();
+        members.push(root);
+        members.sort_unstable();
+        members
+    }
+
     fn open(&mut self, ctx: u32, class: u32) {
-        let degree = match self.class_level(class) {
+        let set = self.set_of(class);
+        let degree = match self.benefit.get(&set).map_or(Level::Full, |b| b.level) {
             _ if !self.cfg.throttle => self.cfg.degree,
             Level::Full => self.cfg.degree,
             Level::Half => self.cfg.degree.div_ceil(2),
             Level::Off => {
-                let b = self.benefit.get_mut(&class).expect("Off implies tracked");
+                let b = self.benefit.get_mut(&set).expect("Off implies tracked");
                 b.contexts = b.contexts.wrapping_add(1);
                 if b.contexts.is_multiple_of(PROBE_EVERY) {
                     self.cfg.degree.div_ceil(2)
@@ -272,10 +321,6 @@ impl QuickMine {
         if let Some(old) = self.contexts.insert(key, Context { class, recent, mined_front: false, degree }) {
             self.close(old);
         }
-    }
-
-    fn class_level(&self, class: u32) -> Level {
-        self.benefit.get(&class).map_or(Level::Full, |b| b.level)
     }
 
     /// Mines the prefix at `recent[i]` with the suffixes after it.
@@ -357,6 +402,17 @@ impl Prefetcher for QuickMine {
             c.mined_front = true;
         }
         let (class, degree) = (c.class, c.degree);
+        if d.class == Class::Promote {
+            if let Some(&issuer) = self.outstanding.get(&d.block) {
+                if issuer != class {
+                    let uses = self.cross_uses.entry((issuer, class)).or_insert(0);
+                    *uses += 1;
+                    if *uses == SYMBIOTIC_USES {
+                        self.join(issuer, class);
+                    }
+                }
+            }
+        }
         let Some(a) = prev else { return };
         let trigger = if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
         if !trigger || degree == 0 {
@@ -379,14 +435,14 @@ impl Prefetcher for QuickMine {
 
     fn outcome(&mut self, block: Key, used: bool) {
         let Some(class) = self.outstanding.remove(&block) else { return };
-        let b = self.benefit.entry(class).or_insert(Benefit { used: 0, wasted: 0, level: Level::Full, contexts: 0 });
+        let b = self.benefit.entry(self.set_of(class)).or_default();
         if used {
             b.used += 1;
         } else {
             b.wasted += 1;
         }
-        if b.used + b.wasted == WINDOW {
-            let accuracy = f64::from(b.used) / f64::from(WINDOW);
+        if b.used + b.wasted >= WINDOW {
+            let accuracy = f64::from(b.used) / f64::from(b.used + b.wasted);
             b.level = if accuracy >= FULL_ACCURACY {
                 Level::Full
             } else if accuracy >= MIN_ACCURACY {
@@ -564,6 +620,62 @@ mod tests {
             unthrottled.end(round);
         }
         assert_eq!(count, 399, "every context but the first prefetches 3");
+    }
+
+    /// Class 1's prefetches of block 3 are wasted unless a class-2 context
+    /// promotes them (every tenth round, if `class_two_uses_them`); class 2's own prefetches (of 9) are always used.
+    /// Returns how many prefetches class 1 issued in 400 rounds.
+    fn class_one_prefetches(class_two_uses_them: bool) -> usize {
+        let mut q = QuickMine::new(config(2)).unwrap();
+        let mut class_one = 0;
+        for round in 0..400u32 {
+            let (one, two) = (2 * round, 2 * round + 1);
+            q.begin(one, 1);
+            q.begin(two, 2);
+            let mut out = Vec::new();
+            for b in [1, 2] {
+                q.access(&demand(one, b), &|_| false, &mut out);
+            }
+            class_one += out.len();
+            // Class 1 learns 1 2 -> 3 from its first context only.
+            if round == 0 {
+                q.access(&demand(one, 3), &|_| false, &mut out);
+            }
+            for &b in &out {
+                if class_two_uses_them && round % 10 == 0 {
+                    let promote = Demand { class: Class::Promote, ..demand(two, b) };
+                    q.access(&promote, &|_| false, &mut Vec::new());
+                    q.outcome(b, true);
+                } else {
+                    q.outcome(b, false);
+                }
+            }
+            let mut own = Vec::new();
+            for b in [7, 8, 9] {
+                q.access(&demand(two, b), &|_| false, &mut own);
+            }
+            for &b in &own {
+                q.outcome(b, true);
+            }
+            q.end(one);
+            q.end(two);
+        }
+        assert_eq!(q.symbiotic_set(1).len(), if class_two_uses_them { 2 } else { 1 });
+        class_one
+    }
+
+    #[test]
+    fn symbiotic_classes_are_throttled_as_a_set() {
+        // Alone, class 1 (nothing used) is switched off after one window.
+        let alone = class_one_prefetches(false);
+        assert!(alone <= WINDOW as usize + 400 / PROBE_EVERY as usize + 1, "{alone}");
+        // One in ten serves class 2: 10% alone is below MIN_ACCURACY, but
+        // after SYMBIOTIC_USES such promotes the two classes form a set
+        // that pays off, and class 1 prefetches again. (It is switched off
+        // first, and while off only its probes can reach class 2, so the
+        // join takes a while.)
+        let together = class_one_prefetches(true);
+        assert!(together >= 250 && together > 3 * alone, "{together} vs {alone}");
     }
 
     proptest! {
