@@ -30,11 +30,21 @@
 //!
 //! A data record is only as fresh as the moment it was logged, and the newest
 //! records are exactly the ones a crash loses (staging buffer, torn tail).
-//! So logged data is trusted only when the log is *sealed*: its newest record
-//! is a [`Kind::Seal`] written at a clean shutdown and no record before it is
-//! missing. Otherwise recovery still yields the block numbers, and the
-//! pre-load reads their current contents from the backend (see
-//! [`crate::plan`]).
+//! So logged data is trusted only when
+//!
+//! * the log is *sealed*: its newest record is a [`Kind::Seal`] written at a
+//!   clean shutdown and no record before it is missing, and
+//! * the record is newer than the last restart after a crash: a writer
+//!   resumed on an unsealed log first writes a [`Kind::Open`] record saying
+//!   so, because versions logged just before the crash may be lost and a
+//!   later seal cannot vouch for them.
+//!
+//! A resumed writer always opens with such a record (even after a clean
+//! shutdown), and the server must make it durable before it serves: from
+//! then on the old seal no longer describes the volume.
+//!
+//! Records that fail these tests still name blocks worth pre-loading; the
+//! pre-load reads their current contents from the backend ([`crate::plan`]).
 
 use std::fmt;
 
@@ -53,6 +63,9 @@ pub enum Kind {
     Block = 1,
     /// Clean shutdown: every record before this one is on the volume.
     Seal = 2,
+    /// A writer resumed the log; `lba` is 1 if the previous run ended
+    /// without a seal (its newest records may be lost), 0 otherwise.
+    Open = 3,
 }
 
 /// One decoded record.
@@ -209,6 +222,7 @@ impl Layout {
         let kind = match slot[4] {
             1 => Kind::Block,
             2 => Kind::Seal,
+            3 => Kind::Open,
             _ => return SlotState::Corrupt("unknown record kind"),
         };
         let has_data = match slot[5] {
@@ -268,13 +282,20 @@ impl LogWriter {
     /// A writer for a fresh log: write [`Layout::encode_header`] at offset 0
     /// first. (Slots of an older log on the volume fail the CRC: other id.)
     pub fn create(layout: Layout, staging_bytes: usize) -> LogWriter {
-        LogWriter::resume(layout, 0, staging_bytes)
+        let staging_limit = staging_bytes.max(layout.slot_size as usize);
+        LogWriter { layout, next_seq: 0, staging_limit, staged: Vec::new(), staged_from: 0 }
     }
 
-    /// Continues a recovered log at record `next_seq` ([`Recovered::next_seq`]).
-    pub fn resume(layout: Layout, next_seq: u64, staging_bytes: usize) -> LogWriter {
-        let staging_limit = staging_bytes.max(layout.slot_size as usize);
-        LogWriter { layout, next_seq, staging_limit, staged: Vec::new(), staged_from: next_seq }
+    /// Continues a recovered log. Returns the writer and the writes of its
+    /// [`Kind::Open`] record, which must be durable before the server serves
+    /// (see the module docs on staleness).
+    pub fn resume(recovered: &Recovered, staging_bytes: usize) -> (LogWriter, Vec<Write>) {
+        let mut w = LogWriter::create(recovered.layout, staging_bytes);
+        w.next_seq = recovered.next_seq;
+        w.staged_from = recovered.next_seq;
+        w.stage(Kind::Open, u64::from(!recovered.sealed), None).expect("an empty staging buffer has room for one slot");
+        let writes = w.flush();
+        (w, writes)
     }
 
     pub fn layout(&self) -> &Layout {
@@ -344,6 +365,8 @@ pub struct LoggedBlock {
     /// Slot holding the record (its data is at `slot_offset(slot) + RECORD_HEADER`).
     pub slot: u64,
     pub has_data: bool,
+    /// The record's data is current (see the module docs on staleness).
+    pub data_trusted: bool,
 }
 
 /// What a scan of the log found.
@@ -401,10 +424,15 @@ impl Recovery {
         let oldest_expected = next_seq - expected;
         let complete = valid.len() as u64 == expected && valid.first().is_none_or(|v| v.0 >= oldest_expected);
         let sealed = complete && valid.last().is_some_and(|v| v.1 == Kind::Seal);
+        // Data at or before the newest restart after a crash may be stale.
+        let crash_restart = valid.iter().rev().find(|v| v.1 == Kind::Open && v.2 == 1).map(|v| v.0);
         let blocks = valid
             .into_iter()
             .filter(|v| v.1 == Kind::Block)
-            .map(|(seq, _, lba, has_data, slot)| LoggedBlock { seq, lba, slot, has_data })
+            .map(|(seq, _, lba, has_data, slot)| {
+                let data_trusted = has_data && sealed && crash_restart.is_none_or(|r| seq > r);
+                LoggedBlock { seq, lba, slot, has_data, data_trusted }
+            })
             .collect();
         Recovered { layout: self.layout, blocks, sealed, empty_slots: self.empty, corrupt_slots: self.corrupt, next_seq }
     }
@@ -511,8 +539,8 @@ mod tests {
         apply(&mut volume, &w.seal());
         assert!(recover(&volume).unwrap().sealed);
         // After a restart the server logs two more blocks; the second write is torn halfway.
-        let rec = recover(&volume).unwrap();
-        let mut w = LogWriter::resume(layout, rec.next_seq, 1 << 20);
+        let (mut w, open) = LogWriter::resume(&recover(&volume).unwrap(), 1 << 20);
+        apply(&mut volume, &open);
         w.log_block(10, Some(&block(10))).unwrap();
         w.log_block(11, Some(&block(11))).unwrap();
         let writes = w.flush();
@@ -526,7 +554,21 @@ mod tests {
         assert_eq!(rec.blocks.iter().map(|b| b.lba).collect::<Vec<_>>(), vec![0, 1, 2, 3, 10]);
         // The newest record is no longer the seal and one is missing: data must not be trusted.
         assert!(!rec.sealed);
-        assert_eq!(rec.next_seq, 6);
+        assert!(rec.blocks.iter().all(|b| b.has_data && !b.data_trusted));
+        // Records 0-3, seal 4, open 5, block 10 at 6; 7 was torn.
+        assert_eq!(rec.next_seq, 7);
+        // The restarted server says it recovered from a crash, logs block 12 and shuts down
+        // cleanly. The log is sealed again, but block 11's newer contents were lost in the
+        // crash, so only what was logged after the restart is trusted.
+        let (mut w, open) = LogWriter::resume(&rec, 1 << 20);
+        apply(&mut volume, &open);
+        w.log_block(12, Some(&block(12))).unwrap();
+        apply(&mut volume, &w.seal());
+        let rec = recover(&volume).unwrap();
+        assert!(rec.sealed);
+        let trusted: Vec<(u64, bool)> = rec.blocks.iter().map(|b| (b.lba, b.data_trusted)).collect();
+        // (Open, block 12 and the seal took slots 7, 0 and 1: blocks 0 and 1 were overwritten.)
+        assert_eq!(trusted, vec![(2, false), (3, false), (10, false), (12, true)]);
     }
 
     #[test]

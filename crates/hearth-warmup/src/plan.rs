@@ -3,9 +3,9 @@
 //!
 //! Rules: the newest unique blocks the log names, newest first, up to a
 //! budget; a block logged twice counts once, at its newest record. Data comes
-//! from the log only when the log is sealed (see [`crate::log`]), and only if
-//! the block's newest record carries data; every other block is read from the
-//! backend, so the cache never receives stale contents.
+//! from the log only if that record carries data the log can vouch for
+//! ([`LoggedBlock::data_trusted`](crate::log::LoggedBlock)); every other block
+//! is read from the backend, so the cache never receives stale contents.
 
 use hearth_core::key_map;
 
@@ -42,11 +42,14 @@ impl Plan {
 
 /// Plans a pre-load of at most `budget_blocks` blocks from a recovered log.
 pub fn plan_preload(log: &Recovered, budget_blocks: u64) -> Plan {
-    let trust_data = log.sealed;
-    let has_data = log.blocks.iter().any(|b| b.has_data);
-    let warning = (has_data && !trust_data).then(|| {
-        "warmup log was not closed cleanly (torn or missing records): its data may be stale, so every block is read from the backend"
-            .to_string()
+    let distrusted = log.blocks.iter().any(|b| b.has_data && !b.data_trusted);
+    let warning = distrusted.then(|| {
+        if log.sealed {
+            "warmup log data from before the last crash may be stale: those blocks are read from the backend"
+        } else {
+            "warmup log was not closed cleanly (torn or missing records): its data may be stale, so every block is read from the backend"
+        }
+        .to_string()
     });
     let mut seen = key_map::<()>(log.blocks.len().min(budget_blocks as usize));
     let mut items = Vec::new();
@@ -58,7 +61,7 @@ pub fn plan_preload(log: &Recovered, budget_blocks: u64) -> Plan {
         if seen.insert(b.lba, ()).is_some() {
             continue; // an older record of a block already planned
         }
-        let source = if trust_data && b.has_data {
+        let source = if b.data_trusted {
             Source::Log { offset: log.layout.slot_offset(b.slot) + RECORD_HEADER as u64, len: log.layout.block_size }
         } else {
             Source::Backend
