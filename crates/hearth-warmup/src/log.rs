@@ -43,6 +43,10 @@
 //! shutdown), and the server must make it durable before it serves: from
 //! then on the old seal no longer describes the volume.
 //!
+//! This holds only if every change to a block's contents is logged: the
+//! server logs client writes too (with the new data, or without data, which
+//! makes older logged data for the block stale), not only backend loads.
+//!
 //! Records that fail these tests still name blocks worth pre-loading; the
 //! pre-load reads their current contents from the backend ([`crate::plan`]).
 
