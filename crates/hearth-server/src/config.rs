@@ -102,6 +102,48 @@ pub struct ExportConfig {
     pub latency: Option<String>,
     /// Slow-device simulation: backend bytes per second, e.g. `"100MiB"`.
     pub bandwidth: Option<SizeValue>,
+    /// Two-tier storage: a fast file in front of this backend (`[export.tier]`).
+    pub tier: Option<TierExportConfig>,
+}
+
+/// `[export.tier]`: the export's backend becomes the slow tier (after any
+/// latency/bandwidth simulation) behind a fast file; see `crate::tier`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierExportConfig {
+    /// The fast file, created sparse with `fast_size` if missing.
+    pub fast_path: PathBuf,
+    pub fast_size: SizeValue,
+    /// The block map's journal; default `fast_path` + `.journal`.
+    pub journal: Option<PathBuf>,
+    /// A partition plan from `hearth tier plan`, migrated in the background.
+    pub plan: Option<PathBuf>,
+    /// Migration bytes per second; default 16 MiB.
+    pub migrate_bandwidth: Option<SizeValue>,
+    /// Migrate only after clients have been quiet this long; default "10ms".
+    pub idle: Option<String>,
+}
+
+impl TierExportConfig {
+    /// Wraps `slow` into the two-tier backend and starts migrating the plan.
+    fn open(&self, slow: Box<dyn Backend>, block_size: u64) -> anyhow::Result<Box<dyn Backend>> {
+        let fast_size = self.fast_size.bytes().map_err(anyhow::Error::msg)?;
+        let fast = Box::new(FileBackend::sparse(&self.fast_path, fast_size, false)?);
+        let journal =
+            self.journal.clone().unwrap_or_else(|| PathBuf::from(format!("{}.journal", self.fast_path.display())));
+        let tier = std::sync::Arc::new(crate::tier::TierBackend::open(fast, slow, block_size, &journal)?);
+        if let Some(path) = &self.plan {
+            let plan = hearth_tier::plan::Plan::load(path).map_err(anyhow::Error::msg)?;
+            if u64::from(plan.block_size) != block_size {
+                anyhow::bail!("{}: plan block size {} differs from the export's {block_size}", path.display(), plan.block_size);
+            }
+            let bandwidth = self.migrate_bandwidth.as_ref().map_or(Ok(16 << 20), SizeValue::bytes).map_err(anyhow::Error::msg)?;
+            let idle = self.idle.as_deref().map_or(Ok(Duration::from_millis(10)), parse_duration).map_err(anyhow::Error::msg)?;
+            // Detached: it runs until the plan is migrated; a crash midway is safe.
+            drop(crate::tier::Migrator::spawn(tier.clone(), plan.blocks().collect(), bandwidth, idle));
+        }
+        Ok(Box::new(tier))
+    }
 }
 
 /// The default policy: MQ once it is registered, LRU until then.
@@ -264,6 +306,9 @@ impl ExportConfig {
             .map_err(anyhow::Error::msg)?;
         if !latency.is_zero() || bandwidth.is_some() {
             backend = Box::new(SlowBackend::new(backend, latency, bandwidth));
+        }
+        if let Some(tier) = &self.tier {
+            backend = tier.open(backend, u64::from(self.block_size().map_err(anyhow::Error::msg)?))?;
         }
         let cache = self.cache_bytes().map_err(anyhow::Error::msg)?;
         let policy = hearth_policy::build(self.policy.as_deref().unwrap_or(default_policy()), cache)

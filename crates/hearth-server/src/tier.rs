@@ -411,7 +411,8 @@ impl Backend for TierBackend {
 
 /// Background migration of a plan's blocks to the fast tier, in plan order,
 /// only while clients are idle and at most `bytes_per_sec`. When the fast
-/// tier is full, blocks not in the plan are demoted to make room.
+/// tier is full, blocks not in the plan are demoted to make room. Dropping
+/// the handle lets the migration run on; [`Migrator::stop`] ends it.
 pub struct Migrator {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<io::Result<u64>>>,
@@ -454,6 +455,7 @@ impl Migrator {
                 moved += 1;
                 std::thread::sleep(per_block.saturating_sub(started.elapsed()));
             }
+            tracing::info!(blocks = moved, on_fast = tier.fast_blocks(), "tier migration finished");
             Ok(moved)
         });
         Migrator {
@@ -475,12 +477,6 @@ impl Migrator {
             .expect("joined once")
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("migrator panicked")))
-    }
-}
-
-impl Drop for Migrator {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

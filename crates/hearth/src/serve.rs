@@ -134,6 +134,8 @@ impl ServeArgs {
                     dirty_limit: text(&self.dirty_limit),
                     latency: self.latency.clone(),
                     bandwidth: text(&self.bandwidth),
+                    // Two-tier exports need a config file ([export.tier]).
+                    tier: None,
                 };
                 Config {
                     exports: vec![export],
