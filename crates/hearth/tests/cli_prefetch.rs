@@ -1,0 +1,52 @@
+//! `hearth prefetch` end to end: generate a trace, read it back, compare
+//! schemes, and reject bad input with a message naming the place.
+
+use std::process::{Command, Output};
+
+fn hearth(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth")).args(args).output().expect("run hearth")
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "hearth failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn gen_then_sim_from_the_trace_matches_sim_from_the_generator() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("w.ctx");
+    let trace = trace.to_str().unwrap();
+    let workload = ["--workload", "rubis", "--clients", "20", "--transactions", "300", "--seed", "4"];
+    let mut gen = vec!["prefetch", "gen", "-o", trace];
+    gen.extend(workload);
+    stdout(&hearth(&gen));
+    let sim = ["prefetch", "sim", "--json", "--rules", "-s", "none;seq;quickmine", "--cache", "20%"];
+    let from_trace: serde_json::Value =
+        serde_json::from_str(&stdout(&hearth(&[&sim[..], &["--trace", trace]].concat()))).unwrap();
+    let generated: serde_json::Value = serde_json::from_str(&stdout(&hearth(&[&sim[..], &workload[..]].concat()))).unwrap();
+    assert_eq!(from_trace["results"], generated["results"], "the .ctx trace holds exactly the generated events");
+    let results = from_trace["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    for r in results {
+        let s = &r["stats"];
+        let n = |k: &str| s[k].as_u64().unwrap();
+        assert_eq!(n("hits") + n("promotes") + n("misses"), n("accesses"));
+    }
+    assert_eq!(results[0]["stats"]["issued"], 0, "none never prefetches");
+    let mining = &from_trace["mining"];
+    assert!(mining["oblivious_rules"].as_u64() > mining["aware_rules"].as_u64());
+}
+
+#[test]
+fn bad_traces_and_specs_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("bad.ctx");
+    std::fs::write(&trace, "B 0 1 0\nR 5 1 7\nR 6 2 8\n").unwrap();
+    let o = hearth(&["prefetch", "sim", "--trace", trace.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("bad.ctx:3") && err.contains("context 2"), "{err}");
+    let o = hearth(&["prefetch", "sim", "--transactions", "10", "-s", "quickmine:lookahead=3"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("no parameter \"lookahead\""), "{err}");
+}
