@@ -17,9 +17,9 @@
 //! has outlived a grace period of `grace` updates of its prefix, so fresh
 //! suffixes get a chance to gather support before LFU judges them.
 //!
-//! On a miss (and, unless `on_promote` is off, a promote) of `b` in a context whose previous block is `a`,
-//! the most supported suffixes of `a&b` not in cache are prefetched, up to
-//! `degree`. Throttling tracks, per class, how many of its prefetches are
+//! On a miss (and, unless `on_promote` is off, a promote) of `b` in a
+//! context whose previous block is `a`, the most supported suffixes of
+//! `a&b` not in cache are prefetched, up to `degree`. Throttling tracks, per class, how many of its prefetches are
 //! used: below [`FULL_ACCURACY`] the degree is halved, below
 //! [`MIN_ACCURACY`] the class stops prefetching except in one context out
 //! of [`PROBE_EVERY`], whose outcomes can re-enable it. Two classes are
@@ -60,7 +60,8 @@ pub struct Config {
     pub degree: usize,
     pub throttle: bool,
     /// Off: one sequence for the whole interleaved stream (the
-    /// context-oblivious variant, for comparison).
+    /// context-oblivious variant, for comparison; being one endless
+    /// context, its degree is set once and never throttled).
     pub context_aware: bool,
     /// Also look rules up on promotes, not only on misses (a promote is a
     /// miss an earlier prefetch avoided; looking up keeps the context's
