@@ -26,9 +26,7 @@ impl DeviceFile {
         let file: DeviceFile = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
         for (name, d) in &file.device {
             if d.bytes_per_sec == 0 {
-                return Err(format!(
-                    "{origin}: device {name:?}: bytes_per_sec must be positive"
-                ));
+                return Err(format!("{origin}: device {name:?}: bytes_per_sec must be positive"));
             }
         }
         Ok(file)
@@ -77,19 +75,12 @@ mod tests {
 
     #[test]
     fn bad_files_name_the_place() {
-        let err = DeviceFile::parse(
-            "[device.x]\nlatency_ns = 1\nbytes_per_second = 2\n",
-            "d.toml",
-        )
-        .unwrap_err();
+        let err = DeviceFile::parse("[device.x]\nlatency_ns = 1\nbytes_per_second = 2\n", "d.toml").unwrap_err();
         assert!(
-            err.starts_with("d.toml:")
-                && err.contains("bytes_per_second")
-                && err.contains("line 3"),
+            err.starts_with("d.toml:") && err.contains("bytes_per_second") && err.contains("line 3"),
             "{err}"
         );
-        let err = DeviceFile::parse("[device.x]\nlatency_ns = 1\nbytes_per_sec = 0\n", "d.toml")
-            .unwrap_err();
+        let err = DeviceFile::parse("[device.x]\nlatency_ns = 1\nbytes_per_sec = 0\n", "d.toml").unwrap_err();
         assert!(err.contains("\"x\"") && err.contains("positive"), "{err}");
     }
 }

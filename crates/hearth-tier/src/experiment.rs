@@ -57,15 +57,9 @@ pub struct Experiment {
 impl Experiment {
     /// Trains on the first `train_fraction` of `extents` (in `[0, 1]`),
     /// linking requests up to `window` apart in the access graph.
-    pub fn new(
-        extents: Vec<Extent>,
-        train_fraction: f64,
-        window: usize,
-    ) -> Result<Experiment, String> {
+    pub fn new(extents: Vec<Extent>, train_fraction: f64, window: usize) -> Result<Experiment, String> {
         if !(0.0..=1.0).contains(&train_fraction) {
-            return Err(format!(
-                "the training share must be in [0, 1], got {train_fraction}"
-            ));
+            return Err(format!("the training share must be in [0, 1], got {train_fraction}"));
         }
         if extents.is_empty() {
             return Err("the trace has no reads or writes".into());
@@ -75,12 +69,7 @@ impl Experiment {
         let graph = AccessGraph::build(training, window);
         let footprint_blocks = footprint_blocks(&extents);
         let frequency_order = partition(Partitioner::Frequency, training, &graph, footprint_blocks);
-        let connectivity_order = partition(
-            Partitioner::Connectivity,
-            training,
-            &graph,
-            footprint_blocks,
-        );
+        let connectivity_order = partition(Partitioner::Connectivity, training, &graph, footprint_blocks);
         Ok(Experiment {
             extents,
             test_from,
@@ -157,20 +146,10 @@ mod tests {
         let slow = exp.run(&base, Scheme::SlowOnly, capacity, None).unwrap();
         let lru = exp.run(&base, Scheme::LruCache, capacity, None).unwrap();
         let borg = exp
-            .run(
-                &base,
-                Scheme::Partition(Partitioner::Connectivity),
-                capacity,
-                None,
-            )
+            .run(&base, Scheme::Partition(Partitioner::Connectivity), capacity, None)
             .unwrap();
         let freq = exp
-            .run(
-                &base,
-                Scheme::Partition(Partitioner::Frequency),
-                capacity,
-                None,
-            )
+            .run(&base, Scheme::Partition(Partitioner::Frequency), capacity, None)
             .unwrap();
         assert_eq!(slow.requests, 10_000);
         assert!(lru.mean_response_ms() < slow.mean_response_ms());
@@ -190,22 +169,12 @@ mod tests {
             ..base.clone()
         };
         let same = exp
-            .run(
-                &flat,
-                Scheme::Partition(Partitioner::Frequency),
-                capacity,
-                None,
-            )
+            .run(&flat, Scheme::Partition(Partitioner::Frequency), capacity, None)
             .unwrap();
         assert!(same.mean_response_ms() > freq.mean_response_ms());
         // Prefetching along the chains cuts slow-device reads further.
         let cdp = exp
-            .run(
-                &base,
-                Scheme::SlowOnly,
-                capacity,
-                Some(CdpConfig::default()),
-            )
+            .run(&base, Scheme::SlowOnly, capacity, Some(CdpConfig::default()))
             .unwrap();
         assert!(cdp.blocks_slow < slow.blocks_slow);
         assert!(cdp.prefetch_accuracy_percent() > 20.0, "{cdp:?}");

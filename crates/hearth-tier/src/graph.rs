@@ -122,12 +122,7 @@ fn by_frequency(extents: &[Extent]) -> Vec<u64> {
 /// At most `capacity_blocks` blocks for the fast device, chosen from the
 /// training extents. `graph` must have been built from the same extents
 /// (it is only read for [`Partitioner::Connectivity`]).
-pub fn partition(
-    method: Partitioner,
-    training: &[Extent],
-    graph: &AccessGraph,
-    capacity_blocks: u64,
-) -> Vec<u64> {
+pub fn partition(method: Partitioner, training: &[Extent], graph: &AccessGraph, capacity_blocks: u64) -> Vec<u64> {
     let cap = capacity_blocks as usize;
     let mut chosen: Vec<u64> = Vec::with_capacity(cap.min(1 << 24));
     let mut seen = FxHashSet::default();
@@ -196,10 +191,7 @@ mod tests {
         );
         assert_eq!(g.successors(300), &[]);
         // 100: out 3 + in 2; 200: in 2 + out 2; 300: in 1.
-        assert_eq!(
-            g.by_connectivity(),
-            vec![(100, 2, 5), (200, 1, 4), (300, 4, 1)]
-        );
+        assert_eq!(g.by_connectivity(), vec![(100, 2, 5), (200, 1, 4), (300, 4, 1)]);
         // A window of 2 also links each request to the one after next.
         let g2 = AccessGraph::build(&trace, 2);
         assert_eq!(
@@ -224,10 +216,7 @@ mod tests {
             ext(20, 1),
         ];
         let g = AccessGraph::build(&trace, 1);
-        assert_eq!(
-            partition(Partitioner::Frequency, &trace, &g, 2),
-            vec![7, 10]
-        );
+        assert_eq!(partition(Partitioner::Frequency, &trace, &g, 2), vec![7, 10]);
         // Connectivity: 10 (degree 4: 2 out, 2 in) leads, whole extent first.
         let borg = partition(Partitioner::Connectivity, &trace, &g, 3);
         assert_eq!(borg, vec![10, 11, 20]);

@@ -18,12 +18,7 @@ pub struct Plan {
 impl Plan {
     /// A plan from blocks in priority order; neighbours in that order that
     /// are also neighbours on disk share a run.
-    pub fn from_blocks(
-        block_size: u32,
-        method: &str,
-        capacity_blocks: u64,
-        blocks: &[u64],
-    ) -> Plan {
+    pub fn from_blocks(block_size: u32, method: &str, capacity_blocks: u64, blocks: &[u64]) -> Plan {
         let mut runs: Vec<(u64, u64)> = Vec::new();
         for &b in blocks {
             match runs.last_mut() {
@@ -40,9 +35,7 @@ impl Plan {
     }
 
     pub fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
-        self.runs
-            .iter()
-            .flat_map(|&(first, len)| first..first + len)
+        self.runs.iter().flat_map(|&(first, len)| first..first + len)
     }
 
     pub fn save(&self, path: &Path) -> Result<(), String> {
@@ -52,8 +45,7 @@ impl Plan {
 
     pub fn load(path: &Path) -> Result<Plan, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let plan: Plan =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let plan: Plan = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let total: u64 = plan.runs.iter().map(|r| r.1).sum();
         if total > plan.capacity_blocks {
             return Err(format!(
@@ -79,17 +71,12 @@ mod tests {
         plan.save(&path).unwrap();
         let back = Plan::load(&path).unwrap();
         assert_eq!(back, plan);
-        assert_eq!(
-            back.blocks().collect::<Vec<_>>(),
-            vec![10, 11, 12, 3, 4, 40]
-        );
+        assert_eq!(back.blocks().collect::<Vec<_>>(), vec![10, 11, 12, 3, 4, 40]);
         let over = Plan {
             capacity_blocks: 5,
             ..plan
         };
         over.save(&path).unwrap();
-        assert!(Plan::load(&path)
-            .unwrap_err()
-            .contains("more than capacity_blocks = 5"));
+        assert!(Plan::load(&path).unwrap_err().contains("more than capacity_blocks = 5"));
     }
 }

@@ -3,7 +3,9 @@
 //! A demand request is looked up, block by block, in the OS cache (LRU),
 //! the prefetch cache (FIFO), then the fast device, then the slow device.
 //! Blocks that must come from a device are read in runs of consecutive
-//! blocks; a read from the slow device brings `read_ahead_blocks` more
+//! blocks (a read spans a gap of blocks served elsewhere when transferring
+//! the gap costs less than the device's latency, i.e. less than a second
+//! I/O); a read from the slow device brings `read_ahead_blocks` more
 //! blocks into the OS cache, as the kernel's read-ahead would. A request's
 //! response time is the latest completion among its parts. Writes go
 //! straight to the device that holds the block (write-through).
@@ -196,17 +198,15 @@ struct Tier<'a> {
     evicted: Vec<Key>,
     started: Vec<(u64, u64)>,
     candidates: Vec<(u64, u32)>,
+    /// Where each block of the request being served comes from (`None`: a cache).
+    sources: Vec<Option<Source>>,
     stats: TierStats,
     measuring: bool,
 }
 
 /// Replays `extents` through the tiers and returns the counts of the
 /// measured part. `graph` is needed when `cfg.cdp` is set.
-pub fn simulate(
-    cfg: &TierConfig,
-    extents: &[Extent],
-    graph: Option<&AccessGraph>,
-) -> Result<TierStats, String> {
+pub fn simulate(cfg: &TierConfig, extents: &[Extent], graph: Option<&AccessGraph>) -> Result<TierStats, String> {
     if cfg.block_size == 0 {
         return Err("block size must be positive".into());
     }
@@ -233,6 +233,7 @@ pub fn simulate(
         evicted: Vec::new(),
         started: Vec::new(),
         candidates: Vec::new(),
+        sources: Vec::new(),
         stats: TierStats::default(),
         measuring: false,
     };
@@ -260,11 +261,8 @@ impl Tier<'_> {
                 Event::Arrive { index } => {
                     if index + 1 < extents.len() {
                         let next = arrival(index + 1, now);
-                        self.events.push(
-                            next,
-                            PRIORITY_ARRIVAL,
-                            Event::Arrive { index: index + 1 },
-                        );
+                        self.events
+                            .push(next, PRIORITY_ARRIVAL, Event::Arrive { index: index + 1 });
                     }
                     self.measuring = index >= self.cfg.measure_from;
                     self.demand(now, &extents[index]);
@@ -317,31 +315,40 @@ impl Tier<'_> {
     }
 
     fn demand(&mut self, now: u64, e: &Extent) {
-        let bs = u64::from(self.cfg.block_size);
         let mut done = now;
         let mut used_slow = false;
-        // The run of consecutive blocks going to one device.
-        let mut run: Option<(Source, u64, u64)> = None;
+        self.sources.clear();
         for block in e.block_range() {
             let source = if e.write {
                 Some(self.write_target(block))
             } else {
                 self.read_source(block, now, &mut done)
             };
-            match (run, source) {
-                (Some((s, start, len)), Some(src)) if s == src && start + len == block => {
-                    run = Some((s, start, len + 1))
-                }
-                _ => {
-                    if let Some(r) = run.take() {
-                        done = done.max(self.issue(now, r, e.write, &mut used_slow, bs));
-                    }
-                    run = source.map(|s| (s, block, 1));
-                }
-            }
+            self.sources.push(source);
         }
-        if let Some(r) = run {
-            done = done.max(self.issue(now, r, e.write, &mut used_slow, bs));
+        for device in [Source::Fast, Source::Slow] {
+            // Spans of blocks for `device`, as block indices in the request.
+            let mut span: Option<(usize, usize)> = None;
+            for i in 0..self.sources.len() {
+                if self.sources[i] != Some(device) {
+                    continue;
+                }
+                span = match span {
+                    Some((first, last))
+                        if i == last + 1 || (!e.write && self.read_through_is_cheaper(device, i - last - 1)) =>
+                    {
+                        Some((first, i))
+                    }
+                    Some(finished) => {
+                        done = done.max(self.issue(now, e, device, finished, &mut used_slow));
+                        Some((i, i))
+                    }
+                    None => Some((i, i)),
+                };
+            }
+            if let Some(last_span) = span {
+                done = done.max(self.issue(now, e, device, last_span, &mut used_slow));
+            }
         }
         if self.measuring {
             let response = done - now;
@@ -421,58 +428,76 @@ impl Tier<'_> {
         }
     }
 
-    /// Sends one run to its device; returns its completion time.
+    /// Whether reading `gap` unwanted blocks costs less than a second I/O:
+    /// then one read spans both parts of the request.
+    fn read_through_is_cheaper(&self, device: Source, gap: usize) -> bool {
+        let d = match device {
+            Source::Fast => self.cfg.fast,
+            Source::Slow => self.cfg.slow,
+        };
+        let transfer = d.service_ns(gap as u64 * u64::from(self.cfg.block_size)) - d.latency_ns;
+        transfer < d.latency_ns
+    }
+
+    /// Sends blocks `first..=last` of request `e` to `device` as one I/O
+    /// (blocks in between that other places serve are read and dropped);
+    /// returns its completion time.
     fn issue(
         &mut self,
         now: u64,
-        (source, start, len): (Source, u64, u64),
-        write: bool,
+        e: &Extent,
+        device: Source,
+        (first, last): (usize, usize),
         used_slow: &mut bool,
-        bs: u64,
     ) -> u64 {
-        match source {
+        let bs = u64::from(self.cfg.block_size);
+        let start = e.start + first as u64;
+        let len = (last - first + 1) as u64;
+        match device {
             Source::Fast => {
                 let done = now + self.fast.demand(now, len * bs);
-                if !write {
-                    for block in start..start + len {
-                        self.fill_os_cache(block, done, now);
+                if !e.write {
+                    for i in first..=last {
+                        if self.sources[i] == Some(device) {
+                            self.fill_os_cache(e.start + i as u64, done, now);
+                        }
                     }
                 }
                 done
             }
             Source::Slow => {
                 *used_slow = true;
-                let read_ahead = if write {
+                let read_ahead = if e.write {
                     0
                 } else {
                     u64::from(self.cfg.read_ahead_blocks)
                 };
                 let done = now + self.slow.demand(now, (len + read_ahead) * bs);
-                if !write {
+                if !e.write {
+                    for i in first..=last {
+                        if self.sources[i] == Some(device) {
+                            self.fill_os_cache(e.start + i as u64, done, now);
+                        }
+                    }
                     // Read-ahead blocks arrive with the demand read; blocks the
                     // fast device or a cache already holds are left alone.
-                    for block in start..start + len + read_ahead {
-                        let extra = block >= start + len;
-                        if extra && (self.os_cache.contains(block) || self.on_fast_device(block)) {
-                            continue;
+                    for block in start + len..start + len + read_ahead {
+                        if !(self.os_cache.contains(block) || self.on_fast_device(block)) {
+                            self.fill_os_cache(block, done, now);
                         }
-                        self.fill_os_cache(block, done, now);
                     }
-                    if let Some(lru) = self.fast_lru.as_mut().filter(|lru| lru.capacity() >= bs) {
+                    if self.fast_lru.as_ref().is_some_and(|lru| lru.capacity() >= bs) {
                         // Copy the demanded blocks to the fast cache in the background.
-                        for block in start..start + len {
-                            let a = Access {
-                                key: block,
-                                size: bs as u32,
-                                vtime: 0,
-                                next_access: NEVER,
-                                op: Op::Read,
-                                ctx: 0,
-                            };
-                            lru.insert(&a, &mut self.evicted);
+                        let mut copied = 0;
+                        for i in first..=last {
+                            if self.sources[i] == Some(device) {
+                                let a = self.access(e.start + i as u64, Op::Read);
+                                self.fast_lru.as_mut().expect("checked").insert(&a, &mut self.evicted);
+                                copied += 1;
+                            }
                         }
                         self.evicted.clear();
-                        self.fast.background(now, len * bs);
+                        self.fast.background(now, copied * bs);
                     }
                 }
                 done
@@ -505,9 +530,7 @@ impl Tier<'_> {
             for succ in graph.successors(node) {
                 // A backlog of prefetches could not start before the next
                 // demand requests: a new one would only arrive late.
-                if issued == cdp.max_per_demand
-                    || self.slow.background_waiting() >= cdp.max_per_demand as usize
-                {
+                if issued == cdp.max_per_demand || self.slow.background_waiting() >= cdp.max_per_demand as usize {
                     break;
                 }
                 if self.candidates.iter().any(|&(seen, _)| seen == succ.start) {
@@ -519,10 +542,7 @@ impl Tier<'_> {
                 let Some(first) = range.clone().find(|&b| !self.needs_no_prefetch(b)) else {
                     continue;
                 };
-                let last = range
-                    .rev()
-                    .find(|&b| !self.needs_no_prefetch(b))
-                    .expect("first exists");
+                let last = range.rev().find(|&b| !self.needs_no_prefetch(b)).expect("first exists");
                 let tag = self.next_tag;
                 self.next_tag += 1;
                 let len = last - first + 1;
@@ -555,17 +575,13 @@ impl Tier<'_> {
                     }
                 }
             }
-            self.events
-                .push(done, PRIORITY_COMPLETION, Event::PrefetchDone { tag });
+            self.events.push(done, PRIORITY_COMPLETION, Event::PrefetchDone { tag });
         }
         self.started.clear();
     }
 
     fn prefetch_done(&mut self, tag: u64) {
-        let (first, len) = self
-            .prefetch_reads
-            .remove(&tag)
-            .expect("a prefetch completes once");
+        let (first, len) = self.prefetch_reads.remove(&tag).expect("a prefetch completes once");
         for block in first..first + u64::from(len) {
             if self.in_flight.get(&block).is_some_and(|f| f.tag() == tag) {
                 self.in_flight.remove(&block);
@@ -638,10 +654,7 @@ mod tests {
         assert_eq!(s.total_response_ns, 10 * MS + 15 * MS + 20 * MS);
         cfg.measure_from = 2;
         let s = simulate(&cfg, &trace, None).unwrap();
-        assert_eq!(
-            (s.requests, s.total_response_ns, s.blocks_slow),
-            (1, 20 * MS, 1)
-        );
+        assert_eq!((s.requests, s.total_response_ns, s.blocks_slow), (1, 20 * MS, 1));
     }
 
     #[test]
@@ -663,12 +676,7 @@ mod tests {
     #[test]
     fn fast_lru_cache_fills_on_slow_reads_and_evicts() {
         let cfg = bare(FastUse::LruCache(4096));
-        let trace = [
-            read(0, 1),
-            read(20 * MS, 1),
-            read(30 * MS, 2),
-            read(50 * MS, 1),
-        ];
+        let trace = [read(0, 1), read(20 * MS, 1), read(30 * MS, 2), read(50 * MS, 1)];
         let s = simulate(&cfg, &trace, None).unwrap();
         // slow 10, fast 1 (the background copy finished at 11 ms), slow 10
         // (evicting 1 from the one-block cache), slow 10.
@@ -693,10 +701,7 @@ mod tests {
         let trace = [read(0, 100), read(12 * MS, 300), read(15 * MS, 200)];
         let s = simulate(&cfg, &trace, Some(&graph)).unwrap();
         assert_eq!(s.total_response_ns, 10 * MS + 18 * MS + 5 * MS);
-        assert_eq!(
-            (s.prefetches, s.blocks_prefetch_in_flight, s.blocks_slow),
-            (1, 1, 2)
-        );
+        assert_eq!((s.prefetches, s.blocks_prefetch_in_flight, s.blocks_slow), (1, 1, 2));
         // Later, 200 is found in the prefetch cache.
         let trace = [read(0, 100), read(25 * MS, 200)];
         let s = simulate(&cfg, &trace, Some(&graph)).unwrap();
@@ -747,6 +752,32 @@ mod tests {
         });
         let s = simulate(&cfg, &trace[..1], Some(&graph)).unwrap();
         assert_eq!(s.prefetches, 0);
+    }
+
+    #[test]
+    fn a_read_spans_a_gap_only_when_that_beats_a_second_io() {
+        let five = [Extent {
+            time_ns: 0,
+            start: 0,
+            blocks: 5,
+            write: false,
+        }];
+        // Block 2 is on the fast device. Transfer is free on SLOW, so blocks
+        // 0..5 are one slow read (10 ms) beside the fast one (1 ms).
+        let cfg = bare(FastUse::Partition([2].into_iter().collect()));
+        let s = simulate(&cfg, &five, None).unwrap();
+        assert_eq!(s.total_response_ns, 10 * MS);
+        assert_eq!((s.blocks_fast, s.blocks_slow), (1, 4));
+        // At 4096 B/s a block takes 1 s to transfer, far more than the 1 ms
+        // latency: two reads of two blocks, the second queued behind the
+        // first: (1 ms + 2 s) + (1 ms + 2 s). Reading through would be 5 s.
+        let crawl = Device {
+            latency_ns: MS,
+            bytes_per_sec: 4096,
+        };
+        let cfg = TierConfig { slow: crawl, ..cfg };
+        let s = simulate(&cfg, &five, None).unwrap();
+        assert_eq!(s.total_response_ns, 2 * (MS + 2_000 * MS));
     }
 
     #[test]

@@ -46,16 +46,10 @@ impl Default for ChainsConfig {
 /// `requests` requests of the chains workload.
 pub fn chains(cfg: &ChainsConfig, requests: usize) -> Result<Vec<Request>, String> {
     if cfg.chains == 0 || cfg.chain_len == 0 || cfg.extent_blocks == 0 || cfg.block_size == 0 {
-        return Err(
-            "chains workload: chains, chain length, extent size and block size must be positive"
-                .into(),
-        );
+        return Err("chains workload: chains, chain length, extent size and block size must be positive".into());
     }
     if !(0.0..1.0).contains(&cfg.noise) {
-        return Err(format!(
-            "chains workload: noise must be in [0, 1), got {}",
-            cfg.noise
-        ));
+        return Err(format!("chains workload: noise must be in [0, 1), got {}", cfg.noise));
     }
     let slots = cfg.disk_blocks / u64::from(cfg.extent_blocks);
     if slots == 0 {
@@ -70,8 +64,7 @@ pub fn chains(cfg: &ChainsConfig, requests: usize) -> Result<Vec<Request>, Strin
                 .collect()
         })
         .collect();
-    let popularity = Zipf::new(cfg.chains as f64, cfg.zipf_alpha)
-        .map_err(|e| format!("chains workload: zipf: {e}"))?;
+    let popularity = Zipf::new(cfg.chains as f64, cfg.zipf_alpha).map_err(|e| format!("chains workload: zipf: {e}"))?;
     let bytes = cfg.extent_blocks * cfg.block_size;
     let mut out = Vec::with_capacity(requests);
     let mut walking: Option<(usize, usize)> = None;
@@ -79,8 +72,7 @@ pub fn chains(cfg: &ChainsConfig, requests: usize) -> Result<Vec<Request>, Strin
         let start = if rng.random_bool(cfg.noise) {
             extent_at(rng.random_range(0..slots))
         } else {
-            let (chain, step) =
-                walking.unwrap_or_else(|| (popularity.sample(&mut rng) as usize - 1, 0));
+            let (chain, step) = walking.unwrap_or_else(|| (popularity.sample(&mut rng) as usize - 1, 0));
             walking = (step + 1 < cfg.chain_len).then_some((chain, step + 1));
             chain_list[chain][step]
         };

@@ -11,9 +11,7 @@ use hearth_sim::device::Device;
 use hearth_tier::devices::DeviceFile;
 use hearth_tier::plan::Plan;
 use hearth_tier::synth::{chains, ChainsConfig};
-use hearth_tier::{
-    extents, CdpConfig, Experiment, Extent, Partitioner, Scheme, TierConfig, TierStats,
-};
+use hearth_tier::{extents, CdpConfig, Experiment, Extent, Partitioner, Scheme, TierConfig, TierStats};
 
 use crate::trace_args::TraceArgs;
 
@@ -172,22 +170,15 @@ fn load(setup: &Setup) -> anyhow::Result<Loaded> {
         bail!("--think-ms must be a non-negative number of milliseconds");
     }
     let base = TierConfig {
-        fast: devices
-            .get(&setup.fast)
-            .map_err(anyhow::Error::msg)
-            .context("--fast")?,
-        slow: devices
-            .get(&setup.slow)
-            .map_err(anyhow::Error::msg)
-            .context("--slow")?,
+        fast: devices.get(&setup.fast).map_err(anyhow::Error::msg).context("--fast")?,
+        slow: devices.get(&setup.slow).map_err(anyhow::Error::msg).context("--slow")?,
         os_cache_bytes: size_or_share(&setup.os_cache, footprint, "--os-cache")?,
         prefetch_cache_bytes: size_or_share(&setup.prefetch_cache, footprint, "--prefetch-cache")?,
         read_ahead_blocks: setup.read_ahead,
         think_ns: (setup.think_ms * 1e6) as u64,
         ..TierConfig::new(block_size)
     };
-    let capacity_blocks =
-        size_or_share(&setup.fast_capacity, footprint, "--fast-capacity")? / u64::from(block_size);
+    let capacity_blocks = size_or_share(&setup.fast_capacity, footprint, "--fast-capacity")? / u64::from(block_size);
     Ok(Loaded {
         exp,
         base,
@@ -204,10 +195,7 @@ fn parse_cdp(spec: &str, max_per_demand: u32) -> anyhow::Result<Option<CdpConfig
     Ok(match spec.to_ascii_lowercase().as_str() {
         "none" => None,
         "cdp" => Some(base),
-        "slack" | "cdp-slack" => Some(CdpConfig {
-            slack: true,
-            ..base
-        }),
+        "slack" | "cdp-slack" => Some(CdpConfig { slack: true, ..base }),
         other => match other
             .strip_prefix("ccdp")
             .and_then(|k| k.trim_start_matches('-').parse::<u32>().ok())
@@ -380,13 +368,9 @@ impl Table {
             }
             c
         } else {
-            let mut c =
-                hearth_plot::Chart::bars(&self.title, self.x_label, self.y_label, self.xs.clone());
+            let mut c = hearth_plot::Chart::bars(&self.title, self.x_label, self.y_label, self.xs.clone());
             for (name, ys) in &self.series {
-                c = c.series(
-                    name,
-                    ys.iter().enumerate().map(|(i, &y)| (i as f64, y)).collect(),
-                );
+                c = c.series(name, ys.iter().enumerate().map(|(i, &y)| (i as f64, y)).collect());
             }
             c
         };
@@ -399,14 +383,10 @@ impl Table {
 
 fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let l = load(&args.setup)?;
-    std::fs::create_dir_all(&args.output)
-        .with_context(|| format!("creating {}", args.output.display()))?;
+    std::fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     println!("{}\n", describe(&l));
-    let run = |cfg: &TierConfig, scheme, capacity, cdp| {
-        l.exp
-            .run(cfg, scheme, capacity, cdp)
-            .map_err(anyhow::Error::msg)
-    };
+    let run =
+        |cfg: &TierConfig, scheme, capacity, cdp| l.exp.run(cfg, scheme, capacity, cdp).map_err(anyhow::Error::msg);
     let fast = l.base.fast;
     let mut tables = Vec::new();
 
@@ -486,10 +466,7 @@ fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     // CDP variants over the slow device alone and over a BORG partition.
     let variants = ["none", "cdp", "slack", "ccdp2", "ccdp4"];
     let mut series = Vec::new();
-    for scheme in [
-        Scheme::SlowOnly,
-        Scheme::Partition(Partitioner::Connectivity),
-    ] {
+    for scheme in [Scheme::SlowOnly, Scheme::Partition(Partitioner::Connectivity)] {
         let mut ys = Vec::new();
         for v in variants {
             ys.push(run(&l.base, scheme, l.capacity_blocks, parse_cdp(v, 2)?)?.mean_response_ms());
