@@ -661,4 +661,40 @@ mod tests {
         }
         check_all(&t, |_| 0);
     }
+
+    #[test]
+    fn config_opens_a_tier_export_and_checks_the_plan() {
+        let f = files();
+        let d = f.fast.parent().unwrap().to_path_buf();
+        let plan = d.join("plan.json");
+        let toml = |plan_block_size: u32| {
+            hearth_tier::plan::Plan::from_blocks(plan_block_size, "freq", 2, &[5, 6])
+                .save(&plan)
+                .unwrap();
+            format!(
+                "[[export]]\nname = \"t\"\nbackend = \"memory\"\nsize = \"256KiB\"\ncache_size = 0\n\
+                 [export.tier]\nfast_path = \"{}\"\nfast_size = \"16KiB\"\nplan = \"{}\"\nidle = \"0ms\"\n",
+                f.fast.display(),
+                plan.display()
+            )
+        };
+        let mut config = crate::Config::parse(&toml(4096)).unwrap();
+        config.validate().unwrap();
+        let cache = config.exports[0].open().unwrap();
+        assert!(
+            cache.describe_backend().contains("tier (fast"),
+            "{}",
+            cache.describe_backend()
+        );
+        let mut config = crate::Config::parse(&toml(512)).unwrap();
+        config.validate().unwrap();
+        let err = config.exports[0].open().err().unwrap().to_string();
+        assert!(err.contains("plan.json") && err.contains("block size 512"), "{err}");
+        let err = crate::Config::parse(
+            "[[export]]\nname = \"t\"\n[export.tier]\nfast_path = \"x\"\nfast_size = 1\nspeed = 2\n",
+        )
+        .err()
+        .unwrap();
+        assert!(err.contains("speed"), "{err}");
+    }
 }
