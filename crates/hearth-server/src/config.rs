@@ -122,6 +122,8 @@ pub struct TierExportConfig {
     pub migrate_bandwidth: Option<SizeValue>,
     /// Migrate only after clients have been quiet this long; default "10ms".
     pub idle: Option<String>,
+    /// Log client requests here as a trace for `hearth tier plan`.
+    pub access_log: Option<PathBuf>,
 }
 
 impl TierExportConfig {
@@ -131,7 +133,11 @@ impl TierExportConfig {
         let fast = Box::new(FileBackend::sparse(&self.fast_path, fast_size, false)?);
         let journal =
             self.journal.clone().unwrap_or_else(|| PathBuf::from(format!("{}.journal", self.fast_path.display())));
-        let tier = std::sync::Arc::new(crate::tier::TierBackend::open(fast, slow, block_size, &journal)?);
+        let mut tier = crate::tier::TierBackend::open(fast, slow, block_size, &journal)?;
+        if let Some(path) = &self.access_log {
+            tier = tier.with_access_log(path)?;
+        }
+        let tier = std::sync::Arc::new(tier);
         if let Some(path) = &self.plan {
             let plan = hearth_tier::plan::Plan::load(path).map_err(anyhow::Error::msg)?;
             if u64::from(plan.block_size) != block_size {
