@@ -33,6 +33,14 @@ pub enum PrefetchCmd {
     },
     /// Replay a workload through the cache with each prefetcher and compare.
     Sim(SimArgs),
+    /// Repeat `sim` on the generated workload at several client counts.
+    Sweep {
+        #[command(flatten)]
+        sim: SimArgs,
+        /// Client counts to generate the workload with (replaces --clients).
+        #[arg(long, value_delimiter = ',', default_value = "10,25,50,100")]
+        sweep_clients: Vec<u32>,
+    },
     /// List the prefetchers and their parameters.
     Schemes,
 }
@@ -129,6 +137,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
             Ok(())
         }
         PrefetchCmd::Sim(args) => sim(args),
+        PrefetchCmd::Sweep { sim, sweep_clients } => sweep(sim, &sweep_clients),
         PrefetchCmd::Schemes => {
             for (name, params, about) in hearth_prefetch::SCHEMES {
                 println!("{name:<10} [{}] {about}", params.join(","));
@@ -138,11 +147,12 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
     }
 }
 
-fn sim(args: SimArgs) -> anyhow::Result<()> {
-    let (events, name) = args.source.events()?;
+/// Runs every scheme of `args` over `events`; returns the footprint, the
+/// cache size and the outcomes in scheme order.
+fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64, Vec<Outcome>)> {
     let block_size = u32::try_from(args.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")?;
     let mut distinct: KeyMap<()> = KeyMap::default();
-    for e in &events {
+    for e in events {
         if let CtxEvent::Io { block, .. } = e {
             distinct.insert(*block, ());
         }
@@ -165,17 +175,28 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
         hearth_prefetch::build(spec, block_size, &[]).map_err(anyhow::Error::msg)?;
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let outcomes: Vec<Outcome> = hearth_sim::parallel_map(&args.schemes, threads, |spec| simulate(&events, spec, &setup))
+    let outcomes: Vec<Outcome> = hearth_sim::parallel_map(&args.schemes, threads, |spec| simulate(events, spec, &setup))
         .into_iter()
         .collect::<Result<_, _>>()
         .map_err(anyhow::Error::msg)?;
+    Ok((footprint, cache_bytes, outcomes))
+}
+
+/// Miss-rate cut of `o` relative to the `none` outcome, in percent.
+fn miss_cut(outcomes: &[Outcome], o: &Outcome) -> Option<f64> {
+    let base = outcomes.iter().find(|o| o.scheme == "none")?.stats.miss_rate();
+    (base > 0.0).then(|| 100.0 * (base - o.stats.miss_rate()) / base)
+}
+
+fn sim(args: SimArgs) -> anyhow::Result<()> {
+    let (events, name) = args.source.events()?;
+    let (footprint, cache_bytes, outcomes) = run_schemes(&events, &args)?;
     let mining = if args.rules {
         let cfg = cminer::Config { segment: 64, max_gap: 4, min_support: 3, min_confidence: 0.3 };
         Some(compare_mining(&events, 5, &cfg).map_err(anyhow::Error::msg)?)
     } else {
         None
     };
-    let baseline = outcomes.iter().find(|o| o.scheme == "none").map(|o| o.stats.miss_rate());
 
     let out = std::io::stdout();
     let mut out = out.lock();
@@ -199,7 +220,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
         )?;
         for o in &outcomes {
             let s = &o.stats;
-            let cut = baseline.filter(|&b| b > 0.0).map_or(String::from("-"), |b| format!("{:.1}", 100.0 * (b - s.miss_rate()) / b));
+            let cut = miss_cut(&outcomes, o).map_or(String::from("-"), |c| format!("{c:.1}"));
             let latency = o.timing.as_ref().map_or(String::from("-"), |t| format!("{:.0}", t.mean_read_ns / 1000.0));
             writeln!(
                 out,
@@ -245,6 +266,43 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             .series("promote", series(&|o| o.stats.promote_rate()));
         let files = hearth_plot::render(&chart, path).map_err(anyhow::Error::msg)?;
         for f in files {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    Ok(())
+}
+
+fn sweep(mut args: SimArgs, clients: &[u32]) -> anyhow::Result<()> {
+    if args.source.trace.is_some() {
+        anyhow::bail!("sweep generates its workload; --trace cannot be swept");
+    }
+    // Miss rate per scheme, one point per client count (plotted as rates:
+    // the cuts of SEQ and RUN are negative).
+    let mut rates: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    println!("miss-rate cut (%) vs no prefetching, {:?}-like, cache {}", args.source.workload, args.cache);
+    for &n in clients {
+        args.source.clients = n;
+        let (events, _) = args.source.events()?;
+        let (_, _, outcomes) = run_schemes(&events, &args)?;
+        let mut row = format!("{n:>4} clients:");
+        for o in &outcomes {
+            let cut = miss_cut(&outcomes, o).unwrap_or(0.0);
+            row += &format!(" {} {cut:.1}", o.scheme);
+            let point = (f64::from(n), 100.0 * o.stats.miss_rate());
+            match rates.iter_mut().find(|c| c.0 == o.scheme) {
+                Some(c) => c.1.push(point),
+                None => rates.push((o.scheme.clone(), vec![point])),
+            }
+        }
+        println!("{row}");
+    }
+    if let Some(path) = &args.plot {
+        let title = format!("{:?}-like, cache {}", args.source.workload, args.cache);
+        let mut chart = hearth_plot::Chart::lines(&title, "concurrent clients", "miss rate (%)");
+        for (scheme, points) in rates {
+            chart = chart.series(&scheme, points);
+        }
+        for f in hearth_plot::render(&chart, path).map_err(anyhow::Error::msg)? {
             eprintln!("wrote {}", f.display());
         }
     }
