@@ -42,25 +42,54 @@ pub struct Borg {
     /// The last `window` (block, time) requests, oldest first.
     recent: Vec<(Key, u64)>,
     window: usize,
-    edges: KeyMap<Vec<Edge>>,
+    /// Slot of each block with out-edges; slot `i` owns
+    /// `edges[i * EDGES ..][.. lens[i]]` (flat, so a new block costs no
+    /// allocation of its own).
+    slots: KeyMap<u32>,
+    edges: Vec<Edge>,
+    lens: Vec<u8>,
     edge_count: usize,
 }
 
 impl Borg {
     pub fn new(by_time: bool, depth: usize, window: usize) -> Self {
-        Borg { by_time, depth, recent: Vec::with_capacity(window), window: window.max(1), edges: KeyMap::default(), edge_count: 0 }
+        Borg {
+            by_time,
+            depth,
+            recent: Vec::with_capacity(window),
+            window: window.max(1),
+            slots: KeyMap::default(),
+            edges: Vec::new(),
+            lens: Vec::new(),
+            edge_count: 0,
+        }
+    }
+
+    fn out_edges(&self, from: Key) -> &[Edge] {
+        match self.slots.get(&from) {
+            Some(&i) => &self.edges[i as usize * EDGES..][..usize::from(self.lens[i as usize])],
+            None => &[],
+        }
     }
 
     fn record(&mut self, from: Key, to: Key, gap_ns: u64) {
-        let out = self.edges.entry(from).or_insert_with(|| Vec::with_capacity(EDGES));
-        if let Some(e) = out.iter_mut().find(|e| e.to == to) {
+        let next = self.lens.len() as u32;
+        let i = *self.slots.entry(from).or_insert(next) as usize;
+        if i == self.lens.len() {
+            self.lens.push(0);
+            self.edges.resize(self.edges.len() + EDGES, Edge::default());
+        }
+        let len = usize::from(self.lens[i]);
+        let out = &mut self.edges[i * EDGES..][..EDGES];
+        if let Some(e) = out[..len].iter_mut().find(|e| e.to == to) {
             e.count += 1;
             e.total_gap_ns += gap_ns;
             return;
         }
         let edge = Edge { to, count: 1, total_gap_ns: gap_ns };
-        if out.len() < EDGES {
-            out.push(edge);
+        if len < EDGES {
+            out[len] = edge;
+            self.lens[i] += 1;
             self.edge_count += 1;
         } else if let Some(weakest) = out.iter_mut().min_by_key(|e| e.count) {
             *weakest = edge;
@@ -69,8 +98,7 @@ impl Borg {
 
     fn heaviest(&self, from: Key, skip: &dyn Fn(Key) -> bool) -> Option<Key> {
         let by_time = self.by_time;
-        self.edges
-            .get(&from)?
+        self.out_edges(from)
             .iter()
             .filter(|e| e.count >= 2 && !skip(e.to))
             .max_by(|x, y| x.weight(by_time).total_cmp(&y.weight(by_time)).then(y.to.cmp(&x.to)))
