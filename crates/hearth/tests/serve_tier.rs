@@ -1,5 +1,6 @@
 //! The two-tier backend live: `hearth serve` over a slow file throttled like
-//! a disk and a fast file, a partition plan from `hearth tier plan`, reads
+//! a disk and a fast file, a partition plan from `hearth tier plan` on the
+//! server's own access log (or on a trace file), reads
 //! replayed through python3-libnbd. Reads get faster once the plan is
 //! migrated, data stays byte-identical, and a kill -9 in the middle of a
 //! migration loses no acknowledged write.
@@ -59,6 +60,7 @@ fn client(uri: &str, args: &[&str]) -> String {
 
 fn config(dir: &Path, plan: Option<&Path>, migrate_bandwidth: &str) -> std::path::PathBuf {
     let plan = plan.map_or(String::new(), |p| format!("plan = \"{}\"\n", p.display()));
+    let plan = format!("{plan}access_log = \"{}/access.csv\"\n", dir.display());
     let text = format!(
         "[server]\nunix = [\"{d}/nbd.sock\"]\nlisten = []\n\n[[export]]\nname = \"disk\"\nbackend = \"file\"\npath = \"{d}/slow.img\"\n\
          cache_size = 0\nlatency = \"2ms\"\nbandwidth = \"100MiB\"\n\n[export.tier]\nfast_path = \"{d}/fast.img\"\nfast_size = \"256KiB\"\n\
@@ -122,6 +124,16 @@ fn dump_matches(dir: &Path, server: &Server, expected: &[u8]) {
     );
 }
 
+/// `hearth tier plan TRACE`: the 64 most accessed blocks.
+fn plan_from(trace: &Path, plan: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["tier", "plan", trace.to_str().unwrap(), "--train", "1", "--method", "freq", "--fast-capacity", "256KiB"])
+        .args(["-o", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 fn write_trace_and_plan(dir: &Path) -> std::path::PathBuf {
     // CloudPhysics CSV: lbn in 512-byte sectors.
     let mut csv = String::from("version,time,op,size,lbn\n");
@@ -159,11 +171,16 @@ fn reads_get_faster_after_plan_and_migration_with_identical_data() {
     let d = dir.path();
     let expected = pattern(BLOCKS * BS, 6);
     std::fs::write(d.join("slow.img"), &expected).unwrap();
-    let plan = write_trace_and_plan(d);
 
     let server = start(d, &config(d, None, "4MiB"));
     let before = replay(d, &server, &expected);
     assert!(server.stop("TERM"));
+    // The plan comes from the server's own access log of that replay.
+    let plan = d.join("plan.json");
+    plan_from(&d.join("access.csv"), &plan);
+    let json = std::fs::read_to_string(&plan).unwrap();
+    let hot: Vec<String> = (0..HOT).map(|i| (i * 31 % BLOCKS).to_string()).collect();
+    assert!(hot.iter().all(|b| json.contains(&format!("[{b},"))), "the plan should hold the hot set: {json}");
 
     let server = start(d, &config(d, Some(&plan), "4MiB"));
     wait_for_log(&server, "tier migration finished", Duration::from_secs(30));
