@@ -111,6 +111,9 @@ pub struct TierStats {
     pub blocks_prefetch_in_flight: u64,
     pub blocks_fast: u64,
     pub blocks_slow: u64,
+    /// Demand I/Os (reads and writes) sent to each device.
+    pub fast_ios: u64,
+    pub slow_ios: u64,
     /// Prefetch reads issued and the blocks they covered.
     pub prefetches: u64,
     pub prefetched_blocks: u64,
@@ -455,6 +458,7 @@ impl Tier<'_> {
         let len = (last - first + 1) as u64;
         match device {
             Source::Fast => {
+                self.count(|s| &mut s.fast_ios);
                 let done = now + self.fast.demand(now, len * bs);
                 if !e.write {
                     for i in first..=last {
@@ -466,6 +470,7 @@ impl Tier<'_> {
                 done
             }
             Source::Slow => {
+                self.count(|s| &mut s.slow_ios);
                 *used_slow = true;
                 let read_ahead = if e.write {
                     0
@@ -768,6 +773,7 @@ mod tests {
         let s = simulate(&cfg, &five, None).unwrap();
         assert_eq!(s.total_response_ns, 10 * MS);
         assert_eq!((s.blocks_fast, s.blocks_slow), (1, 4));
+        assert_eq!((s.slow_ios, s.fast_ios), (1, 1));
         // At 4096 B/s a block takes 1 s to transfer, far more than the 1 ms
         // latency: two reads of two blocks, the second queued behind the
         // first: (1 ms + 2 s) + (1 ms + 2 s). Reading through would be 5 s.
@@ -778,6 +784,7 @@ mod tests {
         let cfg = TierConfig { slow: crawl, ..cfg };
         let s = simulate(&cfg, &five, None).unwrap();
         assert_eq!(s.total_response_ns, 2 * (MS + 2_000 * MS));
+        assert_eq!((s.slow_ios, s.fast_ios), (2, 1));
     }
 
     #[test]

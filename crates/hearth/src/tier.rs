@@ -235,16 +235,17 @@ fn describe(l: &Loaded) -> String {
 
 fn row(scheme: &str, cdp: &str, s: &TierStats) -> String {
     format!(
-        "| {scheme:<15} | {cdp:<9} | {:>10.3} | {:>7.1} | {:>7.1} | {:>10} | {:>8.1} |",
+        "| {scheme:<15} | {cdp:<9} | {:>10.3} | {:>7.1} | {:>7.1} | {:>7.2} | {:>10} | {:>8.1} |",
         s.mean_response_ms(),
         s.fast_percent(),
         s.slow_percent(),
+        s.slow_ios as f64 / s.requests.max(1) as f64,
         s.prefetches,
         s.prefetch_accuracy_percent()
     )
 }
 
-const HEADER: &str = "| scheme          | prefetch  | mean ms    | fast %  | slow %  | prefetches | useful % |\n|---|---|---|---|---|---|---|";
+const HEADER: &str = "| scheme          | prefetch  | mean ms    | fast %  | slow %  | slow I/Os/req | prefetches | useful % |\n|---|---|---|---|---|---|---|---|";
 
 fn sim(args: SimArgs) -> anyhow::Result<()> {
     let l = load(&args.setup)?;
