@@ -22,10 +22,11 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hearth_core::{Access, Key, Op, Policy};
 use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
+use hearth_prefetch::Class;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backend::{Backend, Extent};
@@ -39,6 +40,18 @@ pub enum WriteMode {
     Back {
         dirty_limit: u64,
     },
+}
+
+/// Told about every change to the cache's contents, under the cache lock, so
+/// it sees them in the order they took effect (the warmup monitor logs them;
+/// see `crate::warmup`). Calls must be quick: they hold up the cache.
+pub trait ContentLog: Send + Sync {
+    /// `block` entered the cache with `data` (the block's bytes that exist)
+    /// read from the backend.
+    fn loaded(&self, block: u64, data: &[u8]);
+    /// A client changed `block`: `data` is its new contents when known in
+    /// full, `None` when not (partial write to an absent block, zeroing).
+    fn changed(&self, block: u64, data: Option<&[u8]>);
 }
 
 /// Counters read by the metrics endpoint and by tests.
@@ -74,6 +87,10 @@ struct Inner {
     /// Buffers of evicted blocks, reused for the next insert.
     free: Vec<Box<[u8]>>,
     dirty: FxHashSet<Key>,
+    /// Blocks prefetched (queued or landed) and not yet demanded.
+    prefetched: FxHashSet<Key>,
+    /// Prefetched blocks evicted before any demand, for the prefetcher's feedback.
+    wasted: Vec<Key>,
     vtime: u64,
     stripes: Vec<Stripe>,
 }
@@ -85,6 +102,7 @@ pub struct BlockCache {
     mode: WriteMode,
     inner: Mutex<Inner>,
     pub stats: CacheStats,
+    content_log: OnceLock<Arc<dyn ContentLog>>,
 }
 
 /// A block the read path found missing, with its stripe's state at lookup.
@@ -129,11 +147,62 @@ impl BlockCache {
                 blocks: FxHashMap::default(),
                 free: Vec::new(),
                 dirty: FxHashSet::default(),
+                prefetched: FxHashSet::default(),
+                wasted: Vec::new(),
                 vtime: 0,
                 stripes: vec![Stripe::default(); STRIPES],
             }),
             stats: CacheStats::default(),
+            content_log: OnceLock::new(),
         }
+    }
+
+    /// Reports every later change of contents to `log`; set at most once.
+    pub fn set_content_log(&self, log: Arc<dyn ContentLog>) {
+        if self.content_log.set(log).is_err() {
+            panic!("the cache's content log is already set");
+        }
+    }
+
+    fn log_loaded(&self, block: u64, data: &[u8]) {
+        if let Some(log) = self.content_log.get() {
+            log.loaded(block, data);
+        }
+    }
+
+    fn log_changed(&self, block: u64, data: Option<&[u8]>) {
+        if let Some(log) = self.content_log.get() {
+            log.changed(block, data);
+        }
+    }
+
+    /// Pre-loads `block` with `data`, its current contents (warmup), unless
+    /// it is resident already or a write is in flight on its stripe. Counts
+    /// neither a hit nor a miss. Returns whether the block is now resident.
+    pub fn preload(&self, block: u64, data: &[u8]) -> bool {
+        if block * self.block_size >= self.size {
+            return false;
+        }
+        let mut inner = self.lock();
+        if inner.blocks.contains_key(&block) {
+            return true;
+        }
+        if inner.stripes[block as usize % STRIPES].writes_in_flight > 0 {
+            return false;
+        }
+        let n = (self.block_len(block) as usize).min(data.len());
+        if inner.core.policy().contains(block) {
+            self.store(&mut inner, block, &data[..n], false);
+            return true;
+        }
+        // A clean insert: an error writing back a dirty victim is logged in drop_victims.
+        self.insert(&mut inner, block, &data[..n], false).unwrap_or(false)
+    }
+
+    /// Reads `buf.len()` bytes at `offset` straight from the backend
+    /// (counted as backend reads), for pre-loading.
+    pub fn read_backend(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.backend_read(buf, offset)
     }
 
     pub fn size(&self) -> u64 {
@@ -283,13 +352,19 @@ impl BlockCache {
             }
             let at = ((m.block - first_block) * self.block_size) as usize;
             let data = &fetched[at..at + self.block_len(m.block) as usize];
-            if inner.core.policy().contains(m.block) {
+            let resident = if inner.core.policy().contains(m.block) {
                 // Placed already (an eviction-based reload in flight): store the data.
                 self.store(&mut inner, m.block, data, false);
+                true
             } else if m.place {
                 // Read fills are clean; an error writing back a dirty victim is
                 // logged inside insert and does not fail this read.
-                let _ = self.insert(&mut inner, m.block, data, false);
+                self.insert(&mut inner, m.block, data, false).unwrap_or(false)
+            } else {
+                false
+            };
+            if resident {
+                self.log_loaded(m.block, data);
             }
         }
     }
@@ -316,6 +391,9 @@ impl BlockCache {
         let mut result = Ok(());
         for i in 0..inner.core.evicted().len() {
             let victim = inner.core.evicted()[i];
+            if inner.prefetched.remove(&victim) {
+                inner.wasted.push(victim);
+            }
             let Some(buf) = inner.blocks.remove(&victim) else {
                 continue;
             };
@@ -362,6 +440,59 @@ impl BlockCache {
             EvictionAction::Reload(b) if !inner.blocks.contains_key(&b) => Some(b),
             _ => None,
         }
+    }
+
+    /// How a demand read of `block` meets the cache, for prefetchers: a hit,
+    /// a promote (the block was prefetched, landed or still in flight, and
+    /// this is its first demand), or a miss.
+    pub fn classify_demand(&self, block: u64) -> Class {
+        let mut inner = self.lock();
+        if inner.prefetched.remove(&block) {
+            Class::Promote
+        } else if inner.blocks.contains_key(&block) {
+            Class::Hit
+        } else {
+            Class::Miss
+        }
+    }
+
+    /// Whether `block` is cached or a prefetch of it is pending.
+    pub fn cached_or_prefetching(&self, block: u64) -> bool {
+        let inner = self.lock();
+        inner.blocks.contains_key(&block) || inner.prefetched.contains(&block)
+    }
+
+    /// Claims `block` for a prefetch; false if it is cached, already being
+    /// prefetched, or beyond the export.
+    pub fn start_prefetch(&self, block: u64) -> bool {
+        if block.checked_mul(self.block_size).map_or(true, |o| o >= self.size) {
+            return false;
+        }
+        let mut inner = self.lock();
+        !inner.blocks.contains_key(&block) && inner.prefetched.insert(block)
+    }
+
+    /// Reads a claimed block from the backend and places it, unless a write
+    /// raced with the read or it was demanded meanwhile (the demand read
+    /// caches it itself).
+    pub fn prefetch(&self, block: u64) -> io::Result<()> {
+        let miss = {
+            let inner = self.lock();
+            if inner.blocks.contains_key(&block) || !inner.prefetched.contains(&block) {
+                return Ok(());
+            }
+            let s = inner.stripes[block as usize % STRIPES];
+            Miss { block, writes_begun: s.writes_begun, quiet: s.writes_in_flight == 0, place: true }
+        };
+        let mut data = vec![0u8; self.block_len(block) as usize];
+        self.backend_read(&mut data, block * self.block_size)?;
+        self.fill(std::slice::from_ref(&miss), block, &data);
+        Ok(())
+    }
+
+    /// Prefetched blocks evicted unused since the last call.
+    pub fn take_wasted(&self) -> Vec<Key> {
+        std::mem::take(&mut self.lock().wasted)
     }
 
     /// Fetches a placed block's data from the backend, unless a write raced
@@ -435,6 +566,7 @@ impl BlockCache {
             let whole = in_block == 0 && n as u64 == self.block_len(b);
             if raced || result.is_err() {
                 self.remove(&mut inner, b);
+                self.log_changed(b, None);
             } else {
                 let a = Self::access(&mut inner, b, self.block_size, Op::Write);
                 let demand = inner.core.demand(&a);
@@ -448,6 +580,12 @@ impl BlockCache {
                     } else {
                         self.insert(&mut inner, b, &data[in_req..in_req + n], false)?;
                     }
+                }
+                let len = self.block_len(b) as usize;
+                match inner.blocks.get(&b) {
+                    Some(cached) => self.log_changed(b, Some(&cached[..len])),
+                    None if whole => self.log_changed(b, Some(&data[in_req..in_req + n])),
+                    None => self.log_changed(b, None),
                 }
             }
         }
@@ -465,18 +603,20 @@ impl BlockCache {
                 let part = &data[in_req..in_req + n];
                 let a = Self::access(&mut inner, b, self.block_size, Op::Write);
                 inner.core.demand(&a);
-                if inner.blocks.contains_key(&b) {
-                    inner.blocks.get_mut(&b).expect("resident")[in_block..in_block + n].copy_from_slice(part);
+                let block_len = self.block_len(b) as usize;
+                if let Some(cached) = inner.blocks.get_mut(&b) {
+                    cached[in_block..in_block + n].copy_from_slice(part);
+                    self.log_changed(b, Some(&cached[..block_len]));
                     inner.dirty.insert(b);
                     continue;
                 }
-                let block_len = self.block_len(b) as usize;
                 let mut whole = vec![0u8; block_len];
                 if n < block_len {
                     // Partial write of an absent block: read-modify-write.
                     self.backend_read(&mut whole, b * self.block_size)?;
                 }
                 whole[in_block..in_block + n].copy_from_slice(part);
+                self.log_changed(b, Some(&whole));
                 if !self.insert(&mut inner, b, &whole, true)? {
                     // The policy declined the block: write it straight through.
                     self.backend_write(&whole, b * self.block_size)?;
@@ -550,6 +690,7 @@ impl BlockCache {
             let r = self.write_dirty(&mut inner, Some(range.clone())).and_then(|()| op());
             for b in range.clone() {
                 self.remove(&mut inner, b);
+                self.log_changed(b, None);
             }
             r
         } else {
@@ -558,6 +699,7 @@ impl BlockCache {
             inner = self.lock();
             for b in range.clone() {
                 self.remove(&mut inner, b);
+                self.log_changed(b, None);
             }
             r
         };

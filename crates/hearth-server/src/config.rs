@@ -41,7 +41,7 @@ pub enum SizeValue {
 }
 
 impl SizeValue {
-    fn bytes(&self) -> Result<u64, String> {
+    pub fn bytes(&self) -> Result<u64, String> {
         match self {
             SizeValue::Bytes(b) => Ok(*b),
             SizeValue::Text(t) => hearth_core::parse_bytes(t),
@@ -92,6 +92,10 @@ pub struct ExportConfig {
     /// `"ev:THRESHOLD"` (when a client reports evicting them, through the
     /// cache-hint extension; see docs/nbd-extension.md).
     pub placement: Option<String>,
+    /// Prefetcher spec (`hearth prefetch schemes`), e.g. `"quickmine"` or
+    /// `"seq"`; default none. Contexts come from the hint extension, one per
+    /// connection for clients that do not send them.
+    pub prefetch: Option<String>,
     /// Cache block size (power of two, 512 B to 1 MiB). Default 4 KiB.
     pub block_size: Option<SizeValue>,
     #[serde(default)]
@@ -104,6 +108,8 @@ pub struct ExportConfig {
     pub bandwidth: Option<SizeValue>,
     /// Two-tier storage: a fast file in front of this backend (`[export.tier]`).
     pub tier: Option<TierExportConfig>,
+    /// Cache warmup: log what the cache loads, pre-load it at start (`[export.warmup]`).
+    pub warmup: Option<crate::warmup::WarmupConfig>,
 }
 
 /// `[export.tier]`: the export's backend becomes the slow tier (after any
@@ -225,6 +231,7 @@ impl Config {
             let policy = e.policy.clone().unwrap_or_else(|| default_policy().into());
             hearth_policy::build(&policy, cache).map_err(|m| format!("{}: {m}", at("policy")))?;
             e.placement().map_err(|m| format!("{}: {m}", at("placement")))?;
+            e.prefetcher(4096).map_err(|m| format!("{}: {m}", at("prefetch")))?;
             match e.write_mode().map_err(|m| format!("{}: {m}", at("dirty_limit")))? {
                 WriteMode::Back { dirty_limit } => {
                     if cache < u64::from(bs) {
@@ -243,6 +250,9 @@ impl Config {
                 WriteMode::Through => {}
             }
             e.latency().map_err(|m| format!("{}: {m}", at("latency")))?;
+            if let Some(w) = &e.warmup {
+                w.settings(cache).map_err(|(key, m)| format!("{}: {m}", at(&format!("warmup.{key}"))))?;
+            }
             if let Some(b) = &e.bandwidth {
                 b.bytes().map_err(|m| format!("{}: {m}", at("bandwidth")))?;
             }
@@ -326,6 +336,15 @@ impl ExportConfig {
             self.write_mode().map_err(anyhow::Error::msg)?,
             self.placement().map_err(anyhow::Error::msg)?,
         ))
+    }
+
+    /// The export's prefetcher, if any. Offline miners (C-Miner*) have no
+    /// training trace in the server and start empty.
+    pub fn prefetcher(&self, block_size: u32) -> Result<Option<Box<dyn hearth_prefetch::Prefetcher>>, String> {
+        match self.prefetch.as_deref() {
+            None | Some("none") => Ok(None),
+            Some(spec) => hearth_prefetch::build(spec, block_size, &[]).map(Some),
+        }
     }
 
     fn placement(&self) -> Result<Placement, String> {

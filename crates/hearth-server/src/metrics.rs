@@ -58,6 +58,17 @@ impl Histogram {
     }
 }
 
+/// What an export's prefetcher did.
+#[derive(Default)]
+pub struct PrefetchCounters {
+    /// Prefetch reads queued.
+    pub issued: AtomicU64,
+    /// Demand reads of a prefetched block (landed or in flight).
+    pub promotes: AtomicU64,
+    /// Prefetched blocks evicted before any demand.
+    pub wasted: AtomicU64,
+}
+
 #[derive(Default)]
 pub struct ExportMetrics {
     requests: [AtomicU64; OPS.len()],
@@ -141,7 +152,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             e.metrics.bytes_written.load(Ordering::Relaxed)
         );
     }
-    let counters: [Counter; 13] = [
+    let counters: [Counter; 16] = [
         ("hearth_cache_hits_total", "Blocks served from the cache.", |e| {
             e.cache.stats.hits.load(Ordering::Relaxed)
         }),
@@ -191,6 +202,19 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             "hearth_eviction_reloads_total",
             "Client-evicted blocks placed and reloaded from the backend (eviction-based placement).",
             |e| e.cache.placement_stats().reloads,
+        ),
+        ("hearth_prefetches_total", "Prefetch reads issued.", |e| {
+            e.prefetch_stats.issued.load(Ordering::Relaxed)
+        }),
+        (
+            "hearth_prefetch_promotes_total",
+            "Demand reads of a block a prefetch brought in or was bringing in.",
+            |e| e.prefetch_stats.promotes.load(Ordering::Relaxed),
+        ),
+        (
+            "hearth_prefetch_wasted_total",
+            "Prefetched blocks evicted before any demand.",
+            |e| e.prefetch_stats.wasted.load(Ordering::Relaxed),
         ),
         (
             "hearth_eviction_reloads_skipped_total",
@@ -264,11 +288,12 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             );
         }
     }
+    crate::warmup::render_metrics(&mut out, exports);
     out
 }
 
 /// Escapes a label value per the text format.
-fn label(s: &str) -> String {
+pub(crate) fn label(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 

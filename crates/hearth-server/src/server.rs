@@ -149,6 +149,18 @@ impl Server {
                 max_block: MAX_REQUEST,
             };
             info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = ?cache.mode(), "export ready");
+            let warmup = match &e.warmup {
+                Some(w) => {
+                    let cache_bytes = e.cache_bytes().map_err(anyhow::Error::msg)?;
+                    let settings = w
+                        .settings(cache_bytes)
+                        .map_err(|(key, m)| anyhow::anyhow!("export[{i}] ({:?}).warmup.{key}: {m}", e.name))?;
+                    let monitor = crate::warmup::start_export(&e.name, &settings, &cache)
+                        .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
+                    Some(monitor)
+                }
+                None => None,
+            };
             let (reloads, queue) = std::sync::mpsc::sync_channel(RELOAD_QUEUE);
             let export = Arc::new(Export {
                 info,
@@ -156,6 +168,7 @@ impl Server {
                 metrics: Default::default(),
                 reloads,
                 reloads_dropped: Default::default(),
+                warmup,
             });
             spawn_reloader(Arc::downgrade(&export), queue)?;
             exports.push(export);
@@ -238,7 +251,15 @@ impl Server {
         for e in self.exports.iter() {
             let export = e.clone();
             match tokio::task::spawn_blocking(move || export.cache.flush()).await {
-                Ok(Ok(())) => info!(export = %e.info.name, "flushed"),
+                Ok(Ok(())) => {
+                    info!(export = %e.info.name, "flushed");
+                    // Seal only after a good flush: the log vouches for the backend.
+                    if let Some(w) = e.warmup.clone() {
+                        if tokio::task::spawn_blocking(move || w.seal()).await.unwrap_or(false) {
+                            info!(export = %e.info.name, "warmup log sealed");
+                        }
+                    }
+                }
                 Ok(Err(err)) => {
                     error!(export = %e.info.name, error = %err, "flush at shutdown failed");
                     failed.push(e.info.name.clone());
@@ -532,7 +553,14 @@ async fn transmission<R: AsyncRead + Unpin>(
                     let c = &export.cache;
                     let (offset, length, fua) = (req.offset, u64::from(req.length), req.fua());
                     let r = match req.command {
-                        Command::Flush => c.flush(),
+                        Command::Flush => {
+                            let r = c.flush();
+                            // The warmup log is best effort: its failure does not fail the FLUSH.
+                            if let Some(w) = &export.warmup {
+                                w.sync();
+                            }
+                            r
+                        }
                         Command::Trim => c.discard(offset, length, true, true, fua),
                         Command::WriteZeroes => {
                             c.discard(offset, length, false, req.flags & cmd_flags::NO_HOLE == 0, fua)

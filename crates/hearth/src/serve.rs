@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hearth_server::config::{BackendKind, Config, ExportConfig, SizeValue, WriteModeConfig};
+use hearth_server::warmup::{WarmupConfig, WarmupMode};
 use hearth_server::Server;
 use tracing_subscriber::EnvFilter;
 
@@ -22,7 +23,7 @@ enum BackendArg {
     Memory,
 }
 
-const EXPORT_FLAGS: [&str; 14] = [
+const EXPORT_FLAGS: [&str; 20] = [
     "backend",
     "path",
     "size",
@@ -37,6 +38,12 @@ const EXPORT_FLAGS: [&str; 14] = [
     "latency",
     "bandwidth",
     "description",
+    "warmup_log",
+    "warmup_mode",
+    "warmup_budget",
+    "warmup_staging",
+    "warmup_log_size",
+    "warmup",
 ];
 
 #[derive(Args, Debug)]
@@ -102,6 +109,30 @@ pub struct ServeArgs {
     /// Simulated slow device: backend bandwidth in bytes per second, e.g. 100MiB.
     #[arg(long)]
     bandwidth: Option<String>,
+    /// Cache warmup: log the blocks the cache loads and clients write to this file or block device.
+    #[arg(long, value_name = "PATH")]
+    warmup_log: Option<PathBuf>,
+    /// What the warmup log holds: metadata (block numbers) or data (blocks and their contents).
+    #[arg(long, value_enum, requires = "warmup_log")]
+    warmup_mode: Option<WarmupModeArg>,
+    /// Most bytes to pre-load at start. Default (and at most) the cache size.
+    #[arg(long, requires = "warmup_log")]
+    warmup_budget: Option<String>,
+    /// Staging buffer of the warmup log. Default 256KiB (metadata) or 128MiB (data).
+    #[arg(long, requires = "warmup_log")]
+    warmup_staging: Option<String>,
+    /// Size of a warmup log file created by the server. Default 64MiB (metadata) or 1GiB (data).
+    #[arg(long, requires = "warmup_log")]
+    warmup_log_size: Option<String>,
+    /// Pre-load the cache from the warmup log before serving (newest blocks first, never stale).
+    #[arg(long, requires = "warmup_log")]
+    warmup: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum WarmupModeArg {
+    Metadata,
+    Data,
 }
 
 impl ServeArgs {
@@ -136,6 +167,17 @@ impl ServeArgs {
                     bandwidth: text(&self.bandwidth),
                     // Two-tier exports need a config file ([export.tier]).
                     tier: None,
+                    warmup: self.warmup_log.clone().map(|log| WarmupConfig {
+                        log,
+                        mode: match self.warmup_mode {
+                            None | Some(WarmupModeArg::Metadata) => WarmupMode::Metadata,
+                            Some(WarmupModeArg::Data) => WarmupMode::Data,
+                        },
+                        budget: text(&self.warmup_budget),
+                        staging: text(&self.warmup_staging),
+                        log_size: text(&self.warmup_log_size),
+                        preload: self.warmup,
+                    }),
                 };
                 Config {
                     exports: vec![export],
