@@ -140,8 +140,9 @@ class HearthClient:
         """Tag the following requests with application context ctx."""
         return self._hint((HINT_CONTEXT, ctx, 0))
 
-    def begin(self, ctx):
-        return self._hint((HINT_CONTEXT_BEGIN, ctx, 0), (HINT_CONTEXT, ctx, 0))
+    def begin(self, ctx, template=0):
+        """Context ctx starts a unit of work (of a numbered template) and tags what follows."""
+        return self._hint((HINT_CONTEXT_BEGIN, ctx, template), (HINT_CONTEXT, ctx, 0))
 
     def end(self, ctx):
         return self._hint((HINT_CONTEXT_END, ctx, 0), (HINT_CONTEXT, 0, 0))

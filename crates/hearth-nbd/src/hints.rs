@@ -14,7 +14,8 @@ pub enum Hint {
     Evicted { offset: u64, length: u64 },
     /// Later requests on this connection belong to context `ctx` (0 = the connection's own).
     Context { ctx: u64 },
-    ContextBegin { ctx: u64 },
+    /// Context `ctx` starts a unit of work of template `class` (0 if unknown).
+    ContextBegin { ctx: u64, class: u64 },
     ContextEnd { ctx: u64 },
 }
 
@@ -24,7 +25,7 @@ impl Hint {
             Hint::Buffer { addr } => (1, addr, 0),
             Hint::Evicted { offset, length } => (2, offset, length),
             Hint::Context { ctx } => (3, ctx, 0),
-            Hint::ContextBegin { ctx } => (4, ctx, 0),
+            Hint::ContextBegin { ctx, class } => (4, ctx, class),
             Hint::ContextEnd { ctx } => (5, ctx, 0),
         }
     }
@@ -48,7 +49,7 @@ pub fn decode(payload: &[u8]) -> Result<Vec<Hint>, String> {
                 1 => Hint::Buffer { addr: a },
                 2 => Hint::Evicted { offset: a, length: b },
                 3 => Hint::Context { ctx: a },
-                4 => Hint::ContextBegin { ctx: a },
+                4 => Hint::ContextBegin { ctx: a, class: b },
                 5 => Hint::ContextEnd { ctx: a },
                 k => return Err(format!("hint record {i}: unknown kind {k}")),
             })
@@ -79,7 +80,7 @@ mod tests {
             Hint::Buffer { addr: 0x1000 },
             Hint::Evicted { offset: 4096, length: 8192 },
             Hint::Context { ctx: 7 },
-            Hint::ContextBegin { ctx: 7 },
+            Hint::ContextBegin { ctx: 7, class: 3 },
             Hint::ContextEnd { ctx: 7 },
         ];
         let wire = encode(&hints);

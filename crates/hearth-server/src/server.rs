@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use hearth_nbd::handshake::{greeting, Negotiation, OptionHeader, Outcome};
 use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
+use hearth_core::Op;
 use hearth_nbd::hints::Hint;
+use hearth_prefetch::{Class, Demand as PrefetchDemand};
 use hearth_nbd::{cmd_flags, tflags, Command, Errno, ExportInfo, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, UnixListener};
@@ -24,7 +26,13 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, error, info, warn};
 
 use crate::config::{Config, MAX_REQUEST};
-use crate::Export;
+use crate::{Background, Export};
+
+/// Nanoseconds since the server process first asked: the prefetchers' clock.
+fn server_clock_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
 
 /// Payload bytes (in KiB) one connection may hold in flight; bounds memory
 /// per client whatever it pipelines.
@@ -35,40 +43,109 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_EXTENTS: usize = 256;
 /// Longest read reply header (a structured OFFSET_DATA chunk header).
 const READ_HEADER_MAX: usize = 28;
-/// Eviction-based reloads waiting for the backend, per export; more are dropped.
-const RELOAD_QUEUE: usize = 4096;
+/// Background reads (reloads, prefetches) waiting for the backend, per export; more are dropped.
+const BACKGROUND_QUEUE: usize = 4096;
+/// Context ids the server gives connections that name none: the top bit set,
+/// apart from the small ids clients choose.
+const CONNECTION_CTX_BASE: u32 = 1 << 31;
 
 /// The background thread that reads client-evicted blocks placed by the
-/// cache. One thread per export keeps reloads from crowding out demand reads
-/// on the blocking pool; it ends when the export is dropped.
-fn spawn_reloader(export: std::sync::Weak<Export>, queue: std::sync::mpsc::Receiver<u64>) -> anyhow::Result<()> {
-    std::thread::Builder::new().name("hearth-reload".into()).spawn(move || {
-        for block in queue {
+/// cache and predicted blocks. One thread per export keeps these reads from
+/// crowding out demand reads on the blocking pool; it ends when the export
+/// is dropped.
+fn spawn_background(export: std::sync::Weak<Export>, queue: std::sync::mpsc::Receiver<Background>) -> anyhow::Result<()> {
+    std::thread::Builder::new().name("hearth-background".into()).spawn(move || {
+        for job in queue {
             let Some(export) = export.upgrade() else { return };
-            if let Err(e) = export.cache.reload(block) {
-                warn!(export = %export.info.name, block, error = %e, "eviction reload failed");
+            let (r, what) = match job {
+                Background::Reload(b) => (export.cache.reload(b), b),
+                Background::Prefetch(b) => (export.cache.prefetch(b), b),
+            };
+            if let Err(e) = r {
+                warn!(export = %export.info.name, block = what, error = %e, "background read failed");
             }
         }
     })?;
     Ok(())
 }
 
-/// What one connection told us about its client's cache (hint extension).
+/// What one connection told us about its client (hint extension).
 struct ClientView {
     /// Which block each client buffer holds: reused buffers reveal evictions.
     cct: hearth_placement::Cct,
     /// Buffer address for the next READ or WRITE.
     next_buffer: Option<u64>,
+    /// Context of the requests that follow (the connection's own by default).
+    ctx: u32,
+    own_ctx: u32,
 }
 
 impl ClientView {
+    fn new(export: &Export) -> Self {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(CONNECTION_CTX_BASE);
+        let own_ctx = NEXT.fetch_add(1, Ordering::Relaxed) | CONNECTION_CTX_BASE;
+        ClientView { cct: hearth_placement::Cct::new(export.cache.block_size()), next_buffer: None, ctx: own_ctx, own_ctx }
+    }
+
     /// The client evicted `block`: let the cache place it and queue its reload.
     fn evicted(export: &Export, block: u64) {
         if let Some(b) = export.cache.client_evicted(block) {
-            if export.reloads.try_send(b).is_err() {
+            if export.background.try_send(Background::Reload(b)).is_err() {
                 export.reloads_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// A client-chosen context id, kept clear of the ids connections get.
+    fn client_ctx(ctx: u64) -> u32 {
+        (ctx as u32) & !CONNECTION_CTX_BASE
+    }
+
+    /// Shows a demand read to the export's prefetcher and queues what it predicts.
+    fn observe_read(&self, export: &Export, req: &Request) {
+        let Some(prefetcher) = &export.prefetcher else { return };
+        let bs = export.cache.block_size();
+        let first = req.offset / bs;
+        let last = (req.offset + u64::from(req.length).max(1) - 1) / bs;
+        let mut p = prefetcher.lock().unwrap_or_else(|e| e.into_inner());
+        for block in export.cache.take_wasted() {
+            export.prefetch_stats.wasted.fetch_add(1, Ordering::Relaxed);
+            p.outcome(block, false);
+        }
+        let mut predicted = Vec::new();
+        for block in first..=last {
+            let class = export.cache.classify_demand(block);
+            if class == Class::Promote {
+                export.prefetch_stats.promotes.fetch_add(1, Ordering::Relaxed);
+                p.outcome(block, true);
+            }
+            let demand = PrefetchDemand { block, ctx: self.ctx, time_ns: server_clock_ns(), op: Op::Read, class };
+            p.access(&demand, &|b| export.cache.cached_or_prefetching(b), &mut predicted);
+        }
+        drop(p);
+        for b in predicted {
+            if export.cache.start_prefetch(b) {
+                if export.background.try_send(Background::Prefetch(b)).is_ok() {
+                    export.prefetch_stats.issued.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    export.reloads_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn begin(&mut self, export: &Export, ctx: u64, class: u64) {
+        self.ctx = Self::client_ctx(ctx);
+        if let Some(p) = &export.prefetcher {
+            p.lock().unwrap_or_else(|e| e.into_inner()).begin(self.ctx, class as u32);
+        }
+    }
+
+    fn end(&mut self, export: &Export, ctx: u64) {
+        if let Some(p) = &export.prefetcher {
+            p.lock().unwrap_or_else(|e| e.into_inner()).end(Self::client_ctx(ctx));
+        }
+        self.ctx = self.own_ctx;
     }
 
     /// Applies a hint payload; an error is the request's EINVAL message.
@@ -86,9 +163,9 @@ impl ClientView {
                         Self::evicted(export, block);
                     }
                 }
-                // Contexts are accepted for context-aware prefetching; the
-                // cache does not use them yet.
-                Hint::Context { .. } | Hint::ContextBegin { .. } | Hint::ContextEnd { .. } => {}
+                Hint::Context { ctx } => self.ctx = if ctx == 0 { self.own_ctx } else { Self::client_ctx(ctx) },
+                Hint::ContextBegin { ctx, class } => self.begin(export, ctx, class),
+                Hint::ContextEnd { ctx } => self.end(export, ctx),
             }
         }
         Ok(())
@@ -161,16 +238,22 @@ impl Server {
                 }
                 None => None,
             };
-            let (reloads, queue) = std::sync::mpsc::sync_channel(RELOAD_QUEUE);
+            let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
+            let prefetcher = e
+                .prefetcher(cache.block_size() as u32)
+                .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?
+                .map(std::sync::Mutex::new);
             let export = Arc::new(Export {
                 info,
                 cache,
                 metrics: Default::default(),
-                reloads,
+                background,
                 reloads_dropped: Default::default(),
+                prefetcher,
+                prefetch_stats: Default::default(),
                 warmup,
             });
-            spawn_reloader(Arc::downgrade(&export), queue)?;
+            spawn_background(Arc::downgrade(&export), queue)?;
             exports.push(export);
         }
         let mut tcp = Vec::new();
@@ -456,7 +539,7 @@ async fn transmission<R: AsyncRead + Unpin>(
 ) -> io::Result<&'static str> {
     let size = export.info.size;
     let mut header = [0u8; Request::LEN];
-    let mut client = ClientView { cct: hearth_placement::Cct::new(export.cache.block_size()), next_buffer: None };
+    let mut client = ClientView::new(export);
     loop {
         match rd.read_exact(&mut header).await {
             Ok(_) => {}
@@ -485,6 +568,9 @@ async fn transmission<R: AsyncRead + Unpin>(
             if let Err(why) = client.data_request(export, &req) {
                 warn!(export = %export.info.name, error = %why, "buffer hint ignored");
             }
+        }
+        if req.command == Command::Read {
+            client.observe_read(export, &req);
         }
         let len = req.length as usize;
         // Only payload-carrying requests count against the memory budget

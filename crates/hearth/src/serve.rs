@@ -23,7 +23,7 @@ enum BackendArg {
     Memory,
 }
 
-const EXPORT_FLAGS: [&str; 20] = [
+const EXPORT_FLAGS: [&str; 21] = [
     "backend",
     "path",
     "size",
@@ -32,6 +32,7 @@ const EXPORT_FLAGS: [&str; 20] = [
     "cache_size",
     "policy",
     "placement",
+    "prefetch",
     "block_size",
     "write_back",
     "dirty_limit",
@@ -94,6 +95,10 @@ pub struct ServeArgs {
     /// them through the cache-hint extension, docs/nbd-extension.md). Default ac.
     #[arg(long)]
     placement: Option<String>,
+    /// Prefetcher (see `hearth prefetch schemes`), e.g. quickmine or seq; contexts come from the hint
+    /// extension, one per connection otherwise. Default none.
+    #[arg(long)]
+    prefetch: Option<String>,
     /// Cache block size, a power of two from 512B to 1MiB. Default 4KiB.
     #[arg(long)]
     block_size: Option<String>,
@@ -156,6 +161,7 @@ impl ServeArgs {
                     cache_size: text(&self.cache_size),
                     policy: self.policy.clone(),
                     placement: self.placement.clone(),
+                    prefetch: self.prefetch.clone(),
                     block_size: text(&self.block_size),
                     write_mode: if self.write_back {
                         WriteModeConfig::Back
