@@ -1,0 +1,190 @@
+//! A small blocking NBD client for applications that tell Hearth about
+//! their work: which context (transaction, query) issues each read, and
+//! which client buffer it lands in (docs/nbd-extension.md). One request at a
+//! time; against servers without the extension, hints are silently skipped.
+//!
+//! ```no_run
+//! let mut c = hearth_client::Client::connect_tcp("127.0.0.1:10809", "hearth")?;
+//! c.begin(42, 7)?; // context 42 runs template 7
+//! let page = c.read(8192, 4096)?;
+//! c.end(42)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use hearth_nbd::hints::{self, Hint};
+use hearth_nbd::{cmd_flags, opt, rep, Command, Request};
+use hearth_nbd::{FLAG_C_FIXED_NEWSTYLE, FLAG_FIXED_NEWSTYLE, INIT_PASSWD, OPTS_MAGIC, REPLY_MAGIC, SIMPLE_REPLY_MAGIC};
+
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
+pub struct Client {
+    stream: Box<dyn Stream>,
+    cookie: u64,
+    hints: bool,
+    size: u64,
+}
+
+fn invalid(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+impl Client {
+    pub fn connect_tcp(addr: &str, export: &str) -> io::Result<Client> {
+        let s = TcpStream::connect(addr)?;
+        s.set_nodelay(true)?;
+        Client::handshake(Box::new(s), export)
+    }
+
+    pub fn connect_unix(path: &Path, export: &str) -> io::Result<Client> {
+        Client::handshake(Box::new(UnixStream::connect(path)?), export)
+    }
+
+    /// Whether the server accepted the hint extension.
+    pub fn hints(&self) -> bool {
+        self.hints
+    }
+    /// Export size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn handshake(mut stream: Box<dyn Stream>, export: &str) -> io::Result<Client> {
+        let mut greeting = [0u8; 18];
+        stream.read_exact(&mut greeting)?;
+        let flags = u16::from_be_bytes([greeting[16], greeting[17]]);
+        if greeting[..8] != INIT_PASSWD.to_be_bytes() || greeting[8..16] != OPTS_MAGIC.to_be_bytes() || flags & FLAG_FIXED_NEWSTYLE == 0 {
+            return Err(invalid("not a fixed-newstyle NBD server".into()));
+        }
+        stream.write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes())?;
+        let mut c = Client { stream, cookie: 0, hints: false, size: 0 };
+        c.send_option(opt::HEARTH_HINTS, &[])?;
+        c.hints = c.option_reply(opt::HEARTH_HINTS)?.0 == rep::ACK;
+        let mut go = Vec::new();
+        go.extend_from_slice(&(export.len() as u32).to_be_bytes());
+        go.extend_from_slice(export.as_bytes());
+        go.extend_from_slice(&0u16.to_be_bytes());
+        c.send_option(opt::GO, &go)?;
+        loop {
+            let (kind, data) = c.option_reply(opt::GO)?;
+            match kind {
+                rep::ACK => return Ok(c),
+                rep::INFO if data.len() >= 12 && data[..2] == [0, 0] => {
+                    c.size = u64::from_be_bytes(data[2..10].try_into().expect("8 bytes"));
+                }
+                rep::INFO => {}
+                k if k & (1 << 31) != 0 => {
+                    return Err(invalid(format!("server refused export {export:?}: {}", String::from_utf8_lossy(&data))))
+                }
+                k => return Err(invalid(format!("unexpected option reply {k}"))),
+            }
+        }
+    }
+
+    fn send_option(&mut self, option: u32, data: &[u8]) -> io::Result<()> {
+        let mut b = Vec::with_capacity(16 + data.len());
+        b.extend_from_slice(&OPTS_MAGIC.to_be_bytes());
+        b.extend_from_slice(&option.to_be_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        b.extend_from_slice(data);
+        self.stream.write_all(&b)
+    }
+
+    fn option_reply(&mut self, option: u32) -> io::Result<(u32, Vec<u8>)> {
+        let mut h = [0u8; 20];
+        self.stream.read_exact(&mut h)?;
+        let magic = u64::from_be_bytes(h[..8].try_into().expect("8 bytes"));
+        let got = u32::from_be_bytes(h[8..12].try_into().expect("4 bytes"));
+        if magic != REPLY_MAGIC || got != option {
+            return Err(invalid(format!("bad option reply (magic {magic:#x}, option {got})")));
+        }
+        let kind = u32::from_be_bytes(h[12..16].try_into().expect("4 bytes"));
+        let len = u32::from_be_bytes(h[16..20].try_into().expect("4 bytes"));
+        if len > hearth_nbd::handshake::MAX_OPTION_DATA {
+            return Err(invalid(format!("option reply of {len} bytes")));
+        }
+        let mut data = vec![0u8; len as usize];
+        self.stream.read_exact(&mut data)?;
+        Ok((kind, data))
+    }
+
+    /// Sends one request and waits for its reply; `into` receives read data.
+    fn request(&mut self, command: Command, flags: u16, offset: u64, length: u32, payload: &[u8], into: &mut [u8]) -> io::Result<()> {
+        self.cookie += 1;
+        let header = Request { flags, command, cookie: self.cookie, offset, length }.encode();
+        let mut b = Vec::with_capacity(header.len() + payload.len());
+        b.extend_from_slice(&header);
+        b.extend_from_slice(payload);
+        self.stream.write_all(&b)?;
+        let mut r = [0u8; 16];
+        self.stream.read_exact(&mut r)?;
+        let magic = u32::from_be_bytes(r[..4].try_into().expect("4 bytes"));
+        let error = u32::from_be_bytes(r[4..8].try_into().expect("4 bytes"));
+        let cookie = u64::from_be_bytes(r[8..].try_into().expect("8 bytes"));
+        if magic != SIMPLE_REPLY_MAGIC || cookie != self.cookie {
+            return Err(invalid(format!("bad reply (magic {magic:#x}, cookie {cookie})")));
+        }
+        if error != 0 {
+            return Err(io::Error::other(format!("NBD error {error} for {} at {offset}+{length}", command.name())));
+        }
+        self.stream.read_exact(into)
+    }
+
+    /// Sends hints if the server accepted the extension; returns whether it did.
+    pub fn hint(&mut self, hs: &[Hint]) -> io::Result<bool> {
+        if !self.hints {
+            return Ok(false);
+        }
+        let payload = hints::encode(hs);
+        self.request(Command::HearthHint, 0, 0, payload.len() as u32, &payload, &mut [])?;
+        Ok(true)
+    }
+
+    pub fn read(&mut self, offset: u64, length: u32) -> io::Result<Vec<u8>> {
+        let mut data = vec![0u8; length as usize];
+        self.request(Command::Read, 0, offset, length, &[], &mut data)?;
+        Ok(data)
+    }
+
+    /// A read into client buffer `buffer` (for eviction-based placement).
+    pub fn read_into_buffer(&mut self, offset: u64, length: u32, buffer: u64) -> io::Result<Vec<u8>> {
+        self.hint(&[Hint::Buffer { addr: buffer }])?;
+        self.read(offset, length)
+    }
+
+    pub fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+        let len = u32::try_from(data.len()).map_err(|_| invalid("write larger than 4 GiB".into()))?;
+        self.request(Command::Write, if fua { cmd_flags::FUA } else { 0 }, offset, len, data, &mut [])
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.request(Command::Flush, 0, 0, 0, &[], &mut [])
+    }
+
+    /// Context `ctx` starts a unit of work of template `template`; later requests belong to it.
+    pub fn begin(&mut self, ctx: u64, template: u64) -> io::Result<bool> {
+        self.hint(&[Hint::ContextBegin { ctx, class: template }, Hint::Context { ctx }])
+    }
+
+    /// Context `ctx` finished; later requests belong to the connection again.
+    pub fn end(&mut self, ctx: u64) -> io::Result<bool> {
+        self.hint(&[Hint::ContextEnd { ctx }, Hint::Context { ctx: 0 }])
+    }
+
+    /// The client dropped bytes `offset..offset+length` from its cache.
+    pub fn evicted(&mut self, offset: u64, length: u64) -> io::Result<bool> {
+        self.hint(&[Hint::Evicted { offset, length }])
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let disc = Request { flags: 0, command: Command::Disc, cookie: 0, offset: 0, length: 0 };
+        let _ = self.stream.write_all(&disc.encode());
+    }
+}
