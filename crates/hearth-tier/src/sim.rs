@@ -149,10 +149,6 @@ impl TierStats {
     }
 }
 
-fn bs_of(a: &Access) -> u64 {
-    u64::from(a.size)
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
     PrefetchDone { tag: u64 },
@@ -302,10 +298,10 @@ impl Tier<'_> {
 
     /// Puts `block` in the OS cache, its data there from `ready` on.
     fn fill_os_cache(&mut self, block: u64, ready: u64, now: u64) {
-        let a = self.access(block, Op::Read);
-        if self.os_cache.capacity() < bs_of(&a) {
+        if self.os_cache.capacity() < u64::from(self.cfg.block_size) {
             return;
         }
+        let a = self.access(block, Op::Read);
         if !self.os_cache.contains(block) {
             self.os_cache.insert(&a, &mut self.evicted);
             for key in self.evicted.drain(..) {
@@ -591,7 +587,7 @@ impl Tier<'_> {
             if self.in_flight.get(&block).is_some_and(|f| f.tag() == tag) {
                 self.in_flight.remove(&block);
                 let a = self.access(block, Op::Read);
-                if self.prefetch_cache.capacity() >= bs_of(&a) {
+                if self.prefetch_cache.capacity() >= u64::from(self.cfg.block_size) {
                     self.prefetch_cache.insert(&a, &mut self.evicted);
                 }
                 self.evicted.clear();
