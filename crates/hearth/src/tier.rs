@@ -20,7 +20,8 @@ pub enum TierCmd {
     /// Replay a trace on an OS cache, a prefetch cache, a fast and a slow device: train on the first
     /// part, measure the rest, for each fast-device scheme.
     Sim(SimArgs),
-    /// Write a partition plan (the blocks for the fast device) learned from a trace.
+    /// Write a partition plan (the blocks for the fast device) learned from a trace or from a two-tier
+    /// export's access log; it learns from the --train share (use --train 1 for the whole trace).
     Plan(PlanArgs),
     /// The thesis's sweeps: latency and bandwidth ratio, fast capacity, partitioning vs LRU, CDP
     /// variants; tables on stdout, CSV and plots in a directory.
