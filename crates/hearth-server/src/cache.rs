@@ -32,6 +32,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::backend::{Backend, Extent};
 
 const STRIPES: usize = 16 * 1024;
+/// Size of the prefetch partition, as a share of the cache (QuickMine's 4%).
+const PREFETCH_SHARE_PERCENT: u64 = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteMode {
@@ -89,6 +91,10 @@ struct Inner {
     dirty: FxHashSet<Key>,
     /// Blocks prefetched (queued or landed) and not yet demanded.
     prefetched: FxHashSet<Key>,
+    /// The prefetch partition: landed prefetches wait here (LRU, a small
+    /// share of the cache) until a demand promotes them into the main cache,
+    /// so wrong predictions never push out demand-fetched blocks.
+    partition: Box<dyn Policy>,
     /// Prefetched blocks evicted before any demand, for the prefetcher's feedback.
     wasted: Vec<Key>,
     vtime: u64,
@@ -143,6 +149,9 @@ impl BlockCache {
             size,
             mode,
             inner: Mutex::new(Inner {
+                partition: Box::new(hearth_policy::Lru::new(
+                    (policy.capacity() * PREFETCH_SHARE_PERCENT / 100).max(u64::from(block_size)),
+                )),
                 core: StorageCache::new(policy, placement),
                 blocks: FxHashMap::default(),
                 free: Vec::new(),
@@ -448,6 +457,17 @@ impl BlockCache {
     pub fn classify_demand(&self, block: u64) -> Class {
         let mut inner = self.lock();
         if inner.prefetched.remove(&block) {
+            if inner.partition.remove(block) {
+                // Landed: promote it from the partition into the main cache.
+                let a = Self::access(&mut inner, block, self.block_size, Op::Read);
+                inner.core.place(&a);
+                let _ = self.drop_victims(&mut inner);
+                if !inner.core.policy().contains(block) {
+                    if let Some(buf) = inner.blocks.remove(&block) {
+                        inner.free.push(buf);
+                    }
+                }
+            }
             Class::Promote
         } else if inner.blocks.contains_key(&block) {
             Class::Hit
@@ -472,21 +492,41 @@ impl BlockCache {
         !inner.blocks.contains_key(&block) && inner.prefetched.insert(block)
     }
 
-    /// Reads a claimed block from the backend and places it, unless a write
-    /// raced with the read or it was demanded meanwhile (the demand read
-    /// caches it itself).
+    /// Reads a claimed block from the backend into the prefetch partition,
+    /// unless a write raced with the read or it was demanded meanwhile (the
+    /// demand read caches it itself).
     pub fn prefetch(&self, block: u64) -> io::Result<()> {
-        let miss = {
+        let (writes_begun, quiet) = {
             let inner = self.lock();
             if inner.blocks.contains_key(&block) || !inner.prefetched.contains(&block) {
                 return Ok(());
             }
             let s = inner.stripes[block as usize % STRIPES];
-            Miss { block, writes_begun: s.writes_begun, quiet: s.writes_in_flight == 0, place: true }
+            (s.writes_begun, s.writes_in_flight == 0)
         };
         let mut data = vec![0u8; self.block_len(block) as usize];
         self.backend_read(&mut data, block * self.block_size)?;
-        self.fill(std::slice::from_ref(&miss), block, &data);
+        let mut inner = self.lock();
+        let s = inner.stripes[block as usize % STRIPES];
+        let safe = quiet && s.writes_in_flight == 0 && s.writes_begun == writes_begun;
+        if !safe || inner.blocks.contains_key(&block) || !inner.prefetched.contains(&block) {
+            return Ok(());
+        }
+        let a = Self::access(&mut inner, block, self.block_size, Op::Read);
+        let mut victims = Vec::new();
+        inner.partition.insert(&a, &mut victims);
+        for v in victims {
+            // Evicted from the partition before any demand: a wasted prefetch.
+            if inner.prefetched.remove(&v) {
+                inner.wasted.push(v);
+            }
+            if !inner.core.policy().contains(v) {
+                if let Some(buf) = inner.blocks.remove(&v) {
+                    inner.free.push(buf);
+                }
+            }
+        }
+        self.store(&mut inner, block, &data, false);
         Ok(())
     }
 
@@ -514,6 +554,7 @@ impl BlockCache {
 
     fn remove(&self, inner: &mut Inner, block: u64) {
         inner.core.remove(block);
+        inner.partition.remove(block);
         if let Some(buf) = inner.blocks.remove(&block) {
             inner.dirty.remove(&block);
             inner.free.push(buf);
@@ -1110,5 +1151,30 @@ mod tests {
         assert_eq!(out, vec![9u8; bs]);
         let s = cache.placement_stats();
         assert_eq!((s.client_evictions, s.reloads), (3, 2));
+    }
+
+    #[test]
+    fn prefetches_wait_in_their_partition_until_demanded() {
+        // 50 blocks: the partition holds 4% = 2 blocks.
+        let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+        let bs = u64::from(BS);
+        for b in [10, 11, 12] {
+            assert!(cache.start_prefetch(b));
+            cache.prefetch(b).unwrap();
+        }
+        assert!(!cache.start_prefetch(11), "already prefetched");
+        assert!(!cache.start_prefetch(1 << 40), "beyond the export");
+        // The partition kept the newest two; 10 was evicted unused.
+        assert_eq!(cache.take_wasted(), vec![10]);
+        assert_eq!(cache.classify_demand(10), Class::Miss);
+        assert_eq!(cache.classify_demand(11), Class::Promote);
+        // Promoted into the main cache: now a plain hit, served from memory.
+        assert_eq!(cache.classify_demand(11), Class::Hit);
+        let mut out = Vec::new();
+        assert!(cache.read_cached(11 * bs, BS as usize, &mut out));
+        let expect: Vec<u8> = (11 * bs..12 * bs).map(|i| (i % 251) as u8).collect();
+        assert_eq!(out, expect);
+        // Main-cache hits are never reclassified as promotes.
+        assert_eq!(cache.placement_stats().placements, 1);
     }
 }
