@@ -819,6 +819,23 @@ mod tests {
     }
 
     #[test]
+    fn config_file_table_validates_and_errors_name_the_key() {
+        let text =
+            "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n[export.warmup]\nlog = \"/tmp/w\"\n";
+        let mut c = crate::Config::parse(&format!("{text}mode = \"data\"\npreload = true\n")).unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.exports[0].warmup.as_ref().map(|w| (w.mode, w.preload)),
+            Some((WarmupMode::Data, true))
+        );
+        let mut c = crate::Config::parse(&format!("{text}budget = \"many\"\n")).unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.starts_with("export[0] (\"a\").warmup.budget:"), "{e}");
+        let e = crate::Config::parse(&format!("{text}buffer = 1\n")).unwrap_err();
+        assert!(e.contains("buffer"), "{e}");
+    }
+
+    #[test]
     fn settings_default_and_name_bad_keys() {
         let c: WarmupConfig = toml::from_str("log = \"/tmp/x\"").unwrap();
         let s = c.settings(1 << 30).unwrap();

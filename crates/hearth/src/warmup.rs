@@ -28,6 +28,24 @@ const BONFIRE_SYNTH: &str = "synth:bonfire";
 pub enum WarmupCmd {
     /// Simulate restarts with cold, Last-K, First-K, Top-K and always-warm caches.
     Sim(WarmupSimArgs),
+    /// Recover a server's warmup log (`hearth serve --warmup-log`) and show what a
+    /// `hearth serve --warmup` start would pre-load, without changing the log.
+    Inspect(WarmupInspectArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct WarmupInspectArgs {
+    /// The logging volume (file or block device).
+    log: PathBuf,
+    /// The export's cache block size.
+    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    block_size: u64,
+    /// metadata or data, as the server was started with.
+    #[arg(long, default_value = "metadata")]
+    mode: String,
+    /// Pre-load budget (the server caps it at its cache size).
+    #[arg(long, default_value = "64MiB", value_parser = hearth_core::parse_bytes)]
+    budget: u64,
 }
 
 #[derive(Args, Debug)]
@@ -88,7 +106,66 @@ pub struct WarmupSimArgs {
 pub fn run(cmd: WarmupCmd) -> anyhow::Result<()> {
     match cmd {
         WarmupCmd::Sim(args) => sim(args),
+        WarmupCmd::Inspect(args) => inspect(args),
     }
+}
+
+fn inspect(args: WarmupInspectArgs) -> anyhow::Result<()> {
+    use hearth_server::warmup::{WarmupLog, WarmupMode, WarmupSettings};
+    let mode = match args.mode.as_str() {
+        "metadata" => WarmupMode::Metadata,
+        "data" => WarmupMode::Data,
+        other => anyhow::bail!("--mode {other:?}: expected metadata or data"),
+    };
+    let len = std::fs::metadata(&args.log).with_context(|| format!("warmup log {}", args.log.display()))?.len();
+    if len == 0 && std::fs::metadata(&args.log)?.is_file() {
+        anyhow::bail!("warmup log {} is empty", args.log.display());
+    }
+    let block_size = u32::try_from(args.block_size).context("--block-size")?;
+    let settings = WarmupSettings {
+        log: args.log.clone(),
+        mode,
+        budget: args.budget,
+        staging: 0,
+        log_size: len,
+        preload: true,
+    };
+    let log = WarmupLog::open(&settings, block_size)?;
+    if let Some(w) = &log.warning {
+        anyhow::bail!("{w}");
+    }
+    let rec = log.recovered().expect("a log without a warning is recovered");
+    let l = rec.layout;
+    let unique: std::collections::HashSet<u64> = rec.blocks.iter().map(|b| b.lba).collect();
+    println!(
+        "{}: {}-byte blocks {} data, {} slots of {} bytes",
+        args.log.display(),
+        l.block_size,
+        if l.with_data { "with" } else { "without" },
+        l.slot_count,
+        l.slot_size
+    );
+    println!(
+        "{} block records ({} blocks), next record {}, {}, {} empty and {} corrupt slots",
+        rec.blocks.len(),
+        unique.len(),
+        rec.next_seq,
+        if rec.sealed { "sealed" } else { "not sealed" },
+        rec.empty_slots,
+        rec.corrupt_slots
+    );
+    let plan = log.plan().expect("recovered");
+    println!(
+        "pre-load within {}: {} blocks, {} from the log, {} from the backend",
+        format_bytes(args.budget),
+        plan.items.len(),
+        plan.from_log(),
+        plan.items.len() - plan.from_log()
+    );
+    if let Some(w) = &plan.warning {
+        println!("warning: {w}");
+    }
+    Ok(())
 }
 
 /// Loads a block trace with its timestamps, or generates `synth:bonfire`.

@@ -231,6 +231,15 @@ fn warm_beats_cold(mode: &str) -> Option<Setup> {
         warm_data, cold_data,
         "the reads return the same bytes with and without warmup"
     );
+    // The sealed log, inspected offline, plans the same pre-load again.
+    let inspect = run(Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["warmup", "inspect", "--mode", mode, "--budget", "64MiB"])
+        .arg(&s.log));
+    assert!(inspect.contains(", sealed,"), "{inspect}");
+    assert!(
+        inspect.contains(&format!(": {preloaded} blocks, {from_log} from the log")),
+        "{inspect}"
+    );
     if mode == "data" {
         assert!(from_log > 0.0, "a sealed data log supplies blocks");
     } else {
