@@ -189,7 +189,7 @@ impl BlockCache {
     /// it is resident already or a write is in flight on its stripe. Counts
     /// neither a hit nor a miss. Returns whether the block is now resident.
     pub fn preload(&self, block: u64, data: &[u8]) -> bool {
-        if block * self.block_size >= self.size {
+        if block.checked_mul(self.block_size).is_none_or(|at| at >= self.size) {
             return false;
         }
         let mut inner = self.lock();

@@ -327,7 +327,8 @@ impl Server {
         shutdown.await;
         info!("shutting down: no new connections, finishing in-flight requests");
         let _ = stop_tx.send(true);
-        if tokio::time::timeout(DRAIN_TIMEOUT, drained.recv()).await.is_err() {
+        let all_drained = tokio::time::timeout(DRAIN_TIMEOUT, drained.recv()).await.is_ok();
+        if !all_drained {
             warn!("in-flight requests still running after {DRAIN_TIMEOUT:?}; flushing anyway");
         }
         let mut failed = Vec::new();
@@ -336,8 +337,9 @@ impl Server {
             match tokio::task::spawn_blocking(move || export.cache.flush()).await {
                 Ok(Ok(())) => {
                     info!(export = %e.info.name, "flushed");
-                    // Seal only after a good flush: the log vouches for the backend.
-                    if let Some(w) = e.warmup.clone() {
+                    // Seal only after a good flush with no request left running:
+                    // the seal vouches that no change escaped the log.
+                    if let Some(w) = e.warmup.clone().filter(|_| all_drained) {
                         if tokio::task::spawn_blocking(move || w.seal()).await.unwrap_or(false) {
                             info!(export = %e.info.name, "warmup log sealed");
                         }
