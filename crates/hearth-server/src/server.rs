@@ -232,7 +232,8 @@ impl Server {
                     let settings = w
                         .settings(cache_bytes)
                         .map_err(|(key, m)| anyhow::anyhow!("export[{i}] ({:?}).warmup.{key}: {m}", e.name))?;
-                    let monitor = crate::warmup::start_export(&e.name, &settings, &cache)
+                    let persistent = e.path.as_deref().filter(|_| e.backend != crate::config::BackendKind::Memory);
+                    let monitor = crate::warmup::start_export(&e.name, &settings, &cache, persistent)
                         .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
                     Some(monitor)
                 }

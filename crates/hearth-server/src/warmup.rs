@@ -140,7 +140,7 @@ pub struct WarmupLog {
 const RECOVERY_CHUNK: u64 = 1 << 20;
 /// Plan items a pre-load reads and inserts at a time; backend reads within
 /// one batch are sorted and merged into runs.
-const PRELOAD_BATCH: usize = 256;
+const PRELOAD_BATCH: usize = 4096;
 
 impl WarmupLog {
     /// Opens (or creates) the logging volume and recovers its log for a cache
@@ -224,6 +224,39 @@ impl WarmupLog {
 
     pub fn recovered(&self) -> Option<&Recovered> {
         self.recovered.as_ref()
+    }
+
+    /// Logged data vouches only for writes that went through a monitor of
+    /// this log. Distrusts it (blocks then come from the backend) when the
+    /// backend does not keep its contents across restarts (`backend` is
+    /// `None`, a memory backend) or when the backend file was modified after
+    /// the log was last written (served without the log, or changed by other
+    /// tools). Block devices' modification times say nothing and are trusted.
+    pub fn check_backend(&mut self, backend: Option<&Path>) -> io::Result<()> {
+        let Some(rec) = self.recovered.as_mut() else {
+            return Ok(());
+        };
+        if !rec.blocks.iter().any(|b| b.data_trusted) {
+            return Ok(());
+        }
+        let why = match backend {
+            None => "the backend does not keep data across restarts".to_string(),
+            Some(path) => {
+                let backend = std::fs::metadata(path)?;
+                let log_written = self.file.metadata()?.modified()?;
+                if !backend.is_file() || backend.modified()? <= log_written {
+                    return Ok(());
+                }
+                format!("{} was modified after the warmup log was last written", path.display())
+            }
+        };
+        for b in &mut rec.blocks {
+            b.data_trusted = false;
+        }
+        self.warning = Some(format!(
+            "{why}: logged data may be stale, so every block is pre-loaded from the backend"
+        ));
+        Ok(())
     }
 
     /// The pre-load plan within the budget, or `None` without a usable log.
@@ -490,9 +523,17 @@ impl ContentLog for Monitor {
 /// Sets up warmup for an export's cache before it serves: recover the log,
 /// pre-load if asked (with a progress bar on a terminal), make the log ready
 /// and attach the monitor to the cache.
-pub fn start_export(export: &str, settings: &WarmupSettings, cache: &BlockCache) -> io::Result<Arc<Monitor>> {
+/// `backend` is the backend's file, `None` for a memory backend (see
+/// [`WarmupLog::check_backend`]).
+pub fn start_export(
+    export: &str,
+    settings: &WarmupSettings,
+    cache: &BlockCache,
+    backend: Option<&Path>,
+) -> io::Result<Arc<Monitor>> {
     let block_size = u32::try_from(cache.block_size()).expect("block sizes are at most 1 MiB");
-    let log = WarmupLog::open(settings, block_size)?;
+    let mut log = WarmupLog::open(settings, block_size)?;
+    log.check_backend(backend)?;
     if let Some(w) = &log.warning {
         warn!(export, "{w}");
     }
@@ -674,7 +715,7 @@ mod tests {
         let s = settings(dir.path(), WarmupMode::Metadata, 4, 64);
         let backend = backend(64);
         let first = cache(&backend, 16);
-        let monitor = start_export("t", &s, &first).unwrap();
+        let monitor = start_export("t", &s, &first, None).unwrap();
         for b in 1..=6 {
             read(&first, b);
         }
@@ -716,7 +757,7 @@ mod tests {
         let s = settings(dir.path(), WarmupMode::Data, 16, 8 << 10);
         let backend = backend(64);
         let first = cache(&backend, 16);
-        let monitor = start_export("t", &s, &first).unwrap();
+        let monitor = start_export("t", &s, &first, None).unwrap();
         read(&first, 3);
         first.write(3 * BS, &[0xa1; BS as usize], false).unwrap(); // cached: logged with its new data
         read(&first, 5);
@@ -745,7 +786,7 @@ mod tests {
         let s = settings(dir.path(), WarmupMode::Data, 16, 64 << 10);
         let backend = backend(64);
         let first = cache(&backend, 16);
-        let monitor = start_export("t", &s, &first).unwrap();
+        let monitor = start_export("t", &s, &first, None).unwrap();
         read(&first, 5);
         read(&first, 8);
         assert!(monitor.sync(), "as at an NBD FLUSH");
@@ -770,6 +811,57 @@ mod tests {
             "the backend's newer contents, not the logged ones"
         );
         assert_eq!(cached(&c, 8), Some(backend_block(&backend, 8)));
+    }
+
+    #[test]
+    fn logged_data_is_distrusted_when_the_backend_changed_behind_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = settings(dir.path(), WarmupMode::Data, 16, 64 << 10);
+        let disk = dir.path().join("disk.img");
+        let file_cache = || {
+            let file = crate::backend::FileBackend::sparse(&disk, 64 * BS, false).unwrap();
+            let policy = hearth_policy::build("lru", 16 * BS).unwrap();
+            BlockCache::new(Box::new(file), policy, BS as u32, WriteMode::Through)
+        };
+        let first = file_cache();
+        let monitor = start_export("t", &s, &first, Some(&disk)).unwrap();
+        first.write(3 * BS, &[3; BS as usize], false).unwrap();
+        first.flush().unwrap();
+        assert!(monitor.seal());
+        drop((first, monitor));
+        let from_log = |backend: Option<&Path>| {
+            let mut log = WarmupLog::open(&s, BS as u32).unwrap();
+            log.check_backend(backend).unwrap();
+            (log.plan().unwrap().from_log(), log.warning)
+        };
+        assert_eq!(from_log(Some(&disk)), (1, None), "the backend is as the log left it");
+        assert!(from_log(None).1.unwrap().contains("does not keep data"));
+
+        // Another program writes the backend (after the clock has moved on).
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let f = OpenOptions::new().write(true).open(&disk).unwrap();
+        f.write_all_at(&[9; BS as usize], 3 * BS).unwrap();
+        drop(f);
+        let (n, warning) = from_log(Some(&disk));
+        assert_eq!(n, 0);
+        assert!(warning.unwrap().contains("modified after the warmup log"));
+        let c = file_cache();
+        let monitor = start_export(
+            "t",
+            &WarmupSettings {
+                preload: true,
+                ..s.clone()
+            },
+            &c,
+            Some(&disk),
+        )
+        .unwrap();
+        assert_eq!((monitor.preloaded.blocks, monitor.preloaded.from_log), (1, 0));
+        assert_eq!(
+            cached(&c, 3),
+            Some(vec![9; BS as usize]),
+            "the backend's bytes, not the log's"
+        );
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct WarmupInspectArgs {
     /// Pre-load budget (the server caps it at its cache size).
     #[arg(long, default_value = "64MiB", value_parser = hearth_core::parse_bytes)]
     budget: u64,
+    /// The export's backend file: logged data is distrusted if it changed after the log.
+    #[arg(long)]
+    backend: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -130,9 +133,12 @@ fn inspect(args: WarmupInspectArgs) -> anyhow::Result<()> {
         log_size: len,
         preload: true,
     };
-    let log = WarmupLog::open(&settings, block_size)?;
-    if let Some(w) = &log.warning {
-        anyhow::bail!("{w}");
+    let mut log = WarmupLog::open(&settings, block_size)?;
+    if log.recovered().is_none() {
+        anyhow::bail!("{}", log.warning.unwrap_or_default());
+    }
+    if let Some(backend) = &args.backend {
+        log.check_backend(Some(backend)).with_context(|| format!("--backend {}", backend.display()))?;
     }
     let rec = log.recovered().expect("a log without a warning is recovered");
     let l = rec.layout;
@@ -162,7 +168,7 @@ fn inspect(args: WarmupInspectArgs) -> anyhow::Result<()> {
         plan.from_log(),
         plan.items.len() - plan.from_log()
     );
-    if let Some(w) = &plan.warning {
+    for w in [&log.warning, &plan.warning].into_iter().flatten() {
         println!("warning: {w}");
     }
     Ok(())

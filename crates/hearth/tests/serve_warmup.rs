@@ -233,8 +233,8 @@ fn warm_beats_cold(mode: &str) -> Option<Setup> {
     );
     // The sealed log, inspected offline, plans the same pre-load again.
     let inspect = run(Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(["warmup", "inspect", "--mode", mode, "--budget", "64MiB"])
-        .arg(&s.log));
+        .args(["warmup", "inspect", "--mode", mode, "--budget", "64MiB", "--backend"])
+        .args([&s.backend, &s.log]));
     assert!(inspect.contains(", sealed,"), "{inspect}");
     assert!(
         inspect.contains(&format!(": {preloaded} blocks, {from_log} from the log")),
