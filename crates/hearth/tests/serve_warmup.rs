@@ -204,12 +204,8 @@ fn warm_beats_cold(mode: &str) -> Option<Setup> {
         "{first_log}"
     );
 
-    // Restarted cold, then with warmup: the same requests and writes, so
-    // both runs start from the same backend contents.
-    let cold = s.serve(mode, false, "cold");
-    let (cold_data, cold_ratio) = s.replay(&cold, 1);
-    assert!(cold.stop("TERM"));
-
+    // Restarted with warmup right away: blocks the previous run logged as
+    // read and then overwrote must come back with their new contents.
     let warm = s.serve(mode, true, "warm");
     let page = scrape(warm.metrics.as_ref().unwrap());
     let preloaded = metric(&page, "hearth_warmup_preloaded_blocks{export=\"hearth\"}");
@@ -218,6 +214,12 @@ fn warm_beats_cold(mode: &str) -> Option<Setup> {
     let (warm_data, warm_ratio) = s.replay(&warm, 1);
     let warm_log = warm.log_text();
     assert!(warm.stop("TERM"));
+
+    // Restarted cold. Replaying the same writes again changes nothing, so
+    // this run starts from the same backend contents as the warm one.
+    let cold = s.serve(mode, false, "cold");
+    let (cold_data, cold_ratio) = s.replay(&cold, 1);
+    assert!(cold.stop("TERM"));
 
     eprintln!(
         "{mode}: first N={N} requests, read hit ratio: previous run {first_ratio:.3}, cold restart {cold_ratio:.3}, \
