@@ -67,7 +67,8 @@ pub struct WarmupConfig {
     pub budget: Option<SizeValue>,
     /// Staging buffer; default 256 KiB (metadata) or 128 MiB (data).
     pub staging: Option<SizeValue>,
-    /// Size of a log file this server creates; default 64 MiB (metadata) or 1 GiB (data).
+    /// Size of a log file this server creates; default 16 MiB (metadata: 512 Ki
+    /// records; recovery holds ~24 bytes per slot) or 1 GiB (data).
     pub log_size: Option<SizeValue>,
     /// Pre-load the cache from the log at start.
     #[serde(default)]
@@ -93,7 +94,7 @@ impl WarmupConfig {
             v.as_ref().map_or(Ok(default), SizeValue::bytes).map_err(|m| (key, m))
         };
         let staging = size("staging", &self.staging, if data { 128 << 20 } else { 256 << 10 })?;
-        let log_size = size("log_size", &self.log_size, if data { 1 << 30 } else { 64 << 20 })?;
+        let log_size = size("log_size", &self.log_size, if data { 1 << 30 } else { 16 << 20 })?;
         if log_size <= HEADER_LEN {
             return Err((
                 "log_size",

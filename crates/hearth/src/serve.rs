@@ -126,7 +126,7 @@ pub struct ServeArgs {
     /// Staging buffer of the warmup log. Default 256KiB (metadata) or 128MiB (data).
     #[arg(long, requires = "warmup_log")]
     warmup_staging: Option<String>,
-    /// Size of a warmup log file created by the server. Default 64MiB (metadata) or 1GiB (data).
+    /// Size of a warmup log file created by the server. Default 16MiB (metadata) or 1GiB (data).
     #[arg(long, requires = "warmup_log")]
     warmup_log_size: Option<String>,
     /// Pre-load the cache from the warmup log before serving (newest blocks first, never stale).
