@@ -252,6 +252,14 @@ impl Config {
             e.latency().map_err(|m| format!("{}: {m}", at("latency")))?;
             if let Some(w) = &e.warmup {
                 w.settings(cache).map_err(|(key, m)| format!("{}: {m}", at(&format!("warmup.{key}"))))?;
+                // Two writers on one log, or a log over the data, destroy each other.
+                let shared = self.exports[..i].iter().position(|o| o.warmup.as_ref().is_some_and(|ow| ow.log == w.log));
+                if let Some(j) = shared {
+                    return Err(format!("{}: {} is export[{j}]'s warmup log too", at("warmup.log"), w.log.display()));
+                }
+                if e.path.as_ref() == Some(&w.log) {
+                    return Err(format!("{}: {} is the export's own backend", at("warmup.log"), w.log.display()));
+                }
             }
             if let Some(b) = &e.bandwidth {
                 b.bytes().map_err(|m| format!("{}: {m}", at("bandwidth")))?;

@@ -924,6 +924,12 @@ mod tests {
         let mut c = crate::Config::parse(&format!("{text}budget = \"many\"\n")).unwrap();
         let e = c.validate().unwrap_err();
         assert!(e.starts_with("export[0] (\"a\").warmup.budget:"), "{e}");
+        let two = format!("{text}{}", text.replace("name = \"a\"", "name = \"b\""));
+        let e = crate::Config::parse(&two).unwrap().validate().unwrap_err();
+        assert!(
+            e.starts_with("export[1] (\"b\").warmup.log: /tmp/w is export[0]'s warmup log too"),
+            "{e}"
+        );
         let e = crate::Config::parse(&format!("{text}buffer = 1\n")).unwrap_err();
         assert!(e.contains("buffer"), "{e}");
     }
