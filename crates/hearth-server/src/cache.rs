@@ -208,6 +208,16 @@ impl BlockCache {
         self.insert(&mut inner, block, &data[..n], false).unwrap_or(false)
     }
 
+    /// Marks resident `block` as just used, without counting a hit: after a
+    /// pre-load, so the policy's recency follows the log's order, not the load's.
+    pub fn touch(&self, block: u64) {
+        let mut inner = self.lock();
+        if inner.blocks.contains_key(&block) {
+            let a = Self::access(&mut inner, block, self.block_size, Op::Read);
+            inner.core.demand(&a);
+        }
+    }
+
     /// Reads `buf.len()` bytes at `offset` straight from the backend
     /// (counted as backend reads), for pre-loading.
     pub fn read_backend(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {

@@ -297,6 +297,11 @@ impl WarmupLog {
             }
             progress(batch.len() as u64);
         }
+        // Loaded newest first, the newest blocks look least recently used;
+        // touching them oldest first makes the newest the most recent.
+        for item in plan.items.iter().rev() {
+            cache.touch(item.lba);
+        }
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(stats)
     }
@@ -750,6 +755,28 @@ mod tests {
         let rec = hearth_warmup::log::recover(&volume).unwrap();
         assert!(!rec.sealed);
         assert_eq!(rec.next_seq, 7 + 2, "7 blocks, the seal and the Open record");
+    }
+
+    #[test]
+    fn preloaded_blocks_keep_the_logs_recency_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = settings(dir.path(), WarmupMode::Metadata, 2, 1 << 10);
+        let backend = backend(64);
+        let first = cache(&backend, 4);
+        let monitor = start_export("t", &s, &first, None).unwrap();
+        for b in [1, 2, 3] {
+            read(&first, b);
+        }
+        assert!(monitor.seal());
+        // Blocks 3 then 2 are pre-loaded into an LRU cache of 4 blocks; two
+        // new blocks fill it, a third evicts the least recent: block 2.
+        let (second, plan, _) = restart(&s, &backend, 4);
+        assert_eq!(plan.items.iter().map(|i| i.lba).collect::<Vec<_>>(), vec![3, 2]);
+        for b in [10, 11, 12] {
+            read(&second, b);
+        }
+        assert_eq!(cached(&second, 2), None, "the older logged block goes first");
+        assert!(cached(&second, 3).is_some(), "the newest logged block stays");
     }
 
     #[test]
