@@ -476,6 +476,9 @@ impl BlockCache {
                     if let Some(buf) = inner.blocks.remove(&block) {
                         inner.free.push(buf);
                     }
+                } else if let Some(data) = inner.blocks.get(&block) {
+                    // It joined the cache from the backend: the warmup log records it now.
+                    self.log_loaded(block, &data[..self.block_len(block) as usize]);
                 }
             }
             Class::Promote

@@ -780,6 +780,28 @@ mod tests {
     }
 
     #[test]
+    fn a_prefetched_block_is_logged_when_a_demand_promotes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = settings(dir.path(), WarmupMode::Metadata, 16, 1 << 10);
+        let backend = backend(64);
+        // 50 blocks: a 2-block prefetch partition.
+        let c = cache(&backend, 50);
+        let monitor = start_export("t", &s, &c, None).unwrap();
+        assert!(c.start_prefetch(7));
+        c.prefetch(7).unwrap();
+        assert_eq!(
+            monitor.stats.records.load(Ordering::Relaxed),
+            0,
+            "not while it waits in the partition"
+        );
+        assert_eq!(c.classify_demand(7), hearth_prefetch::Class::Promote);
+        assert_eq!(monitor.stats.records.load(Ordering::Relaxed), 1);
+        assert!(monitor.seal());
+        let (_, plan, _) = restart(&s, &backend, 50);
+        assert_eq!(plan.items.iter().map(|i| i.lba).collect::<Vec<_>>(), vec![7]);
+    }
+
+    #[test]
     fn data_log_supplies_current_blocks_after_a_clean_shutdown() {
         let dir = tempfile::tempdir().unwrap();
         let s = settings(dir.path(), WarmupMode::Data, 16, 8 << 10);
