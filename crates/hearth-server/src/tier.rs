@@ -64,11 +64,16 @@ struct BlockMap {
     slot_of: FxHashMap<u64, u64>,
     /// Fast slot -> export block.
     block_in: Vec<Option<u64>>,
+    /// Free slots, the lowest last (so it is taken first).
+    free: Vec<u64>,
 }
 
 impl BlockMap {
-    fn free_slot(&self) -> Option<u64> {
-        self.block_in.iter().position(Option::is_none).map(|s| s as u64)
+    fn rebuild_free_list(&mut self) {
+        self.free = (0..self.block_in.len() as u64)
+            .rev()
+            .filter(|&s| self.block_in[s as usize].is_none())
+            .collect();
     }
 }
 
@@ -108,7 +113,8 @@ impl TierBackend {
             ));
         }
         let slots = fast.size() / block_size;
-        let map = replay(journal_path, block_size, slots, slow.size() / block_size)?;
+        let mut map = replay(journal_path, block_size, slots, slow.size() / block_size)?;
+        map.rebuild_free_list();
         let journal = compact(journal_path, block_size, slots, &map)?;
         Ok(TierBackend {
             fast,
@@ -236,7 +242,7 @@ impl TierBackend {
         if map.slot_of.contains_key(&block) || block >= self.slow.size() / self.block_size {
             return Ok(false);
         }
-        let Some(slot) = map.free_slot() else { return Ok(false) };
+        let Some(&slot) = map.free.last() else { return Ok(false) };
         let mut buf = vec![0u8; self.block_size as usize];
         self.slow.read_at(&mut buf, block * self.block_size)?;
         self.fast.write_at(&buf, slot * self.block_size)?;
@@ -247,6 +253,7 @@ impl TierBackend {
         if !self.commit(KIND_MAP, block, slot, crash)? {
             return Ok(false);
         }
+        map.free.pop();
         map.slot_of.insert(block, slot);
         map.block_in[slot as usize] = Some(block);
         Ok(true)
@@ -276,6 +283,7 @@ impl TierBackend {
         }
         map.slot_of.remove(&block);
         map.block_in[slot as usize] = None;
+        map.free.push(slot);
         Ok(true)
     }
 
@@ -304,6 +312,7 @@ fn replay(path: &Path, block_size: u64, slots: u64, blocks: u64) -> io::Result<B
     let mut map = BlockMap {
         slot_of: FxHashMap::default(),
         block_in: vec![None; slots as usize],
+        free: Vec::new(),
     };
     let mut bytes = Vec::new();
     match File::open(path) {
