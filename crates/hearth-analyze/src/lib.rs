@@ -159,7 +159,8 @@ impl Report {
         let _ = writeln!(s, "cache accesses    {}", self.accesses);
         let _ = writeln!(s, "unique keys       {}", self.unique_keys);
         let _ = writeln!(s, "footprint         {}", hearth_core::format_bytes(self.footprint_bytes));
-        let _ = writeln!(s, "cold accesses     {} ({:.1}%)", self.cold_accesses, pct(self.cold_accesses, self.accesses));
+        let _ =
+            writeln!(s, "cold accesses     {} ({:.1}%)", self.cold_accesses, pct(self.cold_accesses, self.accesses));
         for (name, h) in [
             ("request size (bytes)", &self.request_sizes),
             ("reuse distance (distinct keys)", &self.reuse_distance),
@@ -182,9 +183,9 @@ mod tests {
     use super::*;
 
     fn report(keys: &[u64]) -> Report {
-        let reqs = keys.iter().map(|&k| {
-            Ok(Request { time_ns: 0, client: 0, op: Op::Read, offset: k, len: 1, next_access: None })
-        });
+        let reqs = keys
+            .iter()
+            .map(|&k| Ok(Request { time_ns: 0, client: 0, op: Op::Read, offset: k, len: 1, next_access: None }));
         analyze(reqs, Mode::Object).unwrap()
     }
 

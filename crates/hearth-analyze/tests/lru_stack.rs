@@ -3,7 +3,7 @@
 //! the other: LRU with c unit slots hits exactly the re-accesses whose stack
 //! distance is below c.
 
-use hearth_core::{Access, Op, Policy};
+use hearth_core::{Access, Op};
 use proptest::prelude::*;
 
 fn accesses(keys: &[u64]) -> Vec<Access> {

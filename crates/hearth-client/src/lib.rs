@@ -18,7 +18,9 @@ use std::path::Path;
 
 use hearth_nbd::hints::{self, Hint};
 use hearth_nbd::{cmd_flags, opt, rep, Command, Request};
-use hearth_nbd::{FLAG_C_FIXED_NEWSTYLE, FLAG_FIXED_NEWSTYLE, INIT_PASSWD, OPTS_MAGIC, REPLY_MAGIC, SIMPLE_REPLY_MAGIC};
+use hearth_nbd::{
+    FLAG_C_FIXED_NEWSTYLE, FLAG_FIXED_NEWSTYLE, INIT_PASSWD, OPTS_MAGIC, REPLY_MAGIC, SIMPLE_REPLY_MAGIC,
+};
 
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
@@ -58,7 +60,10 @@ impl Client {
         let mut greeting = [0u8; 18];
         stream.read_exact(&mut greeting)?;
         let flags = u16::from_be_bytes([greeting[16], greeting[17]]);
-        if greeting[..8] != INIT_PASSWD.to_be_bytes() || greeting[8..16] != OPTS_MAGIC.to_be_bytes() || flags & FLAG_FIXED_NEWSTYLE == 0 {
+        if greeting[..8] != INIT_PASSWD.to_be_bytes()
+            || greeting[8..16] != OPTS_MAGIC.to_be_bytes()
+            || flags & FLAG_FIXED_NEWSTYLE == 0
+        {
             return Err(invalid("not a fixed-newstyle NBD server".into()));
         }
         stream.write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes())?;
@@ -79,7 +84,10 @@ impl Client {
                 }
                 rep::INFO => {}
                 k if k & (1 << 31) != 0 => {
-                    return Err(invalid(format!("server refused export {export:?}: {}", String::from_utf8_lossy(&data))))
+                    return Err(invalid(format!(
+                        "server refused export {export:?}: {}",
+                        String::from_utf8_lossy(&data)
+                    )))
                 }
                 k => return Err(invalid(format!("unexpected option reply {k}"))),
             }
@@ -114,7 +122,15 @@ impl Client {
     }
 
     /// Sends one request and waits for its reply; `into` receives read data.
-    fn request(&mut self, command: Command, flags: u16, offset: u64, length: u32, payload: &[u8], into: &mut [u8]) -> io::Result<()> {
+    fn request(
+        &mut self,
+        command: Command,
+        flags: u16,
+        offset: u64,
+        length: u32,
+        payload: &[u8],
+        into: &mut [u8],
+    ) -> io::Result<()> {
         self.cookie += 1;
         let header = Request { flags, command, cookie: self.cookie, offset, length }.encode();
         let mut b = Vec::with_capacity(header.len() + payload.len());

@@ -54,14 +54,9 @@ impl OptionHeader {
     pub fn decode(b: &[u8; 16]) -> Result<OptionHeader, ProtocolError> {
         let magic = be_u64(b, 0);
         if magic != OPTS_MAGIC {
-            return Err(ProtocolError(format!(
-                "option header: magic {magic:#018x}, expected IHAVEOPT"
-            )));
+            return Err(ProtocolError(format!("option header: magic {magic:#018x}, expected IHAVEOPT")));
         }
-        let header = OptionHeader {
-            option: be_u32(b, 8),
-            length: be_u32(b, 12),
-        };
+        let header = OptionHeader { option: be_u32(b, 8), length: be_u32(b, 12) };
         if header.length > MAX_OPTION_DATA {
             return Err(ProtocolError(format!(
                 "option {}: data length {} exceeds the {MAX_OPTION_DATA}-byte limit",
@@ -115,12 +110,7 @@ impl Negotiation {
         if f & !known != 0 {
             return Err(ProtocolError(format!("client flags {f:#x} set bits we did not offer")));
         }
-        Ok(Negotiation {
-            no_zeroes: f & FLAG_C_NO_ZEROES != 0,
-            structured: false,
-            hints: false,
-            meta_export: None,
-        })
+        Ok(Negotiation { no_zeroes: f & FLAG_C_NO_ZEROES != 0, structured: false, hints: false, meta_export: None })
     }
 
     /// Handles one option; appends the bytes to send to `out`.
@@ -429,10 +419,7 @@ mod tests {
 
     fn run(n: &mut Negotiation, option: u32, data: &[u8]) -> (Outcome, Vec<u8>) {
         let mut out = Vec::new();
-        let header = OptionHeader {
-            option,
-            length: data.len() as u32,
-        };
+        let header = OptionHeader { option, length: data.len() as u32 };
         let outcome = n.handle(header, data, &exports(), &mut out);
         (outcome, out)
     }
@@ -497,11 +484,7 @@ mod tests {
         assert_eq!(outcome, Outcome::Continue);
         let r = replies(&out);
         assert_eq!(r.last().unwrap().1, rep::ACK);
-        assert_eq!(
-            &r[0].2[2..10],
-            &(1u64 << 20).to_be_bytes(),
-            "empty name is the default (first) export"
-        );
+        assert_eq!(&r[0].2[2..10], &(1u64 << 20).to_be_bytes(), "empty name is the default (first) export");
         let (outcome, out) = run(&mut n, opt::GO, &go_data("nope", &[]));
         assert_eq!(outcome, Outcome::Continue);
         let r = replies(&out);
@@ -531,10 +514,7 @@ mod tests {
         let (_, out) = run(&mut n, opt::LIST, &[]);
         let r = replies(&out);
         assert_eq!(r.len(), 3);
-        assert_eq!(
-            r[0],
-            (opt::LIST, rep::SERVER, b"\x00\x00\x00\x04diskmain disk".to_vec())
-        );
+        assert_eq!(r[0], (opt::LIST, rep::SERVER, b"\x00\x00\x00\x04diskmain disk".to_vec()));
         assert_eq!(r[1], (opt::LIST, rep::SERVER, b"\x00\x00\x00\x05other".to_vec()));
         assert_eq!(r[2].1, rep::ACK);
         let (_, out) = run(&mut n, opt::LIST, &[1]);
@@ -583,35 +563,19 @@ mod tests {
     fn structured_replies_and_base_allocation_reach_the_session() {
         let mut n = Negotiation::new([0, 0, 0, 1]).unwrap();
         let (_, out) = run(&mut n, opt::SET_META_CONTEXT, &meta_data("disk", &[BASE_ALLOCATION]));
-        assert_eq!(
-            replies(&out)[0].1,
-            rep::ERR_INVALID,
-            "meta contexts need structured replies"
-        );
+        assert_eq!(replies(&out)[0].1, rep::ERR_INVALID, "meta contexts need structured replies");
         let (_, out) = run(&mut n, opt::STRUCTURED_REPLY, &[]);
         assert_eq!(replies(&out)[0].1, rep::ACK);
         let (_, out) = run(&mut n, opt::LIST_META_CONTEXT, &meta_data("disk", &[]));
         let r = replies(&out);
-        assert_eq!(
-            r[0],
-            (
-                opt::LIST_META_CONTEXT,
-                rep::META_CONTEXT,
-                b"\x00\x00\x00\x00base:allocation".to_vec()
-            )
-        );
-        let (_, out) = run(
-            &mut n,
-            opt::SET_META_CONTEXT,
-            &meta_data("disk", &["qemu:dirty-bitmap:x", BASE_ALLOCATION]),
-        );
+        assert_eq!(r[0], (opt::LIST_META_CONTEXT, rep::META_CONTEXT, b"\x00\x00\x00\x00base:allocation".to_vec()));
+        let (_, out) =
+            run(&mut n, opt::SET_META_CONTEXT, &meta_data("disk", &["qemu:dirty-bitmap:x", BASE_ALLOCATION]));
         let r = replies(&out);
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].2, b"\x00\x00\x00\x01base:allocation".to_vec());
         let (outcome, _) = run(&mut n, opt::GO, &go_data("disk", &[]));
-        let Outcome::Transmit(s) = outcome else {
-            panic!("GO must transmit")
-        };
+        let Outcome::Transmit(s) = outcome else { panic!("GO must transmit") };
         assert!(s.structured_replies);
         assert_eq!(s.base_allocation, Some(BASE_ALLOCATION_ID));
         assert_ne!(s.flags & tflags::SEND_DF, 0);
@@ -623,9 +587,7 @@ mod tests {
         run(&mut n, opt::STRUCTURED_REPLY, &[]);
         run(&mut n, opt::SET_META_CONTEXT, &meta_data("disk", &[BASE_ALLOCATION]));
         let (outcome, _) = run(&mut n, opt::GO, &go_data("other", &[]));
-        let Outcome::Transmit(s) = outcome else {
-            panic!("GO must transmit")
-        };
+        let Outcome::Transmit(s) = outcome else { panic!("GO must transmit") };
         assert_eq!(s.base_allocation, None);
     }
 }

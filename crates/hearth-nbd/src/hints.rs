@@ -9,14 +9,26 @@ pub const MAX_RECORDS: usize = 4096;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hint {
     /// The next READ or WRITE on this connection uses client buffer `addr`.
-    Buffer { addr: u64 },
+    Buffer {
+        addr: u64,
+    },
     /// The client evicted bytes `offset .. offset+length` from its cache.
-    Evicted { offset: u64, length: u64 },
+    Evicted {
+        offset: u64,
+        length: u64,
+    },
     /// Later requests on this connection belong to context `ctx` (0 = the connection's own).
-    Context { ctx: u64 },
+    Context {
+        ctx: u64,
+    },
     /// Context `ctx` starts a unit of work of template `class` (0 if unknown).
-    ContextBegin { ctx: u64, class: u64 },
-    ContextEnd { ctx: u64 },
+    ContextBegin {
+        ctx: u64,
+        class: u64,
+    },
+    ContextEnd {
+        ctx: u64,
+    },
 }
 
 impl Hint {
@@ -33,8 +45,11 @@ impl Hint {
 
 /// Decodes a hint payload; the error names the bad record.
 pub fn decode(payload: &[u8]) -> Result<Vec<Hint>, String> {
-    if payload.is_empty() || payload.len() % RECORD_LEN != 0 || payload.len() / RECORD_LEN > MAX_RECORDS {
-        return Err(format!("hint payload of {} bytes is not 1..={MAX_RECORDS} records of {RECORD_LEN}", payload.len()));
+    if payload.is_empty() || !payload.len().is_multiple_of(RECORD_LEN) || payload.len() / RECORD_LEN > MAX_RECORDS {
+        return Err(format!(
+            "hint payload of {} bytes is not 1..={MAX_RECORDS} records of {RECORD_LEN}",
+            payload.len()
+        ));
     }
     payload
         .chunks_exact(RECORD_LEN)

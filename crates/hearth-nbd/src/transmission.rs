@@ -84,9 +84,7 @@ impl Request {
     pub fn decode(b: &[u8; 28]) -> Result<Request, ProtocolError> {
         let magic = be_u32(b, 0);
         if magic != REQUEST_MAGIC {
-            return Err(ProtocolError(format!(
-                "request header: magic {magic:#010x}, expected {REQUEST_MAGIC:#010x}"
-            )));
+            return Err(ProtocolError(format!("request header: magic {magic:#010x}, expected {REQUEST_MAGIC:#010x}")));
         }
         Ok(Request {
             flags: be_u16(b, 4),
@@ -163,21 +161,18 @@ impl Request {
             Command::BlockStatus if session.base_allocation.is_none() => return Err(Errno::Inval),
             Command::HearthHint => {
                 let records = self.length as usize / crate::hints::RECORD_LEN;
-                let whole = self.length as usize % crate::hints::RECORD_LEN == 0;
-                let ok = session.hints && self.offset == 0 && whole && (1..=crate::hints::MAX_RECORDS).contains(&records);
+                let whole = (self.length as usize).is_multiple_of(crate::hints::RECORD_LEN);
+                let ok =
+                    session.hints && self.offset == 0 && whole && (1..=crate::hints::MAX_RECORDS).contains(&records);
                 return if ok { Ok(()) } else { Err(Errno::Inval) };
             }
             Command::Read | Command::Write if self.length > max_len => return Err(Errno::Inval),
             _ => {}
         }
         let end = self.offset.checked_add(u64::from(self.length));
-        if end.map_or(true, |e| e > size) {
+        if end.is_none_or(|e| e > size) {
             // Writing past the end is "no space"; everything else is invalid.
-            return Err(if matches!(c, Command::Write | Command::WriteZeroes) {
-                Errno::NoSpc
-            } else {
-                Errno::Inval
-            });
+            return Err(if matches!(c, Command::Write | Command::WriteZeroes) { Errno::NoSpc } else { Errno::Inval });
         }
         Ok(())
     }
@@ -224,13 +219,7 @@ pub fn put_error(out: &mut Vec<u8>, cookie: u64, error: Errno, message: &str) {
 
 /// Appends a final `BLOCK_STATUS` chunk: `(length, status flags)` extents.
 pub fn put_block_status(out: &mut Vec<u8>, cookie: u64, context: u32, extents: &[(u32, u32)]) {
-    put_chunk_header(
-        out,
-        reply::FLAG_DONE,
-        reply::TYPE_BLOCK_STATUS,
-        cookie,
-        4 + 8 * extents.len() as u32,
-    );
+    put_chunk_header(out, reply::FLAG_DONE, reply::TYPE_BLOCK_STATUS, cookie, 4 + 8 * extents.len() as u32);
     out.extend_from_slice(&context.to_be_bytes());
     for (len, status) in extents {
         out.extend_from_slice(&len.to_be_bytes());
@@ -265,13 +254,7 @@ mod tests {
     }
 
     fn req(command: Command, flags: u16, offset: u64, length: u32) -> Request {
-        Request {
-            flags,
-            command,
-            cookie: 7,
-            offset,
-            length,
-        }
+        Request { flags, command, cookie: 7, offset, length }
     }
 
     #[test]
@@ -287,13 +270,7 @@ mod tests {
         let r = Request::decode(&bytes).unwrap();
         assert_eq!(
             r,
-            Request {
-                flags: 1,
-                command: Command::Write,
-                cookie: 0x0102030405060708,
-                offset: 4096,
-                length: 512
-            }
+            Request { flags: 1, command: Command::Write, cookie: 0x0102030405060708, offset: 4096, length: 512 }
         );
         assert_eq!(r.encode(), bytes);
         assert_eq!(r.payload_len(), 512);
@@ -308,60 +285,23 @@ mod tests {
         let s = session(0, false);
         let max = 32 << 20;
         assert_eq!(req(Command::Read, 0, SIZE - 512, 512).validate(&s, SIZE, max), Ok(()));
-        assert_eq!(
-            req(Command::Read, 0, SIZE - 511, 512).validate(&s, SIZE, max),
-            Err(Errno::Inval)
-        );
-        assert_eq!(
-            req(Command::Trim, 0, SIZE, 1).validate(&s, SIZE, max),
-            Err(Errno::Inval)
-        );
-        assert_eq!(
-            req(Command::Write, 0, SIZE, 1).validate(&s, SIZE, max),
-            Err(Errno::NoSpc)
-        );
-        assert_eq!(
-            req(Command::WriteZeroes, 0, SIZE - 1, 2).validate(&s, SIZE, max),
-            Err(Errno::NoSpc)
-        );
-        assert_eq!(
-            req(Command::Read, 0, u64::MAX, 2).validate(&s, SIZE, max),
-            Err(Errno::Inval),
-            "offset overflow"
-        );
-        assert_eq!(
-            req(Command::Read, 0, 0, 0).validate(&s, SIZE, max),
-            Ok(()),
-            "zero length is allowed"
-        );
-        assert_eq!(
-            req(Command::Read, 0, 0, u32::MAX).validate(&s, u64::MAX, max),
-            Err(Errno::Inval),
-            "huge length"
-        );
-        assert_eq!(
-            req(Command::Trim, 0, 0, u32::MAX).validate(&s, u64::MAX, max),
-            Ok(()),
-            "trim has no payload limit"
-        );
+        assert_eq!(req(Command::Read, 0, SIZE - 511, 512).validate(&s, SIZE, max), Err(Errno::Inval));
+        assert_eq!(req(Command::Trim, 0, SIZE, 1).validate(&s, SIZE, max), Err(Errno::Inval));
+        assert_eq!(req(Command::Write, 0, SIZE, 1).validate(&s, SIZE, max), Err(Errno::NoSpc));
+        assert_eq!(req(Command::WriteZeroes, 0, SIZE - 1, 2).validate(&s, SIZE, max), Err(Errno::NoSpc));
+        assert_eq!(req(Command::Read, 0, u64::MAX, 2).validate(&s, SIZE, max), Err(Errno::Inval), "offset overflow");
+        assert_eq!(req(Command::Read, 0, 0, 0).validate(&s, SIZE, max), Ok(()), "zero length is allowed");
+        assert_eq!(req(Command::Read, 0, 0, u32::MAX).validate(&s, u64::MAX, max), Err(Errno::Inval), "huge length");
+        assert_eq!(req(Command::Trim, 0, 0, u32::MAX).validate(&s, u64::MAX, max), Ok(()), "trim has no payload limit");
     }
 
     #[test]
     fn unknown_commands_flags_and_read_only_are_refused() {
         let s = session(0, false);
         let max = 1 << 20;
-        assert_eq!(
-            req(Command::Unknown(99), 0, 0, 0).validate(&s, SIZE, max),
-            Err(Errno::Inval)
-        );
-        assert_eq!(
-            req(Command::Write, 1 << 9, 0, 1).validate(&s, SIZE, max),
-            Err(Errno::Inval)
-        );
-        assert_eq!(
-            req(Command::Write, cmd_flags::NO_HOLE, 0, 1).validate(&s, SIZE, max),
-            Err(Errno::Inval)
-        );
+        assert_eq!(req(Command::Unknown(99), 0, 0, 0).validate(&s, SIZE, max), Err(Errno::Inval));
+        assert_eq!(req(Command::Write, 1 << 9, 0, 1).validate(&s, SIZE, max), Err(Errno::Inval));
+        assert_eq!(req(Command::Write, cmd_flags::NO_HOLE, 0, 1).validate(&s, SIZE, max), Err(Errno::Inval));
         assert_eq!(
             req(Command::Read, cmd_flags::DF, 0, 1).validate(&s, SIZE, max),
             Err(Errno::Inval),
@@ -369,16 +309,9 @@ mod tests {
         );
         let df = session(tflags::SEND_DF, true);
         assert_eq!(req(Command::Read, cmd_flags::DF, 0, 1).validate(&df, SIZE, max), Ok(()));
-        assert_eq!(
-            req(Command::WriteZeroes, cmd_flags::FAST_ZERO, 0, 1).validate(&s, SIZE, max),
-            Err(Errno::Inval)
-        );
+        assert_eq!(req(Command::WriteZeroes, cmd_flags::FAST_ZERO, 0, 1).validate(&s, SIZE, max), Err(Errno::Inval));
         assert_eq!(req(Command::Flush, 0, 1, 0).validate(&s, SIZE, max), Err(Errno::Inval));
-        assert_eq!(
-            req(Command::BlockStatus, 0, 0, 1).validate(&s, SIZE, max),
-            Err(Errno::Inval),
-            "no meta context"
-        );
+        assert_eq!(req(Command::BlockStatus, 0, 0, 1).validate(&s, SIZE, max), Err(Errno::Inval), "no meta context");
         let ro = session(tflags::READ_ONLY, false);
         assert_eq!(req(Command::Write, 0, 0, 1).validate(&ro, SIZE, max), Err(Errno::Perm));
         assert_eq!(req(Command::Read, 0, 0, 1).validate(&ro, SIZE, max), Ok(()));
@@ -404,16 +337,10 @@ mod tests {
         out.clear();
         put_block_status(&mut out, 5, 1, &[(4096, 0), (512, 3)]);
         assert_eq!(&out[16..20], &[0, 0, 0, 20]);
-        assert_eq!(
-            &out[20..],
-            &[0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 3]
-        );
+        assert_eq!(&out[20..], &[0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 3]);
         out.clear();
         put_status(&mut out, &session(0, true), 9, Ok(()));
-        assert_eq!(
-            out,
-            vec![0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0]
-        );
+        assert_eq!(out, vec![0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0]);
     }
 
     #[test]

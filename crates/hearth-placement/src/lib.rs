@@ -101,7 +101,9 @@ impl Stats {
 pub enum Demand {
     Hit,
     /// Not resident; `place` asks the driver to place it once fetched.
-    Miss { place: bool },
+    Miss {
+        place: bool,
+    },
 }
 
 /// What the driver must do after a client eviction.

@@ -105,7 +105,10 @@ type DrawResult = Result<(), Box<dyn std::error::Error>>;
 fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
     let pts = || chart.series.iter().flat_map(|s| s.points.iter().copied());
     let fold = |f: fn(&(f64, f64)) -> f64| {
-        pts().map(|p| f(&p)).filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
+        pts()
+            .map(|p| f(&p))
+            .filter(|v| v.is_finite())
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
     };
     let (mut x0, mut x1) = fold(|p| p.0);
     let (_, mut y1) = fold(|p| p.1);
@@ -138,9 +141,9 @@ where
             c.configure_mesh().x_desc(&chart.x_label).y_desc(&chart.y_label).draw()?;
             for (i, s) in chart.series.iter().enumerate() {
                 let color = Palette99::pick(i).stroke_width(2);
-                c.draw_series(LineSeries::new(s.points.iter().copied(), color))?
-                    .label(&s.name)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], Palette99::pick(i).stroke_width(2)));
+                c.draw_series(LineSeries::new(s.points.iter().copied(), color))?.label(&s.name).legend(
+                    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], Palette99::pick(i).stroke_width(2)),
+                );
             }
             c.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
         }
@@ -149,9 +152,9 @@ where
             c.configure_mesh().x_desc(&chart.x_label).y_desc(&chart.y_label).draw()?;
             for (i, s) in chart.series.iter().enumerate() {
                 let color = Palette99::pick(i).stroke_width(2);
-                c.draw_series(LineSeries::new(s.points.iter().copied(), color))?
-                    .label(&s.name)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], Palette99::pick(i).stroke_width(2)));
+                c.draw_series(LineSeries::new(s.points.iter().copied(), color))?.label(&s.name).legend(
+                    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], Palette99::pick(i).stroke_width(2)),
+                );
             }
             c.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
         }
@@ -178,9 +181,11 @@ where
             for (g, s) in chart.series.iter().enumerate() {
                 let color = Palette99::pick(g).filled();
                 let left = -0.4 + g as f64 * width;
-                c.draw_series(s.points.iter().map(|&(x, y)| Rectangle::new([(x + left, 0.0), (x + left + width, y)], color)))?
-                    .label(&s.name)
-                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], Palette99::pick(g).filled()));
+                c.draw_series(
+                    s.points.iter().map(|&(x, y)| Rectangle::new([(x + left, 0.0), (x + left + width, y)], color)),
+                )?
+                .label(&s.name)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], Palette99::pick(g).filled()));
             }
             if chart.series.len() > 1 {
                 c.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
@@ -206,7 +211,8 @@ mod tests {
         assert!(svg.contains("<svg") && svg.contains("LRU") && svg.contains("ARC"));
         let png = std::fs::read(&files[1]).unwrap();
         assert_eq!(&png[1..4], b"PNG");
-        let bars = Chart::bars("h", "bucket", "count", vec!["0".into(), "1".into()]).series("a", vec![(0.0, 3.0), (1.0, 5.0)]);
+        let bars =
+            Chart::bars("h", "bucket", "count", vec!["0".into(), "1".into()]).series("a", vec![(0.0, 3.0), (1.0, 5.0)]);
         let files = render(&bars, &dir.join("bars")).unwrap();
         assert!(std::fs::read_to_string(&files[0]).unwrap().contains("<rect"));
         std::fs::remove_dir_all(&dir).ok();

@@ -4,29 +4,29 @@
 //! Adding a policy: one new file implementing `hearth_core::Policy`, one
 //! `mod` line and one line in [`REGISTRY`].
 
-mod lru;
-mod lirs;
-mod twoq;
-mod mq;
+mod arc;
+mod clock;
 mod fbr;
 mod fifo;
-mod clock;
 mod lfu;
-mod slru;
-mod arc;
+mod lirs;
+mod lru;
+mod mq;
 mod opt;
+mod slru;
+mod twoq;
 
-pub use lru::Lru;
-pub use lirs::Lirs;
-pub use twoq::TwoQ;
-pub use mq::Mq;
+pub use arc::{Arc, Step as ArcStep};
+pub use clock::Clock;
 pub use fbr::Fbr;
 pub use fifo::Fifo;
-pub use clock::Clock;
 pub use lfu::{Aging, Lfu};
-pub use slru::Slru;
-pub use arc::{Arc, Step as ArcStep};
+pub use lirs::Lirs;
+pub use lru::Lru;
+pub use mq::Mq;
 pub use opt::Opt;
+pub use slru::Slru;
+pub use twoq::TwoQ;
 
 use hearth_core::Policy;
 

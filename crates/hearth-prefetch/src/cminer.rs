@@ -195,7 +195,10 @@ mod tests {
         // Frequent pairs: 12 (4), 13 (3), 23 (3); 19, 29, 51 have support 1.
         // Triple 123 (3) is frequent; it has 13 and 23's support, so those
         // are not closed; 12 (4) is.
-        assert_eq!(r.stats, MineStats { frequent_pairs: 3, closed_pairs: 1, frequent_triples: 1, single_rules: 3, double_rules: 0 });
+        assert_eq!(
+            r.stats,
+            MineStats { frequent_pairs: 3, closed_pairs: 1, frequent_triples: 1, single_rules: 3, double_rules: 0 }
+        );
         // 1->2 conf 4/5, 1->3 3/5, 2->3 3/4. 12->3 has conf 3/4, no better
         // than 2->3, so it is redundant.
         assert_eq!(r.single[&1], vec![(2, 0.8), (3, 0.6)]);

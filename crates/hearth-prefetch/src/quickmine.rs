@@ -164,10 +164,7 @@ impl RuleCache {
             return;
         }
         let grace = self.grace;
-        let victim = list
-            .iter_mut()
-            .filter(|s| now.wrapping_sub(s.born) >= grace)
-            .min_by_key(|s| s.count);
+        let victim = list.iter_mut().filter(|s| now.wrapping_sub(s.born) >= grace).min_by_key(|s| s.count);
         if let Some(v) = victim {
             *v = fresh;
         }
@@ -475,7 +472,16 @@ mod tests {
     use proptest::prelude::*;
 
     fn config(g: usize) -> Config {
-        Config { lookahead: g, max_prefixes: 1000, max_suffixes: 8, grace: 0, degree: 5, throttle: true, context_aware: true, on_promote: true }
+        Config {
+            lookahead: g,
+            max_prefixes: 1000,
+            max_suffixes: 8,
+            grace: 0,
+            degree: 5,
+            throttle: true,
+            context_aware: true,
+            on_promote: true,
+        }
     }
 
     fn demand(ctx: u32, block: Key) -> Demand {
@@ -529,13 +535,8 @@ mod tests {
         let t2: &[Key] = &[2, 3, 4, 5, 6, 7];
         let mut q = QuickMine::new(config(5)).unwrap();
         run_contexts(&mut q, &[(1, t1), (2, t2)], true);
-        let expected: Vec<(Key, Key, Vec<Key>)> = vec![
-            (2, 3, vec![4, 5, 6, 7]),
-            (3, 4, vec![5, 6, 7]),
-            (4, 5, vec![6, 7]),
-            (5, 6, vec![7]),
-            (6, 7, vec![8]),
-        ];
+        let expected: Vec<(Key, Key, Vec<Key>)> =
+            vec![(2, 3, vec![4, 5, 6, 7]), (3, 4, vec![5, 6, 7]), (4, 5, vec![6, 7]), (5, 6, vec![7]), (6, 7, vec![8])];
         assert_eq!(rules_of(&q), expected);
         assert_eq!(q.rule_count(), 11);
         // Every support is 1: each rule was seen once.

@@ -108,22 +108,13 @@ impl FileBackend {
     }
 
     fn checked(file: File, path: &Path, size: u64, direct: bool) -> io::Result<FileBackend> {
-        if direct && size % DIRECT_ALIGN != 0 {
+        if direct && !size.is_multiple_of(DIRECT_ALIGN) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!(
-                    "{}: O_DIRECT needs a size that is a multiple of {DIRECT_ALIGN}, got {size}",
-                    path.display()
-                ),
+                format!("{}: O_DIRECT needs a size that is a multiple of {DIRECT_ALIGN}, got {size}", path.display()),
             ));
         }
-        Ok(FileBackend {
-            file,
-            path: path.to_path_buf(),
-            size,
-            direct,
-            sector_lock: RwLock::new(()),
-        })
+        Ok(FileBackend { file, path: path.to_path_buf(), size, direct, sector_lock: RwLock::new(()) })
     }
 
     fn fallocate(&self, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
@@ -187,7 +178,7 @@ impl Backend for FileBackend {
         if !self.direct {
             return self.file.write_all_at(buf, offset);
         }
-        let aligned = offset % DIRECT_ALIGN == 0 && buf.len() as u64 % DIRECT_ALIGN == 0;
+        let aligned = offset.is_multiple_of(DIRECT_ALIGN) && (buf.len() as u64).is_multiple_of(DIRECT_ALIGN);
         if aligned {
             let _shared = self.sector_lock.read().unwrap_or_else(|p| p.into_inner());
             let mut bounce = AlignedBuf::new(buf.len());
@@ -197,8 +188,7 @@ impl Backend for FileBackend {
         let _exclusive = self.sector_lock.write().unwrap_or_else(|p| p.into_inner());
         let (mut bounce, skip) = self.read_aligned_span(offset, buf.len())?;
         bounce.as_mut()[skip..skip + buf.len()].copy_from_slice(buf);
-        self.file
-            .write_all_at(bounce.as_ref(), offset / DIRECT_ALIGN * DIRECT_ALIGN)
+        self.file.write_all_at(bounce.as_ref(), offset / DIRECT_ALIGN * DIRECT_ALIGN)
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
@@ -206,10 +196,7 @@ impl Backend for FileBackend {
         if may_punch && self.fallocate(punch, offset, len).is_ok() {
             return Ok(());
         }
-        if self
-            .fallocate(libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE, offset, len)
-            .is_ok()
-        {
+        if self.fallocate(libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE, offset, len).is_ok() {
             return Ok(());
         }
         write_zero_chunks(self, offset, len)
@@ -247,11 +234,7 @@ impl Backend for FileBackend {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "file {}{}",
-            self.path.display(),
-            if self.direct { " (O_DIRECT)" } else { "" }
-        )
+        format!("file {}{}", self.path.display(), if self.direct { " (O_DIRECT)" } else { "" })
     }
 }
 
@@ -330,11 +313,7 @@ pub struct MemoryBackend {
 impl MemoryBackend {
     pub fn new(size: u64) -> MemoryBackend {
         let size = usize::try_from(size).expect("memory backend size fits in usize");
-        MemoryBackend {
-            data: RwLock::new(vec![0; size]),
-            reads: AtomicU64::new(0),
-            flushes: AtomicU64::new(0),
-        }
+        MemoryBackend { data: RwLock::new(vec![0; size]), reads: AtomicU64::new(0), flushes: AtomicU64::new(0) }
     }
     /// `read_at` calls so far.
     pub fn reads(&self) -> u64 {
@@ -392,12 +371,7 @@ pub struct SlowBackend<B: Backend + ?Sized> {
 
 impl<B: Backend + ?Sized> SlowBackend<B> {
     pub fn new(inner: Box<B>, latency: Duration, bytes_per_sec: Option<u64>) -> SlowBackend<B> {
-        SlowBackend {
-            latency,
-            bytes_per_sec,
-            busy_until: Mutex::new(Instant::now()),
-            inner,
-        }
+        SlowBackend { latency, bytes_per_sec, busy_until: Mutex::new(Instant::now()), inner }
     }
 
     fn delay(&self, bytes: u64) {
@@ -450,9 +424,7 @@ impl<B: Backend + ?Sized> Backend for SlowBackend<B> {
         self.inner.flush()
     }
     fn describe(&self) -> String {
-        let bw = self.bytes_per_sec.map_or("unlimited".to_string(), |b| {
-            format!("{}/s", hearth_core::format_bytes(b))
-        });
+        let bw = self.bytes_per_sec.map_or("unlimited".to_string(), |b| format!("{}/s", hearth_core::format_bytes(b)));
         format!("{} slowed to {:?} + {bw}", self.inner.describe(), self.latency)
     }
 }
@@ -476,10 +448,7 @@ mod tests {
         b.read_at(&mut buf, 3999).unwrap();
         assert_eq!(&buf, b"\0h\0\0lo\0");
         drop(b);
-        assert!(
-            FileBackend::sparse(&path, 2 << 20, false).is_err(),
-            "size mismatch must be refused"
-        );
+        assert!(FileBackend::sparse(&path, 2 << 20, false).is_err(), "size mismatch must be refused");
         let reopened = FileBackend::open(&path, true, false).unwrap();
         assert_eq!(reopened.size(), 1 << 20);
     }
@@ -488,38 +457,19 @@ mod tests {
     fn sparse_file_reports_holes_and_data() {
         let dir = tempfile::tempdir().unwrap();
         let b = FileBackend::sparse(&dir.path().join("map.img"), 4 << 20, false).unwrap();
-        assert_eq!(
-            b.extents(0, 4 << 20, 64).unwrap(),
-            vec![Extent {
-                len: 4 << 20,
-                hole: true
-            }]
-        );
+        assert_eq!(b.extents(0, 4 << 20, 64).unwrap(), vec![Extent { len: 4 << 20, hole: true }]);
         b.write_at(&[1u8; 8192], 1 << 20).unwrap();
         let map = b.extents(0, 4 << 20, 64).unwrap();
         assert_eq!(
             map,
             vec![
-                Extent {
-                    len: 1 << 20,
-                    hole: true
-                },
+                Extent { len: 1 << 20, hole: true },
                 Extent { len: 8192, hole: false },
-                Extent {
-                    len: (3 << 20) - 8192,
-                    hole: true
-                },
+                Extent { len: (3 << 20) - 8192, hole: true },
             ]
         );
-        assert_eq!(
-            b.extents((1 << 20) + 4096, 100, 64).unwrap(),
-            vec![Extent { len: 100, hole: false }]
-        );
-        assert_eq!(
-            b.extents(0, 4 << 20, 1).unwrap().len(),
-            1,
-            "max bounds the extent count"
-        );
+        assert_eq!(b.extents((1 << 20) + 4096, 100, 64).unwrap(), vec![Extent { len: 100, hole: false }]);
+        assert_eq!(b.extents(0, 4 << 20, 1).unwrap().len(), 1, "max bounds the extent count");
     }
 
     #[test]

@@ -137,10 +137,7 @@ impl BlockCache {
     ) -> BlockCache {
         assert!(block_size > 0, "block size must be positive");
         if let WriteMode::Back { .. } = mode {
-            assert!(
-                policy.capacity() >= u64::from(block_size),
-                "write-back needs room for at least one block"
-            );
+            assert!(policy.capacity() >= u64::from(block_size), "write-back needs room for at least one block");
         }
         let size = backend.size();
         BlockCache {
@@ -279,14 +276,7 @@ impl BlockCache {
 
     fn access(inner: &mut Inner, block: u64, size: u64, op: Op) -> Access {
         inner.vtime += 1;
-        Access {
-            key: block,
-            size: size as u32,
-            vtime: inner.vtime,
-            next_access: hearth_core::NEVER,
-            op,
-            ctx: 0,
-        }
+        Access { key: block, size: size as u32, vtime: inner.vtime, next_access: hearth_core::NEVER, op, ctx: 0 }
     }
 
     /// Serves a read entirely from the cache by appending `len` bytes to
@@ -498,7 +488,7 @@ impl BlockCache {
     /// Claims `block` for a prefetch; false if it is cached, already being
     /// prefetched, or beyond the export.
     pub fn start_prefetch(&self, block: u64) -> bool {
-        if block.checked_mul(self.block_size).map_or(true, |o| o >= self.size) {
+        if block.checked_mul(self.block_size).is_none_or(|o| o >= self.size) {
             return false;
         }
         let mut inner = self.lock();
@@ -610,9 +600,7 @@ impl BlockCache {
             return self.write_back(offset, data, fua);
         }
         self.begin_write(&mut self.lock(), range.clone());
-        let result = self
-            .backend_write(data, offset)
-            .and_then(|()| if fua { self.backend_flush() } else { Ok(()) });
+        let result = self.backend_write(data, offset).and_then(|()| if fua { self.backend_flush() } else { Ok(()) });
         let mut inner = self.lock();
         let raced = self.end_write(&mut inner, range.clone());
         for b in range {
@@ -729,11 +717,8 @@ impl BlockCache {
     pub fn discard(&self, offset: u64, len: u64, trim: bool, may_punch: bool, fua: bool) -> io::Result<()> {
         let range = self.block_range(offset, len);
         let op = || {
-            let r = if trim {
-                self.backend.trim(offset, len)
-            } else {
-                self.backend.write_zeroes(offset, len, may_punch)
-            };
+            let r =
+                if trim { self.backend.trim(offset, len) } else { self.backend.write_zeroes(offset, len, may_punch) };
             self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
             r.and_then(|()| if fua { self.backend_flush() } else { Ok(()) })
         };
@@ -790,9 +775,7 @@ impl BlockCache {
 
     fn backend_read(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.stats.backend_reads.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .backend_read_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.stats.backend_read_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.backend.read_at(buf, offset)
     }
     fn backend_write(&self, buf: &[u8], offset: u64) -> io::Result<()> {
@@ -830,10 +813,7 @@ mod tests {
 
     impl Jitter {
         fn pause(&self) {
-            let n = self
-                .1
-                .fetch_add(1, Ordering::Relaxed)
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let n = self.1.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             std::thread::sleep(std::time::Duration::from_micros((n >> 40) % 400));
         }
     }
@@ -869,11 +849,7 @@ mod tests {
             Box::new(Jitter(backend.clone(), AtomicU64::new(0)))
         } else {
             let latency = std::time::Duration::from_micros(200);
-            Box::new(crate::backend::SlowBackend::new(
-                Box::new(backend.clone()),
-                latency,
-                None,
-            ))
+            Box::new(crate::backend::SlowBackend::new(Box::new(backend.clone()), latency, None))
         };
         (backend.clone(), BlockCache::new(racy, policy, BS, mode))
     }
@@ -938,11 +914,7 @@ mod tests {
         assert_eq!(&buf[4..9], b"hello");
         assert_eq!(&buf[9..12], &expected(105, 3)[..]);
         assert_eq!(&buf[..4], &expected(96, 4)[..]);
-        assert_eq!(
-            cached(&cache, 40960, 4096),
-            Some(vec![7u8; 4096]),
-            "whole-block writes are cached"
-        );
+        assert_eq!(cached(&cache, 40960, 4096), Some(vec![7u8; 4096]), "whole-block writes are cached");
         assert_eq!(backend.reads(), reads);
     }
 
@@ -1055,11 +1027,7 @@ mod tests {
             let mut buf = vec![0u8; 4096];
             for b in 0..64u64 {
                 cache.read(b * 4096, &mut buf).unwrap();
-                assert_eq!(
-                    buf[..],
-                    truth[(b * 4096) as usize..((b + 1) * 4096) as usize],
-                    "{mode:?} block {b}"
-                );
+                assert_eq!(buf[..], truth[(b * 4096) as usize..((b + 1) * 4096) as usize], "{mode:?} block {b}");
             }
         }
     }
@@ -1103,10 +1071,7 @@ mod tests {
                     assert!(cache.occupancy().0 <= 16, "{name} holds more blocks than its capacity");
                 }
                 cache.flush().unwrap();
-                assert!(
-                    backend.snapshot() == model,
-                    "{name} {mode:?}: backend differs from the model after flush"
-                );
+                assert!(backend.snapshot() == model, "{name} {mode:?}: backend differs from the model after flush");
             }
         }
     }
@@ -1120,11 +1085,7 @@ mod tests {
         cache.write(8192, &[4u8; 4096], false).unwrap();
         let map = cache.extents(0, 1 << 20, 16).unwrap();
         assert_eq!(map[0], Extent { len: 8192, hole: true });
-        assert_eq!(
-            map[1],
-            Extent { len: 4096, hole: false },
-            "the dirty block is reported as data"
-        );
+        assert_eq!(map[1], Extent { len: 4096, hole: false }, "the dirty block is reported as data");
         assert_eq!(cache.occupancy().1, 0);
     }
 

@@ -147,10 +147,19 @@ impl TierExportConfig {
         if let Some(path) = &self.plan {
             let plan = hearth_tier::plan::Plan::load(path).map_err(anyhow::Error::msg)?;
             if u64::from(plan.block_size) != block_size {
-                anyhow::bail!("{}: plan block size {} differs from the export's {block_size}", path.display(), plan.block_size);
+                anyhow::bail!(
+                    "{}: plan block size {} differs from the export's {block_size}",
+                    path.display(),
+                    plan.block_size
+                );
             }
-            let bandwidth = self.migrate_bandwidth.as_ref().map_or(Ok(16 << 20), SizeValue::bytes).map_err(anyhow::Error::msg)?;
-            let idle = self.idle.as_deref().map_or(Ok(Duration::from_millis(10)), parse_duration).map_err(anyhow::Error::msg)?;
+            let bandwidth =
+                self.migrate_bandwidth.as_ref().map_or(Ok(16 << 20), SizeValue::bytes).map_err(anyhow::Error::msg)?;
+            let idle = self
+                .idle
+                .as_deref()
+                .map_or(Ok(Duration::from_millis(10)), parse_duration)
+                .map_err(anyhow::Error::msg)?;
             // Detached: it runs until the plan is migrated; a crash midway is safe.
             drop(crate::tier::Migrator::spawn(tier.clone(), plan.blocks().collect(), bandwidth, idle));
         }
@@ -301,33 +310,18 @@ impl ExportConfig {
 
     /// Opens the backend and builds the cache (call after `validate`).
     pub fn open(&self) -> anyhow::Result<BlockCache> {
-        let size = || {
-            self.size
-                .as_ref()
-                .expect("validated")
-                .bytes()
-                .map_err(anyhow::Error::msg)
-        };
+        let size = || self.size.as_ref().expect("validated").bytes().map_err(anyhow::Error::msg);
         let mut backend: Box<dyn Backend> = match self.backend {
-            BackendKind::File => Box::new(FileBackend::open(
-                self.path.as_ref().expect("validated"),
-                self.read_only,
-                self.direct,
-            )?),
-            BackendKind::Sparse => Box::new(FileBackend::sparse(
-                self.path.as_ref().expect("validated"),
-                size()?,
-                self.direct,
-            )?),
+            BackendKind::File => {
+                Box::new(FileBackend::open(self.path.as_ref().expect("validated"), self.read_only, self.direct)?)
+            }
+            BackendKind::Sparse => {
+                Box::new(FileBackend::sparse(self.path.as_ref().expect("validated"), size()?, self.direct)?)
+            }
             BackendKind::Memory => Box::new(MemoryBackend::new(size()?)),
         };
         let latency = self.latency().map_err(anyhow::Error::msg)?;
-        let bandwidth = self
-            .bandwidth
-            .as_ref()
-            .map(SizeValue::bytes)
-            .transpose()
-            .map_err(anyhow::Error::msg)?;
+        let bandwidth = self.bandwidth.as_ref().map(SizeValue::bytes).transpose().map_err(anyhow::Error::msg)?;
         if !latency.is_zero() || bandwidth.is_some() {
             backend = Box::new(SlowBackend::new(backend, latency, bandwidth));
         }
@@ -369,9 +363,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("bad duration {s:?} (use e.g. 250us, 2ms, 1s)"))?;
+    let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?} (use e.g. 250us, 2ms, 1s)"))?;
     let scale = match unit.trim() {
         "ns" => 1e-9,
         "us" | "µs" => 1e-6,

@@ -13,16 +13,7 @@ use tokio::net::TcpListener;
 use crate::Export;
 
 /// Commands we count separately; everything else is "other".
-const OPS: [&str; 8] = [
-    "read",
-    "write",
-    "flush",
-    "trim",
-    "write_zeroes",
-    "cache",
-    "block_status",
-    "other",
-];
+const OPS: [&str; 8] = ["read", "write", "flush", "trim", "write_zeroes", "cache", "block_status", "other"];
 
 fn op_index(c: Command) -> usize {
     match c {
@@ -38,9 +29,8 @@ fn op_index(c: Command) -> usize {
 }
 
 /// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: [f64; 16] = [
-    25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0, 5.0,
-];
+const BUCKETS: [f64; 16] =
+    [25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0, 5.0];
 
 #[derive(Default)]
 struct Histogram {
@@ -101,44 +91,21 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     };
 
-    family(
-        &mut out,
-        "hearth_requests_total",
-        "counter",
-        "NBD requests completed, by command.",
-    );
+    family(&mut out, "hearth_requests_total", "counter", "NBD requests completed, by command.");
     for e in exports {
         for (i, op) in OPS.iter().enumerate() {
             let n = e.metrics.requests[i].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "hearth_requests_total{{export=\"{}\",op=\"{op}\"}} {n}",
-                label(&e.info.name)
-            );
+            let _ = writeln!(out, "hearth_requests_total{{export=\"{}\",op=\"{op}\"}} {n}", label(&e.info.name));
         }
     }
-    family(
-        &mut out,
-        "hearth_request_errors_total",
-        "counter",
-        "NBD requests answered with an error, by command.",
-    );
+    family(&mut out, "hearth_request_errors_total", "counter", "NBD requests answered with an error, by command.");
     for e in exports {
         for (i, op) in OPS.iter().enumerate() {
             let n = e.metrics.errors[i].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "hearth_request_errors_total{{export=\"{}\",op=\"{op}\"}} {n}",
-                label(&e.info.name)
-            );
+            let _ = writeln!(out, "hearth_request_errors_total{{export=\"{}\",op=\"{op}\"}} {n}", label(&e.info.name));
         }
     }
-    family(
-        &mut out,
-        "hearth_bytes_total",
-        "counter",
-        "Payload bytes moved for clients, by direction.",
-    );
+    family(&mut out, "hearth_bytes_total", "counter", "Payload bytes moved for clients, by direction.");
     for e in exports {
         let name = label(&e.info.name);
         let _ = writeln!(
@@ -153,69 +120,47 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         );
     }
     let counters: [Counter; 16] = [
-        ("hearth_cache_hits_total", "Blocks served from the cache.", |e| {
-            e.cache.stats.hits.load(Ordering::Relaxed)
+        ("hearth_cache_hits_total", "Blocks served from the cache.", |e| e.cache.stats.hits.load(Ordering::Relaxed)),
+        ("hearth_cache_misses_total", "Blocks read from the backend for a client.", |e| {
+            e.cache.stats.misses.load(Ordering::Relaxed)
         }),
-        (
-            "hearth_cache_misses_total",
-            "Blocks read from the backend for a client.",
-            |e| e.cache.stats.misses.load(Ordering::Relaxed),
-        ),
         ("hearth_cache_evictions_total", "Blocks evicted by the policy.", |e| {
             e.cache.stats.evictions.load(Ordering::Relaxed)
         }),
-        (
-            "hearth_cache_fills_skipped_total",
-            "Fetched blocks not cached because a write raced.",
-            |e| e.cache.stats.fills_skipped.load(Ordering::Relaxed),
-        ),
-        (
-            "hearth_cache_writebacks_total",
-            "Dirty blocks written to the backend.",
-            |e| e.cache.stats.writebacks.load(Ordering::Relaxed),
-        ),
+        ("hearth_cache_fills_skipped_total", "Fetched blocks not cached because a write raced.", |e| {
+            e.cache.stats.fills_skipped.load(Ordering::Relaxed)
+        }),
+        ("hearth_cache_writebacks_total", "Dirty blocks written to the backend.", |e| {
+            e.cache.stats.writebacks.load(Ordering::Relaxed)
+        }),
         ("hearth_backend_reads_total", "Read calls to the backend.", |e| {
             e.cache.stats.backend_reads.load(Ordering::Relaxed)
         }),
         ("hearth_backend_read_bytes_total", "Bytes read from the backend.", |e| {
             e.cache.stats.backend_read_bytes.load(Ordering::Relaxed)
         }),
-        (
-            "hearth_backend_writes_total",
-            "Write, zero and trim calls to the backend.",
-            |e| e.cache.stats.backend_writes.load(Ordering::Relaxed),
-        ),
-        (
-            "hearth_backend_flushes_total",
-            "Flush (fdatasync) calls to the backend.",
-            |e| e.cache.stats.backend_flushes.load(Ordering::Relaxed),
-        ),
-        (
-            "hearth_client_evictions_total",
-            "Client evictions learned from buffer-address or eviction hints.",
-            |e| e.cache.placement_stats().client_evictions,
-        ),
-        ("hearth_placements_total", "Blocks placed into the cache.", |e| {
-            e.cache.placement_stats().placements
+        ("hearth_backend_writes_total", "Write, zero and trim calls to the backend.", |e| {
+            e.cache.stats.backend_writes.load(Ordering::Relaxed)
         }),
+        ("hearth_backend_flushes_total", "Flush (fdatasync) calls to the backend.", |e| {
+            e.cache.stats.backend_flushes.load(Ordering::Relaxed)
+        }),
+        ("hearth_client_evictions_total", "Client evictions learned from buffer-address or eviction hints.", |e| {
+            e.cache.placement_stats().client_evictions
+        }),
+        ("hearth_placements_total", "Blocks placed into the cache.", |e| e.cache.placement_stats().placements),
         (
             "hearth_eviction_reloads_total",
             "Client-evicted blocks placed and reloaded from the backend (eviction-based placement).",
             |e| e.cache.placement_stats().reloads,
         ),
-        ("hearth_prefetches_total", "Prefetch reads issued.", |e| {
-            e.prefetch_stats.issued.load(Ordering::Relaxed)
+        ("hearth_prefetches_total", "Prefetch reads issued.", |e| e.prefetch_stats.issued.load(Ordering::Relaxed)),
+        ("hearth_prefetch_promotes_total", "Demand reads of a block a prefetch brought in or was bringing in.", |e| {
+            e.prefetch_stats.promotes.load(Ordering::Relaxed)
         }),
-        (
-            "hearth_prefetch_promotes_total",
-            "Demand reads of a block a prefetch brought in or was bringing in.",
-            |e| e.prefetch_stats.promotes.load(Ordering::Relaxed),
-        ),
-        (
-            "hearth_prefetch_wasted_total",
-            "Prefetched blocks evicted before any demand.",
-            |e| e.prefetch_stats.wasted.load(Ordering::Relaxed),
-        ),
+        ("hearth_prefetch_wasted_total", "Prefetched blocks evicted before any demand.", |e| {
+            e.prefetch_stats.wasted.load(Ordering::Relaxed)
+        }),
         (
             "hearth_eviction_reloads_skipped_total",
             "Client-evicted blocks not placed: too rarely accessed, or the reload queue was full.",
@@ -228,27 +173,14 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             let _ = writeln!(out, "{name}{{export=\"{}\"}} {}", label(&e.info.name), get(e));
         }
     }
-    family(
-        &mut out,
-        "hearth_cache_blocks",
-        "gauge",
-        "Blocks held in the cache, by state.",
-    );
+    family(&mut out, "hearth_cache_blocks", "gauge", "Blocks held in the cache, by state.");
     for e in exports {
         let (resident, dirty) = e.cache.occupancy();
         let name = label(&e.info.name);
-        let _ = writeln!(
-            out,
-            "hearth_cache_blocks{{export=\"{name}\",state=\"resident\"}} {resident}"
-        );
+        let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"resident\"}} {resident}");
         let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"dirty\"}} {dirty}");
     }
-    family(
-        &mut out,
-        "hearth_connections",
-        "gauge",
-        "Open client connections in transmission.",
-    );
+    family(&mut out, "hearth_connections", "gauge", "Open client connections in transmission.");
     for e in exports {
         let _ = writeln!(
             out,
@@ -257,12 +189,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             e.metrics.connections.load(Ordering::Relaxed)
         );
     }
-    family(
-        &mut out,
-        "hearth_request_duration_seconds",
-        "histogram",
-        "Time from request header to reply queued.",
-    );
+    family(&mut out, "hearth_request_duration_seconds", "histogram", "Time from request header to reply queued.");
     for e in exports {
         let name = label(&e.info.name);
         for (i, op) in OPS.iter().enumerate() {
@@ -278,14 +205,9 @@ pub fn render(exports: &[Arc<Export>]) -> String {
                 "hearth_request_duration_seconds_bucket{{export=\"{name}\",op=\"{op}\",le=\"+Inf\"}} {cumulative}"
             );
             let sum = h.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
-            let _ = writeln!(
-                out,
-                "hearth_request_duration_seconds_sum{{export=\"{name}\",op=\"{op}\"}} {sum}"
-            );
-            let _ = writeln!(
-                out,
-                "hearth_request_duration_seconds_count{{export=\"{name}\",op=\"{op}\"}} {cumulative}"
-            );
+            let _ = writeln!(out, "hearth_request_duration_seconds_sum{{export=\"{name}\",op=\"{op}\"}} {sum}");
+            let _ =
+                writeln!(out, "hearth_request_duration_seconds_count{{export=\"{name}\",op=\"{op}\"}} {cumulative}");
         }
     }
     crate::warmup::render_metrics(&mut out, exports);

@@ -14,12 +14,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hearth_nbd::handshake::{greeting, Negotiation, OptionHeader, Outcome};
-use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
 use hearth_core::Op;
+use hearth_nbd::handshake::{greeting, Negotiation, OptionHeader, Outcome};
 use hearth_nbd::hints::Hint;
-use hearth_prefetch::{Class, Demand as PrefetchDemand};
+use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
 use hearth_nbd::{cmd_flags, tflags, Command, Errno, ExportInfo, Request, Session};
+use hearth_prefetch::{Class, Demand as PrefetchDemand};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
@@ -53,7 +53,10 @@ const CONNECTION_CTX_BASE: u32 = 1 << 31;
 /// cache and predicted blocks. One thread per export keeps these reads from
 /// crowding out demand reads on the blocking pool; it ends when the export
 /// is dropped.
-fn spawn_background(export: std::sync::Weak<Export>, queue: std::sync::mpsc::Receiver<Background>) -> anyhow::Result<()> {
+fn spawn_background(
+    export: std::sync::Weak<Export>,
+    queue: std::sync::mpsc::Receiver<Background>,
+) -> anyhow::Result<()> {
     std::thread::Builder::new().name("hearth-background".into()).spawn(move || {
         for job in queue {
             let Some(export) = export.upgrade() else { return };
@@ -84,7 +87,12 @@ impl ClientView {
     fn new(export: &Export) -> Self {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(CONNECTION_CTX_BASE);
         let own_ctx = NEXT.fetch_add(1, Ordering::Relaxed) | CONNECTION_CTX_BASE;
-        ClientView { cct: hearth_placement::Cct::new(export.cache.block_size()), next_buffer: None, ctx: own_ctx, own_ctx }
+        ClientView {
+            cct: hearth_placement::Cct::new(export.cache.block_size()),
+            next_buffer: None,
+            ctx: own_ctx,
+            own_ctx,
+        }
     }
 
     /// The client evicted `block`: let the cache place it and queue its reload.
@@ -201,9 +209,7 @@ impl Server {
     pub async fn bind(config: &Config) -> anyhow::Result<Server> {
         let mut exports = Vec::new();
         for (i, e) in config.exports.iter().enumerate() {
-            let cache = e
-                .open()
-                .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
+            let cache = e.open().map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
             let mut flags = tflags::HAS_FLAGS
                 | tflags::SEND_FLUSH
                 | tflags::SEND_FUA
@@ -259,9 +265,7 @@ impl Server {
         }
         let mut tcp = Vec::new();
         for addr in &config.server.listen {
-            let l = TcpListener::bind(addr)
-                .await
-                .map_err(|e| anyhow::anyhow!("server.listen {addr:?}: {e}"))?;
+            let l = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("server.listen {addr:?}: {e}"))?;
             tcp.push(l);
         }
         let mut unix = Vec::new();
@@ -275,21 +279,13 @@ impl Server {
             unix.push((l, path.clone()));
         }
         let metrics = match &config.server.metrics {
-            Some(addr) => Some(
-                TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("server.metrics {addr:?}: {e}"))?,
-            ),
+            Some(addr) => {
+                Some(TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("server.metrics {addr:?}: {e}"))?)
+            }
             None => None,
         };
         let infos = Arc::new(exports.iter().map(|e| e.info.clone()).collect());
-        Ok(Server {
-            exports: Arc::new(exports),
-            infos,
-            tcp,
-            unix,
-            metrics,
-        })
+        Ok(Server { exports: Arc::new(exports), infos, tcp, unix, metrics })
     }
 
     pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
@@ -308,13 +304,8 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         // Every connection holds a clone; recv() returns None once all are gone.
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
-        let metrics_task = self
-            .metrics
-            .map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone())));
-        let ctx = Arc::new(Shared {
-            exports: self.exports.clone(),
-            infos: self.infos,
-        });
+        let metrics_task = self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone())));
+        let ctx = Arc::new(Shared { exports: self.exports.clone(), infos: self.infos });
         for l in self.tcp {
             tokio::spawn(accept_tcp(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
         }
@@ -557,12 +548,8 @@ async fn transmission<R: AsyncRead + Unpin>(
         if let Err(errno) = req.validate(session, size, MAX_REQUEST) {
             skip(rd, u64::from(req.payload_len())).await?;
             debug!(command = req.command.name(), offset = req.offset, length = req.length, %errno, "request refused");
-            let msg = format!(
-                "{} of {} bytes at offset {} refused: {errno}",
-                req.command.name(),
-                req.length,
-                req.offset
-            );
+            let msg =
+                format!("{} of {} bytes at offset {} refused: {errno}", req.command.name(), req.length, req.offset);
             send_status(tx, session, req.cookie, Err((errno, &msg)));
             export.metrics.record(req.command, false, started.elapsed());
             continue;
@@ -618,19 +605,13 @@ async fn transmission<R: AsyncRead + Unpin>(
                 let mut data = Vec::with_capacity(len);
                 (&mut *rd).take(len as u64).read_to_end(&mut data).await?;
                 if data.len() < len {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "client closed during a write payload",
-                    ));
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during a write payload"));
                 }
                 let (tx, session, export) = (tx.clone(), *session, export.clone());
                 tokio::task::spawn_blocking(move || {
                     let r = export.cache.write(req.offset, &data, req.fua());
                     if r.is_ok() {
-                        export
-                            .metrics
-                            .bytes_written
-                            .fetch_add(data.len() as u64, Ordering::Relaxed);
+                        export.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
                     }
                     drop(permit);
                     finish(&tx, &session, &export, &req, r, started);
@@ -662,11 +643,7 @@ async fn transmission<R: AsyncRead + Unpin>(
             Command::BlockStatus => {
                 let (tx, session, export) = (tx.clone(), *session, export.clone());
                 tokio::task::spawn_blocking(move || {
-                    let max = if req.flags & cmd_flags::REQ_ONE != 0 {
-                        1
-                    } else {
-                        MAX_EXTENTS
-                    };
+                    let max = if req.flags & cmd_flags::REQ_ONE != 0 { 1 } else { MAX_EXTENTS };
                     let map = export.cache.extents(req.offset, u64::from(req.length), max);
                     let ok = matches!(&map, Ok(m) if !m.is_empty());
                     let mut head = Vec::new();
@@ -688,17 +665,11 @@ async fn transmission<R: AsyncRead + Unpin>(
                             req.cookie,
                             Err((Errno::Inval, "block status of zero bytes")),
                         ),
-                        Err(e) => put_status(
-                            &mut head,
-                            &session,
-                            req.cookie,
-                            Err((Errno::from_io(&e), &e.to_string())),
-                        ),
+                        Err(e) => {
+                            put_status(&mut head, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string())))
+                        }
                     }
-                    let _ = tx.send(Reply {
-                        bytes: head,
-                        _budget: None,
-                    });
+                    let _ = tx.send(Reply { bytes: head, _budget: None });
                     export.metrics.record(req.command, ok, started.elapsed());
                 });
             }
@@ -709,7 +680,12 @@ async fn transmission<R: AsyncRead + Unpin>(
                 if let Err(why) = &r {
                     debug!(export = %export.info.name, error = %why, "hint refused");
                 }
-                send_status(tx, session, req.cookie, r.as_ref().map(|_| ()).map_err(|why| (Errno::Inval, why.as_str())));
+                send_status(
+                    tx,
+                    session,
+                    req.cookie,
+                    r.as_ref().map(|_| ()).map_err(|why| (Errno::Inval, why.as_str())),
+                );
                 export.metrics.record(req.command, r.is_ok(), started.elapsed());
             }
             Command::Disc | Command::Unknown(_) => unreachable!("handled above"),
@@ -744,10 +720,7 @@ async fn skip<R: AsyncRead + Unpin>(rd: &mut R, mut n: u64) -> io::Result<()> {
 fn send_status(tx: &mpsc::UnboundedSender<Reply>, session: &Session, cookie: u64, r: Result<(), (Errno, &str)>) {
     let mut head = Vec::with_capacity(32);
     put_status(&mut head, session, cookie, r);
-    let _ = tx.send(Reply {
-        bytes: head,
-        _budget: None,
-    });
+    let _ = tx.send(Reply { bytes: head, _budget: None });
 }
 
 fn finish(
@@ -780,14 +753,8 @@ fn finish_read(
 ) {
     let ok = r.is_ok();
     if ok {
-        export
-            .metrics
-            .bytes_read
-            .fetch_add(u64::from(req.length), Ordering::Relaxed);
+        export.metrics.bytes_read.fetch_add(u64::from(req.length), Ordering::Relaxed);
     }
-    let _ = tx.send(Reply {
-        bytes: r.unwrap_or_else(|e| e),
-        _budget: permit,
-    });
+    let _ = tx.send(Reply { bytes: r.unwrap_or_else(|e| e), _budget: permit });
     export.metrics.record(req.command, ok, started.elapsed());
 }

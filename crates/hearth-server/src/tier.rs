@@ -70,10 +70,7 @@ struct BlockMap {
 
 impl BlockMap {
     fn rebuild_free_list(&mut self) {
-        self.free = (0..self.block_in.len() as u64)
-            .rev()
-            .filter(|&s| self.block_in[s as usize].is_none())
-            .collect();
+        self.free = (0..self.block_in.len() as u64).rev().filter(|&s| self.block_in[s as usize].is_none()).collect();
     }
 }
 
@@ -103,7 +100,7 @@ impl TierBackend {
         block_size: u64,
         journal_path: &Path,
     ) -> io::Result<TierBackend> {
-        if block_size == 0 || slow.size() % block_size != 0 {
+        if block_size == 0 || !slow.size().is_multiple_of(block_size) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -137,11 +134,7 @@ impl TierBackend {
     /// traffic. Lines reach the file on flush.
     pub fn with_access_log(mut self, path: &Path) -> io::Result<TierBackend> {
         let annotate = |e: io::Error| io::Error::new(e.kind(), format!("tier access log {}: {e}", path.display()));
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(annotate)?;
+        let file = OpenOptions::new().create(true).append(true).open(path).map_err(annotate)?;
         let mut log = BufWriter::new(file);
         if log.get_ref().metadata().map_err(annotate)?.len() == 0 {
             writeln!(log, "version,time,op,size,lbn").map_err(annotate)?;
@@ -152,19 +145,11 @@ impl TierBackend {
 
     fn log_access(&self, opcode: &str, offset: u64, len: usize) -> io::Result<()> {
         let Some(log) = &self.access_log else { return Ok(()) };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         // Sectors round the start down; the size grows to cover the same bytes.
         let size = len as u64 + offset % 512;
         let mut log = log.lock().expect("access log lock");
-        writeln!(
-            log,
-            "1,{}.{:06},{opcode},{size},{}",
-            now.as_secs(),
-            now.subsec_micros(),
-            offset / 512
-        )
+        writeln!(log, "1,{}.{:06},{opcode},{size},{}", now.as_secs(), now.subsec_micros(), offset / 512)
     }
 
     pub fn slots(&self) -> u64 {
@@ -181,8 +166,7 @@ impl TierBackend {
     }
 
     fn touch(&self) {
-        self.last_request_ns
-            .store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.last_request_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// How long no client request has arrived.
@@ -309,11 +293,7 @@ impl TierBackend {
 /// empty map; a short or corrupt *last* record is a write cut by a crash and
 /// is ignored; corruption before the last record is an error.
 fn replay(path: &Path, block_size: u64, slots: u64, blocks: u64) -> io::Result<BlockMap> {
-    let mut map = BlockMap {
-        slot_of: FxHashMap::default(),
-        block_in: vec![None; slots as usize],
-        free: Vec::new(),
-    };
+    let mut map = BlockMap { slot_of: FxHashMap::default(), block_in: vec![None; slots as usize], free: Vec::new() };
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut f) => {
@@ -354,27 +334,18 @@ fn replay(path: &Path, block_size: u64, slots: u64, blocks: u64) -> io::Result<B
             return Err(at(offset, "corrupt record (checksum mismatch)"));
         }
         if slot >= slots || block >= blocks {
-            return Err(at(
-                offset,
-                &format!("record names block {block} / slot {slot}, beyond the tiers"),
-            ));
+            return Err(at(offset, &format!("record names block {block} / slot {slot}, beyond the tiers")));
         }
         if kind == KIND_MAP {
             if let Some(old) = map.block_in[slot as usize].replace(block) {
-                return Err(at(
-                    offset,
-                    &format!("slot {slot} mapped to block {block} while holding block {old}"),
-                ));
+                return Err(at(offset, &format!("slot {slot} mapped to block {block} while holding block {old}")));
             }
             map.slot_of.insert(block, slot);
         } else if map.slot_of.get(&block) == Some(&slot) {
             map.slot_of.remove(&block);
             map.block_in[slot as usize] = None;
         } else {
-            return Err(at(
-                offset,
-                &format!("unmap of block {block} from slot {slot}, where it is not"),
-            ));
+            return Err(at(offset, &format!("unmap of block {block} from slot {slot}, where it is not")));
         }
     }
     Ok(map)
@@ -489,14 +460,8 @@ impl Migrator {
                 let started = Instant::now();
                 if !tier.promote(block)? && !tier.is_on_fast(block) {
                     // Full: demote one block the plan does not want.
-                    let victim = tier
-                        .map
-                        .read()
-                        .expect("map lock")
-                        .slot_of
-                        .keys()
-                        .copied()
-                        .find(|b| !wanted.contains(b));
+                    let victim =
+                        tier.map.read().expect("map lock").slot_of.keys().copied().find(|b| !wanted.contains(b));
                     match victim {
                         Some(v) => {
                             tier.demote(v)?;
@@ -511,10 +476,7 @@ impl Migrator {
             tracing::info!(blocks = moved, on_fast = tier.fast_blocks(), "tier migration finished");
             Ok(moved)
         });
-        Migrator {
-            stop,
-            handle: Some(handle),
-        }
+        Migrator { stop, handle: Some(handle) }
     }
 
     /// Whether the migration has finished (or stopped on an error).
@@ -525,11 +487,7 @@ impl Migrator {
     /// Stops after the block in progress; returns the blocks handled.
     pub fn stop(mut self) -> io::Result<u64> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle
-            .take()
-            .expect("joined once")
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("migrator panicked")))
+        self.handle.take().expect("joined once").join().unwrap_or_else(|_| Err(io::Error::other("migrator panicked")))
     }
 }
 
@@ -565,9 +523,7 @@ mod tests {
     }
 
     fn pattern(block: u64, version: u8) -> Vec<u8> {
-        (0..BS)
-            .map(|i| (i as u8) ^ (block as u8).wrapping_mul(31) ^ version)
-            .collect()
+        (0..BS).map(|i| (i as u8) ^ (block as u8).wrapping_mul(31) ^ version).collect()
     }
 
     fn read_block(t: &TierBackend, block: u64) -> Vec<u8> {
@@ -628,10 +584,7 @@ mod tests {
             assert!(!t.promote_until(9, Some(crash)).unwrap());
             drop(t); // the process dies; what it wrote stays in the files
             let t = open(&f);
-            assert!(
-                !t.is_on_fast(9),
-                "{crash:?}: the map must not point at an uncommitted copy"
-            );
+            assert!(!t.is_on_fast(9), "{crash:?}: the map must not point at an uncommitted copy");
             assert!(t.is_on_fast(1));
             check_all(&t, |b| u8::from(b == 1));
             // The slot is usable again, and the journal appends after the torn part.
@@ -683,10 +636,7 @@ mod tests {
         let fast = Box::new(FileBackend::sparse(&f.fast, 4 * BS, false).unwrap());
         let slow = Box::new(FileBackend::sparse(&f.slow, 64 * BS, false).unwrap());
         let err = TierBackend::open(fast, slow, BS, &f.journal).err().unwrap().to_string();
-        assert!(
-            err.contains(&format!("at byte {HEADER_LEN}")) && err.contains("checksum"),
-            "{err}"
-        );
+        assert!(err.contains(&format!("at byte {HEADER_LEN}")) && err.contains("checksum"), "{err}");
         // A journal written for another fast size.
         let fast = Box::new(FileBackend::sparse(&f.fast.with_extension("2"), 8 * BS, false).unwrap());
         let slow = Box::new(FileBackend::sparse(&f.slow, 64 * BS, false).unwrap());
@@ -721,9 +671,7 @@ mod tests {
         let d = f.fast.parent().unwrap().to_path_buf();
         let plan = d.join("plan.json");
         let toml = |plan_block_size: u32| {
-            hearth_tier::plan::Plan::from_blocks(plan_block_size, "freq", 2, &[5, 6])
-                .save(&plan)
-                .unwrap();
+            hearth_tier::plan::Plan::from_blocks(plan_block_size, "freq", 2, &[5, 6]).save(&plan).unwrap();
             format!(
                 "[[export]]\nname = \"t\"\nbackend = \"memory\"\nsize = \"256KiB\"\ncache_size = 0\n\
                  [export.tier]\nfast_path = \"{}\"\nfast_size = \"16KiB\"\nplan = \"{}\"\nidle = \"0ms\"\n",
@@ -734,11 +682,7 @@ mod tests {
         let mut config = crate::Config::parse(&toml(4096)).unwrap();
         config.validate().unwrap();
         let cache = config.exports[0].open().unwrap();
-        assert!(
-            cache.describe_backend().contains("tier (fast"),
-            "{}",
-            cache.describe_backend()
-        );
+        assert!(cache.describe_backend().contains("tier (fast"), "{}", cache.describe_backend());
         let mut config = crate::Config::parse(&toml(512)).unwrap();
         config.validate().unwrap();
         let err = config.exports[0].open().err().unwrap().to_string();
@@ -764,16 +708,10 @@ mod tests {
         let t = open(&f).with_access_log(&log).unwrap();
         t.read_at(&mut [0; 512], 0).unwrap();
         t.flush().unwrap();
-        let reqs: Vec<_> = hearth_trace::open(&log, None)
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let reqs: Vec<_> = hearth_trace::open(&log, None).unwrap().collect::<Result<_, _>>().unwrap();
         let got: Vec<_> = reqs.iter().map(|r| (r.op, r.offset, r.len)).collect();
         use hearth_core::Op;
-        assert_eq!(
-            got,
-            vec![(Op::Write, 3 * BS, 1100), (Op::Read, 9 * BS, 4096), (Op::Read, 0, 512)]
-        );
+        assert_eq!(got, vec![(Op::Write, 3 * BS, 1100), (Op::Read, 9 * BS, 4096), (Op::Read, 0, 512)]);
         assert!(reqs[0].time_ns > 0 && reqs[2].time_ns >= reqs[0].time_ns);
     }
 }

@@ -96,10 +96,7 @@ impl WarmupConfig {
         let staging = size("staging", &self.staging, if data { 128 << 20 } else { 256 << 10 })?;
         let log_size = size("log_size", &self.log_size, if data { 1 << 30 } else { 16 << 20 })?;
         if log_size <= HEADER_LEN {
-            return Err((
-                "log_size",
-                format!("{log_size} bytes leave no room after the {HEADER_LEN}-byte header"),
-            ));
+            return Err(("log_size", format!("{log_size} bytes leave no room after the {HEADER_LEN}-byte header")));
         }
         Ok(WarmupSettings {
             log: self.log.clone(),
@@ -150,27 +147,16 @@ impl WarmupLog {
     pub fn open(settings: &WarmupSettings, block_size: u32) -> io::Result<WarmupLog> {
         let path = &settings.log;
         let named = |e: io::Error| io::Error::new(e.kind(), format!("warmup log {}: {e}", path.display()));
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(named)?;
+        let mut file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(named)?;
         // Block devices report length 0 in metadata; their end is their size.
         let mut volume_bytes = file.seek(SeekFrom::End(0)).map_err(named)?;
         if volume_bytes == 0 && file.metadata().map_err(named)?.is_file() {
             file.set_len(settings.log_size).map_err(named)?;
             volume_bytes = settings.log_size;
         }
-        let mut log = WarmupLog {
-            settings: settings.clone(),
-            block_size,
-            file,
-            volume_bytes,
-            recovered: None,
-            warning: None,
-        };
+        let mut log =
+            WarmupLog { settings: settings.clone(), block_size, file, volume_bytes, recovered: None, warning: None };
         let mut header = vec![0u8; HEADER_LEN as usize];
         let read = log.file.read_exact_at(&mut header, 0);
         let on_demand = "starting with on-demand warmup and a new log";
@@ -211,9 +197,7 @@ impl WarmupLog {
         while first < layout.slot_count {
             let n = per_chunk.min(layout.slot_count - first);
             buf.resize((n * u64::from(layout.slot_size)) as usize, 0);
-            log.file
-                .read_exact_at(&mut buf, layout.slot_offset(first))
-                .map_err(named)?;
+            log.file.read_exact_at(&mut buf, layout.slot_offset(first)).map_err(named)?;
             for (i, slot) in buf.chunks(layout.slot_size as usize).enumerate() {
                 recovery.feed(first + i as u64, slot);
             }
@@ -254,9 +238,7 @@ impl WarmupLog {
         for b in &mut rec.blocks {
             b.data_trusted = false;
         }
-        self.warning = Some(format!(
-            "{why}: logged data may be stale, so every block is pre-loaded from the backend"
-        ));
+        self.warning = Some(format!("{why}: logged data may be stale, so every block is pre-loaded from the backend"));
         Ok(())
     }
 
@@ -272,10 +254,7 @@ impl WarmupLog {
         let started = Instant::now();
         let bs = cache.block_size();
         let blocks_in_export = cache.size().div_ceil(bs);
-        let mut stats = PreloadStats {
-            planned: plan.items.len() as u64,
-            ..Default::default()
-        };
+        let mut stats = PreloadStats { planned: plan.items.len() as u64, ..Default::default() };
         let mut block = vec![0u8; bs as usize];
         for batch in plan.items.chunks(PRELOAD_BATCH) {
             let from_backend = self.read_backend_runs(cache, batch, blocks_in_export)?;
@@ -314,11 +293,8 @@ impl WarmupLog {
         blocks_in_export: u64,
     ) -> io::Result<FxHashMap<u64, Vec<u8>>> {
         let bs = cache.block_size();
-        let mut lbas: Vec<u64> = batch
-            .iter()
-            .filter(|i| i.source == Source::Backend && i.lba < blocks_in_export)
-            .map(|i| i.lba)
-            .collect();
+        let mut lbas: Vec<u64> =
+            batch.iter().filter(|i| i.source == Source::Backend && i.lba < blocks_in_export).map(|i| i.lba).collect();
         lbas.sort_unstable();
         let mut out = FxHashMap::default();
         let mut rest = &lbas[..];
@@ -348,10 +324,7 @@ impl WarmupLog {
                 let with_data = self.settings.mode == WarmupMode::Data;
                 let layout = Layout::for_volume(self.volume_bytes, self.block_size, with_data, new_log_id())
                     .map_err(|e| named(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
-                let header = Write {
-                    offset: 0,
-                    bytes: layout.encode_header(),
-                };
+                let header = Write { offset: 0, bytes: layout.encode_header() };
                 (LogWriter::create(layout, self.settings.staging), vec![header])
             }
         };
@@ -360,10 +333,7 @@ impl WarmupLog {
         }
         self.file.sync_data().map_err(named)?;
         let stats = Arc::new(MonitorStats::default());
-        stats.log_bytes.fetch_add(
-            first_writes.iter().map(|w| w.bytes.len() as u64).sum(),
-            Ordering::Relaxed,
-        );
+        stats.log_bytes.fetch_add(first_writes.iter().map(|w| w.bytes.len() as u64).sum(), Ordering::Relaxed);
         // Two batches in flight at most: the thread writing one, one queued.
         let (jobs, queue) = mpsc::sync_channel(1);
         let thread_stats = stats.clone();
@@ -474,9 +444,7 @@ impl Monitor {
             // The staging buffer is full: hand it to the writer thread (waiting
             // if it is still busy with the previous one) and start a new one.
             let _ = self.jobs.send(Job::Write(writer.flush()));
-            writer
-                .log_block(block, data)
-                .expect("an empty staging buffer has room for one record");
+            writer.log_block(block, data).expect("an empty staging buffer has room for one record");
         }
         self.stats.records.fetch_add(1, Ordering::Relaxed);
     }
@@ -592,48 +560,31 @@ pub fn render_metrics(out: &mut String, exports: &[Arc<crate::Export>]) {
     use std::fmt::Write as _;
     type Family = (&'static str, &'static str, &'static str, fn(&Monitor) -> f64);
     let families: [Family; 7] = [
-        (
-            "hearth_warmup_preloaded_blocks",
-            "gauge",
-            "Blocks the pre-load at start put into the cache.",
-            |m| m.preloaded.blocks as f64,
-        ),
-        (
-            "hearth_warmup_preloaded_bytes",
-            "gauge",
-            "Bytes the pre-load at start put into the cache.",
-            |m| m.preloaded.bytes as f64,
-        ),
+        ("hearth_warmup_preloaded_blocks", "gauge", "Blocks the pre-load at start put into the cache.", |m| {
+            m.preloaded.blocks as f64
+        }),
+        ("hearth_warmup_preloaded_bytes", "gauge", "Bytes the pre-load at start put into the cache.", |m| {
+            m.preloaded.bytes as f64
+        }),
         (
             "hearth_warmup_preloaded_from_log_blocks",
             "gauge",
             "Pre-loaded blocks whose data came from the warmup log.",
             |m| m.preloaded.from_log as f64,
         ),
-        (
-            "hearth_warmup_preload_seconds",
-            "gauge",
-            "How long the pre-load at start took.",
-            |m| m.preloaded.seconds,
-        ),
+        ("hearth_warmup_preload_seconds", "gauge", "How long the pre-load at start took.", |m| m.preloaded.seconds),
         (
             "hearth_warmup_log_records_total",
             "counter",
             "Blocks logged to the warmup log (loads and client changes).",
             |m| m.stats.records.load(Ordering::Relaxed) as f64,
         ),
-        (
-            "hearth_warmup_log_bytes_total",
-            "counter",
-            "Bytes written to the warmup logging volume.",
-            |m| m.stats.log_bytes.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "hearth_warmup_log_failed",
-            "gauge",
-            "1 if a write to the warmup log failed (it will not be sealed).",
-            |m| f64::from(u8::from(m.stats.failed.load(Ordering::Relaxed))),
-        ),
+        ("hearth_warmup_log_bytes_total", "counter", "Bytes written to the warmup logging volume.", |m| {
+            m.stats.log_bytes.load(Ordering::Relaxed) as f64
+        }),
+        ("hearth_warmup_log_failed", "gauge", "1 if a write to the warmup log failed (it will not be sealed).", |m| {
+            f64::from(u8::from(m.stats.failed.load(Ordering::Relaxed)))
+        }),
     ];
     if exports.iter().all(|e| e.warmup.is_none()) {
         return;
@@ -642,12 +593,7 @@ pub fn render_metrics(out: &mut String, exports: &[Arc<crate::Export>]) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for e in exports {
             if let Some(m) = &e.warmup {
-                let _ = writeln!(
-                    out,
-                    "{name}{{export=\"{}\"}} {}",
-                    crate::metrics::label(&e.info.name),
-                    get(m)
-                );
+                let _ = writeln!(out, "{name}{{export=\"{}\"}} {}", crate::metrics::label(&e.info.name), get(m));
             }
         }
     }
@@ -733,21 +679,14 @@ mod tests {
 
         let (second, plan, stats) = restart(&s, &backend, 16);
         let planned: Vec<u64> = plan.items.iter().map(|i| i.lba).collect();
-        assert_eq!(
-            planned,
-            vec![9, 6, 5, 4],
-            "newest unique blocks first, within the budget"
-        );
+        assert_eq!(planned, vec![9, 6, 5, 4], "newest unique blocks first, within the budget");
         assert!(plan.items.iter().all(|i| i.source == Source::Backend));
         assert_eq!((stats.blocks, stats.bytes, stats.from_log), (4, 4 * BS, 0));
         for b in [9, 6, 5, 4] {
             assert_eq!(cached(&second, b), Some(backend_block(&backend, b)), "block {b}");
         }
         assert_eq!(cached(&second, 3), None, "beyond the budget");
-        assert_eq!(
-            second.stats.hits.load(Ordering::Relaxed) + second.stats.misses.load(Ordering::Relaxed),
-            4
-        );
+        assert_eq!(second.stats.hits.load(Ordering::Relaxed) + second.stats.misses.load(Ordering::Relaxed), 4);
 
         // The resumed log's Open record was made durable before serving: the
         // volume is no longer sealed, and what this run loads comes after it.
@@ -789,11 +728,7 @@ mod tests {
         let monitor = start_export("t", &s, &c, None).unwrap();
         assert!(c.start_prefetch(7));
         c.prefetch(7).unwrap();
-        assert_eq!(
-            monitor.stats.records.load(Ordering::Relaxed),
-            0,
-            "not while it waits in the partition"
-        );
+        assert_eq!(monitor.stats.records.load(Ordering::Relaxed), 0, "not while it waits in the partition");
         assert_eq!(c.classify_demand(7), hearth_prefetch::Class::Promote);
         assert_eq!(monitor.stats.records.load(Ordering::Relaxed), 1);
         assert!(monitor.seal());
@@ -816,11 +751,7 @@ mod tests {
         drop(first);
 
         let (second, plan, stats) = restart(&s, &backend, 16);
-        let sources: Vec<(u64, bool)> = plan
-            .items
-            .iter()
-            .map(|i| (i.lba, i.source != Source::Backend))
-            .collect();
+        let sources: Vec<(u64, bool)> = plan.items.iter().map(|i| (i.lba, i.source != Source::Backend)).collect();
         assert_eq!(sources, vec![(6, false), (5, true), (3, true)]);
         assert_eq!(plan.warning, None);
         assert_eq!((stats.blocks, stats.from_log), (3, 2));
@@ -847,19 +778,11 @@ mod tests {
         let c = cache(&backend, 16);
         let log = WarmupLog::open(&s, BS as u32).unwrap();
         let plan = log.plan().unwrap();
-        assert!(
-            plan.warning.as_deref().is_some_and(|w| w.contains("stale")),
-            "{:?}",
-            plan.warning
-        );
+        assert!(plan.warning.as_deref().is_some_and(|w| w.contains("stale")), "{:?}", plan.warning);
         assert_eq!(plan.from_log(), 0);
         let stats = log.preload(&c, &plan, &|_| {}).unwrap();
         assert_eq!((stats.blocks, stats.from_log), (2, 0));
-        assert_eq!(
-            cached(&c, 5),
-            Some(vec![0x55; BS as usize]),
-            "the backend's newer contents, not the logged ones"
-        );
+        assert_eq!(cached(&c, 5), Some(vec![0x55; BS as usize]), "the backend's newer contents, not the logged ones");
         assert_eq!(cached(&c, 8), Some(backend_block(&backend, 8)));
     }
 
@@ -896,22 +819,9 @@ mod tests {
         assert_eq!(n, 0);
         assert!(warning.unwrap().contains("modified after the warmup log"));
         let c = file_cache();
-        let monitor = start_export(
-            "t",
-            &WarmupSettings {
-                preload: true,
-                ..s.clone()
-            },
-            &c,
-            Some(&disk),
-        )
-        .unwrap();
+        let monitor = start_export("t", &WarmupSettings { preload: true, ..s.clone() }, &c, Some(&disk)).unwrap();
         assert_eq!((monitor.preloaded.blocks, monitor.preloaded.from_log), (1, 0));
-        assert_eq!(
-            cached(&c, 3),
-            Some(vec![9; BS as usize]),
-            "the backend's bytes, not the log's"
-        );
+        assert_eq!(cached(&c, 3), Some(vec![9; BS as usize]), "the backend's bytes, not the log's");
     }
 
     #[test]
@@ -921,10 +831,7 @@ mod tests {
         let backend = backend(64);
 
         let log = WarmupLog::open(&s, BS as u32).unwrap();
-        assert!(log
-            .warning
-            .as_deref()
-            .is_some_and(|w| w.contains("no warmup log") && w.contains("on-demand")));
+        assert!(log.warning.as_deref().is_some_and(|w| w.contains("no warmup log") && w.contains("on-demand")));
         assert!(log.plan().is_none());
         let c = cache(&backend, 16);
         let m = log.start(PreloadStats::default()).unwrap();
@@ -938,10 +845,7 @@ mod tests {
         std::fs::write(&s.log, &volume).unwrap();
         let log = WarmupLog::open(&s, BS as u32).unwrap();
         let w = log.warning.clone().unwrap();
-        assert!(
-            w.contains("corrupt") && w.contains("byte 60") && w.contains("on-demand"),
-            "{w}"
-        );
+        assert!(w.contains("corrupt") && w.contains("byte 60") && w.contains("on-demand"), "{w}");
         assert!(log.plan().is_none());
         let c = cache(&backend, 16);
         let m = log.start(PreloadStats::default()).unwrap();
@@ -949,11 +853,7 @@ mod tests {
         read(&c, 11);
         assert!(m.seal());
         let (_, plan, _) = restart(&s, &backend, 16);
-        assert_eq!(
-            plan.items.iter().map(|i| i.lba).collect::<Vec<_>>(),
-            vec![11],
-            "the new log only"
-        );
+        assert_eq!(plan.items.iter().map(|i| i.lba).collect::<Vec<_>>(), vec![11], "the new log only");
 
         // A log of another block size.
         let log = WarmupLog::open(&s, 8192).unwrap();
@@ -966,19 +866,13 @@ mod tests {
             "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n[export.warmup]\nlog = \"/tmp/w\"\n";
         let mut c = crate::Config::parse(&format!("{text}mode = \"data\"\npreload = true\n")).unwrap();
         c.validate().unwrap();
-        assert_eq!(
-            c.exports[0].warmup.as_ref().map(|w| (w.mode, w.preload)),
-            Some((WarmupMode::Data, true))
-        );
+        assert_eq!(c.exports[0].warmup.as_ref().map(|w| (w.mode, w.preload)), Some((WarmupMode::Data, true)));
         let mut c = crate::Config::parse(&format!("{text}budget = \"many\"\n")).unwrap();
         let e = c.validate().unwrap_err();
         assert!(e.starts_with("export[0] (\"a\").warmup.budget:"), "{e}");
         let two = format!("{text}{}", text.replace("name = \"a\"", "name = \"b\""));
         let e = crate::Config::parse(&two).unwrap().validate().unwrap_err();
-        assert!(
-            e.starts_with("export[1] (\"b\").warmup.log: /tmp/w is export[0]'s warmup log too"),
-            "{e}"
-        );
+        assert!(e.starts_with("export[1] (\"b\").warmup.log: /tmp/w is export[0]'s warmup log too"), "{e}");
         let e = crate::Config::parse(&format!("{text}buffer = 1\n")).unwrap_err();
         assert!(e.contains("buffer"), "{e}");
     }
@@ -987,17 +881,10 @@ mod tests {
     fn settings_default_and_name_bad_keys() {
         let c: WarmupConfig = toml::from_str("log = \"/tmp/x\"").unwrap();
         let s = c.settings(1 << 30).unwrap();
-        assert_eq!(
-            (s.mode, s.staging, s.budget, s.preload),
-            (WarmupMode::Metadata, 256 << 10, 1 << 30, false)
-        );
+        assert_eq!((s.mode, s.staging, s.budget, s.preload), (WarmupMode::Metadata, 256 << 10, 1 << 30, false));
         let c: WarmupConfig = toml::from_str("log = \"/tmp/x\"\nmode = \"data\"\nbudget = \"8GiB\"").unwrap();
         let s = c.settings(1 << 30).unwrap();
-        assert_eq!(
-            (s.staging, s.budget),
-            (128 << 20, 1 << 30),
-            "the budget is capped at the cache size"
-        );
+        assert_eq!((s.staging, s.budget), (128 << 20, 1 << 30), "the budget is capped at the cache size");
         let c: WarmupConfig = toml::from_str("log = \"/tmp/x\"\nstaging = \"lots\"").unwrap();
         assert_eq!(c.settings(1 << 30).unwrap_err().0, "staging");
         assert!(toml::from_str::<WarmupConfig>("log = \"/tmp/x\"\nmode = \"blocks\"").is_err());

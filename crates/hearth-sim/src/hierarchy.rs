@@ -292,7 +292,14 @@ pub fn run_storage_trace(
     let size = u32::try_from(cfg.slot_bytes).map_err(|_| "block size too large")?;
     for (vtime, r) in trace.into_iter().enumerate() {
         let r = r.map_err(|e| e.to_string())?;
-        let a = Access { key: r.block, size, vtime: vtime as u64, next_access: hearth_core::NEVER, op: r.op, ctx: r.client };
+        let a = Access {
+            key: r.block,
+            size,
+            vtime: vtime as u64,
+            next_access: hearth_core::NEVER,
+            op: r.op,
+            ctx: r.client,
+        };
         storage.request(&a, u64::from(r.client), r.buffer, &[])?;
     }
     let n = storage.requests;
@@ -321,7 +328,14 @@ mod tests {
     fn acc(keys: &[u64]) -> Vec<Access> {
         keys.iter()
             .enumerate()
-            .map(|(i, &key)| Access { key, size: 1, vtime: i as u64, next_access: hearth_core::NEVER, op: Op::Read, ctx: 0 })
+            .map(|(i, &key)| Access {
+                key,
+                size: 1,
+                vtime: i as u64,
+                next_access: hearth_core::NEVER,
+                op: Op::Read,
+                ctx: 0,
+            })
             .collect()
     }
 
@@ -379,14 +393,19 @@ mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 let key = (x % 600).min(x % 97 + (i % 3) * 200);
-                let op = if x % 5 == 0 { Op::Write } else { Op::Read };
+                let op = if x.is_multiple_of(5) { Op::Write } else { Op::Read };
                 Access { key, size: 4096, vtime: i, next_access: hearth_core::NEVER, op, ctx: 0 }
             })
             .collect();
         let mut trace = trace;
         hearth_trace::fill_next_access(&mut trace);
         for policy in hearth_policy::names() {
-            for placement in [Placement::Access, Placement::Eviction { reload_threshold: 0 }, Placement::Eviction { reload_threshold: 3 }, Placement::Demote] {
+            for placement in [
+                Placement::Access,
+                Placement::Eviction { reload_threshold: 0 },
+                Placement::Eviction { reload_threshold: 3 },
+                Placement::Demote,
+            ] {
                 let mut c = cfg(placement, 50 * 4096, 120 * 4096);
                 c.storage_policy = policy.to_string();
                 let r = run_hierarchy(&trace, &c).unwrap();
@@ -418,7 +437,11 @@ mod tests {
             .into_iter()
             .map(|a| Access { size: 4096, ..a })
             .collect();
-        for placement in [Placement::Access, Placement::Eviction { reload_threshold: 0 }, Placement::Eviction { reload_threshold: 2 }] {
+        for placement in [
+            Placement::Access,
+            Placement::Eviction { reload_threshold: 0 },
+            Placement::Eviction { reload_threshold: 2 },
+        ] {
             let c = cfg(placement, 3 * 4096, 3 * 4096);
             let live = run_hierarchy(&trace, &c).unwrap();
             let recorded = storage_trace(&trace, &c).unwrap();

@@ -130,7 +130,12 @@ pub struct Job {
 
 /// Runs every job over the trace on `threads` threads and returns results in
 /// job order. Fails before simulating anything if a policy spec is invalid.
-pub fn run_jobs(trace: &Trace, jobs: &[Job], threads: usize, progress: &(dyn Fn(u64) + Sync)) -> Result<Vec<SimResult>, String> {
+pub fn run_jobs(
+    trace: &Trace,
+    jobs: &[Job],
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<SimResult>, String> {
     for job in jobs {
         hearth_policy::build(&job.policy, job.cache_bytes)?;
     }

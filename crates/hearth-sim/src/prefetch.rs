@@ -70,7 +70,8 @@ pub fn warmup_split(events: &[CtxEvent], share: f64) -> usize {
 pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcome, String> {
     let split = warmup_split(events, setup.warmup);
     let mut prefetcher = hearth_prefetch::build(spec, setup.block_size, &events[..split])?;
-    let mut cache = PrefetchCache::new(&setup.main_policy, setup.cache_bytes, setup.prefetch_fraction, setup.block_size)?;
+    let mut cache =
+        PrefetchCache::new(&setup.main_policy, setup.cache_bytes, setup.prefetch_fraction, setup.block_size)?;
     let mut device = setup.device.map(DeviceQueue::new);
     let bytes = u64::from(setup.block_size);
     // Background request number of each prefetched block, to tell whether
@@ -90,7 +91,9 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
             CtxEvent::Io { time_ns, ctx, op, block } => {
                 let class = cache.demand(block, op);
                 if let (Some(q), Op::Read) = (device.as_mut(), op) {
-                    let started = |q: &DeviceQueue, b: Key| prefetch_seq.get(&b).is_some_and(|&s| s < q.background_stats.requests);
+                    let started = |q: &DeviceQueue, b: Key| {
+                        prefetch_seq.get(&b).is_some_and(|&s| s < q.background_stats.requests)
+                    };
                     let wait = match class {
                         Class::Hit => 0,
                         Class::Promote if started(q, block) => 0,
@@ -128,7 +131,13 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
         prefetch_reads,
         max_demand_delay_by_prefetch_ns: q.max_demand_delay_by_background_ns,
     });
-    Ok(Outcome { scheme: prefetcher.name(), spec: spec.to_string(), stats: cache.stats.clone(), rules: prefetcher.rule_count(), timing })
+    Ok(Outcome {
+        scheme: prefetcher.name(),
+        spec: spec.to_string(),
+        stats: cache.stats.clone(),
+        rules: prefetcher.rule_count(),
+        timing,
+    })
 }
 
 /// Rule counts of mining the same trace with and without contexts.
@@ -197,7 +206,15 @@ pub fn compare_mining(events: &[CtxEvent], g: usize, cminer_cfg: &cminer::Config
     let aware_segments = sequences.iter().flat_map(|s| s.chunks(segment));
     let cminer_aware = cminer::mine(aware_segments, cminer_cfg).stats;
     let cminer_oblivious = cminer::mine(stream.chunks(segment), cminer_cfg).stats;
-    Ok(MiningComparison { lookahead: g, aware_prefixes, aware_rules, oblivious_prefixes, oblivious_rules, cminer_aware, cminer_oblivious })
+    Ok(MiningComparison {
+        lookahead: g,
+        aware_prefixes,
+        aware_rules,
+        oblivious_prefixes,
+        oblivious_rules,
+        cminer_aware,
+        cminer_oblivious,
+    })
 }
 
 #[cfg(test)]
@@ -206,7 +223,14 @@ mod tests {
     use hearth_trace::workload::{generate, Kind, WorkloadConfig};
 
     fn setup(cache_bytes: u64) -> Setup {
-        Setup { cache_bytes, prefetch_fraction: 0.04, block_size: 4096, main_policy: "lru".into(), warmup: 0.3, device: None }
+        Setup {
+            cache_bytes,
+            prefetch_fraction: 0.04,
+            block_size: 4096,
+            main_policy: "lru".into(),
+            warmup: 0.3,
+            device: None,
+        }
     }
 
     /// A repeated multi-context workload where every context of a class
@@ -257,7 +281,12 @@ mod tests {
             assert_eq!(s.hits + s.promotes + s.misses, s.accesses, "{spec}");
             assert!(s.used <= s.issued && s.wasted <= s.issued, "{spec}");
         }
-        let c = compare_mining(&events, 5, &cminer::Config { segment: 64, max_gap: 4, min_support: 2, min_confidence: 0.3 }).unwrap();
+        let c = compare_mining(
+            &events,
+            5,
+            &cminer::Config { segment: 64, max_gap: 4, min_support: 2, min_confidence: 0.3 },
+        )
+        .unwrap();
         assert!(c.aware_rules > 0 && c.oblivious_rules > c.aware_rules, "{c:?}");
     }
 

@@ -17,7 +17,8 @@ impl CacheSize {
         let bytes = match self {
             CacheSize::Bytes(b) => b,
             CacheSize::Blocks(n) => {
-                let bs = block_size.ok_or("cache sizes in blocks need block mode (object traces have no block size)")?;
+                let bs =
+                    block_size.ok_or("cache sizes in blocks need block mode (object traces have no block size)")?;
                 n * u64::from(bs)
             }
             CacheSize::Footprint(f) => {
@@ -66,7 +67,8 @@ pub fn parse_sizes(list: &str) -> Result<Vec<CacheSize>, String> {
     for item in list.split(',').filter(|s| !s.trim().is_empty()) {
         match item.split_once("..") {
             Some((lo, rest)) => {
-                let (hi, step) = rest.split_once('/').ok_or_else(|| format!("range {item:?} needs a step: A..B/STEP"))?;
+                let (hi, step) =
+                    rest.split_once('/').ok_or_else(|| format!("range {item:?} needs a step: A..B/STEP"))?;
                 let [lo, hi, step] = [lo, hi, step].map(hearth_core::parse_bytes);
                 let (lo, hi, step) = (lo?, hi?, step?);
                 if step == 0 || lo > hi {

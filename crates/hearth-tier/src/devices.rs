@@ -39,15 +39,11 @@ impl DeviceFile {
 
     /// A device by name: the file's own first, then the presets (hdd, ssd, nvme).
     pub fn get(&self, name: &str) -> Result<Device, String> {
-        self.device
-            .get(name)
-            .copied()
-            .or_else(|| Device::preset(name))
-            .ok_or_else(|| {
-                let mut known: Vec<&str> = vec!["hdd", "ssd", "nvme"];
-                known.extend(self.device.keys().map(String::as_str));
-                format!("unknown device {name:?} (known: {})", known.join(", "))
-            })
+        self.device.get(name).copied().or_else(|| Device::preset(name)).ok_or_else(|| {
+            let mut known: Vec<&str> = vec!["hdd", "ssd", "nvme"];
+            known.extend(self.device.keys().map(String::as_str));
+            format!("unknown device {name:?} (known: {})", known.join(", "))
+        })
     }
 }
 
@@ -57,18 +53,9 @@ mod tests {
 
     #[test]
     fn user_devices_and_presets() {
-        let f = DeviceFile::parse(
-            "[device.archive]\nlatency_ns = 12000000\nbytes_per_sec = 90000000\n",
-            "t.toml",
-        )
-        .unwrap();
-        assert_eq!(
-            f.get("archive").unwrap(),
-            Device {
-                latency_ns: 12_000_000,
-                bytes_per_sec: 90_000_000
-            }
-        );
+        let f =
+            DeviceFile::parse("[device.archive]\nlatency_ns = 12000000\nbytes_per_sec = 90000000\n", "t.toml").unwrap();
+        assert_eq!(f.get("archive").unwrap(), Device { latency_ns: 12_000_000, bytes_per_sec: 90_000_000 });
         assert_eq!(f.get("nvme").unwrap(), Device::NVME);
         assert!(f.get("tape").unwrap_err().contains("archive"));
     }
@@ -76,10 +63,7 @@ mod tests {
     #[test]
     fn bad_files_name_the_place() {
         let err = DeviceFile::parse("[device.x]\nlatency_ns = 1\nbytes_per_second = 2\n", "d.toml").unwrap_err();
-        assert!(
-            err.starts_with("d.toml:") && err.contains("bytes_per_second") && err.contains("line 3"),
-            "{err}"
-        );
+        assert!(err.starts_with("d.toml:") && err.contains("bytes_per_second") && err.contains("line 3"), "{err}");
         let err = DeviceFile::parse("[device.x]\nlatency_ns = 1\nbytes_per_sec = 0\n", "d.toml").unwrap_err();
         assert!(err.contains("\"x\"") && err.contains("positive"), "{err}");
     }

@@ -45,11 +45,7 @@ pub struct EventQueue<E> {
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue {
-            heap: BinaryHeap::new(),
-            next_seq: 0,
-            now: 0,
-        }
+        EventQueue { heap: BinaryHeap::new(), next_seq: 0, now: 0 }
     }
 }
 
@@ -64,17 +60,8 @@ impl<E> EventQueue<E> {
     /// # Panics
     /// If `time` is before [`EventQueue::now`]: the clock never runs back.
     pub fn push(&mut self, time: u64, priority: u8, event: E) {
-        assert!(
-            time >= self.now,
-            "event scheduled at {time} ns, before the clock ({} ns)",
-            self.now
-        );
-        self.heap.push(Item {
-            time,
-            priority,
-            seq: self.next_seq,
-            event,
-        });
+        assert!(time >= self.now, "event scheduled at {time} ns, before the clock ({} ns)", self.now);
+        self.heap.push(Item { time, priority, seq: self.next_seq, event });
         self.next_seq += 1;
     }
 
@@ -111,16 +98,7 @@ mod tests {
         q.push(20, 1, "b1");
         q.push(20, 1, "b2");
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
-        assert_eq!(
-            order,
-            vec![
-                (10, "a-first"),
-                (10, "a-late-priority"),
-                (20, "b1"),
-                (20, "b2"),
-                (30, "c")
-            ]
-        );
+        assert_eq!(order, vec![(10, "a-first"), (10, "a-late-priority"), (20, "b1"), (20, "b2"), (30, "c")]);
         assert_eq!(q.now(), 30);
     }
 

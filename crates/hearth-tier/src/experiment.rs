@@ -70,14 +70,7 @@ impl Experiment {
         let footprint_blocks = footprint_blocks(&extents);
         let frequency_order = partition(Partitioner::Frequency, training, &graph, footprint_blocks);
         let connectivity_order = partition(Partitioner::Connectivity, training, &graph, footprint_blocks);
-        Ok(Experiment {
-            extents,
-            test_from,
-            footprint_blocks,
-            graph,
-            frequency_order,
-            connectivity_order,
-        })
+        Ok(Experiment { extents, test_from, footprint_blocks, graph, frequency_order, connectivity_order })
     }
 
     /// The first `capacity_blocks` blocks `method` would place on the fast device.
@@ -101,19 +94,11 @@ impl Experiment {
         let fast_use = match scheme {
             Scheme::SlowOnly => FastUse::Unused,
             Scheme::LruCache => FastUse::LruCache(capacity_blocks * u64::from(base.block_size)),
-            Scheme::Partition(method) => FastUse::Partition(
-                self.partition(method, capacity_blocks)
-                    .iter()
-                    .copied()
-                    .collect::<FxHashSet<_>>(),
-            ),
+            Scheme::Partition(method) => {
+                FastUse::Partition(self.partition(method, capacity_blocks).iter().copied().collect::<FxHashSet<_>>())
+            }
         };
-        let cfg = TierConfig {
-            fast_use,
-            cdp,
-            measure_from: self.test_from,
-            ..base.clone()
-        };
+        let cfg = TierConfig { fast_use, cdp, measure_from: self.test_from, ..base.clone() };
         simulate(&cfg, &self.extents, Some(&self.graph))
     }
 }
@@ -130,52 +115,28 @@ mod tests {
     /// numbers taken from the code.
     #[test]
     fn long_range_history_beats_recency_on_the_chains_workload() {
-        let cfg = ChainsConfig {
-            chains: 500,
-            ..ChainsConfig::default()
-        };
+        let cfg = ChainsConfig { chains: 500, ..ChainsConfig::default() };
         let requests = chains(&cfg, 20_000).unwrap();
         let extents = crate::extents(requests.into_iter().map(Ok), 4096).unwrap();
         let exp = Experiment::new(extents, 0.5, 4).unwrap();
-        let base = TierConfig {
-            os_cache_bytes: 1 << 20,
-            prefetch_cache_bytes: 1 << 20,
-            ..TierConfig::new(4096)
-        };
+        let base = TierConfig { os_cache_bytes: 1 << 20, prefetch_cache_bytes: 1 << 20, ..TierConfig::new(4096) };
         let capacity = exp.footprint_blocks / 10;
         let slow = exp.run(&base, Scheme::SlowOnly, capacity, None).unwrap();
         let lru = exp.run(&base, Scheme::LruCache, capacity, None).unwrap();
-        let borg = exp
-            .run(&base, Scheme::Partition(Partitioner::Connectivity), capacity, None)
-            .unwrap();
-        let freq = exp
-            .run(&base, Scheme::Partition(Partitioner::Frequency), capacity, None)
-            .unwrap();
+        let borg = exp.run(&base, Scheme::Partition(Partitioner::Connectivity), capacity, None).unwrap();
+        let freq = exp.run(&base, Scheme::Partition(Partitioner::Frequency), capacity, None).unwrap();
         assert_eq!(slow.requests, 10_000);
         assert!(lru.mean_response_ms() < slow.mean_response_ms());
-        assert!(
-            freq.mean_response_ms() < lru.mean_response_ms(),
-            "freq {freq:?} lru {lru:?}"
-        );
-        assert!(
-            borg.mean_response_ms() < lru.mean_response_ms(),
-            "borg {borg:?} lru {lru:?}"
-        );
+        assert!(freq.mean_response_ms() < lru.mean_response_ms(), "freq {freq:?} lru {lru:?}");
+        assert!(borg.mean_response_ms() < lru.mean_response_ms(), "borg {borg:?} lru {lru:?}");
         assert!(freq.fast_percent() > lru.fast_percent());
         // A "fast" device as slow as the slow one helps only by adding a
         // second spindle, so far less than the SSD does.
-        let flat = TierConfig {
-            fast: Device::HDD,
-            ..base.clone()
-        };
-        let same = exp
-            .run(&flat, Scheme::Partition(Partitioner::Frequency), capacity, None)
-            .unwrap();
+        let flat = TierConfig { fast: Device::HDD, ..base.clone() };
+        let same = exp.run(&flat, Scheme::Partition(Partitioner::Frequency), capacity, None).unwrap();
         assert!(same.mean_response_ms() > freq.mean_response_ms());
         // Prefetching along the chains cuts slow-device reads further.
-        let cdp = exp
-            .run(&base, Scheme::SlowOnly, capacity, Some(CdpConfig::default()))
-            .unwrap();
+        let cdp = exp.run(&base, Scheme::SlowOnly, capacity, Some(CdpConfig::default())).unwrap();
         assert!(cdp.blocks_slow < slow.blocks_slow);
         assert!(cdp.prefetch_accuracy_percent() > 20.0, "{cdp:?}");
     }

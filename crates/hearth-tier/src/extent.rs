@@ -37,12 +37,7 @@ pub fn extents(
         let first = r.offset / bs;
         let last = (r.offset + u64::from(r.len) - 1) / bs;
         let blocks = u32::try_from(last - first + 1).unwrap_or(u32::MAX);
-        out.push(Extent {
-            time_ns: r.time_ns,
-            start: first,
-            blocks,
-            write: r.op == Op::Write,
-        });
+        out.push(Extent { time_ns: r.time_ns, start: first, blocks, write: r.op == Op::Write });
     }
     Ok(out)
 }
@@ -62,41 +57,18 @@ mod tests {
 
     #[test]
     fn unaligned_requests_cover_every_block_they_touch() {
-        let req = |offset, len, op| {
-            Ok(Request {
-                time_ns: 5,
-                offset,
-                len,
-                op,
-                ..Request::default()
-            })
-        };
+        let req = |offset, len, op| Ok(Request { time_ns: 5, offset, len, op, ..Request::default() });
         let got = extents(
-            vec![
-                req(4095, 2, Op::Read),
-                req(8192, 4096, Op::Write),
-                req(0, 0, Op::Read),
-                req(0, 512, Op::Other),
-            ]
-            .into_iter(),
+            vec![req(4095, 2, Op::Read), req(8192, 4096, Op::Write), req(0, 0, Op::Read), req(0, 512, Op::Other)]
+                .into_iter(),
             4096,
         )
         .unwrap();
         assert_eq!(
             got,
             vec![
-                Extent {
-                    time_ns: 5,
-                    start: 0,
-                    blocks: 2,
-                    write: false
-                },
-                Extent {
-                    time_ns: 5,
-                    start: 2,
-                    blocks: 1,
-                    write: true
-                },
+                Extent { time_ns: 5, start: 0, blocks: 2, write: false },
+                Extent { time_ns: 5, start: 2, blocks: 1, write: true },
             ]
         );
         assert_eq!(footprint_blocks(&got), 3);

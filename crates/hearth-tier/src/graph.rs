@@ -45,21 +45,14 @@ impl AccessGraph {
                 }
             }
         }
-        let mut graph = AccessGraph {
-            successors: key_map(lengths.len()),
-            vertices: key_map(lengths.len()),
-        };
+        let mut graph = AccessGraph { successors: key_map(lengths.len()), vertices: key_map(lengths.len()) };
         for (&start, &blocks) in &lengths {
             graph.vertices.insert(start, (blocks, 0));
         }
         for (&(from, to), &weight) in &edges {
             graph.vertices.get_mut(&from).expect("vertex").1 += u64::from(weight);
             graph.vertices.get_mut(&to).expect("vertex").1 += u64::from(weight);
-            graph.successors.entry(from).or_default().push(Successor {
-                start: to,
-                blocks: lengths[&to],
-                weight,
-            });
+            graph.successors.entry(from).or_default().push(Successor { start: to, blocks: lengths[&to], weight });
         }
         for list in graph.successors.values_mut() {
             list.sort_unstable_by_key(|s| (std::cmp::Reverse(s.weight), s.start));
@@ -75,11 +68,7 @@ impl AccessGraph {
 
     /// Vertices as `(start, blocks, weighted degree)`, most connected first.
     pub fn by_connectivity(&self) -> Vec<(u64, u32, u64)> {
-        let mut v: Vec<_> = self
-            .vertices
-            .iter()
-            .map(|(&start, &(blocks, degree))| (start, blocks, degree))
-            .collect();
+        let mut v: Vec<_> = self.vertices.iter().map(|(&start, &(blocks, degree))| (start, blocks, degree)).collect();
         v.sort_unstable_by_key(|&(start, _, degree)| (std::cmp::Reverse(degree), start));
         v
     }
@@ -154,40 +143,17 @@ mod tests {
     use super::*;
 
     fn ext(start: u64, blocks: u32) -> Extent {
-        Extent {
-            time_ns: 0,
-            start,
-            blocks,
-            write: false,
-        }
+        Extent { time_ns: 0, start, blocks, write: false }
     }
 
     #[test]
     fn edges_count_followers_within_the_window() {
         // 100 is followed by 200 twice and by 300 once within a window of 1.
-        let trace = [
-            ext(100, 2),
-            ext(200, 1),
-            ext(100, 2),
-            ext(200, 1),
-            ext(100, 2),
-            ext(300, 4),
-        ];
+        let trace = [ext(100, 2), ext(200, 1), ext(100, 2), ext(200, 1), ext(100, 2), ext(300, 4)];
         let g = AccessGraph::build(&trace, 1);
         assert_eq!(
             g.successors(100),
-            &[
-                Successor {
-                    start: 200,
-                    blocks: 1,
-                    weight: 2
-                },
-                Successor {
-                    start: 300,
-                    blocks: 4,
-                    weight: 1
-                }
-            ]
+            &[Successor { start: 200, blocks: 1, weight: 2 }, Successor { start: 300, blocks: 4, weight: 1 }]
         );
         assert_eq!(g.successors(300), &[]);
         // 100: out 3 + in 2; 200: in 2 + out 2; 300: in 1.
@@ -195,10 +161,7 @@ mod tests {
         // A window of 2 also links each request to the one after next.
         let g2 = AccessGraph::build(&trace, 2);
         assert_eq!(
-            g2.successors(200)
-                .iter()
-                .map(|s| (s.start, s.weight))
-                .collect::<Vec<_>>(),
+            g2.successors(200).iter().map(|s| (s.start, s.weight)).collect::<Vec<_>>(),
             vec![(100, 2), (300, 1)]
         );
     }
@@ -206,15 +169,7 @@ mod tests {
     #[test]
     fn partitions_fill_the_capacity_in_their_order() {
         // Block 7 is hot but isolated; 10..12 and 20 alternate (connected).
-        let trace = [
-            ext(7, 1),
-            ext(7, 1),
-            ext(7, 1),
-            ext(10, 2),
-            ext(20, 1),
-            ext(10, 2),
-            ext(20, 1),
-        ];
+        let trace = [ext(7, 1), ext(7, 1), ext(7, 1), ext(10, 2), ext(20, 1), ext(10, 2), ext(20, 1)];
         let g = AccessGraph::build(&trace, 1);
         assert_eq!(partition(Partitioner::Frequency, &trace, &g, 2), vec![7, 10]);
         // Connectivity: 10 (degree 4: 2 out, 2 in) leads, whole extent first.

@@ -26,12 +26,7 @@ impl Plan {
                 _ => runs.push((b, 1)),
             }
         }
-        Plan {
-            block_size,
-            method: method.into(),
-            capacity_blocks,
-            runs,
-        }
+        Plan { block_size, method: method.into(), capacity_blocks, runs }
     }
 
     pub fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
@@ -72,10 +67,7 @@ mod tests {
         let back = Plan::load(&path).unwrap();
         assert_eq!(back, plan);
         assert_eq!(back.blocks().collect::<Vec<_>>(), vec![10, 11, 12, 3, 4, 40]);
-        let over = Plan {
-            capacity_blocks: 5,
-            ..plan
-        };
+        let over = Plan { capacity_blocks: 5, ..plan };
         over.save(&path).unwrap();
         assert!(Plan::load(&path).unwrap_err().contains("more than capacity_blocks = 5"));
     }

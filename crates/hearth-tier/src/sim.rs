@@ -53,11 +53,7 @@ pub struct CdpConfig {
 
 impl Default for CdpConfig {
     fn default() -> Self {
-        CdpConfig {
-            depth: 1,
-            max_per_demand: 2,
-            slack: false,
-        }
+        CdpConfig { depth: 1, max_per_demand: 2, slack: false }
     }
 }
 
@@ -249,8 +245,7 @@ impl Tier<'_> {
             // A trace whose clock steps back keeps its request order.
             (trace + i as u64 * self.cfg.think_ns).max(previous)
         };
-        self.events
-            .push(arrival(0, 0), PRIORITY_ARRIVAL, Event::Arrive { index: 0 });
+        self.events.push(arrival(0, 0), PRIORITY_ARRIVAL, Event::Arrive { index: 0 });
         while let Some(t) = self.events.peek_time() {
             self.fast.advance(t);
             self.slow.advance(t);
@@ -260,8 +255,7 @@ impl Tier<'_> {
                 Event::Arrive { index } => {
                     if index + 1 < extents.len() {
                         let next = arrival(index + 1, now);
-                        self.events
-                            .push(next, PRIORITY_ARRIVAL, Event::Arrive { index: index + 1 });
+                        self.events.push(next, PRIORITY_ARRIVAL, Event::Arrive { index: index + 1 });
                     }
                     self.measuring = index >= self.cfg.measure_from;
                     self.demand(now, &extents[index]);
@@ -272,14 +266,7 @@ impl Tier<'_> {
     }
 
     fn access(&self, key: u64, op: Op) -> Access {
-        Access {
-            key,
-            size: self.cfg.block_size,
-            vtime: 0,
-            next_access: NEVER,
-            op,
-            ctx: 0,
-        }
+        Access { key, size: self.cfg.block_size, vtime: 0, next_access: NEVER, op, ctx: 0 }
     }
 
     fn on_fast_device(&self, block: u64) -> bool {
@@ -318,11 +305,7 @@ impl Tier<'_> {
         let mut used_slow = false;
         self.sources.clear();
         for block in e.block_range() {
-            let source = if e.write {
-                Some(self.write_target(block))
-            } else {
-                self.read_source(block, now, &mut done)
-            };
+            let source = if e.write { Some(self.write_target(block)) } else { self.read_source(block, now, &mut done) };
             self.sources.push(source);
         }
         for device in [Source::Fast, Source::Slow] {
@@ -468,11 +451,7 @@ impl Tier<'_> {
             Source::Slow => {
                 self.count(|s| &mut s.slow_ios);
                 *used_slow = true;
-                let read_ahead = if e.write {
-                    0
-                } else {
-                    u64::from(self.cfg.read_ahead_blocks)
-                };
+                let read_ahead = if e.write { 0 } else { u64::from(self.cfg.read_ahead_blocks) };
                 let done = now + self.slow.demand(now, (len + read_ahead) * bs);
                 if !e.write {
                     for i in first..=last {
@@ -602,22 +581,11 @@ mod tests {
 
     const MS: u64 = 1_000_000;
     // Bandwidth so high that transfer time rounds to zero: service = latency.
-    const FAST: Device = Device {
-        latency_ns: MS,
-        bytes_per_sec: u64::MAX,
-    };
-    const SLOW: Device = Device {
-        latency_ns: 10 * MS,
-        bytes_per_sec: u64::MAX,
-    };
+    const FAST: Device = Device { latency_ns: MS, bytes_per_sec: u64::MAX };
+    const SLOW: Device = Device { latency_ns: 10 * MS, bytes_per_sec: u64::MAX };
 
     fn read(time_ns: u64, start: u64) -> Extent {
-        Extent {
-            time_ns,
-            start,
-            blocks: 1,
-            write: false,
-        }
+        Extent { time_ns, start, blocks: 1, write: false }
     }
 
     /// No caches, no read-ahead: every block comes from a device.
@@ -660,11 +628,7 @@ mod tests {
 
     #[test]
     fn read_ahead_data_is_not_there_before_the_read_completes() {
-        let cfg = TierConfig {
-            os_cache_bytes: 1 << 20,
-            read_ahead_blocks: 2,
-            ..bare(FastUse::Unused)
-        };
+        let cfg = TierConfig { os_cache_bytes: 1 << 20, read_ahead_blocks: 2, ..bare(FastUse::Unused) };
         // Block 5 reads 5..8 from the slow device (done at 10 ms). Block 6 at
         // 1 ms is in the OS cache but waits until 10 ms; block 7 at 20 ms is
         // there; block 8 was not read ahead.
@@ -708,10 +672,7 @@ mod tests {
         let s = simulate(&cfg, &trace, Some(&graph)).unwrap();
         assert_eq!((s.total_response_ns, s.blocks_prefetch_cache), (10 * MS, 1));
         // CDP-slack: the slow device served 100, so nothing is prefetched.
-        cfg.cdp = Some(CdpConfig {
-            slack: true,
-            ..CdpConfig::default()
-        });
+        cfg.cdp = Some(CdpConfig { slack: true, ..CdpConfig::default() });
         let s = simulate(&cfg, &trace, Some(&graph)).unwrap();
         assert_eq!((s.prefetches, s.total_response_ns), (0, 20 * MS));
     }
@@ -719,25 +680,12 @@ mod tests {
     #[test]
     fn prefetching_skips_blocks_on_the_fast_device_and_chains() {
         // 1 -> 2 -> 3 -> 4, each seen twice.
-        let history = [
-            read(0, 1),
-            read(0, 2),
-            read(0, 3),
-            read(0, 4),
-            read(0, 1),
-            read(0, 2),
-            read(0, 3),
-            read(0, 4),
-        ];
+        let history = [read(0, 1), read(0, 2), read(0, 3), read(0, 4), read(0, 1), read(0, 2), read(0, 3), read(0, 4)];
         let graph = AccessGraph::build(&history, 1);
         let mut cfg = TierConfig {
             os_cache_bytes: 1 << 20,
             prefetch_cache_bytes: 1 << 20,
-            cdp: Some(CdpConfig {
-                depth: 3,
-                max_per_demand: 2,
-                slack: false,
-            }),
+            cdp: Some(CdpConfig { depth: 3, max_per_demand: 2, slack: false }),
             ..bare(FastUse::Partition([2].into_iter().collect()))
         };
         // From 1: hop 1 is 2 (on the fast device, skipped), hop 2 is 3,
@@ -747,22 +695,14 @@ mod tests {
         assert_eq!((s.prefetches, s.blocks_prefetch_cache), (2, 2));
         assert_eq!(s.total_response_ns, 10 * MS);
         // Depth 1 stops at the skipped block.
-        cfg.cdp = Some(CdpConfig {
-            depth: 1,
-            ..CdpConfig::default()
-        });
+        cfg.cdp = Some(CdpConfig { depth: 1, ..CdpConfig::default() });
         let s = simulate(&cfg, &trace[..1], Some(&graph)).unwrap();
         assert_eq!(s.prefetches, 0);
     }
 
     #[test]
     fn a_read_spans_a_gap_only_when_that_beats_a_second_io() {
-        let five = [Extent {
-            time_ns: 0,
-            start: 0,
-            blocks: 5,
-            write: false,
-        }];
+        let five = [Extent { time_ns: 0, start: 0, blocks: 5, write: false }];
         // Block 2 is on the fast device. Transfer is free on SLOW, so blocks
         // 0..5 are one slow read (10 ms) beside the fast one (1 ms).
         let cfg = bare(FastUse::Partition([2].into_iter().collect()));
@@ -773,10 +713,7 @@ mod tests {
         // At 4096 B/s a block takes 1 s to transfer, far more than the 1 ms
         // latency: two reads of two blocks, the second queued behind the
         // first: (1 ms + 2 s) + (1 ms + 2 s). Reading through would be 5 s.
-        let crawl = Device {
-            latency_ns: MS,
-            bytes_per_sec: 4096,
-        };
+        let crawl = Device { latency_ns: MS, bytes_per_sec: 4096 };
         let cfg = TierConfig { slow: crawl, ..cfg };
         let s = simulate(&cfg, &five, None).unwrap();
         assert_eq!(s.total_response_ns, 2 * (MS + 2_000 * MS));
@@ -786,12 +723,7 @@ mod tests {
     #[test]
     fn writes_go_to_the_device_that_holds_the_block() {
         let cfg = bare(FastUse::Partition([1].into_iter().collect()));
-        let w = |t, b| Extent {
-            time_ns: t,
-            start: b,
-            blocks: 1,
-            write: true,
-        };
+        let w = |t, b| Extent { time_ns: t, start: b, blocks: 1, write: true };
         let s = simulate(&cfg, &[w(0, 1), w(20 * MS, 2)], None).unwrap();
         assert_eq!(s.total_response_ns, 11 * MS);
         assert_eq!((s.blocks_fast, s.blocks_slow), (1, 1));

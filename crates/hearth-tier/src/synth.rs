@@ -57,13 +57,8 @@ pub fn chains(cfg: &ChainsConfig, requests: usize) -> Result<Vec<Request>, Strin
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
     let extent_at = |slot: u64| slot * u64::from(cfg.extent_blocks);
-    let chain_list: Vec<Vec<u64>> = (0..cfg.chains)
-        .map(|_| {
-            (0..cfg.chain_len)
-                .map(|_| extent_at(rng.random_range(0..slots)))
-                .collect()
-        })
-        .collect();
+    let chain_list: Vec<Vec<u64>> =
+        (0..cfg.chains).map(|_| (0..cfg.chain_len).map(|_| extent_at(rng.random_range(0..slots))).collect()).collect();
     let popularity = Zipf::new(cfg.chains as f64, cfg.zipf_alpha).map_err(|e| format!("chains workload: zipf: {e}"))?;
     let bytes = cfg.extent_blocks * cfg.block_size;
     let mut out = Vec::with_capacity(requests);
@@ -94,12 +89,7 @@ mod tests {
 
     #[test]
     fn chains_repeat_in_order_and_noise_is_one_off() {
-        let cfg = ChainsConfig {
-            chains: 3,
-            chain_len: 4,
-            noise: 0.2,
-            ..ChainsConfig::default()
-        };
+        let cfg = ChainsConfig { chains: 3, chain_len: 4, noise: 0.2, ..ChainsConfig::default() };
         let reqs = chains(&cfg, 5000).unwrap();
         assert_eq!(reqs.len(), 5000);
         let mut counts = std::collections::HashMap::new();

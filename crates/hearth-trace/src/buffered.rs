@@ -78,11 +78,13 @@ fn parse(line: &str) -> Result<BufferedAccess, String> {
     let text = f.text()?;
     let buffer = match text {
         "" => None,
-        t => Some(match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-            Some(hex) => u64::from_str_radix(hex, 16),
-            None => t.parse(),
-        }
-        .map_err(|e| f.bad_last(t, e))?),
+        t => Some(
+            match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => t.parse(),
+            }
+            .map_err(|e| f.bad_last(t, e))?,
+        ),
     };
     if let Ok(extra) = f.text() {
         return Err(f.bad_last(extra, "unexpected extra field"));

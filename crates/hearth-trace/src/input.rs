@@ -38,21 +38,14 @@ pub(crate) fn compression_of(name: &str) -> (Compression, &str) {
 /// Opens `path` for buffered reading, decompressing `.gz` and `.zst`.
 pub(crate) fn open_input(path: &Path) -> Result<Input, TraceError> {
     let file = File::open(path).map_err(|e| TraceError::io(path, Place::File, "cannot open", e))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     let buffered = BufReader::with_capacity(READ_BUFFER, file);
     Ok(match compression_of(&name).0 {
         Compression::None => Box::new(buffered),
-        Compression::Gzip => Box::new(BufReader::with_capacity(
-            READ_BUFFER,
-            flate2::bufread::MultiGzDecoder::new(buffered),
-        )),
-        Compression::Zstd => Box::new(BufReader::with_capacity(
-            READ_BUFFER,
-            ZstdFrames::new(buffered),
-        )),
+        Compression::Gzip => {
+            Box::new(BufReader::with_capacity(READ_BUFFER, flate2::bufread::MultiGzDecoder::new(buffered)))
+        }
+        Compression::Zstd => Box::new(BufReader::with_capacity(READ_BUFFER, ZstdFrames::new(buffered))),
     })
 }
 
@@ -65,10 +58,7 @@ struct ZstdFrames {
 
 impl ZstdFrames {
     fn new(source: BufReader<File>) -> Self {
-        ZstdFrames {
-            source: Some(source),
-            frame: None,
-        }
+        ZstdFrames { source: Some(source), frame: None }
     }
 }
 
@@ -107,21 +97,17 @@ pub(crate) struct Lines {
 
 impl Lines {
     pub(crate) fn new(path: &Path, input: Input) -> Self {
-        Lines {
-            path: path.to_path_buf(),
-            input,
-            buf: Vec::with_capacity(256),
-            line_no: 0,
-        }
+        Lines { path: path.to_path_buf(), input, buf: Vec::with_capacity(256), line_no: 0 }
     }
 
     /// The next line without its line ending, or `None` at the end.
     /// Binary data is reported as such: it usually means a wrong format.
     pub(crate) fn next_line(&mut self) -> Result<Option<Line<'_>>, TraceError> {
         self.buf.clear();
-        let n = self.input.read_until(b'\n', &mut self.buf).map_err(|e| {
-            TraceError::io(&self.path, Place::Line(self.line_no + 1), "read error", e)
-        })?;
+        let n = self
+            .input
+            .read_until(b'\n', &mut self.buf)
+            .map_err(|e| TraceError::io(&self.path, Place::Line(self.line_no + 1), "read error", e))?;
         if n == 0 {
             return Ok(None);
         }
@@ -131,23 +117,13 @@ impl Lines {
         }
         let here = Place::Line(self.line_no);
         if let Some(col) = self.buf.iter().position(|&b| b == 0) {
-            let what = format!(
-                "binary data (NUL byte at column {}) in a text trace; is the format right?",
-                col + 1
-            );
+            let what = format!("binary data (NUL byte at column {}) in a text trace; is the format right?", col + 1);
             return Err(TraceError::new(&self.path, here, what));
         }
         match std::str::from_utf8(&self.buf) {
-            Ok(text) => Ok(Some(Line {
-                text,
-                number: self.line_no,
-                path: &self.path,
-            })),
+            Ok(text) => Ok(Some(Line { text, number: self.line_no, path: &self.path })),
             Err(e) => {
-                let what = format!(
-                    "not UTF-8 text (bad byte at column {}); is the format right?",
-                    e.valid_up_to() + 1
-                );
+                let what = format!("not UTF-8 text (bad byte at column {}); is the format right?", e.valid_up_to() + 1);
                 Err(TraceError::new(&self.path, here, what))
             }
         }
@@ -178,11 +154,7 @@ pub(crate) struct Records {
 
 impl Records {
     pub(crate) fn new(path: &Path, input: Input) -> Self {
-        Records {
-            path: path.to_path_buf(),
-            input,
-            offset: 0,
-        }
+        Records { path: path.to_path_buf(), input, offset: 0 }
     }
 
     /// Fills `record` with the next record; `false` at a clean end of file.
@@ -204,12 +176,7 @@ impl Records {
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    return Err(TraceError::io(
-                        &self.path,
-                        Place::Byte(self.offset + got as u64),
-                        "read error",
-                        e,
-                    ))
+                    return Err(TraceError::io(&self.path, Place::Byte(self.offset + got as u64), "read error", e))
                 }
             }
         }
@@ -217,10 +184,7 @@ impl Records {
             return Ok(false);
         }
         if got < record.len() {
-            return Err(self.error(format!(
-                "truncated record: file ends after {got} of its {} bytes",
-                record.len()
-            )));
+            return Err(self.error(format!("truncated record: file ends after {got} of its {} bytes", record.len())));
         }
         self.offset += record.len() as u64;
         Ok(true)
@@ -266,11 +230,7 @@ pub(crate) struct CsvFields<'a> {
 
 impl<'a> CsvFields<'a> {
     pub(crate) fn new(line: &'a str, names: &'static [&'static str]) -> Self {
-        CsvFields {
-            fields: line.split(','),
-            column: 1,
-            names,
-        }
+        CsvFields { fields: line.split(','), column: 1, names }
     }
 
     /// The next field as raw text (trimmed).
@@ -312,18 +272,10 @@ pub(crate) fn parse_seconds_ns(text: &str) -> Result<u64, String> {
     if whole.is_empty() && frac.is_empty() {
         return Err("empty".into());
     }
-    if !whole
-        .bytes()
-        .chain(frac.bytes())
-        .all(|b| b.is_ascii_digit())
-    {
+    if !whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return Err("expected non-negative decimal seconds".into());
     }
-    let whole: u64 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().map_err(|e| format!("{e}"))?
-    };
+    let whole: u64 = if whole.is_empty() { 0 } else { whole.parse().map_err(|e| format!("{e}"))? };
     let mut frac_ns = 0u64;
     for (i, digit) in frac.bytes().take(9).enumerate() {
         frac_ns += u64::from(digit - b'0') * 10u64.pow(8 - i as u32);
@@ -339,9 +291,7 @@ pub(crate) const SECTOR: u64 = 512;
 
 /// Converts a sector number to a byte offset, refusing overflow.
 pub(crate) fn sectors_to_bytes(sectors: u64) -> Result<u64, String> {
-    sectors
-        .checked_mul(SECTOR)
-        .ok_or_else(|| format!("sector {sectors} is beyond 2^64 bytes"))
+    sectors.checked_mul(SECTOR).ok_or_else(|| format!("sector {sectors} is beyond 2^64 bytes"))
 }
 
 #[cfg(test)]

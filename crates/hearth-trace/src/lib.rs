@@ -21,13 +21,13 @@
 //! Every reader stops at the first error, which names the file and the line
 //! (text formats) or byte offset (binary formats) and the offending field.
 
+pub mod buffered;
 pub mod ctx;
 mod error;
 mod input;
+pub mod oltp;
 mod readers;
 mod split;
-pub mod buffered;
-pub mod oltp;
 pub mod synth;
 pub mod workload;
 mod write;
@@ -149,16 +149,8 @@ impl Format {
             return Some(Format::MsrCsv);
         }
         let fields: Vec<&str> = first_line.split(',').map(str::trim).collect();
-        let numeric = |i: usize| {
-            fields
-                .get(i)
-                .is_some_and(|f| !f.is_empty() && f.parse::<f64>().is_ok())
-        };
-        let op_is = |names: &[&str]| {
-            fields
-                .get(3)
-                .is_some_and(|f| names.iter().any(|n| f.eq_ignore_ascii_case(n)))
-        };
+        let numeric = |i: usize| fields.get(i).is_some_and(|f| !f.is_empty() && f.parse::<f64>().is_ok());
+        let op_is = |names: &[&str]| fields.get(3).is_some_and(|f| names.iter().any(|n| f.eq_ignore_ascii_case(n)));
         if fields.len() >= 6 && numeric(0) && op_is(&["read", "write"]) {
             Some(Format::MsrCsv)
         } else if fields.len() >= 5 && numeric(0) && numeric(1) && op_is(&["r", "w"]) {
@@ -170,11 +162,7 @@ impl Format {
 }
 
 fn format_names() -> String {
-    Format::ALL
-        .iter()
-        .map(|f| f.name())
-        .collect::<Vec<_>>()
-        .join(", ")
+    Format::ALL.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
 }
 
 impl fmt::Display for Format {
@@ -196,12 +184,7 @@ impl FromStr for Format {
         Format::ALL
             .into_iter()
             .find(|f| f.name() == alias)
-            .ok_or_else(|| {
-                format!(
-                    "unknown trace format {s:?}; known formats: {}",
-                    format_names()
-                )
-            })
+            .ok_or_else(|| format!("unknown trace format {s:?}; known formats: {}", format_names()))
     }
 }
 
@@ -242,23 +225,16 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceErr
     let input = open_input(path)?;
     let inner: Box<dyn Iterator<Item = Result<Request, TraceError>> + Send> = match format {
         Format::MsrCsv => Box::new(readers::msr::MsrReader::new(Lines::new(path, input))),
-        Format::Blkparse => Box::new(readers::blkparse::BlkparseReader::new(
-            Lines::new(path, input),
-            readers::blkparse::DEFAULT_ACTION,
-        )),
+        Format::Blkparse => {
+            Box::new(readers::blkparse::BlkparseReader::new(Lines::new(path, input), readers::blkparse::DEFAULT_ACTION))
+        }
         Format::Spc => Box::new(readers::spc::SpcReader::new(Lines::new(path, input))),
         Format::Text => Box::new(readers::text::TextReader::new(Lines::new(path, input))),
-        Format::CloudPhysicsCsv => {
-            Box::new(readers::cpcsv::CpCsvReader::new(Lines::new(path, input)))
-        }
+        Format::CloudPhysicsCsv => Box::new(readers::cpcsv::CpCsvReader::new(Lines::new(path, input))),
         Format::Vscsi => Box::new(readers::vscsi::VscsiReader::new(path, input)?),
         Format::OracleGeneral => Box::new(readers::oracle::OracleReader::new(path, input)),
     };
-    Ok(TraceReader {
-        format,
-        inner,
-        failed: false,
-    })
+    Ok(TraceReader { format, inner, failed: false })
 }
 
 /// Opens a blkparse trace keeping the events of `action` (one of
@@ -266,8 +242,7 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceErr
 pub fn open_blkparse(path: &Path, action: char) -> Result<TraceReader, TraceError> {
     let actions = readers::blkparse::IO_ACTIONS;
     if !actions.contains(action) {
-        let what =
-            format!("blkparse action {action:?} carries no sector range; use one of {actions}");
+        let what = format!("blkparse action {action:?} carries no sector range; use one of {actions}");
         return Err(TraceError::new(path, error::Place::File, what));
     }
     let lines = Lines::new(path, open_input(path)?);
@@ -280,33 +255,22 @@ pub fn open_blkparse(path: &Path, action: char) -> Result<TraceReader, TraceErro
 
 /// Tells the format of a `.csv` file from its first non-empty line.
 fn sniff(path: &Path) -> Result<Format, TraceError> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     let unknown = |why: &str| {
         TraceError::new(
             path,
             error::Place::File,
-            format!(
-                "cannot tell the trace format: {why}; name one of: {}",
-                format_names()
-            ),
+            format!("cannot tell the trace format: {why}; name one of: {}", format_names()),
         )
     };
-    if !compression_of(&name)
-        .1
-        .to_ascii_lowercase()
-        .ends_with(".csv")
-    {
+    if !compression_of(&name).1.to_ascii_lowercase().ends_with(".csv") {
         return Err(unknown("unknown file extension"));
     }
     let mut lines = Lines::new(path, open_input(path)?);
     while let Some(line) = lines.next_line()? {
         if !line.text.trim().is_empty() {
-            return Format::sniff_csv(line.text).ok_or_else(|| {
-                unknown("the first line of this .csv matches none of msr, spc, cpcsv")
-            });
+            return Format::sniff_csv(line.text)
+                .ok_or_else(|| unknown("the first line of this .csv matches none of msr, spc, cpcsv"));
         }
     }
     Err(unknown("the .csv file is empty"))

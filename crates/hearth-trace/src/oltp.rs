@@ -69,7 +69,8 @@ impl Oltp {
         if cfg.data_pages == 0 || cfg.rows_per_page == 0 || cfg.index_fanout < 2 || cfg.ops_per_txn == 0 {
             return Err(format!("invalid OLTP configuration: {cfg:?}"));
         }
-        let rows = Zipf::new((cfg.data_pages * cfg.rows_per_page) as f64, cfg.row_alpha).map_err(|e| format!("zipf: {e}"))?;
+        let rows =
+            Zipf::new((cfg.data_pages * cfg.rows_per_page) as f64, cfg.row_alpha).map_err(|e| format!("zipf: {e}"))?;
         let leaf_pages = (cfg.data_pages * cfg.rows_per_page).div_ceil(cfg.index_fanout);
         Ok(Oltp {
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),

@@ -35,19 +35,11 @@ impl Mode {
 ///
 /// # Panics
 /// If `mode` is `Block` with a block size of 0.
-pub fn accesses<I: Iterator<Item = Result<Request, TraceError>>>(
-    reqs: I,
-    mode: Mode,
-) -> Accesses<I> {
+pub fn accesses<I: Iterator<Item = Result<Request, TraceError>>>(reqs: I, mode: Mode) -> Accesses<I> {
     if let Mode::Block { block_size } = mode {
         assert!(block_size > 0, "block size must be positive");
     }
-    Accesses {
-        reqs,
-        mode,
-        vtime: 0,
-        pending: None,
-    }
+    Accesses { reqs, mode, vtime: 0, pending: None }
 }
 
 /// The iterator [`accesses`] returns.
@@ -67,14 +59,7 @@ struct PendingBlocks {
 
 impl<I> Accesses<I> {
     fn emit(&mut self, key: u64, size: u32, request: &Request) -> Access {
-        let access = Access {
-            key,
-            size,
-            vtime: self.vtime,
-            next_access: NEVER,
-            op: request.op,
-            ctx: request.client,
-        };
+        let access = Access { key, size, vtime: self.vtime, next_access: NEVER, op: request.op, ctx: request.client };
         self.vtime += 1;
         access
     }
@@ -92,9 +77,7 @@ impl<I: Iterator<Item = Result<Request, TraceError>>> Iterator for Accesses<I> {
                 } else {
                     p.next += 1;
                 }
-                let Mode::Block { block_size } = self.mode else {
-                    unreachable!("blocks pend only in block mode")
-                };
+                let Mode::Block { block_size } = self.mode else { unreachable!("blocks pend only in block mode") };
                 return Some(Ok(self.emit(block, block_size, &request)));
             }
             let request = match self.reqs.next()? {
@@ -114,11 +97,7 @@ impl<I: Iterator<Item = Result<Request, TraceError>>> Iterator for Accesses<I> {
                     // u128 keeps a range ending at 2^64 from overflowing.
                     let end = u128::from(request.offset) + u128::from(request.len);
                     let last = ((end - 1) / u128::from(bs)) as u64;
-                    self.pending = Some(PendingBlocks {
-                        next: request.offset / bs,
-                        last,
-                        request,
-                    });
+                    self.pending = Some(PendingBlocks { next: request.offset / bs, last, request });
                 }
             }
         }
@@ -140,21 +119,11 @@ mod tests {
     use hearth_core::Op;
 
     fn req(offset: u64, len: u32) -> Result<Request, TraceError> {
-        Ok(Request {
-            time_ns: 7,
-            client: 3,
-            op: Op::Write,
-            offset,
-            len,
-            next_access: None,
-        })
+        Ok(Request { time_ns: 7, client: 3, op: Op::Write, offset, len, next_access: None })
     }
 
     fn keys(reqs: Vec<Result<Request, TraceError>>, mode: Mode) -> Vec<(u64, u32, u64)> {
-        accesses(reqs.into_iter(), mode)
-            .map(|a| a.unwrap())
-            .map(|a| (a.key, a.size, a.vtime))
-            .collect()
+        accesses(reqs.into_iter(), mode).map(|a| a.unwrap()).map(|a| (a.key, a.size, a.vtime)).collect()
     }
 
     #[test]
@@ -163,17 +132,8 @@ mod tests {
         // Aligned single block; unaligned inside one block; straddling a
         // boundary by one byte on each side; three blocks; zero length; the
         // last byte of a block alone.
-        let got = keys(
-            vec![
-                req(0, 4096),
-                req(100, 200),
-                req(4095, 2),
-                req(8000, 8192),
-                req(5000, 0),
-                req(12287, 1),
-            ],
-            mode,
-        );
+        let got =
+            keys(vec![req(0, 4096), req(100, 200), req(4095, 2), req(8000, 8192), req(5000, 0), req(12287, 1)], mode);
         let want = vec![
             (0, 4096, 0),
             (0, 4096, 1),
@@ -190,10 +150,7 @@ mod tests {
 
     #[test]
     fn block_mode_handles_a_range_ending_at_the_top_of_the_address_space() {
-        let got = keys(
-            vec![req(u64::MAX - 511, 512)],
-            Mode::Block { block_size: 512 },
-        );
+        let got = keys(vec![req(u64::MAX - 511, 512)], Mode::Block { block_size: 512 });
         assert_eq!(got, vec![(u64::MAX / 512, 512, 0)]);
     }
 
@@ -205,10 +162,7 @@ mod tests {
 
     #[test]
     fn accesses_copy_op_and_client_and_leave_next_access_never() {
-        let a = accesses(vec![req(0, 1)].into_iter(), Mode::Object)
-            .next()
-            .unwrap()
-            .unwrap();
+        let a = accesses(vec![req(0, 1)].into_iter(), Mode::Object).next().unwrap().unwrap();
         assert_eq!((a.op, a.ctx, a.next_access), (Op::Write, 3, NEVER));
     }
 
@@ -225,11 +179,7 @@ mod tests {
         let mut a: Vec<Access> = [5u64, 6, 5, 7, 6, 5]
             .iter()
             .enumerate()
-            .map(|(i, &key)| Access {
-                key,
-                vtime: i as u64,
-                ..Access::default()
-            })
+            .map(|(i, &key)| Access { key, vtime: i as u64, ..Access::default() })
             .collect();
         fill_next_access(&mut a);
         let next: Vec<u64> = a.iter().map(|a| a.next_access).collect();

@@ -59,17 +59,9 @@ pub struct Synth {
 enum Source {
     Zipf(Zipf<f64>),
     Uniform(u64),
-    Scan {
-        next: u64,
-    },
-    Loop {
-        blocks: u64,
-        next: u64,
-    },
-    Mix {
-        cumulative: Vec<f64>,
-        parts: Vec<(u64, Source)>,
-    },
+    Scan { next: u64 },
+    Loop { blocks: u64, next: u64 },
+    Mix { cumulative: Vec<f64>, parts: Vec<(u64, Source)> },
 }
 
 impl Source {
@@ -101,10 +93,7 @@ impl Source {
                     cumulative.push(total);
                     sources.push((part.first_block, Source::new(&part.pattern)?));
                 }
-                Source::Mix {
-                    cumulative,
-                    parts: sources,
-                }
+                Source::Mix { cumulative, parts: sources }
             }
         })
     }
@@ -128,9 +117,7 @@ impl Source {
             Source::Mix { cumulative, parts } => {
                 let total = *cumulative.last().expect("a mix has parts");
                 let pick = rng.random_range(0.0..total);
-                let index = cumulative
-                    .partition_point(|&c| c <= pick)
-                    .min(parts.len() - 1);
+                let index = cumulative.partition_point(|&c| c <= pick).min(parts.len() - 1);
                 let (first_block, source) = &mut parts[index];
                 let (block, _) = source.sample(rng);
                 (first_block.wrapping_add(block), index as u32)
@@ -169,10 +156,7 @@ impl Synth {
 
     /// Fraction of requests that are writes, in `[0, 1]` (default 0).
     pub fn write_fraction(mut self, fraction: f64) -> Self {
-        assert!(
-            (0.0..=1.0).contains(&fraction),
-            "write fraction must be in [0, 1]"
-        );
+        assert!((0.0..=1.0).contains(&fraction), "write fraction must be in [0, 1]");
         self.write_fraction = fraction;
         self
     }
@@ -183,11 +167,8 @@ impl Iterator for Synth {
 
     fn next(&mut self) -> Option<Request> {
         let (block, client) = self.source.sample(&mut self.rng);
-        let op = if self.write_fraction > 0.0 && self.rng.random_bool(self.write_fraction) {
-            Op::Write
-        } else {
-            Op::Read
-        };
+        let op =
+            if self.write_fraction > 0.0 && self.rng.random_bool(self.write_fraction) { Op::Write } else { Op::Read };
         let time_ns = self.issued.wrapping_mul(self.interarrival_ns);
         self.issued += 1;
         Some(Request {
@@ -210,35 +191,20 @@ impl FromStr for Pattern {
         let mut parts = s.split(':');
         let kind = parts.next().unwrap_or_default();
         let args: Vec<&str> = parts.collect();
-        let usage =
-            "expected zipf:<blocks>:<alpha>, uniform:<blocks>, scan[:<start>] or loop:<blocks>";
+        let usage = "expected zipf:<blocks>:<alpha>, uniform:<blocks>, scan[:<start>] or loop:<blocks>";
         let number = |i: usize, what: &str| -> Result<u64, String> {
-            let text = args
-                .get(i)
-                .ok_or_else(|| format!("{s:?}: missing {what}; {usage}"))?;
-            text.parse()
-                .map_err(|e| format!("{s:?}: bad {what} {text:?}: {e}"))
+            let text = args.get(i).ok_or_else(|| format!("{s:?}: missing {what}; {usage}"))?;
+            text.parse().map_err(|e| format!("{s:?}: bad {what} {text:?}: {e}"))
         };
         let pattern = match (kind, args.len()) {
             ("zipf", 2) => {
-                let alpha = args[1]
-                    .parse()
-                    .map_err(|e| format!("{s:?}: bad alpha {:?}: {e}", args[1]))?;
-                Pattern::Zipf {
-                    blocks: number(0, "block count")?,
-                    alpha,
-                }
+                let alpha = args[1].parse().map_err(|e| format!("{s:?}: bad alpha {:?}: {e}", args[1]))?;
+                Pattern::Zipf { blocks: number(0, "block count")?, alpha }
             }
-            ("uniform", 1) => Pattern::Uniform {
-                blocks: number(0, "block count")?,
-            },
+            ("uniform", 1) => Pattern::Uniform { blocks: number(0, "block count")? },
             ("scan", 0) => Pattern::Scan { start: 0 },
-            ("scan", 1) => Pattern::Scan {
-                start: number(0, "start block")?,
-            },
-            ("loop", 1) => Pattern::Loop {
-                blocks: number(0, "block count")?,
-            },
+            ("scan", 1) => Pattern::Scan { start: number(0, "start block")? },
+            ("loop", 1) => Pattern::Loop { blocks: number(0, "block count")? },
             _ => return Err(format!("{s:?}: {usage}")),
         };
         Ok(pattern)
@@ -253,10 +219,8 @@ impl fmt::Display for Pattern {
             Pattern::Scan { start } => write!(f, "scan:{start}"),
             Pattern::Loop { blocks } => write!(f, "loop:{blocks}"),
             Pattern::Mix(parts) => {
-                let parts: Vec<String> = parts
-                    .iter()
-                    .map(|p| format!("{}x{}@{}", p.weight, p.pattern, p.first_block))
-                    .collect();
+                let parts: Vec<String> =
+                    parts.iter().map(|p| format!("{}x{}@{}", p.weight, p.pattern, p.first_block)).collect();
                 write!(f, "mix({})", parts.join(", "))
             }
         }

@@ -184,7 +184,11 @@ fn tpcw_schema() -> Schema {
     let templates = vec![
         tpl("home", 16.0, vec![get(customer, Uniform).prob(0.5), get(item, Uniform).times(5, 5)]),
         tpl("new_products", 5.0, vec![get(item, Group(subjects)).via(1).rows(50), get(author, Uniform).times(5, 5)]),
-        tpl("best_sellers", 5.0, vec![get(order_line, Recent(2_000)).rows(2_000), get(item, Group(subjects)).via(1).rows(50)]),
+        tpl(
+            "best_sellers",
+            5.0,
+            vec![get(order_line, Recent(2_000)).rows(2_000), get(item, Group(subjects)).via(1).rows(50)],
+        ),
         tpl("product_detail", 17.0, vec![get(item, Uniform), get(author, Uniform)]),
         tpl("search_request", 20.0, vec![get(item, Uniform).times(5, 5)]),
         tpl("search_results", 17.0, vec![get(item, Group(subjects * 4)).via(2).rows(50)]),
@@ -202,7 +206,11 @@ fn tpcw_schema() -> Schema {
             ],
         ),
         tpl("order_inquiry", 0.75, vec![get(customer, Uniform)]),
-        tpl("order_display", 0.66, vec![get(customer, Uniform), get(orders, Uniform).via(1), get(order_line, Uniform).rows(3)]),
+        tpl(
+            "order_display",
+            0.66,
+            vec![get(customer, Uniform), get(orders, Uniform).via(1), get(order_line, Uniform).rows(3)],
+        ),
         tpl("admin", 0.19, vec![get(item, Uniform), get(item, Uniform).write().prob(0.5)]),
     ];
     Schema { tables, templates }
@@ -228,16 +236,37 @@ fn rubis_schema() -> Schema {
         tpl("search_items_in_category", 25.0, vec![get(items, Group(cats)).via(1).rows(page)]),
         tpl("browse_regions", 3.0, vec![get(regions, Group(1)).rows(62)]),
         tpl("search_items_in_region", 5.0, vec![get(items, Group(cats * 62)).via(2).rows(page)]),
-        tpl("view_item", 25.0, vec![get(items, InGroup(cats, page)).via(1), get(bids, InGroup(cats * 10, 10)).via(1).rows(3)]),
+        tpl(
+            "view_item",
+            25.0,
+            vec![get(items, InGroup(cats, page)).via(1), get(bids, InGroup(cats * 10, 10)).via(1).rows(3)],
+        ),
         tpl("view_user_info", 8.0, vec![get(users, Uniform), get(comments, Uniform).via(1).rows(5)]),
-        tpl("view_bid_history", 5.0, vec![get(items, InGroup(cats, page)).via(1), get(bids, InGroup(cats * 10, 10)).via(1).rows(10), get(users, Uniform).times(1, 5)]),
+        tpl(
+            "view_bid_history",
+            5.0,
+            vec![
+                get(items, InGroup(cats, page)).via(1),
+                get(bids, InGroup(cats * 10, 10)).via(1).rows(10),
+                get(users, Uniform).times(1, 5),
+            ],
+        ),
         tpl(
             "put_bid",
             7.0,
-            vec![get(users, Uniform), get(items, InGroup(cats, page)).via(1), get(bids, Append).write(), get(items, InGroup(cats, page)).via(1).write().prob(0.5)],
+            vec![
+                get(users, Uniform),
+                get(items, InGroup(cats, page)).via(1),
+                get(bids, Append).write(),
+                get(items, InGroup(cats, page)).via(1).write().prob(0.5),
+            ],
         ),
         tpl("put_comment", 2.0, vec![get(users, Uniform), get(comments, Append).write(), get(users, Uniform).write()]),
-        tpl("about_me", 3.0, vec![get(users, Uniform), get(bids, Uniform).via(2).rows(10), get(items, Uniform).times(1, 5)]),
+        tpl(
+            "about_me",
+            3.0,
+            vec![get(users, Uniform), get(bids, Uniform).via(2).rows(10), get(items, Uniform).times(1, 5)],
+        ),
         tpl("register_or_sell", 2.0, vec![get(users, Append).write().prob(0.5), get(items, Append).write().prob(0.5)]),
     ];
     Schema { tables, templates }
@@ -248,17 +277,18 @@ fn rubis_schema() -> Schema {
 /// appends, about half the I/Os writes.
 fn dbt2_schema() -> Schema {
     use KeyDist::*;
-    let (warehouse, district, customer, stock, item, orders, new_order, order_line, history) = (0, 1, 2, 3, 4, 5, 6, 7, 8);
+    let (warehouse, district, customer, stock, item, orders, new_order, order_line, history) =
+        (0, 1, 2, 3, 4, 5, 6, 7, 8);
     let tables = vec![
-        table(10, 10, 0),         // warehouse
-        table(100, 20, 0),        // district
-        table(300_000, 6, 1),     // customer; secondary 1 = by last name
-        table(1_000_000, 12, 0),  // stock
-        table(100_000, 40, 0),    // item
-        table(300_000, 40, 1),    // orders; secondary 1 = by customer
-        table(90_000, 100, 0),    // new_order
-        table(3_000_000, 60, 0),  // order_line
-        table(300_000, 50, 0),    // history
+        table(10, 10, 0),        // warehouse
+        table(100, 20, 0),       // district
+        table(300_000, 6, 1),    // customer; secondary 1 = by last name
+        table(1_000_000, 12, 0), // stock
+        table(100_000, 40, 0),   // item
+        table(300_000, 40, 1),   // orders; secondary 1 = by customer
+        table(90_000, 100, 0),   // new_order
+        table(3_000_000, 60, 0), // order_line
+        table(300_000, 50, 0),   // history
     ];
     let templates = vec![
         tpl(
@@ -286,7 +316,11 @@ fn dbt2_schema() -> Schema {
                 get(history, Append).write(),
             ],
         ),
-        tpl("order_status", 4.0, vec![get(customer, Uniform), get(orders, Uniform).via(1), get(order_line, Uniform).rows(10)]),
+        tpl(
+            "order_status",
+            4.0,
+            vec![get(customer, Uniform), get(orders, Uniform).via(1), get(order_line, Uniform).rows(10)],
+        ),
         tpl(
             "delivery",
             4.0,
@@ -297,7 +331,11 @@ fn dbt2_schema() -> Schema {
                 get(customer, Uniform).write().times(10, 10),
             ],
         ),
-        tpl("stock_level", 4.0, vec![get(district, Uniform), get(order_line, Recent(200)).rows(200), get(stock, Uniform).times(20, 20)]),
+        tpl(
+            "stock_level",
+            4.0,
+            vec![get(district, Uniform), get(order_line, Recent(200)).rows(200), get(stock, Uniform).times(20, 20)],
+        ),
     ];
     Schema { tables, templates }
 }

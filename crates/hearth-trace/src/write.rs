@@ -26,11 +26,7 @@ where
     I: IntoIterator<Item = B>,
 {
     write_with(path, accesses, |out, a| {
-        let next = if a.next_access == NEVER {
-            -1
-        } else {
-            a.next_access as i64 + 1
-        };
+        let next = if a.next_access == NEVER { -1 } else { a.next_access as i64 + 1 };
         let clock = u32::try_from(a.vtime).unwrap_or(u32::MAX);
         out.write_all(&clock.to_le_bytes())?;
         out.write_all(&a.key.to_le_bytes())?;
@@ -54,13 +50,10 @@ where
     I: IntoIterator<Item = B>,
     F: FnMut(&mut BufWriter<File>, &Access) -> std::io::Result<()>,
 {
-    let file =
-        File::create(path).map_err(|e| TraceError::io(path, Place::File, "cannot create", e))?;
+    let file = File::create(path).map_err(|e| TraceError::io(path, Place::File, "cannot create", e))?;
     let mut out = BufWriter::with_capacity(256 * 1024, file);
     for access in accesses {
-        record(&mut out, access.borrow())
-            .map_err(|e| TraceError::io(path, Place::File, "write error", e))?;
+        record(&mut out, access.borrow()).map_err(|e| TraceError::io(path, Place::File, "write error", e))?;
     }
-    out.flush()
-        .map_err(|e| TraceError::io(path, Place::File, "write error", e))
+    out.flush().map_err(|e| TraceError::io(path, Place::File, "write error", e))
 }

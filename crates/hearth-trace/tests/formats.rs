@@ -23,14 +23,7 @@ fn read_err(path: &Path, format: Option<Format>) -> TraceError {
 }
 
 fn req(time_ns: u64, client: u32, op: Op, offset: u64, len: u32) -> Request {
-    Request {
-        time_ns,
-        client,
-        op,
-        offset,
-        len,
-        next_access: None,
-    }
+    Request { time_ns, client, op, offset, len, next_access: None }
 }
 
 /// A vscsi version 1 record (32 bytes).
@@ -88,13 +81,7 @@ fn msr_reads_filetime_ops_and_numbers_clients_by_first_appearance() {
         got,
         vec![
             req(12_816_637_200_306_162_900, 0, Op::Read, 383_565_824, 32768),
-            req(
-                12_816_637_201_638_215_500,
-                1,
-                Op::Write,
-                3_221_225_472,
-                4096
-            ),
+            req(12_816_637_201_638_215_500, 1, Op::Write, 3_221_225_472, 4096),
             req(12_816_637_202_638_224_500, 0, Op::Write, 0, 512),
             req(12_816_637_203_638_224_500, 2, Op::Read, 512, 1024),
         ]
@@ -112,28 +99,16 @@ fn msr_skips_a_header_and_names_a_bad_field() {
     let err = read_err(&path, None);
     assert_eq!(err.line(), Some(3));
     let text = err.to_string();
-    assert!(
-        text.starts_with(&format!("{}:3: ", path.display())),
-        "{text}"
-    );
-    assert!(
-        text.contains("field 5 (Offset)") && text.contains("\"12x4\""),
-        "{text}"
-    );
+    assert!(text.starts_with(&format!("{}:3: ", path.display())), "{text}");
+    assert!(text.contains("field 5 (Offset)") && text.contains("\"12x4\""), "{text}");
 
     let path = write(&dir, "y.csv", b"1,h,0,Read,0,512,1\n2,h,0,Trim,0,512,1\n");
     let text = read_err(&path, Some(Format::MsrCsv)).to_string();
-    assert!(
-        text.contains(":2: ") && text.contains("field 4 (Type)") && text.contains("Trim"),
-        "{text}"
-    );
+    assert!(text.contains(":2: ") && text.contains("field 4 (Type)") && text.contains("Trim"), "{text}");
 
     let path = write(&dir, "z.csv", b"1,h,0,Read,0\n");
     let text = read_err(&path, Some(Format::MsrCsv)).to_string();
-    assert!(
-        text.contains(":1: ") && text.contains("missing field 6 (Size)"),
-        "{text}"
-    );
+    assert!(text.contains(":1: ") && text.contains("missing field 6 (Size)"), "{text}");
 }
 
 #[test]
@@ -142,13 +117,7 @@ fn a_binary_file_given_as_a_text_format_says_so() {
     let mut bin = vscsi_v1(0x28, 512, 10, 5);
     bin.extend(vscsi_v1(0x28, 512, 11, 6));
     let path = write(&dir, "t.vscsi", &bin);
-    for format in [
-        Format::MsrCsv,
-        Format::Spc,
-        Format::CloudPhysicsCsv,
-        Format::Text,
-        Format::Blkparse,
-    ] {
+    for format in [Format::MsrCsv, Format::Spc, Format::CloudPhysicsCsv, Format::Text, Format::Blkparse] {
         let err = read_err(&path, Some(format));
         assert_eq!(err.line(), Some(1), "{format}");
         assert!(err.to_string().contains("binary data"), "{format}: {err}");
@@ -196,25 +165,11 @@ fn blkparse_keeps_queue_events_and_skips_everything_else() {
 fn blkparse_can_keep_another_action() {
     let dir = TempDir::new().unwrap();
     let path = write(&dir, "sda.blkparse", BLKPARSE.as_bytes());
-    let completions: Vec<Request> = open_blkparse(&path, 'C')
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(
-        completions,
-        vec![req(120_000, 0, Op::Write, 1234 * 512, 8 * 512)]
-    );
-    let merges: Vec<Request> = open_blkparse(&path, 'M')
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(
-        merges,
-        vec![req(500_000_002, 777, Op::Read, 2304 * 512, 8 * 512)]
-    );
-    let Err(err) = open_blkparse(&path, 'U') else {
-        panic!("U carries no sectors")
-    };
+    let completions: Vec<Request> = open_blkparse(&path, 'C').unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(completions, vec![req(120_000, 0, Op::Write, 1234 * 512, 8 * 512)]);
+    let merges: Vec<Request> = open_blkparse(&path, 'M').unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(merges, vec![req(500_000_002, 777, Op::Read, 2304 * 512, 8 * 512)]);
+    let Err(err) = open_blkparse(&path, 'U') else { panic!("U carries no sectors") };
     assert!(err.to_string().contains("QGIDCMFAX"), "{err}");
 }
 
@@ -227,10 +182,7 @@ fn blkparse_malformed_queue_line_is_an_error_naming_the_field() {
         b"  8,0  3  1  0.000000000  4096  Q  WS 1234 + 8 [fio]\n  8,0  3  2  0.000000100  4096  Q  WS 12z4 + 8 [fio]\n",
     );
     let text = read_err(&path, None).to_string();
-    assert!(
-        text.contains(":2: ") && text.contains("sector") && text.contains("12z4"),
-        "{text}"
-    );
+    assert!(text.contains(":2: ") && text.contains("sector") && text.contains("12z4"), "{text}");
 
     let path = write(&dir, "b.blkparse", b"8,0 3 1 0.1 4096 Q WS 1234\n");
     let text = read_err(&path, None).to_string();
@@ -244,11 +196,7 @@ fn blkparse_malformed_queue_line_is_an_error_naming_the_field() {
 #[test]
 fn blkparse_rejects_a_file_without_events() {
     let dir = TempDir::new().unwrap();
-    let path = write(
-        &dir,
-        "a.blkparse",
-        b"version,time,op,size,lbn\n1,5,28,512,10\n",
-    );
+    let path = write(&dir, "a.blkparse", b"version,time,op,size,lbn\n1,5,28,512,10\n");
     let err = read_err(&path, None);
     assert!(err.to_string().contains("no blkparse event lines"), "{err}");
 }
@@ -258,18 +206,10 @@ fn blkparse_rejects_a_file_without_events() {
 #[test]
 fn vscsi_reads_both_record_versions() {
     let dir = TempDir::new().unwrap();
-    let v1 = [
-        vscsi_v1(0x28, 4096, 100, 1_500_000),
-        vscsi_v1(0x2a, 512, 7, 1_500_001),
-        vscsi_v1(0x35, 0, 0, 2_000_000),
-    ]
-    .concat();
-    let v2 = [
-        vscsi_v2(0x28, 4096, 100, 1_500_000),
-        vscsi_v2(0x2a, 512, 7, 1_500_001),
-        vscsi_v2(0x35, 0, 0, 2_000_000),
-    ]
-    .concat();
+    let v1 = [vscsi_v1(0x28, 4096, 100, 1_500_000), vscsi_v1(0x2a, 512, 7, 1_500_001), vscsi_v1(0x35, 0, 0, 2_000_000)]
+        .concat();
+    let v2 = [vscsi_v2(0x28, 4096, 100, 1_500_000), vscsi_v2(0x2a, 512, 7, 1_500_001), vscsi_v2(0x35, 0, 0, 2_000_000)]
+        .concat();
     let want = vec![
         req(1_500_000_000, 0, Op::Read, 51200, 4096),
         req(1_500_001_000, 0, Op::Write, 3584, 512),
@@ -278,22 +218,14 @@ fn vscsi_reads_both_record_versions() {
     assert_eq!(read(&write(&dir, "a.vscsi", &v1), None).unwrap(), want);
     assert_eq!(read(&write(&dir, "b.vscsi", &v2), None).unwrap(), want);
     // One record alone is enough to tell the version.
-    assert_eq!(
-        read(&write(&dir, "c.vscsi", &v2[..40]), None).unwrap(),
-        want[..1]
-    );
+    assert_eq!(read(&write(&dir, "c.vscsi", &v2[..40]), None).unwrap(), want[..1]);
     assert_eq!(read(&write(&dir, "d.vscsi", b""), None).unwrap(), vec![]);
 }
 
 #[test]
 fn vscsi_truncated_record_names_its_byte_offset() {
     let dir = TempDir::new().unwrap();
-    let mut bytes = [
-        vscsi_v1(0x28, 512, 1, 1),
-        vscsi_v1(0x28, 512, 2, 2),
-        vscsi_v1(0x28, 512, 3, 3),
-    ]
-    .concat();
+    let mut bytes = [vscsi_v1(0x28, 512, 1, 1), vscsi_v1(0x28, 512, 2, 2), vscsi_v1(0x28, 512, 3, 3)].concat();
     bytes.truncate(32 * 2 + 20);
     let path = write(&dir, "t.vscsi", &bytes);
     let mut reader = open(&path, None).unwrap();
@@ -303,10 +235,7 @@ fn vscsi_truncated_record_names_its_byte_offset() {
     assert_eq!(err.byte_offset(), Some(64));
     assert_eq!(
         err.to_string(),
-        format!(
-            "{}: byte 64: truncated record: file ends after 20 of its 32 bytes",
-            path.display()
-        )
+        format!("{}: byte 64: truncated record: file ends after 20 of its 32 bytes", path.display())
     );
     assert!(reader.next().is_none(), "a reader stops after an error");
 }
@@ -314,24 +243,13 @@ fn vscsi_truncated_record_names_its_byte_offset() {
 #[test]
 fn vscsi_rejects_other_formats_and_misaligned_records() {
     let dir = TempDir::new().unwrap();
-    let path = write(
-        &dir,
-        "a.vscsi",
-        std::fs::read(data("cloudPhysicsIO.csv"))
-            .unwrap()
-            .as_slice(),
-    );
+    let path = write(&dir, "a.vscsi", std::fs::read(data("cloudPhysicsIO.csv")).unwrap().as_slice());
     let err = read_err(&path, None);
     assert_eq!(err.byte_offset(), Some(0));
     assert!(err.to_string().contains("not a vscsi trace"), "{err}");
 
     // A record whose version byte changes mid-file.
-    let mut bytes = [
-        vscsi_v1(0x28, 512, 1, 1),
-        vscsi_v1(0x28, 512, 2, 2),
-        vscsi_v1(0x28, 512, 3, 3),
-    ]
-    .concat();
+    let mut bytes = [vscsi_v1(0x28, 512, 1, 1), vscsi_v1(0x28, 512, 2, 2), vscsi_v1(0x28, 512, 3, 3)].concat();
     bytes[64 + 15] = 0x07;
     let err = read_err(&write(&dir, "b.vscsi", &bytes), None);
     assert_eq!(err.byte_offset(), Some(64));
@@ -343,17 +261,10 @@ fn vscsi_rejects_other_formats_and_misaligned_records() {
 #[test]
 fn spc_reads_sectors_ops_and_seconds() {
     let dir = TempDir::new().unwrap();
-    let path = write(
-        &dir,
-        "Financial1.spc",
-        b"0,303567,3584,w,0.000000\n1,55590,3072,R,0.000026,extra\n",
-    );
+    let path = write(&dir, "Financial1.spc", b"0,303567,3584,w,0.000000\n1,55590,3072,R,0.000026,extra\n");
     assert_eq!(
         read(&path, None).unwrap(),
-        vec![
-            req(0, 0, Op::Write, 303_567 * 512, 3584),
-            req(26_000, 1, Op::Read, 55_590 * 512, 3072)
-        ]
+        vec![req(0, 0, Op::Write, 303_567 * 512, 3584), req(26_000, 1, Op::Read, 55_590 * 512, 3072)]
     );
 }
 
@@ -362,16 +273,10 @@ fn spc_bad_field_names_line_and_column() {
     let dir = TempDir::new().unwrap();
     let path = write(&dir, "a.spc", b"0,1,512,r,0.5\n0,1,512,x,0.6\n");
     let text = read_err(&path, None).to_string();
-    assert!(
-        text.contains(":2: ") && text.contains("field 4 (Opcode)") && text.contains("\"x\""),
-        "{text}"
-    );
+    assert!(text.contains(":2: ") && text.contains("field 4 (Opcode)") && text.contains("\"x\""), "{text}");
     let path = write(&dir, "b.spc", b"0,1,512,r,soon\n");
     let text = read_err(&path, None).to_string();
-    assert!(
-        text.contains(":1: ") && text.contains("field 5 (Timestamp)") && text.contains("soon"),
-        "{text}"
-    );
+    assert!(text.contains(":1: ") && text.contains("field 5 (Timestamp)") && text.contains("soon"), "{text}");
 }
 
 // ---- cloudPhysics CSV ----
@@ -379,11 +284,8 @@ fn spc_bad_field_names_line_and_column() {
 #[test]
 fn cpcsv_maps_scsi_opcodes() {
     let dir = TempDir::new().unwrap();
-    let path = write(
-        &dir,
-        "t.csv",
-        b"version,time,op,size,lbn\n1,5,28,512,10\n1,6,0x8a,1024,11\n1,7,35,0,0\n1,8,a8,4096,1\n",
-    );
+    let path =
+        write(&dir, "t.csv", b"version,time,op,size,lbn\n1,5,28,512,10\n1,6,0x8a,1024,11\n1,7,35,0,0\n1,8,a8,4096,1\n");
     assert_eq!(
         read(&path, None).unwrap(),
         vec![
@@ -398,35 +300,18 @@ fn cpcsv_maps_scsi_opcodes() {
 #[test]
 fn cpcsv_bad_field_and_wrong_format() {
     let dir = TempDir::new().unwrap();
-    let path = write(
-        &dir,
-        "t.csv",
-        b"version,time,op,size,lbn\n1,5,28,512,10\n1,6,zz,512,11\n",
-    );
+    let path = write(&dir, "t.csv", b"version,time,op,size,lbn\n1,5,28,512,10\n1,6,zz,512,11\n");
     let text = read_err(&path, None).to_string();
-    assert!(
-        text.contains(":3: ") && text.contains("field 3 (op)") && text.contains("zz"),
-        "{text}"
-    );
+    assert!(text.contains(":3: ") && text.contains("field 3 (op)") && text.contains("zz"), "{text}");
 
     // An MSR line read as cpcsv: its filetime is no version number.
-    let path = write(
-        &dir,
-        "m.csv",
-        b"128166372003061629,hm,1,Read,383565824,32768,41286\n",
-    );
+    let path = write(&dir, "m.csv", b"128166372003061629,hm,1,Read,383565824,32768,41286\n");
     let text = read_err(&path, Some(Format::CloudPhysicsCsv)).to_string();
-    assert!(
-        text.contains(":1: ") && text.contains("field 1 (version)"),
-        "{text}"
-    );
+    assert!(text.contains(":1: ") && text.contains("field 1 (version)"), "{text}");
     // Were the first field small, the hostname is no time.
     let path = write(&dir, "n.csv", b"1,hm,1,Read,383565824,32768,41286\n");
     let text = read_err(&path, Some(Format::CloudPhysicsCsv)).to_string();
-    assert!(
-        text.contains(":1: ") && text.contains("field 2 (time)") && text.contains("hm"),
-        "{text}"
-    );
+    assert!(text.contains(":1: ") && text.contains("field 2 (time)") && text.contains("hm"), "{text}");
 }
 
 // ---- oracleGeneral ----
@@ -434,19 +319,11 @@ fn cpcsv_bad_field_and_wrong_format() {
 #[test]
 fn oracle_general_converts_next_access_to_zero_based() {
     let dir = TempDir::new().unwrap();
-    let bytes = [
-        oracle(10, 5, 100, 3),
-        oracle(11, 6, 200, -1),
-        oracle(12, 5, 100, i64::MAX),
-    ]
-    .concat();
+    let bytes = [oracle(10, 5, 100, 3), oracle(11, 6, 200, -1), oracle(12, 5, 100, i64::MAX)].concat();
     let path = write(&dir, "t.oracleGeneral.bin", &bytes);
     let got = read(&path, None).unwrap();
     let want = vec![
-        Request {
-            next_access: Some(2),
-            ..req(10_000_000_000, 0, Op::Read, 5, 100)
-        },
+        Request { next_access: Some(2), ..req(10_000_000_000, 0, Op::Read, 5, 100) },
         req(11_000_000_000, 0, Op::Read, 6, 200),
         req(12_000_000_000, 0, Op::Read, 5, 100),
     ];
@@ -479,11 +356,7 @@ fn oracle_general_truncated_and_wrong_format() {
 fn text_ids_are_keys_and_bad_ids_name_the_line() {
     let dir = TempDir::new().unwrap();
     let path = write(&dir, "t.txt", b"42\n\n 7 \r\n42\n");
-    let ids: Vec<(u64, u32)> = read(&path, None)
-        .unwrap()
-        .iter()
-        .map(|r| (r.offset, r.len))
-        .collect();
+    let ids: Vec<(u64, u32)> = read(&path, None).unwrap().iter().map(|r| (r.offset, r.len)).collect();
     assert_eq!(ids, vec![(42, 1), (7, 1), (42, 1)]);
 
     let path = write(&dir, "u.txt", b"1\n2\nthree\n");
@@ -511,15 +384,9 @@ fn formats_are_detected_from_names_and_csv_contents() {
     }
     let dir = TempDir::new().unwrap();
     for (contents, want) in [
-        (
-            &b"128166372003061629,hm,1,Read,383565824,32768,41286\n"[..],
-            Format::MsrCsv,
-        ),
+        (&b"128166372003061629,hm,1,Read,383565824,32768,41286\n"[..], Format::MsrCsv),
         (b"0,303567,3584,w,0.000000\n", Format::Spc),
-        (
-            b"version,time,op,size,lbn\n1,5,28,512,10\n",
-            Format::CloudPhysicsCsv,
-        ),
+        (b"version,time,op,size,lbn\n1,5,28,512,10\n", Format::CloudPhysicsCsv),
     ] {
         let path = write(&dir, "x.csv", contents);
         assert_eq!(open(&path, None).unwrap().format(), want);
@@ -535,28 +402,16 @@ fn formats_are_detected_from_names_and_csv_contents() {
 fn unknown_names_and_unrecognised_csv_list_the_formats() {
     let dir = TempDir::new().unwrap();
     let path = write(&dir, "trace.dat", b"1,2,3\n");
-    let Err(err) = open(&path, None) else {
-        panic!("opened an unknown format")
-    };
+    let Err(err) = open(&path, None) else { panic!("opened an unknown format") };
     let text = err.to_string();
     assert!(text.contains("unknown file extension"), "{text}");
-    assert!(
-        text.contains("msr, blkparse, vscsi, spc, oracle, text, cpcsv"),
-        "{text}"
-    );
+    assert!(text.contains("msr, blkparse, vscsi, spc, oracle, text, cpcsv"), "{text}");
 
     let path = write(&dir, "odd.csv", b"a,b,c\n");
-    let Err(err) = open(&path, None) else {
-        panic!("opened an unrecognised csv")
-    };
-    assert!(
-        err.to_string().contains("matches none of msr, spc, cpcsv"),
-        "{err}"
-    );
+    let Err(err) = open(&path, None) else { panic!("opened an unrecognised csv") };
+    assert!(err.to_string().contains("matches none of msr, spc, cpcsv"), "{err}");
 
-    let Err(err) = open(&dir.path().join("missing.vscsi"), None) else {
-        panic!("opened a missing file")
-    };
+    let Err(err) = open(&dir.path().join("missing.vscsi"), None) else { panic!("opened a missing file") };
     assert!(err.to_string().contains("cannot open"), "{err}");
 
     let err = "oracl".parse::<Format>().unwrap_err();
@@ -564,7 +419,5 @@ fn unknown_names_and_unrecognised_csv_list_the_formats() {
 }
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(name)
 }

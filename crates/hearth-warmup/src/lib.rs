@@ -95,7 +95,9 @@ mod tests {
 
     #[test]
     fn timed_accesses_carry_each_requests_time_and_sort() {
-        let req = |t: u64, offset: u64, len: u32| Ok(Request { time_ns: t, client: 0, op: Op::Read, offset, len, next_access: None });
+        let req = |t: u64, offset: u64, len: u32| {
+            Ok(Request { time_ns: t, client: 0, op: Op::Read, offset, len, next_access: None })
+        };
         let reqs = vec![req(50, 0, 8192), req(10, 4096 * 7, 4096)];
         let got = timed_accesses(reqs.into_iter(), 4096).unwrap();
         let want = [(10, 7), (50, 0), (50, 1)].map(|(time_ns, block)| TimedAccess { time_ns, block });

@@ -119,8 +119,13 @@ impl Layout {
         if block_size == 0 {
             return Err(err(0, "block size must be positive"));
         }
-        let slot_size = if with_data { (RECORD_HEADER as u64 + u64::from(block_size)).next_multiple_of(512) } else { RECORD_HEADER as u64 };
-        let slot_size = u32::try_from(slot_size).map_err(|_| err(0, format!("block size {block_size} is too large for a log slot")))?;
+        let slot_size = if with_data {
+            (RECORD_HEADER as u64 + u64::from(block_size)).next_multiple_of(512)
+        } else {
+            RECORD_HEADER as u64
+        };
+        let slot_size = u32::try_from(slot_size)
+            .map_err(|_| err(0, format!("block size {block_size} is too large for a log slot")))?;
         let slot_count = volume_bytes.saturating_sub(HEADER_LEN) / u64::from(slot_size);
         if slot_count == 0 {
             return Err(err(0, format!("a volume of {volume_bytes} bytes holds no {slot_size}-byte slot after the {HEADER_LEN}-byte header")));
@@ -175,7 +180,15 @@ impl Layout {
         };
         let layout = Layout::for_volume(u64::MAX, u32_at(12), with_data, u64_at(32)).map_err(|e| err(12, e.what))?;
         if u32_at(16) != layout.slot_size {
-            return Err(err(16, format!("slot size {} does not match block size {} (expected {})", u32_at(16), u32_at(12), layout.slot_size)));
+            return Err(err(
+                16,
+                format!(
+                    "slot size {} does not match block size {} (expected {})",
+                    u32_at(16),
+                    u32_at(12),
+                    layout.slot_size
+                ),
+            ));
         }
         if u64_at(24) == 0 {
             return Err(err(24, "slot count is 0"));
@@ -419,8 +432,12 @@ impl Recovery {
     }
 
     pub fn finish(self) -> Recovered {
-        let mut valid: Vec<(u64, Kind, u64, bool, u64)> =
-            self.slots.iter().enumerate().filter_map(|(i, s)| s.map(|(seq, kind, lba, d)| (seq, kind, lba, d, i as u64))).collect();
+        let mut valid: Vec<(u64, Kind, u64, bool, u64)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.map(|(seq, kind, lba, d)| (seq, kind, lba, d, i as u64)))
+            .collect();
         valid.sort_unstable_by_key(|v| v.0);
         let next_seq = valid.last().map_or(0, |v| v.0 + 1);
         // Records that must all be present for the log to be complete.
@@ -438,7 +455,14 @@ impl Recovery {
                 LoggedBlock { seq, lba, slot, has_data, data_trusted }
             })
             .collect();
-        Recovered { layout: self.layout, blocks, sealed, empty_slots: self.empty, corrupt_slots: self.corrupt, next_seq }
+        Recovered {
+            layout: self.layout,
+            blocks,
+            sealed,
+            empty_slots: self.empty,
+            corrupt_slots: self.corrupt,
+            next_seq,
+        }
     }
 }
 
@@ -446,7 +470,14 @@ impl Recovery {
 pub fn recover(volume: &[u8]) -> Result<Recovered, LogError> {
     let layout = Layout::decode_header(volume)?;
     if (volume.len() as u64) < layout.volume_bytes() {
-        return Err(err(volume.len() as u64, format!("volume ends before the log's {} slots do ({} bytes needed)", layout.slot_count, layout.volume_bytes())));
+        return Err(err(
+            volume.len() as u64,
+            format!(
+                "volume ends before the log's {} slots do ({} bytes needed)",
+                layout.slot_count,
+                layout.volume_bytes()
+            ),
+        ));
     }
     let mut recovery = Recovery::new(layout);
     for i in 0..layout.slot_count {
@@ -518,7 +549,10 @@ mod tests {
         assert_eq!(w.log_block(0, None), Err(StagingFull));
         let writes = w.flush();
         // Records 3,4 go to slots 3,4; 5,6 wrap to slots 0,1: two writes.
-        assert_eq!(writes.iter().map(|w| (w.offset, w.bytes.len())).collect::<Vec<_>>(), vec![(HEADER_LEN + 3 * 32, 64), (HEADER_LEN, 64)]);
+        assert_eq!(
+            writes.iter().map(|w| (w.offset, w.bytes.len())).collect::<Vec<_>>(),
+            vec![(HEADER_LEN + 3 * 32, 64), (HEADER_LEN, 64)]
+        );
         apply(&mut volume, &writes);
         let rec = recover(&volume).unwrap();
         assert_eq!(rec.blocks.iter().map(|b| b.lba).collect::<Vec<_>>(), vec![102, 103, 104, 105, 106]);

@@ -125,7 +125,10 @@ mod tests {
         let volume = volume_with(layout, &[(1, Some(1)), (2, Some(2))], false);
         let plan = plan_preload(&recover(&volume).unwrap(), 10);
         assert_eq!(plan.from_log(), 0);
-        assert_eq!(plan.items.iter().map(|i| (i.lba, i.source)).collect::<Vec<_>>(), vec![(2, Source::Backend), (1, Source::Backend)]);
+        assert_eq!(
+            plan.items.iter().map(|i| (i.lba, i.source)).collect::<Vec<_>>(),
+            vec![(2, Source::Backend), (1, Source::Backend)]
+        );
         assert!(plan.warning.unwrap().contains("stale"));
     }
 }

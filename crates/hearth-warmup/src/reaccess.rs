@@ -72,7 +72,14 @@ pub fn analyze(trace: &[TimedAccess], block_size: u32, region_bytes: u64) -> Rea
     let as_access: Vec<Access> = trace
         .iter()
         .enumerate()
-        .map(|(i, a)| Access { key: a.block, size: block_size, vtime: i as u64, next_access: NEVER, op: Op::Read, ctx: 0 })
+        .map(|(i, a)| Access {
+            key: a.block,
+            size: block_size,
+            vtime: i as u64,
+            next_access: NEVER,
+            op: Op::Read,
+            ctx: 0,
+        })
         .collect();
     // Blocks re-accessed per category: (category, block) -> (), then counted per region.
     let mut reaccessed = [key_map::<()>(0), key_map::<()>(0), key_map::<()>(0)];
@@ -133,7 +140,8 @@ impl ReaccessReport {
         let _ = writeln!(s, "\nreuse distance (distinct bytes between uses), % of each category:");
         let _ = writeln!(s, "  {:<16} {}", "", GROUPS.map(|g| format!("{g:>14}")).join(""));
         for (c, name) in CATEGORIES.iter().enumerate() {
-            let row: String = self.reuse_groups[c].iter().map(|&n| format!("{:>13.1}%", pct(n, self.reaccesses[c]))).collect();
+            let row: String =
+                self.reuse_groups[c].iter().map(|&n| format!("{:>13.1}%", pct(n, self.reaccesses[c]))).collect();
             let _ = writeln!(s, "  {name:<16} {row}");
         }
         if self.reaccesses[1] > 0 {
@@ -168,7 +176,12 @@ impl ReaccessReport {
             counts.iter().enumerate().map(|(i, &n)| (i as f64, 100.0 * n as f64 / total)).collect::<Vec<_>>()
         };
         let names = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let mut reuse = Chart::bars("Reuse distance of re-accesses", "distinct bytes between uses", "% of the category's re-accesses", names(&GROUPS));
+        let mut reuse = Chart::bars(
+            "Reuse distance of re-accesses",
+            "distinct bytes between uses",
+            "% of the category's re-accesses",
+            names(&GROUPS),
+        );
         let fractions: Vec<String> = (0..FRACTION_BUCKETS).map(|i| format!("{}%", i * 10)).collect();
         let mut clustering = Chart::bars(
             &format!("Re-accessed blocks per {} region", hearth_core::format_bytes(self.region_bytes)),
@@ -181,11 +194,20 @@ impl ReaccessReport {
             clustering = clustering.series(name, share(&self.clustering[c]));
         }
         let charts = [
-            ("reaccess_categories", Chart::bars("Time between re-accesses", "category", "% of re-accesses", names(&CATEGORIES)).series("re-accesses", share(&self.reaccesses))),
+            (
+                "reaccess_categories",
+                Chart::bars("Time between re-accesses", "category", "% of re-accesses", names(&CATEGORIES))
+                    .series("re-accesses", share(&self.reaccesses)),
+            ),
             (
                 "reaccess_daily_hours",
-                Chart::bars("Daily re-accesses by hour of day", "hour (trace clock)", "% of daily re-accesses", (0..24).map(|h| format!("{h}")).collect())
-                    .series("daily", share(&self.daily_by_hour)),
+                Chart::bars(
+                    "Daily re-accesses by hour of day",
+                    "hour (trace clock)",
+                    "% of daily re-accesses",
+                    (0..24).map(|h| format!("{h}")).collect(),
+                )
+                .series("daily", share(&self.daily_by_hour)),
             ),
             ("reaccess_reuse_distance", reuse),
             ("reaccess_clustering", clustering),

@@ -94,7 +94,12 @@ pub fn split_periods(accesses: &[TimedAccess], period_ns: u64, interval_ns: u64)
 
 /// Runs the whole experiment on up to `threads` threads; `job_done` is
 /// called once per finished job (for progress bars) out of [`job_count`].
-pub fn run(trace: &[TimedAccess], exp: &Experiment, threads: usize, job_done: &(dyn Fn() + Sync)) -> Result<Vec<Outcome>, String> {
+pub fn run(
+    trace: &[TimedAccess],
+    exp: &Experiment,
+    threads: usize,
+    job_done: &(dyn Fn() + Sync),
+) -> Result<Vec<Outcome>, String> {
     assert!(exp.interval_ns > 0 && exp.block_size > 0, "interval and block size must be positive");
     hearth_policy::build(&exp.policy, 1 << 20)?;
     for &r in &exp.region_sizes {
@@ -105,7 +110,10 @@ pub fn run(trace: &[TimedAccess], exp: &Experiment, threads: usize, job_done: &(
     // Every run keeps one counter pair per interval.
     const MAX_INTERVALS: u64 = 10_000_000;
     if exp.period_ns.div_ceil(exp.interval_ns) > MAX_INTERVALS {
-        return Err(format!("a period of {} ns holds more than {MAX_INTERVALS} intervals of {} ns; use a longer interval", exp.period_ns, exp.interval_ns));
+        return Err(format!(
+            "a period of {} ns holds more than {MAX_INTERVALS} intervals of {} ns; use a longer interval",
+            exp.period_ns, exp.interval_ns
+        ));
     }
     let periods = split_periods(trace, exp.period_ns, exp.interval_ns);
     if periods.len() < 2 {
@@ -135,7 +143,8 @@ fn jobs(exp: &Experiment, periods: usize) -> Vec<Job> {
         jobs.push(Job { cache_bytes, method: Method::AlwaysWarm, region_bytes: None, period: 0 });
         for period in 1..periods {
             // Cold always runs: it is the reference for load reduction.
-            let methods = std::iter::once(Method::Cold).chain(exp.methods.iter().copied().filter(|m| !matches!(m, Method::Cold | Method::AlwaysWarm)));
+            let methods = std::iter::once(Method::Cold)
+                .chain(exp.methods.iter().copied().filter(|m| !matches!(m, Method::Cold | Method::AlwaysWarm)));
             for method in methods {
                 if method.preloads() {
                     for &r in &exp.region_sizes {
@@ -196,7 +205,16 @@ impl Context<'_> {
         for a in &self.trace[self.periods[job.period].clone()] {
             series.record(a.time_ns.saturating_sub(start), cache.access(a.block));
         }
-        Ok(Outcome { cache_bytes: job.cache_bytes, method: job.method, region_bytes: job.region_bytes, period: job.period, series, converged: None, load_reduction: 0.0, preload_bytes })
+        Ok(Outcome {
+            cache_bytes: job.cache_bytes,
+            method: job.method,
+            region_bytes: job.region_bytes,
+            period: job.period,
+            series,
+            converged: None,
+            load_reduction: 0.0,
+            preload_bytes,
+        })
     }
 
     /// Replays the whole trace without restarts; the outcome's series holds
@@ -215,7 +233,16 @@ impl Context<'_> {
                 }
             }
         }
-        Outcome { cache_bytes: job.cache_bytes, method: Method::AlwaysWarm, region_bytes: None, period: 0, series, converged: Some(0), load_reduction: 0.0, preload_bytes: 0 }
+        Outcome {
+            cache_bytes: job.cache_bytes,
+            method: Method::AlwaysWarm,
+            region_bytes: None,
+            period: 0,
+            series,
+            converged: Some(0),
+            load_reduction: 0.0,
+            preload_bytes: 0,
+        }
     }
 }
 
@@ -240,7 +267,8 @@ fn score(runs: Vec<Outcome>, ctx: &Context) -> Vec<Outcome> {
         };
         for period in 1..ctx.periods.len() {
             let reference = warm_period(period);
-            let mine: Vec<&Outcome> = others.iter().filter(|o| o.cache_bytes == warm.cache_bytes && o.period == period).collect();
+            let mine: Vec<&Outcome> =
+                others.iter().filter(|o| o.cache_bytes == warm.cache_bytes && o.period == period).collect();
             let cold = mine.iter().find(|o| o.method == Method::Cold);
             let cold_converged = cold.and_then(|c| t_converge(&c.series, &reference, ctx.exp.thresholds));
             for o in &mine {
@@ -250,7 +278,16 @@ fn score(runs: Vec<Outcome>, ctx: &Context) -> Vec<Outcome> {
                 out.push(o);
             }
             let load = cold.map_or(0.0, |c| load_reduction(&c.series, &reference, cold_converged));
-            out.push(Outcome { cache_bytes: warm.cache_bytes, method: Method::AlwaysWarm, region_bytes: None, period, series: reference, converged: Some(0), load_reduction: load, preload_bytes: 0 });
+            out.push(Outcome {
+                cache_bytes: warm.cache_bytes,
+                method: Method::AlwaysWarm,
+                region_bytes: None,
+                period,
+                series: reference,
+                converged: Some(0),
+                load_reduction: load,
+                preload_bytes: 0,
+            });
         }
     }
     out

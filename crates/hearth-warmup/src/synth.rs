@@ -103,7 +103,13 @@ mod tests {
     use super::*;
 
     fn small() -> DailyZipf {
-        DailyZipf { days: 2, address_bytes: 64 << 20, hourly_set_bytes: 1 << 20, mean_rate: 0.5, ..DailyZipf::default() }
+        DailyZipf {
+            days: 2,
+            address_bytes: 64 << 20,
+            hourly_set_bytes: 1 << 20,
+            mean_rate: 0.5,
+            ..DailyZipf::default()
+        }
     }
 
     #[test]

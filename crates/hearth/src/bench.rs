@@ -57,7 +57,10 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         .output()
         .context("running python3 for the libCacheSim peer")?;
     if !peer.status.success() {
-        anyhow::bail!("libCacheSim peer failed (is `pip install libcachesim` done?):\n{}", String::from_utf8_lossy(&peer.stderr));
+        anyhow::bail!(
+            "libCacheSim peer failed (is `pip install libcachesim` done?):\n{}",
+            String::from_utf8_lossy(&peer.stderr)
+        );
     }
     let peer: serde_json::Value = serde_json::from_slice(&peer.stdout).context("parsing the peer's JSON")?;
 

@@ -23,6 +23,8 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once at start-up; boxing variants would only add noise.
+#[allow(clippy::large_enum_variant)]
 enum Cmd {
     /// Replay a trace against replacement policies at one or more cache sizes.
     Sim(sim::SimArgs),

@@ -69,8 +69,16 @@ impl Source {
         if let Some(path) = &self.trace {
             return Ok((read_ctx_trace(path)?, path.display().to_string()));
         }
-        let cfg = WorkloadConfig { kind: self.workload, clients: self.clients, transactions: self.transactions, seed: self.seed };
-        let name = format!("{:?}-like, {} clients, {} contexts, seed {}", self.workload, self.clients, self.transactions, self.seed);
+        let cfg = WorkloadConfig {
+            kind: self.workload,
+            clients: self.clients,
+            transactions: self.transactions,
+            seed: self.seed,
+        };
+        let name = format!(
+            "{:?}-like, {} clients, {} contexts, seed {}",
+            self.workload, self.clients, self.transactions, self.seed
+        );
         Ok((generate(&cfg).map_err(anyhow::Error::msg)?, name))
     }
 }
@@ -125,10 +133,17 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
             } else {
                 println!("{name}");
                 println!("I/Os {}  contexts {}  mean open contexts {:.1}", m.ios, m.contexts, m.mean_open_contexts);
-                println!("mean sequential run: {:.3} (server stream), {:.3} (within contexts)", m.mean_sequential_run, m.mean_sequential_run_in_context);
-                println!("mean interference: {:.2} other I/Os between a context's consecutive I/Os", m.mean_interference);
+                println!(
+                    "mean sequential run: {:.3} (server stream), {:.3} (within contexts)",
+                    m.mean_sequential_run, m.mean_sequential_run_in_context
+                );
+                println!(
+                    "mean interference: {:.2} other I/Os between a context's consecutive I/Os",
+                    m.mean_interference
+                );
                 println!("context length: mean {:.1}, max {}", m.mean_context_length, m.max_context_length);
-                let names = if source.trace.is_none() { Schema::of(source.workload).template_names() } else { Vec::new() };
+                let names =
+                    if source.trace.is_none() { Schema::of(source.workload).template_names() } else { Vec::new() };
                 for &(class, contexts, length) in &m.per_class {
                     let name = names.get(class as usize).copied().unwrap_or("");
                     println!("  class {class:>3} {name:<26} {contexts:>8} contexts, mean length {length:.1}");
@@ -150,7 +165,8 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
 /// Runs every scheme of `args` over `events`; returns the footprint, the
 /// cache size and the outcomes in scheme order.
 fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64, Vec<Outcome>)> {
-    let block_size = u32::try_from(args.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")?;
+    let block_size =
+        u32::try_from(args.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")?;
     let mut distinct: KeyMap<()> = KeyMap::default();
     for e in events {
         if let CtxEvent::Io { block, .. } = e {
@@ -175,10 +191,11 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         hearth_prefetch::build(spec, block_size, &[]).map_err(anyhow::Error::msg)?;
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let outcomes: Vec<Outcome> = hearth_sim::parallel_map(&args.schemes, threads, |spec| simulate(events, spec, &setup))
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)?;
+    let outcomes: Vec<Outcome> =
+        hearth_sim::parallel_map(&args.schemes, threads, |spec| simulate(events, spec, &setup))
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?;
     Ok((footprint, cache_bytes, outcomes))
 }
 
@@ -259,7 +276,8 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.plot {
         let labels: Vec<String> = outcomes.iter().map(|o| o.scheme.clone()).collect();
-        let series = |f: &dyn Fn(&Outcome) -> f64| outcomes.iter().enumerate().map(|(i, o)| (i as f64, 100.0 * f(o))).collect();
+        let series =
+            |f: &dyn Fn(&Outcome) -> f64| outcomes.iter().enumerate().map(|(i, o)| (i as f64, 100.0 * f(o))).collect();
         let title = format!("{name}, cache {}", format_bytes(cache_bytes));
         let chart = hearth_plot::Chart::bars(&title, "scheme", "% of accesses (the rest hit)", labels)
             .series("miss", series(&|o| o.stats.miss_rate()))

@@ -163,11 +163,7 @@ impl ServeArgs {
                     placement: self.placement.clone(),
                     prefetch: self.prefetch.clone(),
                     block_size: text(&self.block_size),
-                    write_mode: if self.write_back {
-                        WriteModeConfig::Back
-                    } else {
-                        WriteModeConfig::Through
-                    },
+                    write_mode: if self.write_back { WriteModeConfig::Back } else { WriteModeConfig::Through },
                     dirty_limit: text(&self.dirty_limit),
                     latency: self.latency.clone(),
                     bandwidth: text(&self.bandwidth),
@@ -185,10 +181,7 @@ impl ServeArgs {
                         preload: self.warmup,
                     }),
                 };
-                Config {
-                    exports: vec![export],
-                    ..Default::default()
-                }
+                Config { exports: vec![export], ..Default::default() }
             }
         };
         // Listener flags add to (or stand in for) the file's [server] table.
@@ -197,30 +190,18 @@ impl ServeArgs {
         if self.metrics.is_some() {
             config.server.metrics = self.metrics.clone();
         }
-        let origin = self
-            .config
-            .as_ref()
-            .map_or("flags".to_string(), |p| p.display().to_string());
+        let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());
         config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         Ok(config)
     }
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&args.log))
-        .context("--log")?;
+    let filter = EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new(&args.log)).context("--log")?;
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     let config = args.config()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(async {
         // Handlers go in before we announce ourselves, so a signal sent right
         // after the `listening` lines is never lost.

@@ -82,7 +82,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         return run_storage_level(&args, threads);
     }
     let (reader, mode) = args.trace.open()?;
-    let sizes_spec = args.sizes.clone().unwrap_or_else(|| if args.mrc.is_some() { MRC_GRID } else { "1%,5%,10%,25%" }.into());
+    let sizes_spec =
+        args.sizes.clone().unwrap_or_else(|| if args.mrc.is_some() { MRC_GRID } else { "1%,5%,10%,25%" }.into());
     let sizes = parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")?;
     let policies = policy_specs(&args.policies);
 
@@ -153,7 +154,11 @@ fn write_table(out: &mut impl Write, args: &SimArgs, trace: &Trace, results: &[S
         trace.unique_keys,
         format_bytes(trace.footprint_bytes)
     )?;
-    writeln!(out, "{:<10} {:>12} {:>12} {:>12} {:>10} {:>14}", "policy", "cache", "requests", "hits", "hit ratio", "byte hit ratio")?;
+    writeln!(
+        out,
+        "{:<10} {:>12} {:>12} {:>12} {:>10} {:>14}",
+        "policy", "cache", "requests", "hits", "hit ratio", "byte hit ratio"
+    )?;
     let mut last_size = None;
     for r in results {
         if last_size.is_some_and(|s| s != r.cache_bytes) {
@@ -204,7 +209,8 @@ fn run_hierarchy(args: &SimArgs, client: &str, trace: &Trace, jobs: &[Job], thre
     let slot_bytes = u64::from(trace.block_size().unwrap_or(4096));
     let configs = hierarchy_configs(h, jobs, client_policy, client_bytes, slot_bytes);
     if let Some(path) = &h.export_storage_trace {
-        let recorded = hearth_sim::hierarchy::storage_trace(&trace.accesses, &configs[0]).map_err(anyhow::Error::msg)?;
+        let recorded =
+            hearth_sim::hierarchy::storage_trace(&trace.accesses, &configs[0]).map_err(anyhow::Error::msg)?;
         hearth_trace::buffered::write(path, recorded.iter().copied())?;
         eprintln!("wrote {} ({} storage-level accesses with buffer addresses)", path.display(), recorded.len());
     }
@@ -288,7 +294,16 @@ fn report_hierarchy(args: &SimArgs, header: &str, results: &[HierarchyResult]) -
         println!("{header}");
         println!(
             "{:<8} {:<9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>11}",
-            "policy", "placement", "storage", "requests", "read hits", "hit ratio", "reloads", "skipped", "demotes", "miss ms"
+            "policy",
+            "placement",
+            "storage",
+            "requests",
+            "read hits",
+            "hit ratio",
+            "reloads",
+            "skipped",
+            "demotes",
+            "miss ms"
         );
         for r in results {
             let ms = r.device.as_ref().map_or("-".to_string(), |d| format!("{:.2}", d.demand.mean_response_ns() / 1e6));
@@ -327,7 +342,12 @@ fn idle_chart(r: &HierarchyResult) -> hearth_plot::Chart {
         let total = h.iter().sum::<u64>().max(1) as f64;
         (0..n).map(|i| (i as f64, 100.0 * h.get(i).copied().unwrap_or(0) as f64 / total)).collect()
     };
-    hearth_plot::Chart::bars("Idle distance at the storage cache", "storage requests (log2 bucket)", "% of re-accesses", labels)
-        .series("AC: reuse distance", share(&r.reuse_distance))
-        .series("EV: eviction distance", share(&r.eviction_distance))
+    hearth_plot::Chart::bars(
+        "Idle distance at the storage cache",
+        "storage requests (log2 bucket)",
+        "% of re-accesses",
+        labels,
+    )
+    .series("AC: reuse distance", share(&r.reuse_distance))
+    .series("EV: eviction distance", share(&r.eviction_distance))
 }

@@ -123,18 +123,13 @@ struct Loaded {
 /// Bytes (`64MiB`) or a share of `footprint_bytes` (`10%`).
 fn size_or_share(spec: &str, footprint_bytes: u64, what: &str) -> anyhow::Result<u64> {
     if let Some(pct) = spec.trim().strip_suffix('%') {
-        let p: f64 = pct
-            .trim()
-            .parse()
-            .with_context(|| format!("{what}: {spec:?} is not a percentage"))?;
+        let p: f64 = pct.trim().parse().with_context(|| format!("{what}: {spec:?} is not a percentage"))?;
         if !(0.0..=100.0).contains(&p) {
             bail!("{what}: {spec:?} must be between 0% and 100%");
         }
         Ok((footprint_bytes as f64 * p / 100.0) as u64)
     } else {
-        parse_bytes(spec)
-            .map_err(anyhow::Error::msg)
-            .with_context(|| format!("{what}: {spec:?}"))
+        parse_bytes(spec).map_err(anyhow::Error::msg).with_context(|| format!("{what}: {spec:?}"))
     }
 }
 
@@ -144,20 +139,13 @@ fn load(setup: &Setup) -> anyhow::Result<Loaded> {
         .filter(|&b| b > 0)
         .context("--block-size must be between 1 B and 4 GiB")?;
     let extents: Vec<Extent> = if setup.trace.trace.as_os_str() == "synth:chains" {
-        let cfg = ChainsConfig {
-            block_size,
-            seed: setup.trace.seed,
-            ..ChainsConfig::default()
-        };
+        let cfg = ChainsConfig { block_size, seed: setup.trace.seed, ..ChainsConfig::default() };
         let requests = chains(&cfg, setup.trace.requests).map_err(anyhow::Error::msg)?;
         extents(requests.into_iter().map(Ok), block_size)?
     } else {
         let (requests, mode) = setup.trace.open()?;
         if mode == hearth_trace::Mode::Object {
-            bail!(
-                "{}: tiering needs a block trace (byte offsets), not an object trace",
-                setup.trace.trace.display()
-            );
+            bail!("{}: tiering needs a block trace (byte offsets), not an object trace", setup.trace.trace.display());
         }
         extents(requests, block_size)?
     };
@@ -180,27 +168,17 @@ fn load(setup: &Setup) -> anyhow::Result<Loaded> {
         ..TierConfig::new(block_size)
     };
     let capacity_blocks = size_or_share(&setup.fast_capacity, footprint, "--fast-capacity")? / u64::from(block_size);
-    Ok(Loaded {
-        exp,
-        base,
-        capacity_blocks,
-    })
+    Ok(Loaded { exp, base, capacity_blocks })
 }
 
 /// `none`, `cdp`, `slack`, `ccdpK` (K hops).
 fn parse_cdp(spec: &str, max_per_demand: u32) -> anyhow::Result<Option<CdpConfig>> {
-    let base = CdpConfig {
-        max_per_demand,
-        ..CdpConfig::default()
-    };
+    let base = CdpConfig { max_per_demand, ..CdpConfig::default() };
     Ok(match spec.to_ascii_lowercase().as_str() {
         "none" => None,
         "cdp" => Some(base),
         "slack" | "cdp-slack" => Some(CdpConfig { slack: true, ..base }),
-        other => match other
-            .strip_prefix("ccdp")
-            .and_then(|k| k.trim_start_matches('-').parse::<u32>().ok())
-        {
+        other => match other.strip_prefix("ccdp").and_then(|k| k.trim_start_matches('-').parse::<u32>().ok()) {
             Some(depth) if depth >= 1 => Some(CdpConfig { depth, ..base }),
             _ => bail!("--cdp: unknown variant {spec:?}: use none, cdp, slack or ccdpK (K >= 1)"),
         },
@@ -250,18 +228,11 @@ const HEADER: &str = "| scheme          | prefetch  | mean ms    | fast %  | slo
 
 fn sim(args: SimArgs) -> anyhow::Result<()> {
     let l = load(&args.setup)?;
-    let cdps = args
-        .cdp
-        .iter()
-        .map(|c| parse_cdp(c, args.cdp_max))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cdps = args.cdp.iter().map(|c| parse_cdp(c, args.cdp_max)).collect::<anyhow::Result<Vec<_>>>()?;
     let mut results = Vec::new();
     for &scheme in &args.schemes {
         for &cdp in &cdps {
-            let stats = l
-                .exp
-                .run(&l.base, scheme, l.capacity_blocks, cdp)
-                .map_err(anyhow::Error::msg)?;
+            let stats = l.exp.run(&l.base, scheme, l.capacity_blocks, cdp).map_err(anyhow::Error::msg)?;
             results.push((scheme, cdp, stats));
         }
     }
@@ -409,24 +380,15 @@ fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         (
             "latency_ratio",
             "latency",
-            (|d: Device, r: u64| Device {
-                latency_ns: d.latency_ns * r,
-                ..d
-            }) as fn(Device, u64) -> Device,
+            (|d: Device, r: u64| Device { latency_ns: d.latency_ns * r, ..d }) as fn(Device, u64) -> Device,
         ),
-        ("bandwidth_ratio", "bandwidth", |d: Device, r: u64| Device {
-            bytes_per_sec: d.bytes_per_sec / r,
-            ..d
-        }),
+        ("bandwidth_ratio", "bandwidth", |d: Device, r: u64| Device { bytes_per_sec: d.bytes_per_sec / r, ..d }),
     ] {
         let mut series = Vec::new();
         for scheme in COMPARED {
             let mut ys = Vec::new();
             for r in RATIOS {
-                let cfg = TierConfig {
-                    slow: slowed(fast, r),
-                    ..l.base.clone()
-                };
+                let cfg = TierConfig { slow: slowed(fast, r), ..l.base.clone() };
                 ys.push(run(&cfg, scheme, l.capacity_blocks, None)?.mean_response_ms());
             }
             series.push((scheme.name().to_string(), ys));
@@ -493,10 +455,7 @@ fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         x_label: "prefetching",
         y_label: "mean response (ms)",
         log_x: false,
-        xs: variants
-            .iter()
-            .map(|v| cdp_name(parse_cdp(v, 2).expect("known variant")))
-            .collect(),
+        xs: variants.iter().map(|v| cdp_name(parse_cdp(v, 2).expect("known variant"))).collect(),
         series,
     });
 

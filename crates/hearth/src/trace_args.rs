@@ -70,7 +70,10 @@ impl TraceArgs {
             None => Mode::for_format(format, block_size),
             Some(ModeArg::Object) => Mode::Object,
             Some(ModeArg::Block) if format.is_object_trace() => {
-                anyhow::bail!("{} is an object trace ({format}): its ids are not byte offsets, so use --mode object", self.trace.display())
+                anyhow::bail!(
+                    "{} is an object trace ({format}): its ids are not byte offsets, so use --mode object",
+                    self.trace.display()
+                )
             }
             Some(ModeArg::Block) => Mode::Block { block_size },
         };

@@ -125,14 +125,8 @@ fn inspect(args: WarmupInspectArgs) -> anyhow::Result<()> {
         anyhow::bail!("warmup log {} is empty", args.log.display());
     }
     let block_size = u32::try_from(args.block_size).context("--block-size")?;
-    let settings = WarmupSettings {
-        log: args.log.clone(),
-        mode,
-        budget: args.budget,
-        staging: 0,
-        log_size: len,
-        preload: true,
-    };
+    let settings =
+        WarmupSettings { log: args.log.clone(), mode, budget: args.budget, staging: 0, log_size: len, preload: true };
     let mut log = WarmupLog::open(&settings, block_size)?;
     if log.recovered().is_none() {
         anyhow::bail!("{}", log.warning.unwrap_or_default());
@@ -273,7 +267,13 @@ fn rows(outcomes: &[Outcome]) -> BTreeMap<RowKey, Vec<&Outcome>> {
     rows
 }
 
-fn write_table(out: &mut impl Write, args: &WarmupSimArgs, exp: &Experiment, periods: usize, outcomes: &[Outcome]) -> std::io::Result<()> {
+fn write_table(
+    out: &mut impl Write,
+    args: &WarmupSimArgs,
+    exp: &Experiment,
+    periods: usize,
+    outcomes: &[Outcome],
+) -> std::io::Result<()> {
     writeln!(
         out,
         "restarts every {} ({} periods evaluated after 1 of history); {} intervals; ThV {:.1}%, ThN {}; policy {}; budget {:.0}% of the previous working set",
@@ -302,7 +302,12 @@ fn write_table(out: &mut impl Write, args: &WarmupSimArgs, exp: &Experiment, per
         let t = if converged.is_empty() {
             format!("never (0/{})", runs.len())
         } else {
-            format!("{} ({}/{})", duration(converged.iter().sum::<u64>() / converged.len() as u64), converged.len(), runs.len())
+            format!(
+                "{} ({}/{})",
+                duration(converged.iter().sum::<u64>() / converged.len() as u64),
+                converged.len(),
+                runs.len()
+            )
         };
         let preload = runs.iter().map(|o| o.preload_bytes).sum::<u64>() / runs.len() as u64;
         writeln!(
@@ -335,13 +340,18 @@ fn charts(exp: &Experiment, outcomes: &[Outcome]) -> Vec<(String, hearth_plot::C
             // No dots: the renderer treats what follows one as an extension.
             let file_part = |b: u64| format_bytes(b).replace(' ', "").replace('.', "_");
             let name = format!("warmup_{}_{}", file_part(cache), file_part(region));
-            let title = format!("Hit rate after restarts: {} cache, {} regions", format_bytes(cache), format_bytes(region));
+            let title =
+                format!("Hit rate after restarts: {} cache, {} regions", format_bytes(cache), format_bytes(region));
             let mut chart = hearth_plot::Chart::lines(&title, "hours since the first restart", "hit rate per interval");
             // Always-warm first, so the warming caches are drawn over it.
             for method in [Method::AlwaysWarm, Method::Cold, Method::LastK, Method::FirstK, Method::TopK] {
                 let mut runs: Vec<&Outcome> = outcomes
                     .iter()
-                    .filter(|o| o.cache_bytes == cache && o.method == method && (!method.preloads() || o.region_bytes == Some(region)))
+                    .filter(|o| {
+                        o.cache_bytes == cache
+                            && o.method == method
+                            && (!method.preloads() || o.region_bytes == Some(region))
+                    })
                     .collect();
                 if runs.is_empty() {
                     continue;

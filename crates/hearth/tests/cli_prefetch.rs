@@ -24,7 +24,8 @@ fn gen_then_sim_from_the_trace_matches_sim_from_the_generator() {
     let sim = ["prefetch", "sim", "--json", "--rules", "-s", "none;seq;quickmine", "--cache", "20%"];
     let from_trace: serde_json::Value =
         serde_json::from_str(&stdout(&hearth(&[&sim[..], &["--trace", trace]].concat()))).unwrap();
-    let generated: serde_json::Value = serde_json::from_str(&stdout(&hearth(&[&sim[..], &workload[..]].concat()))).unwrap();
+    let generated: serde_json::Value =
+        serde_json::from_str(&stdout(&hearth(&[&sim[..], &workload[..]].concat()))).unwrap();
     assert_eq!(from_trace["results"], generated["results"], "the .ctx trace holds exactly the generated events");
     let results = from_trace["results"].as_array().unwrap();
     assert_eq!(results.len(), 3);

@@ -3,18 +3,11 @@
 use std::process::{Command, Output};
 
 fn hearth(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(args)
-        .output()
-        .expect("run hearth")
+    Command::new(env!("CARGO_BIN_EXE_hearth")).args(args).output().expect("run hearth")
 }
 
 fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "hearth failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "hearth failed: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout.clone()).unwrap()
 }
 
@@ -33,10 +26,7 @@ fn sim_json_reports_every_scheme_and_partitions_use_the_fast_device() {
     let rows: serde_json::Value = serde_json::from_str(&stdout(&hearth(&args))).unwrap();
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 4);
-    let names: Vec<_> = rows
-        .iter()
-        .map(|r| format!("{} {}", r["scheme"], r["prefetch"]))
-        .collect();
+    let names: Vec<_> = rows.iter().map(|r| format!("{} {}", r["scheme"], r["prefetch"])).collect();
     assert_eq!(
         names,
         [
@@ -47,11 +37,7 @@ fn sim_json_reports_every_scheme_and_partitions_use_the_fast_device() {
         ]
     );
     for r in rows {
-        assert_eq!(
-            r["stats"]["requests"].as_u64(),
-            Some(3000),
-            "the second half is measured"
-        );
+        assert_eq!(r["stats"]["requests"].as_u64(), Some(3000), "the second half is measured");
     }
     assert_eq!(rows[0]["fast_percent"].as_f64(), Some(0.0));
     assert!(rows[2]["fast_percent"].as_f64().unwrap() > 0.0);
@@ -65,43 +51,20 @@ fn plan_holds_at_most_the_capacity_and_user_devices_load() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.json");
     let devices = dir.path().join("devices.toml");
-    std::fs::write(
-        &devices,
-        "[device.tape]\nlatency_ns = 50000000\nbytes_per_sec = 100000000\n",
-    )
-    .unwrap();
+    std::fs::write(&devices, "[device.tape]\nlatency_ns = 50000000\nbytes_per_sec = 100000000\n").unwrap();
     let mut args = vec!["tier", "plan"];
     args.extend(CHAINS);
-    args.extend([
-        "--fast-capacity",
-        "400KiB",
-        "--method",
-        "freq",
-        "-o",
-        plan.to_str().unwrap(),
-    ]);
+    args.extend(["--fast-capacity", "400KiB", "--method", "freq", "-o", plan.to_str().unwrap()]);
     assert!(hearth(&args).status.success());
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     assert_eq!(json["capacity_blocks"].as_u64(), Some(100));
-    let blocks: u64 = json["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r[1].as_u64().unwrap())
-        .sum();
+    let blocks: u64 = json["runs"].as_array().unwrap().iter().map(|r| r[1].as_u64().unwrap()).sum();
     assert_eq!(blocks, 100);
     assert_eq!(json["method"], "freq");
 
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
-    args.extend([
-        "--schemes",
-        "slow",
-        "--slow",
-        "tape",
-        "--devices",
-        devices.to_str().unwrap(),
-    ]);
+    args.extend(["--schemes", "slow", "--slow", "tape", "--devices", devices.to_str().unwrap()]);
     let out = stdout(&hearth(&args));
     assert!(out.contains("slow device 50000000 ns"), "{out}");
 }
@@ -112,10 +75,7 @@ fn bad_input_is_named() {
     args.extend(CHAINS);
     args.extend(["--slow", "floppy"]);
     let err = stderr(&hearth(&args));
-    assert!(
-        err.contains("--slow") && err.contains("floppy") && err.contains("nvme"),
-        "{err}"
-    );
+    assert!(err.contains("--slow") && err.contains("floppy") && err.contains("nvme"), "{err}");
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
     args.extend(["--fast-capacity", "150%"]);

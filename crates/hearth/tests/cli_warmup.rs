@@ -35,8 +35,25 @@ fn warmup_sim_json_shows_preloaded_caches_converging_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path());
     let out = stdout(&hearth(&[
-        "warmup", "sim", &trace, "-q", "--json", "--period", "60s", "--interval", "5s", "--sizes", "20blocks", "--regions", "4KiB",
-        "--thn", "2", "--thv", "0.01", "--threads", "1",
+        "warmup",
+        "sim",
+        &trace,
+        "-q",
+        "--json",
+        "--period",
+        "60s",
+        "--interval",
+        "5s",
+        "--sizes",
+        "20blocks",
+        "--regions",
+        "4KiB",
+        "--thn",
+        "2",
+        "--thv",
+        "0.01",
+        "--threads",
+        "1",
     ]));
     let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = rows.as_array().unwrap();
@@ -62,8 +79,20 @@ fn warmup_sim_table_plots_and_errors() {
     let trace = write_trace(dir.path());
     let plots = dir.path().join("plots");
     let out = stdout(&hearth(&[
-        "warmup", "sim", &trace, "-q", "--period", "60s", "--interval", "5s", "--sizes", "20blocks,10blocks", "--regions", "4KiB",
-        "--plots", plots.to_str().unwrap(),
+        "warmup",
+        "sim",
+        &trace,
+        "-q",
+        "--period",
+        "60s",
+        "--interval",
+        "5s",
+        "--sizes",
+        "20blocks,10blocks",
+        "--regions",
+        "4KiB",
+        "--plots",
+        plots.to_str().unwrap(),
     ]));
     assert!(out.contains("first-k") && out.contains("always-warm") && out.contains("80 KiB"), "{out}");
     assert!(plots.join("warmup_80KiB_4KiB.png").exists() && plots.join("warmup_40KiB_4KiB.svg").exists());

@@ -25,7 +25,18 @@ const SIZE: u64 = 64 << 20;
 
 fn start(dir: &std::path::Path) -> (Server, SocketAddr) {
     let s = Server::start(
-        &["--backend", "memory", "--size", "64MiB", "--cache-size", "8MiB", "--name", "disk", "--listen", "127.0.0.1:0"],
+        &[
+            "--backend",
+            "memory",
+            "--size",
+            "64MiB",
+            "--cache-size",
+            "8MiB",
+            "--name",
+            "disk",
+            "--listen",
+            "127.0.0.1:0",
+        ],
         &dir.join("log"),
     );
     let addr = s.tcp.unwrap();
@@ -106,7 +117,8 @@ fn simple_reply(s: &mut TcpStream) -> (u32, u64) {
 /// Whether the server closed the connection (EOF) rather than answering.
 fn closed(s: &mut TcpStream) -> bool {
     let mut b = [0u8; 1];
-    matches!(s.read(&mut b), Ok(0)) || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+    matches!(s.read(&mut b), Ok(0))
+        || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
 }
 
 /// A fresh client can still do a write and read it back.
@@ -274,8 +286,14 @@ fn bad_config_is_refused_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\ncache_szie = \"1MiB\"\n", "cache_szie"),
-        ("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nblock_size = \"3KiB\"\n", "export[0] (\"a\").block_size"),
-        ("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\npolicy = \"belady-ish\"\n", "export[0] (\"a\").policy"),
+        (
+            "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nblock_size = \"3KiB\"\n",
+            "export[0] (\"a\").block_size",
+        ),
+        (
+            "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\npolicy = \"belady-ish\"\n",
+            "export[0] (\"a\").policy",
+        ),
         ("[[export]]\nname = \"a\"\nbackend = \"file\"\n", "export[0] (\"a\").path"),
     ];
     for (text, key) in cases {

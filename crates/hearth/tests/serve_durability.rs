@@ -61,18 +61,25 @@ fn kill_mid_stream(extra: &[&str]) {
     let image = dir.path().join("disk.img");
     let sock = dir.path().join("nbd.sock");
     let args: Vec<&str> = [
-        "--backend", "sparse", "--path", image.to_str().unwrap(), "--size", "16MiB",
-        "--cache-size", "4MiB", "--name", "disk", "--unix", sock.to_str().unwrap(),
+        "--backend",
+        "sparse",
+        "--path",
+        image.to_str().unwrap(),
+        "--size",
+        "16MiB",
+        "--cache-size",
+        "4MiB",
+        "--name",
+        "disk",
+        "--unix",
+        sock.to_str().unwrap(),
     ]
     .into_iter()
     .chain(extra.iter().copied())
     .collect();
     let server = Server::start(&args, &dir.path().join("log1"));
-    let mut writer = Command::new(PYTHON)
-        .args(["-c", WRITER, &server.uri("disk")])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut writer =
+        Command::new(PYTHON).args(["-c", WRITER, &server.uri("disk")]).stdout(Stdio::piped()).spawn().unwrap();
     let mut acked = Vec::new();
     let mut server = Some(server);
     for line in BufReader::new(writer.stdout.take().unwrap()).lines() {
@@ -144,8 +151,21 @@ fn sigterm_flushes_write_back_cache() {
     let sock = dir.path().join("nbd.sock");
     let server = Server::start(
         &[
-            "--backend", "sparse", "--path", image.to_str().unwrap(), "--size", "4MiB", "--cache-size", "4MiB",
-            "--write-back", "--dirty-limit", "4MiB", "--name", "disk", "--unix", sock.to_str().unwrap(),
+            "--backend",
+            "sparse",
+            "--path",
+            image.to_str().unwrap(),
+            "--size",
+            "4MiB",
+            "--cache-size",
+            "4MiB",
+            "--write-back",
+            "--dirty-limit",
+            "4MiB",
+            "--name",
+            "disk",
+            "--unix",
+            sock.to_str().unwrap(),
         ],
         &dir.path().join("log"),
     );

@@ -57,10 +57,7 @@ fn qemu_io_writes_and_verifies_patterns_over_tcp() {
     assert_eq!(out.matches("read ").count(), 5, "{out}");
 
     // The check is real: a wrong expected pattern is reported.
-    let out = Command::new("qemu-io")
-        .args(["-f", "raw", "-c", "read -P 0x77 0 4K", &uri])
-        .output()
-        .unwrap();
+    let out = Command::new("qemu-io").args(["-f", "raw", "-c", "read -P 0x77 0 4K", &uri]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("Pattern verification failed"), "{text}");
 }
@@ -116,22 +113,12 @@ read_only = true
         assert!(out.contains(want), "nbdinfo lacks {want:?}:\n{out}");
     }
     let out = run(Command::new("nbdinfo").arg(server.uri("ro")));
-    assert!(
-        out.contains("export-size: 1048576") && out.contains("is_read_only: true"),
-        "{out}"
-    );
+    assert!(out.contains("export-size: 1048576") && out.contains("is_read_only: true"), "{out}");
     // base:allocation: the never-written sparse export is one hole.
     let out = run(Command::new("nbdinfo").args(["--map", &server.uri("ro")]));
-    assert_eq!(
-        out.split_whitespace().collect::<Vec<_>>(),
-        ["0", "1048576", "3", "hole,zero"],
-        "{out}"
-    );
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["0", "1048576", "3", "hole,zero"], "{out}");
     let out = run(Command::new("nbdinfo").args(["--list", &server.uri("")]));
-    assert!(
-        out.contains("export=\"main\"") && out.contains("export=\"ro\"") && out.contains("the main disk"),
-        "{out}"
-    );
+    assert!(out.contains("export=\"main\"") && out.contains("export=\"ro\"") && out.contains("the main disk"), "{out}");
     let missing = Command::new("nbdinfo").arg(server.uri("nope")).output().unwrap();
     assert!(!missing.status.success(), "an unknown export must be refused");
 }
@@ -178,10 +165,7 @@ fn nbdcopy_round_trips_a_file_byte_identical() {
     assert!(page.contains("hearth_request_duration_seconds_bucket{export=\"disk\",op=\"read\",le=\"+Inf\"}"));
     // Write-through: the backing file already holds everything.
     assert!(server.stop("TERM"), "SIGTERM must exit cleanly");
-    assert!(
-        std::fs::read(&backing).unwrap() == data,
-        "backing file differs after shutdown"
-    );
+    assert!(std::fs::read(&backing).unwrap() == data, "backing file differs after shutdown");
 }
 
 /// Pipelined requests over python3-libnbd: a cache hit issued after a slow
@@ -247,10 +231,7 @@ print(json.dumps({"order": order, "multi_conn_reads_ok": ok, "can_multi_conn": h
 "#;
     let out = run(Command::new(PYTHON).args(["-c", script, &server.uri("disk")]));
     let line = out.lines().last().unwrap_or_default();
-    assert!(
-        line.contains(r#""order": ["hit", "miss"]"#),
-        "the cache hit must overtake the slow miss: {out}"
-    );
+    assert!(line.contains(r#""order": ["hit", "miss"]"#), "the cache hit must overtake the slow miss: {out}");
     assert!(line.contains(r#""multi_conn_reads_ok": true"#), "{out}");
     assert!(line.contains(r#""can_multi_conn": true"#), "{out}");
 }
@@ -264,10 +245,7 @@ fn fio_verifies_random_unaligned_pipelined_writes() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    for (i, mode) in [&[][..], &["--write-back", "--dirty-limit", "512KiB"][..]]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, mode) in [&[][..], &["--write-back", "--dirty-limit", "512KiB"][..]].into_iter().enumerate() {
         let sock = dir.path().join(format!("nbd{i}.sock"));
         let image = dir.path().join(format!("disk{i}.img"));
         let mut args = vec![
@@ -286,20 +264,21 @@ fn fio_verifies_random_unaligned_pipelined_writes() {
         ];
         args.extend_from_slice(mode);
         let server = Server::start(&args, &dir.path().join(format!("log{i}")));
-        let out = run(Command::new("fio").args([
-            "--name=verify",
-            "--ioengine=nbd",
-            &format!("--uri={}", server.uri("disk")),
-            "--rw=randwrite",
-            "--bsrange=512-64k",
-            "--iodepth=32",
-            "--size=16M",
-            "--verify=crc32c",
-            "--do_verify=1",
-            "--verify_fatal=1",
-        ])
-        // fio leaves a verify state file in its working directory.
-        .current_dir(dir.path()));
+        let out = run(Command::new("fio")
+            .args([
+                "--name=verify",
+                "--ioengine=nbd",
+                &format!("--uri={}", server.uri("disk")),
+                "--rw=randwrite",
+                "--bsrange=512-64k",
+                "--iodepth=32",
+                "--size=16M",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--verify_fatal=1",
+            ])
+            // fio leaves a verify state file in its working directory.
+            .current_dir(dir.path()));
         assert!(out.contains("err= 0"), "{mode:?}: {out}");
         assert!(out.contains("read: IOPS"), "{mode:?}: the verify pass must read: {out}");
     }

@@ -46,10 +46,24 @@ fn run_workload(dir: &Path, name: &str, prefetch: &str) -> String {
     std::fs::write(&image, data).unwrap();
     let server = Server::start(
         &[
-            "--backend", "file", "--path", image.to_str().unwrap(),
-            "--latency", "3ms", "--cache-size", "256KiB", "--policy", "lru",
-            "--prefetch", prefetch, "--name", "disk", "--unix", sock.to_str().unwrap(),
-            "--metrics", "127.0.0.1:0",
+            "--backend",
+            "file",
+            "--path",
+            image.to_str().unwrap(),
+            "--latency",
+            "3ms",
+            "--cache-size",
+            "256KiB",
+            "--policy",
+            "lru",
+            "--prefetch",
+            prefetch,
+            "--name",
+            "disk",
+            "--unix",
+            sock.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:0",
         ],
         &dir.join(format!("{name}.log")),
     );
@@ -77,6 +91,10 @@ fn quickmine_in_the_server_promotes_and_cuts_read_latency() {
     assert!(promotes <= issued, "{with}");
     assert_eq!(m(&without, "hearth_prefetches_total"), 0.0);
     let (fast, slow) = (read_mean(&with), read_mean(&without));
-    eprintln!("mean read latency: quickmine {:.3} ms, none {:.3} ms; {promotes} promotes of {issued} prefetches", fast * 1e3, slow * 1e3);
+    eprintln!(
+        "mean read latency: quickmine {:.3} ms, none {:.3} ms; {promotes} promotes of {issued} prefetches",
+        fast * 1e3,
+        slow * 1e3
+    );
     assert!(fast < slow * 0.8, "prefetching should cut mean read latency: {fast} vs {slow}");
 }

@@ -13,9 +13,24 @@ fn rust_client_round_trips_and_its_hints_reach_the_server() {
     let sock = dir.path().join("nbd.sock");
     let server = Server::start(
         &[
-            "--backend", "memory", "--size", "4MiB", "--cache-size", "128KiB", "--policy", "lru",
-            "--placement", "ev", "--prefetch", "quickmine", "--name", "disk",
-            "--unix", sock.to_str().unwrap(), "--metrics", "127.0.0.1:0",
+            "--backend",
+            "memory",
+            "--size",
+            "4MiB",
+            "--cache-size",
+            "128KiB",
+            "--policy",
+            "lru",
+            "--placement",
+            "ev",
+            "--prefetch",
+            "quickmine",
+            "--name",
+            "disk",
+            "--unix",
+            sock.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:0",
         ],
         &dir.path().join("log"),
     );

@@ -79,11 +79,7 @@ fn start(dir: &Path, cfg: &Path) -> Server {
 fn wait_for_log(server: &Server, needle: &str, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     while !server.log_text().contains(needle) {
-        assert!(
-            Instant::now() < deadline,
-            "no {needle:?} in the log:\n{}",
-            server.log_text()
-        );
+        assert!(Instant::now() < deadline, "no {needle:?} in the log:\n{}", server.log_text());
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -92,25 +88,13 @@ fn wait_for_log(server: &Server, needle: &str, timeout: Duration) {
 fn replay(dir: &Path, server: &Server, expected: &[u8]) -> f64 {
     let blocks: Vec<usize> = (0..600).map(trace_block).collect();
     let list = dir.join("blocks.txt");
-    std::fs::write(
-        &list,
-        blocks.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(" "),
-    )
-    .unwrap();
+    std::fs::write(&list, blocks.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(" ")).unwrap();
     let out = dir.join("replay.bin");
-    let mean: f64 = client(
-        &server.uri("disk"),
-        &["replay", list.to_str().unwrap(), out.to_str().unwrap()],
-    )
-    .trim()
-    .parse()
-    .unwrap();
+    let mean: f64 =
+        client(&server.uri("disk"), &["replay", list.to_str().unwrap(), out.to_str().unwrap()]).trim().parse().unwrap();
     let data = std::fs::read(&out).unwrap();
     for (i, &b) in blocks.iter().enumerate() {
-        assert!(
-            data[i * BS..(i + 1) * BS] == expected[b * BS..(b + 1) * BS],
-            "request {i}: block {b} differs"
-        );
+        assert!(data[i * BS..(i + 1) * BS] == expected[b * BS..(b + 1) * BS], "request {i}: block {b} differs");
     }
     mean
 }
@@ -118,16 +102,23 @@ fn replay(dir: &Path, server: &Server, expected: &[u8]) -> f64 {
 fn dump_matches(dir: &Path, server: &Server, expected: &[u8]) {
     let out = dir.join("dump.bin");
     client(&server.uri("disk"), &["dump", out.to_str().unwrap()]);
-    assert!(
-        std::fs::read(&out).unwrap() == expected,
-        "the export's contents differ from what was written"
-    );
+    assert!(std::fs::read(&out).unwrap() == expected, "the export's contents differ from what was written");
 }
 
 /// `hearth tier plan TRACE`: the 64 most accessed blocks.
 fn plan_from(trace: &Path, plan: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(["tier", "plan", trace.to_str().unwrap(), "--train", "1", "--method", "freq", "--fast-capacity", "256KiB"])
+        .args([
+            "tier",
+            "plan",
+            trace.to_str().unwrap(),
+            "--train",
+            "1",
+            "--method",
+            "freq",
+            "--fast-capacity",
+            "256KiB",
+        ])
         .args(["-o", plan.to_str().unwrap()])
         .output()
         .unwrap();
@@ -187,11 +178,7 @@ fn reads_get_faster_after_plan_and_migration_with_identical_data() {
     let after = replay(d, &server, &expected);
     dump_matches(d, &server, &expected);
     assert!(server.stop("TERM"));
-    eprintln!(
-        "mean read latency: {:.3} ms before migration, {:.3} ms after",
-        before * 1e3,
-        after * 1e3
-    );
+    eprintln!("mean read latency: {:.3} ms before migration, {:.3} ms after", before * 1e3, after * 1e3);
     // 90% of the reads now skip the 2 ms slow device.
     assert!(after < before / 2.0, "before {before} s, after {after} s");
 }
@@ -221,10 +208,7 @@ fn kill_9_during_migration_loses_no_acknowledged_write() {
     assert!(!server.stop("KILL"), "kill -9 is not a clean exit (pid {pid})");
     let journal = std::fs::read(d.join("fast.img.journal")).unwrap();
     let records = (journal.len() - 24) / 24;
-    assert!(
-        records > 0 && records < HOT,
-        "the kill should land mid-migration, journal has {records} records"
-    );
+    assert!(records > 0 && records < HOT, "the kill should land mid-migration, journal has {records} records");
 
     let server = start(d, &config(d, Some(&plan), "4MiB"));
     dump_matches(d, &server, &expected);

@@ -56,10 +56,7 @@ fn parse(trace: &Path, line_no: usize, line: &str) -> (bool, u64, u64) {
         "2a" => true,
         other => panic!("{} ({other})", at("opcode")),
     };
-    let len = f[3]
-        .parse::<u64>()
-        .unwrap_or_else(|_| panic!("{}", at("size")))
-        .clamp(512, MAX_REQUEST);
+    let len = f[3].parse::<u64>().unwrap_or_else(|_| panic!("{}", at("size"))).clamp(512, MAX_REQUEST);
     let sector = f[4].parse::<u64>().unwrap_or_else(|_| panic!("{}", at("lbn")));
     (write, sector * 512, len)
 }
@@ -71,12 +68,8 @@ fn parse(trace: &Path, line_no: usize, line: &str) -> (bool, u64, u64) {
 /// the test down.)
 fn requests(trace: &Path) -> String {
     let text = std::fs::read_to_string(trace).unwrap_or_else(|e| panic!("{}: {e}", trace.display()));
-    let parsed: Vec<(bool, u64, u64)> = text
-        .lines()
-        .enumerate()
-        .skip(1)
-        .map(|(i, line)| parse(trace, i + 1, line))
-        .collect();
+    let parsed: Vec<(bool, u64, u64)> =
+        text.lines().enumerate().skip(1).map(|(i, line)| parse(trace, i + 1, line)).collect();
     let blocks = |offset: u64, len: u64| offset / 4096..(offset + len).div_ceil(4096);
     let mut read_blocks = std::collections::HashSet::new();
     let mut reads = 0;
@@ -118,13 +111,7 @@ impl Setup {
         let client = dir.path().join("replay.py");
         std::fs::write(&client, CLIENT).unwrap();
         let log = dir.path().join("warmup.log");
-        Setup {
-            dir,
-            backend,
-            requests: requests_path,
-            log,
-            client,
-        }
+        Setup { dir, backend, requests: requests_path, log, client }
     }
 
     /// Starts `hearth serve` on the backend file over a 1 ms device, logging to the warmup log.
@@ -178,12 +165,7 @@ impl Setup {
 fn warm_beats_cold(mode: &str) -> Option<Setup> {
     let trace = trace_path();
     if !trace.exists() {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "{} is required under CI=true",
-            trace.display()
-        );
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{} is required under CI=true", trace.display());
         eprintln!("skipped: {} not found", trace.display());
         return None;
     }
@@ -199,10 +181,7 @@ fn warm_beats_cold(mode: &str) -> Option<Setup> {
     let (_, first_ratio) = s.replay(&first, 1);
     let first_log = first.log_text();
     assert!(first.stop("TERM"), "clean shutdown");
-    assert!(
-        first_log.contains("no warmup log") && first_log.contains("on-demand"),
-        "{first_log}"
-    );
+    assert!(first_log.contains("no warmup log") && first_log.contains("on-demand"), "{first_log}");
 
     // Restarted with warmup right away: blocks the previous run logged as
     // read and then overwrote must come back with their new contents.
@@ -229,19 +208,13 @@ fn warm_beats_cold(mode: &str) -> Option<Setup> {
     assert!(preloaded > 0.0);
     assert!(warm_ratio > cold_ratio + 0.1, "warm {warm_ratio} vs cold {cold_ratio}");
     assert!(cold_data.0 > 0);
-    assert_eq!(
-        warm_data, cold_data,
-        "the reads return the same bytes with and without warmup"
-    );
+    assert_eq!(warm_data, cold_data, "the reads return the same bytes with and without warmup");
     // The sealed log, inspected offline, plans the same pre-load again.
     let inspect = run(Command::new(env!("CARGO_BIN_EXE_hearth"))
         .args(["warmup", "inspect", "--mode", mode, "--budget", "64MiB", "--backend"])
         .args([&s.backend, &s.log]));
     assert!(inspect.contains(", sealed,"), "{inspect}");
-    assert!(
-        inspect.contains(&format!(": {preloaded} blocks, {from_log} from the log")),
-        "{inspect}"
-    );
+    assert!(inspect.contains(&format!(": {preloaded} blocks, {from_log} from the log")), "{inspect}");
     if mode == "data" {
         assert!(from_log > 0.0, "a sealed data log supplies blocks");
     } else {
@@ -269,10 +242,7 @@ fn data_warmup_raises_the_hit_ratio_and_survives_a_crash_without_stale_data() {
     let log = after.log_text();
     assert!(after.stop("TERM"));
     assert!(log.contains("stale"), "{log}");
-    assert_eq!(
-        metric(&page, "hearth_warmup_preloaded_from_log_blocks{export=\"hearth\"}"),
-        0.0
-    );
+    assert_eq!(metric(&page, "hearth_warmup_preloaded_from_log_blocks{export=\"hearth\"}"), 0.0);
     assert!(metric(&page, "hearth_warmup_preloaded_blocks{export=\"hearth\"}") > 0.0);
     eprintln!("data: after a crash, warm restart read hit ratio {ratio:.3} (all pre-loaded from the backend)");
 }

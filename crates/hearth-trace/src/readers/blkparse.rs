@@ -37,12 +37,7 @@ impl BlkparseReader {
     /// `action` must be one of [`IO_ACTIONS`].
     pub(crate) fn new(lines: Lines, action: char) -> Self {
         debug_assert!(IO_ACTIONS.contains(action));
-        BlkparseReader {
-            lines,
-            action,
-            events_seen: 0,
-            non_blank_seen: false,
-        }
+        BlkparseReader { lines, action, events_seen: 0, non_blank_seen: false }
     }
 
     fn read(&mut self) -> Result<Option<Request>, TraceError> {
@@ -89,15 +84,8 @@ fn is_device(token: &str) -> bool {
 }
 
 /// Parses the tokens after the device; `None` for events of other actions.
-fn parse_event<'a>(
-    mut tokens: impl Iterator<Item = &'a str>,
-    wanted: char,
-) -> Result<Option<Request>, String> {
-    let mut field = |name: &str| {
-        tokens
-            .next()
-            .ok_or_else(|| format!("event line ends before the {name} field"))
-    };
+fn parse_event<'a>(mut tokens: impl Iterator<Item = &'a str>, wanted: char) -> Result<Option<Request>, String> {
+    let mut field = |name: &str| tokens.next().ok_or_else(|| format!("event line ends before the {name} field"));
     let _cpu = field("cpu")?;
     let _sequence = field("sequence")?;
     let seconds = field("time")?;
@@ -112,32 +100,18 @@ fn parse_event<'a>(
     let count = field("sector count")?;
     let time_ns = parse_seconds_ns(seconds).map_err(|e| format!("bad time {seconds:?}: {e}"))?;
     let client = pid.parse().map_err(|e| format!("bad pid {pid:?}: {e}"))?;
-    let op = rwbs_op(rwbs)
-        .ok_or_else(|| format!("bad RWBS {rwbs:?}: expected letters from RWDFNSMAE"))?;
-    let sector: u64 = sector
-        .parse()
-        .map_err(|e| format!("bad sector {sector:?}: {e}"))?;
+    let op = rwbs_op(rwbs).ok_or_else(|| format!("bad RWBS {rwbs:?}: expected letters from RWDFNSMAE"))?;
+    let sector: u64 = sector.parse().map_err(|e| format!("bad sector {sector:?}: {e}"))?;
     if plus != "+" {
-        return Err(format!(
-            "expected `+` between sector and count, found {plus:?}"
-        ));
+        return Err(format!("expected `+` between sector and count, found {plus:?}"));
     }
-    let count: u64 = count
-        .parse()
-        .map_err(|e| format!("bad sector count {count:?}: {e}"))?;
+    let count: u64 = count.parse().map_err(|e| format!("bad sector count {count:?}: {e}"))?;
     let offset = sectors_to_bytes(sector)?;
     let len = count
         .checked_mul(SECTOR)
         .and_then(|bytes| u32::try_from(bytes).ok())
         .ok_or_else(|| format!("bad sector count {count}: request larger than 4 GiB"))?;
-    Ok(Some(Request {
-        time_ns,
-        client,
-        op,
-        offset,
-        len,
-        next_access: None,
-    }))
+    Ok(Some(Request { time_ns, client, op, offset, len, next_access: None }))
 }
 
 /// RWBS letters: R read, W write, D discard, F flush/FUA, N none, S sync,

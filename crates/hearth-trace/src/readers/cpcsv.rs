@@ -24,8 +24,7 @@ impl CpCsvReader {
             let Some(line) = self.lines.next_line()? else {
                 return Ok(None);
             };
-            if line.text.trim().is_empty() || (line.number == 1 && line.text.starts_with("version"))
-            {
+            if line.text.trim().is_empty() || (line.number == 1 && line.text.starts_with("version")) {
                 continue;
             }
             return parse(line.text).map(Some).map_err(|what| line.error(what));
@@ -39,25 +38,14 @@ fn parse(line: &str) -> Result<Request, String> {
     let seconds = f.text()?;
     let time_ns = parse_seconds_ns(seconds).map_err(|e| f.bad_last(seconds, e))?;
     let opcode = f.text()?;
-    let hex = opcode
-        .strip_prefix("0x")
-        .or_else(|| opcode.strip_prefix("0X"))
-        .unwrap_or(opcode);
+    let hex = opcode.strip_prefix("0x").or_else(|| opcode.strip_prefix("0X")).unwrap_or(opcode);
     let op = scsi_op(
-        u8::from_str_radix(hex, 16)
-            .map_err(|e| f.bad_last(opcode, format!("expected a hex SCSI opcode: {e}")))?,
+        u8::from_str_radix(hex, 16).map_err(|e| f.bad_last(opcode, format!("expected a hex SCSI opcode: {e}")))?,
     );
     let len = f.parse()?;
     let lbn = f.parse()?;
     let offset = sectors_to_bytes(lbn).map_err(|e| f.bad_last(&lbn.to_string(), e))?;
-    Ok(Request {
-        time_ns,
-        client: 0,
-        op,
-        offset,
-        len,
-        next_access: None,
-    })
+    Ok(Request { time_ns, client: 0, op, offset, len, next_access: None })
 }
 
 impl Iterator for CpCsvReader {

@@ -11,15 +11,7 @@ use crate::error::TraceError;
 use crate::input::{CsvFields, Lines};
 use crate::Request;
 
-const COLUMNS: &[&str] = &[
-    "Timestamp",
-    "Hostname",
-    "DiskNumber",
-    "Type",
-    "Offset",
-    "Size",
-    "ResponseTime",
-];
+const COLUMNS: &[&str] = &["Timestamp", "Hostname", "DiskNumber", "Type", "Offset", "Size", "ResponseTime"];
 
 pub(crate) struct MsrReader {
     lines: Lines,
@@ -44,20 +36,14 @@ impl ClientIds {
         }
         let id = self.next;
         self.next += 1;
-        self.by_host
-            .entry(host.to_string())
-            .or_default()
-            .push((disk, id));
+        self.by_host.entry(host.to_string()).or_default().push((disk, id));
         id
     }
 }
 
 impl MsrReader {
     pub(crate) fn new(lines: Lines) -> Self {
-        MsrReader {
-            lines,
-            clients: ClientIds::default(),
-        }
+        MsrReader { lines, clients: ClientIds::default() }
     }
 
     fn read(&mut self) -> Result<Option<Request>, TraceError> {
@@ -72,21 +58,13 @@ impl MsrReader {
             if line.number == 1 && line.text.starts_with("Timestamp") {
                 continue;
             }
-            let (ticks, host, disk, op, offset, len) =
-                parse(line.text).map_err(|what| line.error(what))?;
+            let (ticks, host, disk, op, offset, len) = parse(line.text).map_err(|what| line.error(what))?;
             // 100 ns ticks since 1601 fit in u64 nanoseconds until the year 2185.
             let time_ns = ticks
                 .checked_mul(100)
                 .ok_or_else(|| line.error(format!("bad field 1 (Timestamp) {ticks}: too large")))?;
             let client = self.clients.id(host, disk);
-            return Ok(Some(Request {
-                time_ns,
-                client,
-                op,
-                offset,
-                len,
-                next_access: None,
-            }));
+            return Ok(Some(Request { time_ns, client, op, offset, len, next_access: None }));
         }
     }
 }

@@ -30,10 +30,7 @@ pub(crate) struct OracleReader {
 
 impl OracleReader {
     pub(crate) fn new(path: &Path, input: Input) -> Self {
-        OracleReader {
-            records: Records::new(path, input),
-            index: 0,
-        }
+        OracleReader { records: Records::new(path, input), index: 0 }
     }
 
     fn read(&mut self) -> Result<Option<Request>, TraceError> {
@@ -48,9 +45,7 @@ impl OracleReader {
         let own_vtime = self.index + 1;
         let next_access = match next_vtime {
             -1 | i64::MAX => None,
-            v if v > 0 && v as u64 > own_vtime && v as u64 <= MAX_PLAUSIBLE_VTIME => {
-                Some(v as u64 - 1)
-            }
+            v if v > 0 && v as u64 > own_vtime && v as u64 <= MAX_PLAUSIBLE_VTIME => Some(v as u64 - 1),
             v => {
                 return Err(self.records.record_error(
                     RECORD_LEN,

@@ -46,14 +46,7 @@ fn parse(line: &str) -> Result<Request, String> {
     };
     let seconds = f.text()?;
     let time_ns = parse_seconds_ns(seconds).map_err(|e| f.bad_last(seconds, e))?;
-    Ok(Request {
-        time_ns,
-        client,
-        op,
-        offset,
-        len,
-        next_access: None,
-    })
+    Ok(Request { time_ns, client, op, offset, len, next_access: None })
 }
 
 impl Iterator for SpcReader {

@@ -28,17 +28,8 @@ impl TextReader {
             if id.is_empty() {
                 continue;
             }
-            let id: u64 = id
-                .parse()
-                .map_err(|e| line.error(format!("bad id {id:?}: {e}")))?;
-            return Ok(Some(Request {
-                time_ns: 0,
-                client: 0,
-                op: Op::Read,
-                offset: id,
-                len: 1,
-                next_access: None,
-            }));
+            let id: u64 = id.parse().map_err(|e| line.error(format!("bad id {id:?}: {e}")))?;
+            return Ok(Some(Request { time_ns: 0, client: 0, op: Op::Read, offset: id, len: 1, next_access: None }));
         }
     }
 }

@@ -66,11 +66,7 @@ impl VscsiReader {
             .map_err(|e| TraceError::io(path, Place::Byte(0), "read error", e))?;
         let version = detect(&probe).map_err(|what| TraceError::new(path, Place::Byte(0), what))?;
         let input: Input = Box::new(std::io::Cursor::new(probe).chain(input));
-        Ok(VscsiReader {
-            records: Records::new(path, input),
-            version,
-            record: [0; 40],
-        })
+        Ok(VscsiReader { records: Records::new(path, input), version, record: [0; 40] })
     }
 
     fn read(&mut self) -> Result<Option<Request>, TraceError> {
@@ -84,32 +80,20 @@ impl VscsiReader {
         if (ver >> 8) as u8 != v.number() {
             return Err(self.records.record_error(
                 len,
-                format!(
-                    "version field 0x{ver:04x} does not match the trace's vscsi version {}",
-                    v.number()
-                ),
+                format!("version field 0x{ver:04x} does not match the trace's vscsi version {}", v.number()),
             ));
         }
         let (cmd, bytes, lbn, ts_us) = match v {
             Version::V1 => (le_u16(r, 12), le_u32(r, 4), le_u64(r, 16), le_u64(r, 24)),
             Version::V2 => (le_u16(r, 0), le_u32(r, 8), le_u64(r, 16), le_u64(r, 24)),
         };
-        let offset = sectors_to_bytes(lbn)
-            .map_err(|e| self.records.record_error(len, format!("bad lbn: {e}")))?;
-        let time_ns = ts_us.checked_mul(1000).ok_or_else(|| {
-            self.records
-                .record_error(len, format!("bad timestamp {ts_us} us: too large"))
-        })?;
+        let offset = sectors_to_bytes(lbn).map_err(|e| self.records.record_error(len, format!("bad lbn: {e}")))?;
+        let time_ns = ts_us
+            .checked_mul(1000)
+            .ok_or_else(|| self.records.record_error(len, format!("bad timestamp {ts_us} us: too large")))?;
         // The opcode sits in the low byte; the high byte is unused.
         let op = scsi_op(cmd as u8);
-        Ok(Some(Request {
-            time_ns,
-            client: 0,
-            op,
-            offset,
-            len: bytes,
-            next_access: None,
-        }))
+        Ok(Some(Request { time_ns, client: 0, op, offset, len: bytes, next_access: None }))
     }
 }
 
@@ -122,18 +106,14 @@ fn detect(probe: &[u8]) -> Result<Version, String> {
     let matches = |v: Version| {
         let whole_records = (probe.len() / v.record_len()).min(PROBE_RECORDS);
         whole_records > 0
-            && (0..whole_records)
-                .all(|i| (le_u16(probe, i * v.record_len() + v.ver_at()) >> 8) as u8 == v.number())
+            && (0..whole_records).all(|i| (le_u16(probe, i * v.record_len() + v.ver_at()) >> 8) as u8 == v.number())
     };
     if matches(Version::V2) {
         Ok(Version::V2)
     } else if matches(Version::V1) {
         Ok(Version::V1)
     } else if probe.len() < Version::V1.record_len() {
-        Err(format!(
-            "truncated record: file ends after {} of its 32 bytes",
-            probe.len()
-        ))
+        Err(format!("truncated record: file ends after {} of its 32 bytes", probe.len()))
     } else {
         let v1 = le_u16(probe, Version::V1.ver_at());
         let v2 = le_u16(probe, Version::V2.ver_at());

@@ -87,7 +87,12 @@ impl Drop for Server {
 /// Whether `tool` can run. Missing tools fail the test under CI=true and
 /// skip it elsewhere.
 pub fn have(tool: &str) -> bool {
-    let found = Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    let found = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     if !found {
         if std::env::var("CI").as_deref() == Ok("true") {
             panic!("{tool} is required under CI=true but is not installed");
@@ -115,7 +120,12 @@ pub fn have_python_nbd() -> bool {
 pub fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{cmd:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     stdout
 }
 
