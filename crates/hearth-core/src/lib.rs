@@ -77,6 +77,17 @@ pub trait Policy: Send {
     /// Drops `key` if resident (invalidation); returns whether it was.
     fn remove(&mut self, key: Key) -> bool;
 
+    /// Evicts until `a` fits, pushing victims to `evicted`: the first step
+    /// of most `insert` implementations.
+    fn make_room(&mut self, a: &Access, evicted: &mut Vec<Key>) {
+        while self.occupancy() + u64::from(a.size) > self.capacity() {
+            match self.evict(a) {
+                Some(k) => evicted.push(k),
+                None => break,
+            }
+        }
+    }
+
     /// A full demand request: lookup, and insert on a miss. Returns whether it
     /// hit. Items larger than the whole cache are never admitted.
     fn access(&mut self, a: &Access, evicted: &mut Vec<Key>) -> bool {

@@ -64,12 +64,7 @@ impl Policy for Clock {
         true
     }
     fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
-        while self.used + u64::from(a.size) > self.capacity {
-            match self.evict(a) {
-                Some(k) => evicted.push(k),
-                None => break,
-            }
-        }
+        self.make_room(a, evicted);
         let i = self.slab.alloc(Entry { key: a.key, size: a.size, refs: 0 });
         self.slab.push_front(&mut self.queue, i);
         self.index.insert(a.key, i);

@@ -44,12 +44,7 @@ impl Policy for Fifo {
         self.index.contains_key(&a.key)
     }
     fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
-        while self.used + u64::from(a.size) > self.capacity {
-            match self.evict(a) {
-                Some(k) => evicted.push(k),
-                None => break,
-            }
-        }
+        self.make_room(a, evicted);
         let i = self.slab.alloc(Entry { key: a.key, size: a.size });
         self.slab.push_front(&mut self.queue, i);
         self.index.insert(a.key, i);

@@ -176,12 +176,7 @@ impl Policy for Lfu {
         true
     }
     fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
-        while self.used + u64::from(a.size) > self.capacity {
-            match self.evict(a) {
-                Some(k) => evicted.push(k),
-                None => break,
-            }
-        }
+        self.make_room(a, evicted);
         let i = self.slab.alloc(Entry { key: a.key, size: a.size, count: 1, stamp: FREED });
         self.index.insert(a.key, i);
         self.used += u64::from(a.size);

@@ -144,12 +144,7 @@ impl Policy for Slru {
         if size > self.segments[0].budget {
             return; // would not fit in the probationary segment
         }
-        while self.used + size > self.capacity {
-            match self.evict(a) {
-                Some(k) => evicted.push(k),
-                None => break,
-            }
-        }
+        self.make_room(a, evicted);
         let level = self.segments.iter().position(|s| s.bytes + size <= s.budget).unwrap_or(0);
         let i = self.slab.alloc(Entry { key: a.key, size: a.size, segment: 0 });
         self.attach_front(i, level);
