@@ -253,7 +253,7 @@ impl BlockCache {
     }
 
     /// Blocks covering `[offset, offset+len)`; empty when len is 0.
-    fn block_range(&self, offset: u64, len: u64) -> std::ops::Range<u64> {
+    pub fn block_range(&self, offset: u64, len: u64) -> std::ops::Range<u64> {
         if len == 0 {
             return 0..0;
         }

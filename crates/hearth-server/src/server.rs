@@ -112,16 +112,14 @@ impl ClientView {
     /// Shows a demand read to the export's prefetcher and queues what it predicts.
     fn observe_read(&self, export: &Export, req: &Request) {
         let Some(prefetcher) = &export.prefetcher else { return };
-        let bs = export.cache.block_size();
-        let first = req.offset / bs;
-        let last = (req.offset + u64::from(req.length).max(1) - 1) / bs;
+        let blocks = export.cache.block_range(req.offset, u64::from(req.length).max(1));
         let mut p = prefetcher.lock().unwrap_or_else(|e| e.into_inner());
         for block in export.cache.take_wasted() {
             export.prefetch_stats.wasted.fetch_add(1, Ordering::Relaxed);
             p.outcome(block, false);
         }
         let mut predicted = Vec::new();
-        for block in first..=last {
+        for block in blocks {
             let class = export.cache.classify_demand(block);
             if class == Class::Promote {
                 export.prefetch_stats.promotes.fetch_add(1, Ordering::Relaxed);
@@ -158,16 +156,14 @@ impl ClientView {
 
     /// Applies a hint payload; an error is the request's EINVAL message.
     fn apply(&mut self, export: &Export, payload: &[u8]) -> Result<(), String> {
-        let bs = export.cache.block_size();
         for hint in hearth_nbd::hints::decode(payload)? {
             match hint {
                 Hint::Buffer { addr } => self.next_buffer = Some(addr),
                 Hint::Evicted { offset, length } => {
-                    let end = offset.checked_add(length).filter(|&e| e <= export.info.size && length > 0);
-                    let Some(end) = end else {
+                    if !offset.checked_add(length).is_some_and(|e| e <= export.info.size && length > 0) {
                         return Err(format!("eviction hint {offset}+{length} is outside the export"));
-                    };
-                    for block in offset / bs..end.div_ceil(bs) {
+                    }
+                    for block in export.cache.block_range(offset, length) {
                         Self::evicted(export, block);
                     }
                 }
@@ -183,9 +179,7 @@ impl ClientView {
     fn data_request(&mut self, export: &Export, req: &Request) -> Result<(), String> {
         let Some(addr) = self.next_buffer.take() else { return Ok(()) };
         let bs = export.cache.block_size();
-        let first = req.offset / bs;
-        let last = (req.offset + u64::from(req.length).max(1) - 1) / bs;
-        for (i, block) in (first..=last).enumerate() {
+        for (i, block) in export.cache.block_range(req.offset, u64::from(req.length).max(1)).enumerate() {
             let slot_addr = addr.checked_add(i as u64 * bs).ok_or("buffer address overflows")?;
             if let hearth_placement::Observed::Replaced(old) = self.cct.record(slot_addr, block)? {
                 Self::evicted(export, old);

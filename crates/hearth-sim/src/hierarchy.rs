@@ -199,23 +199,15 @@ impl StorageSide {
         // are in these units), not the client's.
         let a = &Access { vtime: now, ..*a };
         let t_ns = self.cfg.timing.map_or(0, |t| now * t.interarrival_ns);
-        let mut evictions: Vec<Key> = demoted.to_vec();
+        for &old in demoted {
+            self.client_evicted(old, a, now, t_ns);
+        }
         if self.cfg.placement != Placement::Demote {
             if let Some(addr) = buffer {
                 let slot_bytes = self.cfg.slot_bytes;
                 let cct = self.ccts.entry(client).or_insert_with(|| Cct::new(slot_bytes));
                 if let Observed::Replaced(old) = cct.record(addr, a.key)? {
-                    evictions.push(old);
-                }
-            }
-        }
-        for old in evictions {
-            self.evicted_at.insert(old, now);
-            if let EvictionAction::Reload(_) = self.storage.client_evicted(old, a) {
-                // The block is placed now; its data arrives when the
-                // low-priority read completes.
-                if let Some(d) = self.device.as_mut() {
-                    d.background(t_ns, u64::from(a.size));
+                    self.client_evicted(old, a, now, t_ns);
                 }
             }
         }
@@ -232,6 +224,18 @@ impl StorageSide {
             d.demand(t_ns, u64::from(a.size));
         }
         Ok(())
+    }
+
+    /// The storage server learned that its client evicted `old`.
+    fn client_evicted(&mut self, old: Key, a: &Access, now: u64, t_ns: u64) {
+        self.evicted_at.insert(old, now);
+        if let EvictionAction::Reload(_) = self.storage.client_evicted(old, a) {
+            // The block is placed now; its data arrives when the
+            // low-priority read completes.
+            if let Some(d) = self.device.as_mut() {
+                d.background(t_ns, u64::from(a.size));
+            }
+        }
     }
 
     fn finish(self, client_requests: u64, client_hits: u64) -> HierarchyResult {
