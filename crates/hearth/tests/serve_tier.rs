@@ -134,22 +134,7 @@ fn write_trace_and_plan(dir: &Path) -> std::path::PathBuf {
     let trace = dir.join("trace.csv");
     std::fs::write(&trace, csv).unwrap();
     let plan = dir.join("plan.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args([
-            "tier",
-            "plan",
-            trace.to_str().unwrap(),
-            "--train",
-            "1",
-            "--method",
-            "freq",
-            "--fast-capacity",
-            "256KiB",
-        ])
-        .args(["-o", plan.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    plan_from(&trace, &plan);
     plan
 }
 
