@@ -193,7 +193,8 @@ impl StorageCache {
             return Demand::Hit;
         }
         let fits = u64::from(a.size) <= self.policy.capacity();
-        Demand::Miss { place: fits && self.placement == Placement::Access && !self.policy.contains(a.key) }
+        // Only access-based placement places on a miss (lookup said not resident).
+        Demand::Miss { place: fits && self.placement == Placement::Access }
     }
 
     /// Places a block after a [`Demand::Miss`] that asked for it; victims
