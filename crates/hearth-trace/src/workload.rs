@@ -13,6 +13,15 @@
 //!   steps run with a probability and a repeat range (control-flow
 //!   variation). Keys are uniform, a fixed group (e.g. one of 24
 //!   subjects), the newest rows, or an append at the table's tail.
+//! - Steps that follow a foreign key in the benchmark's SQL are joins on
+//!   an earlier step of the same execution: `Children` reads the child
+//!   rows of the row that step read (an item's bids: the bids-by-item
+//!   index from key `item * per`), `Referenced` the row a foreign key of it
+//!   points to (a bid's bidder, an item's seller or author: a fixed
+//!   pseudo-random map of the referencing row). Repetition `i` of a join
+//!   follows the `i`-th row the earlier step read; if that step was skipped
+//!   the key is uniform. Rows are identified by their heap row, so a row
+//!   reached through any index joins the same way.
 //! - Every template execution is one context, of class = template index.
 //!   Each client thinks (exponential, mean [`TIMING`]), then issues
 //!   its transaction's I/Os one at a time (exponential gaps, mean
@@ -81,6 +90,16 @@ enum KeyDist {
     Recent(u64),
     /// A new row at the tail.
     Append,
+    /// Join: the first of `per` child rows (index key `row * per`) of a row
+    /// step `of` read.
+    Children {
+        of: usize,
+        per: u64,
+    },
+    /// Join: the row a foreign key of a row step `of` read points to.
+    Referenced {
+        of: usize,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -183,18 +202,26 @@ fn tpcw_schema() -> Schema {
     let subjects = 24;
     let templates = vec![
         tpl("home", 16.0, vec![get(customer, Uniform).prob(0.5), get(item, Uniform).times(5, 5)]),
-        tpl("new_products", 5.0, vec![get(item, Group(subjects)).via(1).rows(50), get(author, Uniform).times(5, 5)]),
+        tpl(
+            "new_products",
+            5.0,
+            vec![get(item, Group(subjects)).via(1).rows(50), get(author, Referenced { of: 0 }).times(5, 5)],
+        ),
         tpl(
             "best_sellers",
             5.0,
             vec![get(order_line, Recent(2_000)).rows(2_000), get(item, Group(subjects)).via(1).rows(50)],
         ),
-        tpl("product_detail", 17.0, vec![get(item, Uniform), get(author, Uniform)]),
+        tpl("product_detail", 17.0, vec![get(item, Uniform), get(author, Referenced { of: 0 })]),
         tpl("search_request", 20.0, vec![get(item, Uniform).times(5, 5)]),
         tpl("search_results", 17.0, vec![get(item, Group(subjects * 4)).via(2).rows(50)]),
         tpl("shopping_cart", 11.6, vec![get(cart, Append).write(), get(item, Uniform).times(1, 5)]),
         tpl("customer_reg", 3.0, vec![get(customer, Append).write(), get(address, Append).write()]),
-        tpl("buy_request", 2.6, vec![get(customer, Uniform), get(address, Uniform), get(cart, Recent(50)).rows(3)]),
+        tpl(
+            "buy_request",
+            2.6,
+            vec![get(customer, Uniform), get(address, Referenced { of: 0 }), get(cart, Recent(50)).rows(3)],
+        ),
         tpl(
             "buy_confirm",
             1.2,
@@ -209,9 +236,13 @@ fn tpcw_schema() -> Schema {
         tpl(
             "order_display",
             0.66,
-            vec![get(customer, Uniform), get(orders, Uniform).via(1), get(order_line, Uniform).rows(3)],
+            vec![
+                get(customer, Uniform),
+                get(orders, Children { of: 0, per: 1 }).via(1),
+                get(order_line, Children { of: 1, per: 3 }).rows(3),
+            ],
         ),
-        tpl("admin", 0.19, vec![get(item, Uniform), get(item, Uniform).write().prob(0.5)]),
+        tpl("admin", 0.19, vec![get(item, Uniform), get(item, Children { of: 0, per: 1 }).write().prob(0.5)]),
     ];
     Schema { tables, templates }
 }
@@ -239,16 +270,20 @@ fn rubis_schema() -> Schema {
         tpl(
             "view_item",
             25.0,
-            vec![get(items, InGroup(cats, page)).via(1), get(bids, InGroup(cats * 10, 10)).via(1).rows(3)],
+            vec![
+                get(items, InGroup(cats, page)).via(1),
+                get(bids, Children { of: 0, per: 10 }).via(1).rows(3),
+                get(users, Referenced { of: 0 }),
+            ],
         ),
-        tpl("view_user_info", 8.0, vec![get(users, Uniform), get(comments, Uniform).via(1).rows(5)]),
+        tpl("view_user_info", 8.0, vec![get(users, Uniform), get(comments, Children { of: 0, per: 1 }).via(1).rows(5)]),
         tpl(
             "view_bid_history",
             5.0,
             vec![
                 get(items, InGroup(cats, page)).via(1),
-                get(bids, InGroup(cats * 10, 10)).via(1).rows(10),
-                get(users, Uniform).times(1, 5),
+                get(bids, Children { of: 0, per: 10 }).via(1).rows(10),
+                get(users, Referenced { of: 1 }).times(1, 5),
             ],
         ),
         tpl(
@@ -258,14 +293,18 @@ fn rubis_schema() -> Schema {
                 get(users, Uniform),
                 get(items, InGroup(cats, page)).via(1),
                 get(bids, Append).write(),
-                get(items, InGroup(cats, page)).via(1).write().prob(0.5),
+                get(items, Children { of: 1, per: 1 }).write().prob(0.5),
             ],
         ),
         tpl("put_comment", 2.0, vec![get(users, Uniform), get(comments, Append).write(), get(users, Uniform).write()]),
         tpl(
             "about_me",
             3.0,
-            vec![get(users, Uniform), get(bids, Uniform).via(2).rows(10), get(items, Uniform).times(1, 5)],
+            vec![
+                get(users, Uniform),
+                get(bids, Children { of: 0, per: 3 }).via(2).rows(10),
+                get(items, Referenced { of: 1 }).times(1, 5),
+            ],
         ),
         tpl("register_or_sell", 2.0, vec![get(users, Append).write().prob(0.5), get(items, Append).write().prob(0.5)]),
     ];
@@ -319,7 +358,11 @@ fn dbt2_schema() -> Schema {
         tpl(
             "order_status",
             4.0,
-            vec![get(customer, Uniform), get(orders, Uniform).via(1), get(order_line, Uniform).rows(10)],
+            vec![
+                get(customer, Uniform),
+                get(orders, Children { of: 0, per: 1 }).via(1),
+                get(order_line, Children { of: 1, per: 10 }).rows(10),
+            ],
         ),
         tpl(
             "delivery",
@@ -387,9 +430,13 @@ struct Db {
 }
 
 impl Db {
-    fn key(&mut self, t: usize, dist: KeyDist, rng: &mut Xoshiro256PlusPlus) -> u64 {
+    /// The first key of repetition `rep` of `step`; `read` holds the heap
+    /// rows each earlier step of this execution read (for joins).
+    fn key(&mut self, step: &Step, rep: usize, read: &[Vec<u64>], rng: &mut Xoshiro256PlusPlus) -> u64 {
+        let t = step.table;
         let rows = self.tables[t].rows.max(1);
-        match dist {
+        let parent_row = |of: usize| read.get(of).filter(|r| !r.is_empty()).map(|r| r[rep % r.len()]);
+        match step.key {
             KeyDist::Uniform => rng.random_range(0..rows),
             KeyDist::Group(groups) => rng.random_range(0..groups) * (rows / groups).max(1),
             KeyDist::InGroup(groups, within) => {
@@ -400,12 +447,22 @@ impl Db {
                 self.tables[t].rows += 1;
                 rows
             }
+            KeyDist::Children { of, per } => match parent_row(of) {
+                Some(row) => row.saturating_mul(per) % rows,
+                None => rng.random_range(0..rows),
+            },
+            // Salted by the referenced table so that, say, a bid's bidder
+            // and an item's seller are different maps into users.
+            KeyDist::Referenced { of } => match parent_row(of) {
+                Some(row) => scatter(row, rows, 16 + t as u32),
+                None => rng.random_range(0..rows),
+            },
         }
     }
 
-    /// Appends the blocks one execution of `step` touches.
-    fn run(&mut self, step: &Step, rng: &mut Xoshiro256PlusPlus, out: &mut VecDeque<(Op, u64)>) {
-        let key = self.key(step.table, step.key, rng);
+    /// Appends the blocks one execution of `step` from `key` touches, and
+    /// returns the heap rows it read.
+    fn run(&mut self, step: &Step, key: u64, out: &mut VecDeque<(Op, u64)>) -> Vec<u64> {
         let table = &self.tables[step.table];
         let index = step.index.min(table.secondary);
         let idx = region(step.table, 1 + index);
@@ -420,12 +477,30 @@ impl Db {
         let data = region(step.table, 0);
         let op = if step.write { Op::Write } else { Op::Read };
         let mut previous = u64::MAX;
+        let mut read = Vec::with_capacity(step.rows as usize);
         for k in key..key + step.rows {
             let row = if index == 0 { k } else { scatter(k, table.rows.max(k + 1), index) };
+            read.push(row);
             let block = data + row / table.rows_per_block;
             if block != previous {
                 out.push_back((op, block));
                 previous = block;
+            }
+        }
+        read
+    }
+
+    /// Appends the blocks of one execution of `template`.
+    fn execute(&mut self, template: &Template, rng: &mut Xoshiro256PlusPlus, out: &mut VecDeque<(Op, u64)>) {
+        let mut read: Vec<Vec<u64>> = vec![Vec::new(); template.steps.len()];
+        for (s, step) in template.steps.iter().enumerate() {
+            if step.prob < 1.0 && !rng.random_bool(step.prob) {
+                continue;
+            }
+            for rep in 0..rng.random_range(step.repeat.0..=step.repeat.1) {
+                let key = self.key(step, rep as usize, &read, rng);
+                let rows = self.run(step, key, out);
+                read[s].extend(rows);
             }
         }
     }
@@ -465,14 +540,7 @@ pub fn generate(cfg: &WorkloadConfig) -> Result<Vec<CtxEvent>, String> {
                 pick < 0.0
             });
             let class = class.unwrap_or(schema.templates.len() - 1);
-            for step in &schema.templates[class].steps {
-                if step.prob < 1.0 && !rng.random_bool(step.prob) {
-                    continue;
-                }
-                for _ in 0..rng.random_range(step.repeat.0..=step.repeat.1) {
-                    db.run(step, &mut rng, &mut client.pending);
-                }
-            }
+            db.execute(&schema.templates[class], &mut rng, &mut client.pending);
             client.ctx = next_ctx;
             next_ctx = next_ctx.wrapping_add(1);
             client.in_txn = true;
@@ -517,16 +585,63 @@ mod tests {
         // A lookup by primary key of rows 0..3 reads root, inner, one leaf and
         // the one heap block holding rows 0..3 (5 per block).
         let mut db = Db { tables: vec![table(1000, 5, 1)] };
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let mut out = VecDeque::new();
-        db.run(&get(0, KeyDist::Group(1)).rows(3), &mut rng, &mut out);
+        let read = db.run(&get(0, KeyDist::Group(1)).rows(3), 0, &mut out);
+        assert_eq!(read, vec![0, 1, 2]);
         let blocks: Vec<u64> = out.iter().map(|&(_, b)| b).collect();
         assert_eq!(blocks, vec![region(0, 1), region(0, 1) + 1, region(0, 1) + (1 << 20), region(0, 0)]);
         // Through the secondary index the same three rows land in
         // different heap blocks.
         out.clear();
-        db.run(&get(0, KeyDist::Group(1)).via(1).rows(3), &mut rng, &mut out);
+        db.run(&get(0, KeyDist::Group(1)).via(1).rows(3), 0, &mut out);
         let heap: Vec<u64> = out.iter().map(|&(_, b)| b).filter(|&b| b < region(0, 1)).collect();
         assert!(heap.len() >= 2, "scattered rows: {heap:?}");
+    }
+
+    /// Joins follow the row an earlier step read: the same item always
+    /// brings the same bids and seller blocks, different items others.
+    #[test]
+    fn joins_follow_the_rows_an_earlier_step_read() {
+        use KeyDist::*;
+        let (items, bids, users) = (0, 1, 2);
+        let tables = vec![table(33_000, 8, 1), table(330_000, 40, 1), table(100_000, 10, 0)];
+        let view_item = tpl(
+            "view_item",
+            1.0,
+            vec![
+                get(items, Uniform),
+                get(bids, Children { of: 0, per: 10 }).via(1).rows(3),
+                get(users, Referenced { of: 0 }),
+            ],
+        );
+        let mut db = Db { tables };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut by_item: std::collections::HashMap<u64, Vec<u64>> = Default::default();
+        let mut repeats = 0;
+        for _ in 0..20_000 {
+            let mut out = VecDeque::new();
+            db.execute(&view_item, &mut rng, &mut out);
+            let blocks: Vec<u64> = out.iter().map(|&(_, b)| b).collect();
+            let item_block = blocks[3];
+            if let Some(earlier) = by_item.insert(item_block, blocks.clone()) {
+                // One heap block holds 8 items; the bids and seller of the
+                // very same block's items may differ, so compare on equal items.
+                if earlier[3..] == blocks[3..] {
+                    repeats += 1;
+                }
+            }
+        }
+        assert!(repeats > 100, "repeated items repeat their whole path: {repeats}");
+        // The seller of an item is a fixed row: the same item twice gives the same key.
+        let read = vec![vec![1234u64], Vec::new(), Vec::new()];
+        let seller = |db: &mut Db, rng: &mut Xoshiro256PlusPlus| db.key(&view_item.steps[2], 0, &read, rng);
+        assert_eq!(seller(&mut db, &mut rng), seller(&mut db, &mut rng));
+        let bids_key = db.key(&view_item.steps[1], 0, &read, &mut rng);
+        assert_eq!(bids_key, 12_340, "the bids of item 1234 start at index key 1234 * 10");
+        // A skipped parent step falls back to a uniform key.
+        let none: Vec<Vec<u64>> = vec![Vec::new(); 3];
+        let keys: std::collections::HashSet<u64> =
+            (0..20).map(|_| db.key(&view_item.steps[1], 0, &none, &mut rng)).collect();
+        assert!(keys.len() > 10);
     }
 }
