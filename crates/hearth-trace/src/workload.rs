@@ -8,6 +8,9 @@
 //!   level of fan-out [`FANOUT`], leaves of [`KEYS_PER_LEAF`] keys) and
 //!   optional secondary indexes whose rows lie scattered over the heap (a
 //!   fixed pseudo-random permutation of the key).
+//! - Rows never move: groups, the secondary indexes' order and foreign keys
+//!   are fixed over the rows loaded at the start, and appended rows go to
+//!   the heap's tail in key order.
 //! - A step of a template looks a key up (index root, inner, leaf, then the
 //!   data blocks of `rows` consecutive keys), optionally writing the data;
 //!   steps run with a probability and a repeat range (control-flow
@@ -106,6 +109,8 @@ enum KeyDist {
 struct Table {
     rows_per_block: u64,
     rows: u64,
+    /// Rows at load time (`rows` grows with appends).
+    loaded: u64,
     /// Secondary indexes (the primary is index 0).
     secondary: u32,
 }
@@ -177,7 +182,7 @@ impl Schema {
 }
 
 fn table(rows: u64, rows_per_block: u64, secondary: u32) -> Table {
-    Table { rows, rows_per_block, secondary }
+    Table { rows, loaded: rows, rows_per_block, secondary }
 }
 
 fn tpl(name: &'static str, weight: f64, steps: Vec<Step>) -> Template {
@@ -434,13 +439,13 @@ impl Db {
     /// rows each earlier step of this execution read (for joins).
     fn key(&mut self, step: &Step, rep: usize, read: &[Vec<u64>], rng: &mut Xoshiro256PlusPlus) -> u64 {
         let t = step.table;
-        let rows = self.tables[t].rows.max(1);
+        let (rows, loaded) = (self.tables[t].rows.max(1), self.tables[t].loaded.max(1));
         let parent_row = |of: usize| read.get(of).filter(|r| !r.is_empty()).map(|r| r[rep % r.len()]);
         match step.key {
             KeyDist::Uniform => rng.random_range(0..rows),
-            KeyDist::Group(groups) => rng.random_range(0..groups) * (rows / groups).max(1),
+            KeyDist::Group(groups) => rng.random_range(0..groups) * (loaded / groups).max(1),
             KeyDist::InGroup(groups, within) => {
-                rng.random_range(0..groups) * (rows / groups).max(1) + rng.random_range(0..within)
+                rng.random_range(0..groups) * (loaded / groups).max(1) + rng.random_range(0..within)
             }
             KeyDist::Recent(n) => rows.saturating_sub(n),
             KeyDist::Append => {
@@ -448,13 +453,13 @@ impl Db {
                 rows
             }
             KeyDist::Children { of, per } => match parent_row(of) {
-                Some(row) => row.saturating_mul(per) % rows,
+                Some(row) => row.saturating_mul(per) % loaded,
                 None => rng.random_range(0..rows),
             },
             // Salted by the referenced table so that, say, a bid's bidder
             // and an item's seller are different maps into users.
             KeyDist::Referenced { of } => match parent_row(of) {
-                Some(row) => scatter(row, rows, 16 + t as u32),
+                Some(row) => scatter(row, loaded, 16 + t as u32),
                 None => rng.random_range(0..rows),
             },
         }
@@ -479,7 +484,7 @@ impl Db {
         let mut previous = u64::MAX;
         let mut read = Vec::with_capacity(step.rows as usize);
         for k in key..key + step.rows {
-            let row = if index == 0 { k } else { scatter(k, table.rows.max(k + 1), index) };
+            let row = if index == 0 || k >= table.loaded { k } else { scatter(k, table.loaded, index) };
             read.push(row);
             let block = data + row / table.rows_per_block;
             if block != previous {
@@ -596,6 +601,31 @@ mod tests {
         db.run(&get(0, KeyDist::Group(1)).via(1).rows(3), 0, &mut out);
         let heap: Vec<u64> = out.iter().map(|&(_, b)| b).filter(|&b| b < region(0, 1)).collect();
         assert!(heap.len() >= 2, "scattered rows: {heap:?}");
+    }
+
+    /// Appends must not move existing rows: the same secondary-index lookup
+    /// reads the same heap blocks before and after the table grows.
+    #[test]
+    fn appends_do_not_move_rows() {
+        let mut db = Db { tables: vec![table(33_000, 8, 1)] };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+        let lookup = get(0, KeyDist::Group(20)).via(1).rows(25);
+        let blocks = |db: &mut Db| {
+            let mut out = VecDeque::new();
+            db.run(&lookup, 1650, &mut out);
+            out.into_iter().map(|(_, b)| b).collect::<Vec<_>>()
+        };
+        let before = blocks(&mut db);
+        let append = get(0, KeyDist::Append).write();
+        for _ in 0..7 {
+            let key = db.key(&append, 0, &[], &mut rng);
+            db.run(&append, key, &mut VecDeque::new());
+        }
+        assert_eq!(db.tables[0].rows, 33_007);
+        assert_eq!(blocks(&mut db), before);
+        // The appended row itself lives at the heap's tail.
+        let mut out = VecDeque::new();
+        assert_eq!(db.run(&get(0, KeyDist::Uniform).via(1), 33_003, &mut out), vec![33_003]);
     }
 
     /// Joins follow the row an earlier step read: the same item always
