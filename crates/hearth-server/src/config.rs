@@ -19,7 +19,7 @@ pub struct Config {
     pub exports: Vec<ExportConfig>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// TCP addresses (`host:port`; port 0 picks a free one).
@@ -30,6 +30,25 @@ pub struct ServerConfig {
     pub unix: Vec<PathBuf>,
     /// `host:port` for the Prometheus endpoint (`/metrics`).
     pub metrics: Option<String>,
+    /// Seconds a client may take to finish the handshake before it is
+    /// disconnected, so idle or trickling sockets cannot pile up; 0 = no limit.
+    #[serde(default = "default_handshake_timeout")]
+    pub handshake_timeout: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: Vec::new(),
+            unix: Vec::new(),
+            metrics: None,
+            handshake_timeout: default_handshake_timeout(),
+        }
+    }
+}
+
+fn default_handshake_timeout() -> u64 {
+    30
 }
 
 /// A size: an integer number of bytes or a string such as `"64MiB"`.

@@ -195,6 +195,7 @@ pub struct Server {
     tcp: Vec<TcpListener>,
     unix: Vec<(UnixListener, PathBuf)>,
     metrics: Option<TcpListener>,
+    handshake_timeout: Option<Duration>,
 }
 
 impl Server {
@@ -279,7 +280,9 @@ impl Server {
             None => None,
         };
         let infos = Arc::new(exports.iter().map(|e| e.info.clone()).collect());
-        Ok(Server { exports: Arc::new(exports), infos, tcp, unix, metrics })
+        let handshake_timeout =
+            (config.server.handshake_timeout > 0).then(|| Duration::from_secs(config.server.handshake_timeout));
+        Ok(Server { exports: Arc::new(exports), infos, tcp, unix, metrics, handshake_timeout })
     }
 
     pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
@@ -299,7 +302,11 @@ impl Server {
         // Every connection holds a clone; recv() returns None once all are gone.
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
         let metrics_task = self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone())));
-        let ctx = Arc::new(Shared { exports: self.exports.clone(), infos: self.infos });
+        let ctx = Arc::new(Shared {
+            exports: self.exports.clone(),
+            infos: self.infos,
+            handshake_timeout: self.handshake_timeout,
+        });
         for l in self.tcp {
             tokio::spawn(accept_tcp(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
         }
@@ -358,6 +365,7 @@ impl Server {
 struct Shared {
     exports: Arc<Vec<Arc<Export>>>,
     infos: Arc<Vec<ExportInfo>>,
+    handshake_timeout: Option<Duration>,
 }
 
 async fn accept_tcp(l: TcpListener, ctx: Arc<Shared>, mut stop: watch::Receiver<bool>, drain: mpsc::Sender<()>) {
@@ -415,8 +423,18 @@ async fn connection<R, W>(
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let negotiate = async {
+        match ctx.handshake_timeout {
+            Some(limit) => {
+                tokio::time::timeout(limit, handshake(&mut rd, &mut wr, &ctx.infos)).await.map_err(|_| {
+                    io::Error::new(io::ErrorKind::TimedOut, format!("not finished within {}s", limit.as_secs()))
+                })?
+            }
+            None => handshake(&mut rd, &mut wr, &ctx.infos).await,
+        }
+    };
     let session = tokio::select! {
-        r = handshake(&mut rd, &mut wr, &ctx.infos) => r,
+        r = negotiate => r,
         _ = stop.changed() => return,
     };
     let session = match session {

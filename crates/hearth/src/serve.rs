@@ -61,6 +61,9 @@ pub struct ServeArgs {
     /// Address for the Prometheus endpoint, e.g. 127.0.0.1:9109 (serves /metrics).
     #[arg(long)]
     metrics: Option<String>,
+    /// Seconds a client may take to finish the handshake (0 = no limit) [default: 30, or the config's].
+    #[arg(long, value_name = "SECS")]
+    handshake_timeout: Option<u64>,
     /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -189,6 +192,9 @@ impl ServeArgs {
         config.server.unix.extend(self.unix.iter().cloned());
         if self.metrics.is_some() {
             config.server.metrics = self.metrics.clone();
+        }
+        if let Some(secs) = self.handshake_timeout {
+            config.server.handshake_timeout = secs;
         }
         let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());
         config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;

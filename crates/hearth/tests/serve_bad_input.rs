@@ -24,21 +24,24 @@ const ENOSPC: u32 = 28;
 const SIZE: u64 = 64 << 20;
 
 fn start(dir: &std::path::Path) -> (Server, SocketAddr) {
-    let s = Server::start(
-        &[
-            "--backend",
-            "memory",
-            "--size",
-            "64MiB",
-            "--cache-size",
-            "8MiB",
-            "--name",
-            "disk",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &dir.join("log"),
-    );
+    start_with(dir, &[])
+}
+
+fn start_with(dir: &std::path::Path, extra: &[&str]) -> (Server, SocketAddr) {
+    let mut args = vec![
+        "--backend",
+        "memory",
+        "--size",
+        "64MiB",
+        "--cache-size",
+        "8MiB",
+        "--name",
+        "disk",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    let s = Server::start(&args, &dir.join("log"));
     let addr = s.tcp.unwrap();
     (s, addr)
 }
@@ -279,6 +282,36 @@ fn disconnects_mid_request_and_floods_leave_the_server_up_and_bounded() {
     assert!(server.alive());
     let log = server.log_text();
     assert!(log.contains("connection closed"), "protocol violations are logged:\n{log}");
+}
+
+/// A client that stalls in the handshake (silent after the greeting, or a
+/// trickle of half an option) is cut off after --handshake-timeout, while an
+/// idle client past the handshake keeps its connection.
+#[test]
+fn stalled_handshakes_time_out_but_idle_sessions_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr) = start_with(dir.path(), &["--handshake-timeout", "1"]);
+    let mut silent = TcpStream::connect(addr).unwrap();
+    silent.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut greeting = [0u8; 18];
+    silent.read_exact(&mut greeting).unwrap();
+    let mut trickle = hello(addr, 3);
+    trickle.write_all(&IHAVEOPT[..5]).unwrap();
+    let mut idle = hello(addr, 3);
+    go(&mut idle);
+
+    let waited = std::time::Instant::now();
+    assert!(closed(&mut silent), "a silent client is disconnected");
+    assert!(closed(&mut trickle), "a client stalled mid-option is disconnected");
+    assert!(waited.elapsed() < Duration::from_secs(9), "closed by the timeout, not by the test's read timeout");
+    std::thread::sleep(Duration::from_millis(1500));
+    request(&mut idle, 0, 1, 5, 4096, 4);
+    idle.write_all(b"idle").unwrap();
+    assert_eq!(simple_reply(&mut idle), (0, 5), "a session idle past the handshake limit still works");
+    still_serving(addr);
+    assert!(server.alive());
+    let log = server.log_text();
+    assert!(log.contains("not finished within 1s"), "the timeout is logged:\n{log}");
 }
 
 #[test]
