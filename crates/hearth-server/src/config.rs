@@ -115,6 +115,9 @@ pub struct ExportConfig {
     /// `"seq"`; default none. Contexts come from the hint extension, one per
     /// connection for clients that do not send them.
     pub prefetch: Option<String>,
+    /// Background reads (prefetches, eviction-based reloads) in flight at
+    /// once: the device parallelism they may use. Default 8.
+    pub background_reads: Option<usize>,
     /// Cache block size (power of two, 512 B to 1 MiB). Default 4 KiB.
     pub block_size: Option<SizeValue>,
     #[serde(default)]
@@ -260,6 +263,9 @@ impl Config {
             hearth_policy::build(&policy, cache).map_err(|m| format!("{}: {m}", at("policy")))?;
             e.placement().map_err(|m| format!("{}: {m}", at("placement")))?;
             e.prefetcher(4096).map_err(|m| format!("{}: {m}", at("prefetch")))?;
+            if !(1..=256).contains(&e.background_reads()) {
+                return Err(format!("{}: must be 1 to 256", at("background_reads")));
+            }
             match e.write_mode().map_err(|m| format!("{}: {m}", at("dirty_limit")))? {
                 WriteMode::Back { dirty_limit } => {
                     if cache < u64::from(bs) {
@@ -357,6 +363,10 @@ impl ExportConfig {
             self.write_mode().map_err(anyhow::Error::msg)?,
             self.placement().map_err(anyhow::Error::msg)?,
         ))
+    }
+
+    pub fn background_reads(&self) -> usize {
+        self.background_reads.unwrap_or(8)
     }
 
     /// The export's prefetcher, if any. Offline miners (C-Miner*) have no

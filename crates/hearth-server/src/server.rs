@@ -49,16 +49,21 @@ const BACKGROUND_QUEUE: usize = 4096;
 /// apart from the small ids clients choose.
 const CONNECTION_CTX_BASE: u32 = 1 << 31;
 
-/// The background thread that reads client-evicted blocks placed by the
-/// cache and predicted blocks. One thread per export keeps these reads from
-/// crowding out demand reads on the blocking pool; it ends when the export
-/// is dropped.
+/// The background threads that read client-evicted blocks placed by the
+/// cache and predicted blocks. A few threads per export, apart from the
+/// blocking pool, keep these reads from crowding out demand reads while
+/// letting several proceed at once on a device that serves them in
+/// parallel; they end when the export is dropped.
 fn spawn_background(
     export: std::sync::Weak<Export>,
     queue: std::sync::mpsc::Receiver<Background>,
+    threads: usize,
 ) -> anyhow::Result<()> {
-    std::thread::Builder::new().name("hearth-background".into()).spawn(move || {
-        for job in queue {
+    let queue = Arc::new(std::sync::Mutex::new(queue));
+    for _ in 0..threads {
+        let (export, queue) = (export.clone(), queue.clone());
+        std::thread::Builder::new().name("hearth-background".into()).spawn(move || loop {
+            let Ok(job) = queue.lock().unwrap_or_else(|e| e.into_inner()).recv() else { return };
             let Some(export) = export.upgrade() else { return };
             let (r, what) = match job {
                 Background::Reload(b) => (export.cache.reload(b), b),
@@ -67,8 +72,8 @@ fn spawn_background(
             if let Err(e) = r {
                 warn!(export = %export.info.name, block = what, error = %e, "background read failed");
             }
-        }
-    })?;
+        })?;
+    }
     Ok(())
 }
 
@@ -255,7 +260,7 @@ impl Server {
                 prefetch_stats: Default::default(),
                 warmup,
             });
-            spawn_background(Arc::downgrade(&export), queue)?;
+            spawn_background(Arc::downgrade(&export), queue, e.background_reads())?;
             exports.push(export);
         }
         let mut tcp = Vec::new();

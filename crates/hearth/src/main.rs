@@ -5,6 +5,7 @@ mod analyze;
 mod bench;
 mod prefetch;
 mod progress;
+mod replay;
 mod serve;
 mod sim;
 mod tier;

@@ -41,6 +41,9 @@ pub enum PrefetchCmd {
         #[arg(long, value_delimiter = ',', default_value = "10,25,50,100")]
         sweep_clients: Vec<u32>,
     },
+    /// Drive a live server with the workload (one connection per concurrent
+    /// context, contexts sent as hints) and report the read latency clients saw.
+    Replay(crate::replay::ReplayArgs),
     /// List the prefetchers and their parameters.
     Schemes,
 }
@@ -65,7 +68,7 @@ pub struct Source {
 }
 
 impl Source {
-    fn events(&self) -> anyhow::Result<(Vec<CtxEvent>, String)> {
+    pub fn events(&self) -> anyhow::Result<(Vec<CtxEvent>, String)> {
         if let Some(path) = &self.trace {
             return Ok((read_ctx_trace(path)?, path.display().to_string()));
         }
@@ -153,6 +156,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
         }
         PrefetchCmd::Sim(args) => sim(args),
         PrefetchCmd::Sweep { sim, sweep_clients } => sweep(sim, &sweep_clients),
+        PrefetchCmd::Replay(args) => crate::replay::run(args),
         PrefetchCmd::Schemes => {
             for (name, params, about) in hearth_prefetch::SCHEMES {
                 println!("{name:<10} [{}] {about}", params.join(","));

@@ -23,7 +23,7 @@ enum BackendArg {
     Memory,
 }
 
-const EXPORT_FLAGS: [&str; 21] = [
+const EXPORT_FLAGS: [&str; 22] = [
     "backend",
     "path",
     "size",
@@ -33,6 +33,7 @@ const EXPORT_FLAGS: [&str; 21] = [
     "policy",
     "placement",
     "prefetch",
+    "background_reads",
     "block_size",
     "write_back",
     "dirty_limit",
@@ -102,6 +103,9 @@ pub struct ServeArgs {
     /// extension, one per connection otherwise. Default none.
     #[arg(long)]
     prefetch: Option<String>,
+    /// Background reads (prefetches, eviction-based reloads) in flight at once, 1-256. Default 8.
+    #[arg(long)]
+    background_reads: Option<usize>,
     /// Cache block size, a power of two from 512B to 1MiB. Default 4KiB.
     #[arg(long)]
     block_size: Option<String>,
@@ -165,6 +169,7 @@ impl ServeArgs {
                     policy: self.policy.clone(),
                     placement: self.placement.clone(),
                     prefetch: self.prefetch.clone(),
+                    background_reads: self.background_reads,
                     block_size: text(&self.block_size),
                     write_mode: if self.write_back { WriteModeConfig::Back } else { WriteModeConfig::Through },
                     dirty_limit: text(&self.dirty_limit),

@@ -328,6 +328,10 @@ fn bad_config_is_refused_naming_the_key() {
             "export[0] (\"a\").policy",
         ),
         ("[[export]]\nname = \"a\"\nbackend = \"file\"\n", "export[0] (\"a\").path"),
+        (
+            "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nbackground_reads = 0\n",
+            "export[0] (\"a\").background_reads",
+        ),
     ];
     for (text, key) in cases {
         let path = dir.path().join("bad.toml");

@@ -1,0 +1,307 @@
+//! `hearth prefetch replay`: drives a live server with a context-tagged
+//! workload, the way its clients would — one NBD connection per concurrent
+//! context, each context announced through the hint extension — and reports
+//! the read latency the clients saw. Run against servers with and without
+//! `--prefetch`, it checks in the server what `hearth prefetch sim` predicts.
+//!
+//! Contexts start at their trace times and issue their I/Os at their trace
+//! times (both divided by `--speed`); a context that falls behind issues its
+//! next I/O at once, so a slow server stretches the run instead of piling up
+//! requests. Trace blocks are numbered densely in block order, so the
+//! workload needs an export of `distinct blocks × block size` bytes.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use hdrhistogram::Histogram;
+use hearth_client::Client;
+use hearth_core::{format_bytes, Op};
+use hearth_trace::ctx::CtxEvent;
+
+use crate::prefetch::Source;
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    source: Source,
+    /// The server: nbd://HOST:PORT/EXPORT or nbd+unix:///EXPORT?socket=PATH.
+    #[arg(long)]
+    server: String,
+    /// Trace time runs this many times faster than recorded (think times and gaps shrink alike).
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Contexts in this leading share are replayed but not counted (the cache and the miner warm up).
+    #[arg(long, default_value_t = 0.3)]
+    warmup: f64,
+    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    block_size: u64,
+    /// Skip the workload's writes (leaves the export's data untouched).
+    #[arg(long)]
+    reads_only: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+/// One context of the trace, with its I/Os on dense block numbers.
+struct Job {
+    ctx: u32,
+    class: u32,
+    start_ns: u64,
+    ios: Vec<(u64, Op, u64)>,
+}
+
+/// Where to connect.
+enum Target {
+    Tcp { addr: String, export: String },
+    Unix { path: PathBuf, export: String },
+}
+
+impl Target {
+    fn parse(uri: &str) -> anyhow::Result<Target> {
+        let bad =
+            || anyhow::anyhow!("--server {uri:?}: expected nbd://HOST:PORT/EXPORT or nbd+unix:///EXPORT?socket=PATH");
+        if let Some(rest) = uri.strip_prefix("nbd+unix://") {
+            let (path_part, query) = rest.split_once('?').ok_or_else(bad)?;
+            let export = path_part.strip_prefix('/').unwrap_or(path_part).to_string();
+            let socket = query.split('&').find_map(|kv| kv.strip_prefix("socket=")).ok_or_else(bad)?;
+            return Ok(Target::Unix { path: PathBuf::from(socket), export });
+        }
+        let rest = uri.strip_prefix("nbd://").ok_or_else(bad)?;
+        let (addr, export) = rest.split_once('/').unwrap_or((rest, ""));
+        if addr.is_empty() {
+            return Err(bad());
+        }
+        let addr = if addr.contains(':') { addr.to_string() } else { format!("{addr}:10809") };
+        Ok(Target::Tcp { addr, export: export.to_string() })
+    }
+
+    fn connect(&self) -> std::io::Result<Client> {
+        match self {
+            Target::Tcp { addr, export } => Client::connect_tcp(addr, export),
+            Target::Unix { path, export } => Client::connect_unix(path, export),
+        }
+    }
+}
+
+/// Splits the trace into contexts in begin order, renumbering blocks densely.
+/// Returns the jobs, the distinct block count and the most contexts open at once.
+fn jobs(events: &[CtxEvent]) -> (Vec<Job>, u64, usize) {
+    let mut blocks: Vec<u64> =
+        events.iter().filter_map(|e| if let CtxEvent::Io { block, .. } = e { Some(*block) } else { None }).collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    let dense = |b: u64| blocks.binary_search(&b).expect("collected above") as u64;
+    let mut jobs = Vec::new();
+    let mut open: hearth_core::KeyMap<usize> = hearth_core::KeyMap::default();
+    let mut most_open = 0;
+    for e in events {
+        match *e {
+            CtxEvent::Begin { time_ns, ctx, class } => {
+                open.insert(u64::from(ctx), jobs.len());
+                jobs.push(Job { ctx, class, start_ns: time_ns, ios: Vec::new() });
+                most_open = most_open.max(open.len());
+            }
+            CtxEvent::Io { time_ns, ctx, op, block } => {
+                // .ctx readers and the generator check that I/O falls inside an open context.
+                if let Some(&j) = open.get(&u64::from(ctx)) {
+                    jobs[j].ios.push((time_ns, op, dense(block)));
+                }
+            }
+            CtxEvent::End { ctx, .. } => {
+                open.remove(&u64::from(ctx));
+            }
+        }
+    }
+    (jobs, blocks.len() as u64, most_open)
+}
+
+/// What one connection measured.
+struct Tally {
+    reads: Histogram<u64>,
+    writes: u64,
+    /// Sum of how late I/Os were issued against the (sped-up) trace schedule.
+    late_ns: u128,
+    ios: u64,
+}
+
+pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.speed > 0.0, "--speed must be positive");
+    anyhow::ensure!((0.0..1.0).contains(&args.warmup), "--warmup is a share in [0, 1)");
+    let bs = u32::try_from(args.block_size).ok().filter(|b| b.is_power_of_two()).context("--block-size")?;
+    let target = Target::parse(&args.server)?;
+    let (events, name) = args.source.events()?;
+    let (jobs, distinct, connections) = jobs(&events);
+    let connections = connections.max(1);
+    let needed = distinct * u64::from(bs);
+    let probe = target.connect().with_context(|| format!("connecting to {}", args.server))?;
+    anyhow::ensure!(
+        probe.size() >= needed,
+        "the export is {} but the workload's {distinct} distinct blocks need {} (serve it with --size {needed})",
+        format_bytes(probe.size()),
+        format_bytes(needed)
+    );
+    if !probe.hints() {
+        eprintln!("note: the server did not accept the hint extension; contexts are not sent");
+    }
+    drop(probe);
+
+    let warm = (jobs.len() as f64 * args.warmup) as usize;
+    let next = AtomicUsize::new(0);
+    let tallies = Mutex::new(Vec::new());
+    let ready = Barrier::new(connections + 1);
+    let start = Mutex::new(None::<Instant>);
+    let scale = |ns: u64| Duration::from_nanos((ns as f64 / args.speed) as u64);
+    let first_ns = jobs.first().map_or(0, |j| j.start_ns);
+    let failure = Mutex::new(None::<anyhow::Error>);
+    std::thread::scope(|s| {
+        for _ in 0..connections {
+            s.spawn(|| {
+                let client = target.connect();
+                ready.wait(); // every connection is up before the clock starts
+                ready.wait(); // the clock is set
+                let t0 = start.lock().unwrap().expect("set before the second barrier");
+                let mut tally = Tally { reads: Histogram::new(3).expect("3 digits"), writes: 0, late_ns: 0, ios: 0 };
+                let result = client.map_err(anyhow::Error::from).and_then(|mut c| {
+                    let mut data = vec![0u8; bs as usize];
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(job) = jobs.get(i) else { return Ok(()) };
+                        std::thread::sleep(
+                            (t0 + scale(job.start_ns - first_ns)).saturating_duration_since(Instant::now()),
+                        );
+                        // Context 0 means "the connection's own" on the wire.
+                        let ctx = u64::from(job.ctx) + 1;
+                        c.begin(ctx, u64::from(job.class))?;
+                        for &(t, op, block) in &job.ios {
+                            let due = t0 + scale(t - first_ns);
+                            let now = Instant::now();
+                            std::thread::sleep(due.saturating_duration_since(now));
+                            let issued = Instant::now();
+                            let offset = block * u64::from(bs);
+                            match op {
+                                Op::Read => {
+                                    c.read(offset, bs)?;
+                                    if i >= warm {
+                                        let us = issued.elapsed().as_micros() as u64;
+                                        tally.reads.record(us.max(1)).expect("auto-resizing histogram");
+                                    }
+                                }
+                                Op::Other => continue,
+                                Op::Write if args.reads_only => continue,
+                                Op::Write => {
+                                    data.fill(block as u8);
+                                    c.write(offset, &data, false)?;
+                                    tally.writes += u64::from(i >= warm);
+                                }
+                            }
+                            if i >= warm {
+                                tally.late_ns += issued.saturating_duration_since(due).as_nanos();
+                                tally.ios += 1;
+                            }
+                        }
+                        c.end(ctx)?;
+                    }
+                });
+                if let Err(e) = result {
+                    failure.lock().unwrap().get_or_insert(e);
+                    next.store(usize::MAX / 2, Ordering::Relaxed); // stop the others
+                }
+                tallies.lock().unwrap().push(tally);
+            });
+        }
+        ready.wait();
+        *start.lock().unwrap() = Some(Instant::now());
+        ready.wait();
+    });
+    let elapsed = start.lock().unwrap().map_or(Duration::ZERO, |t| t.elapsed());
+    if let Some(e) = failure.into_inner().unwrap() {
+        return Err(e.context(format!("replaying against {}", args.server)));
+    }
+    let mut reads = Histogram::<u64>::new(3).expect("3 digits");
+    let (mut writes, mut late_ns, mut ios) = (0, 0u128, 0u64);
+    for t in tallies.into_inner().unwrap() {
+        reads.add(&t.reads).expect("same precision");
+        writes += t.writes;
+        late_ns += t.late_ns;
+        ios += t.ios;
+    }
+    let mean_late_us = late_ns as f64 / ios.max(1) as f64 / 1000.0;
+    if args.json {
+        let doc = serde_json::json!({
+            "workload": name, "server": args.server, "connections": connections, "contexts": jobs.len(),
+            "counted_contexts": jobs.len() - warm, "reads": reads.len(), "writes": writes,
+            "seconds": elapsed.as_secs_f64(), "read_us": {
+                "mean": reads.mean(), "p50": reads.value_at_quantile(0.5), "p95": reads.value_at_quantile(0.95),
+                "p99": reads.value_at_quantile(0.99), "max": reads.max() },
+            "mean_late_us": mean_late_us,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "{name} against {}: {connections} connections, {} contexts ({} counted after {:.0}% warm-up), {:.1} s",
+            args.server,
+            jobs.len(),
+            jobs.len() - warm,
+            100.0 * args.warmup,
+            elapsed.as_secs_f64()
+        );
+        println!(
+            "reads {}  writes {}  read µs: mean {:.0}  p50 {}  p95 {}  p99 {}  max {}  (I/Os issued {:.0} µs late on average)",
+            reads.len(),
+            writes,
+            reads.mean(),
+            reads.value_at_quantile(0.5),
+            reads.value_at_quantile(0.95),
+            reads.value_at_quantile(0.99),
+            reads.max(),
+            mean_late_us
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_uris_parse() {
+        let Target::Tcp { addr, export } = Target::parse("nbd://127.0.0.1:10810/disk").unwrap() else { panic!() };
+        assert_eq!((addr.as_str(), export.as_str()), ("127.0.0.1:10810", "disk"));
+        let Target::Tcp { addr, .. } = Target::parse("nbd://localhost").unwrap() else { panic!() };
+        assert_eq!(addr, "localhost:10809");
+        let Target::Unix { path, export } = Target::parse("nbd+unix:///d?socket=/tmp/s.sock").unwrap() else {
+            panic!()
+        };
+        assert_eq!((path, export.as_str()), (PathBuf::from("/tmp/s.sock"), "d"));
+        for bad in ["http://x/y", "nbd+unix:///d", "nbd:///d"] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn jobs_keep_begin_order_and_number_blocks_densely() {
+        let io = |t, ctx, block| CtxEvent::Io { time_ns: t, ctx, op: Op::Read, block };
+        let events = vec![
+            CtxEvent::Begin { time_ns: 0, ctx: 5, class: 1 },
+            io(1, 5, 1 << 40),
+            CtxEvent::Begin { time_ns: 2, ctx: 6, class: 2 },
+            io(3, 6, 7),
+            io(4, 5, 7),
+            CtxEvent::End { time_ns: 5, ctx: 5 },
+            CtxEvent::Begin { time_ns: 6, ctx: 5, class: 3 },
+            io(7, 5, 9),
+            CtxEvent::End { time_ns: 8, ctx: 5 },
+            CtxEvent::End { time_ns: 9, ctx: 6 },
+        ];
+        let (jobs, distinct, most_open) = jobs(&events);
+        assert_eq!((distinct, most_open), (3, 2));
+        let blocks: Vec<Vec<u64>> = jobs.iter().map(|j| j.ios.iter().map(|&(_, _, b)| b).collect()).collect();
+        assert_eq!(blocks, vec![vec![2, 0], vec![0], vec![1]]);
+        assert_eq!(jobs.iter().map(|j| j.class).collect::<Vec<_>>(), vec![1, 2, 3]);
+    }
+}
