@@ -172,9 +172,13 @@ impl Lirs {
     }
 
     /// Moves the LIR block at the bottom of S into Q as resident HIR (evicting
-    /// from Q to make room), then prunes S. Returns false if S's bottom is not
-    /// an LIR block (nothing to demote).
+    /// from Q to make room), then prunes S. Returns false if S holds no LIR
+    /// block below its top (nothing to demote).
     fn demote_bottom_lir(&mut self) -> bool {
+        // Pruning keeps S's top even when it is HIR, so after a removal left
+        // only HIR entries, a block pushed later sits above HIR entries:
+        // prune again so the bottom is LIR.
+        self.prune();
         let Some(bottom) = self.stack.tail() else { return false };
         let key = *self.s_nodes.get(bottom);
         let size = u64::from(self.index[&key].size);
@@ -368,16 +372,21 @@ impl Policy for Lirs {
     }
 
     fn remove(&mut self, key: Key) -> bool {
-        let Some(&m) = self.index.get(&key) else { return false };
-        match m.status {
-            Status::HirGhost => return false,
-            Status::Lir => {
+        let m = self.index.get(&key).copied();
+        match m {
+            None | Some(Meta { status: Status::HirGhost, .. }) => {
+                // Evicted by a hit and not yet reported: the caller drops it now,
+                // so a later report would name a block it no longer thinks held.
+                self.pending_victims.retain(|&k| k != key);
+                return false;
+            }
+            Some(m @ Meta { status: Status::Lir, .. }) => {
                 self.leave_stack(key);
                 self.lir_bytes -= u64::from(m.size);
                 self.index.remove(&key);
                 self.prune();
             }
-            Status::HirResident => {
+            Some(m @ Meta { status: Status::HirResident, .. }) => {
                 self.leave_stack(key);
                 self.q_nodes.unlink(&mut self.queue, m.q);
                 self.q_nodes.release(m.q);
@@ -500,5 +509,37 @@ mod tests {
         assert_eq!(p.evict(&now), Some(A)); // the LIR block, via Q
         assert_eq!(p.evict(&now), None);
         assert_eq!((p.len(), p.occupancy()), (0, 0));
+    }
+
+    /// Removing the only LIR block leaves an HIR block alone in S; a block
+    /// pushed above it later must still let the LIR set make room (found by
+    /// the property test: occupancy 3 in a 2-byte cache).
+    #[test]
+    fn removal_of_the_bottom_lir_block_keeps_capacity() {
+        let mut p = Lirs::new(2);
+        for key in [4, 6] {
+            access(&mut p, key);
+        }
+        assert!(p.remove(4));
+        for key in [11, 4, 4, 3] {
+            access(&mut p, key);
+            assert!(p.occupancy() <= p.capacity(), "after {key}: {} bytes", p.occupancy());
+        }
+    }
+
+    /// A block a hit evicted, then removed by the caller before the next
+    /// insert, is not reported as a victim afterwards.
+    #[test]
+    fn removed_pending_victims_are_not_reported() {
+        let mut p = Lirs::new(2);
+        for key in [0, 2, 2] {
+            access(&mut p, key);
+        }
+        // A hit on 0 (resident HIR, not in S) demotes 2 into a full Q: 0 itself is evicted.
+        assert!(access(&mut p, 0).0);
+        assert!(!p.contains(0));
+        assert!(!p.remove(0));
+        let (_, evicted) = access(&mut p, 0);
+        assert!(!evicted.contains(&0), "{evicted:?}");
     }
 }
