@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use hearth_server::config::{BackendKind, Config, ExportConfig, SizeValue, WriteModeConfig};
+use hearth_server::config::{BackendKind, Config, ExportConfig, SizeValue, TierExportConfig, WriteModeConfig};
 use hearth_server::warmup::{WarmupConfig, WarmupMode};
 use hearth_server::Server;
 use tracing_subscriber::EnvFilter;
@@ -23,7 +23,7 @@ enum BackendArg {
     Memory,
 }
 
-const EXPORT_FLAGS: [&str; 22] = [
+const EXPORT_FLAGS: [&str; 29] = [
     "backend",
     "path",
     "size",
@@ -46,6 +46,13 @@ const EXPORT_FLAGS: [&str; 22] = [
     "warmup_staging",
     "warmup_log_size",
     "warmup",
+    "tier_fast_path",
+    "tier_fast_size",
+    "tier_journal",
+    "tier_plan",
+    "tier_migrate_bandwidth",
+    "tier_idle",
+    "tier_access_log",
 ];
 
 #[derive(Args, Debug)]
@@ -139,6 +146,27 @@ pub struct ServeArgs {
     /// Pre-load the cache from the warmup log before serving (newest blocks first, never stale).
     #[arg(long, requires = "warmup_log")]
     warmup: bool,
+    /// Two tiers: the fast file in front of the backend (created sparse with --tier-fast-size if missing).
+    #[arg(long, value_name = "PATH", requires = "tier_fast_size")]
+    tier_fast_path: Option<PathBuf>,
+    /// Size of the fast tier, e.g. 10GiB.
+    #[arg(long, requires = "tier_fast_path")]
+    tier_fast_size: Option<String>,
+    /// The fast tier's block-map journal. Default: the fast path + .journal.
+    #[arg(long, value_name = "PATH", requires = "tier_fast_path")]
+    tier_journal: Option<PathBuf>,
+    /// A partition plan from `hearth tier plan`, migrated in the background.
+    #[arg(long, value_name = "PATH", requires = "tier_fast_path")]
+    tier_plan: Option<PathBuf>,
+    /// Migration bytes per second. Default 16MiB.
+    #[arg(long, requires = "tier_fast_path")]
+    tier_migrate_bandwidth: Option<String>,
+    /// Migrate only after clients have been quiet this long. Default 10ms.
+    #[arg(long, requires = "tier_fast_path")]
+    tier_idle: Option<String>,
+    /// Log client requests here as a CloudPhysics CSV trace for `hearth tier plan`.
+    #[arg(long, value_name = "PATH", requires = "tier_fast_path")]
+    tier_access_log: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -175,8 +203,15 @@ impl ServeArgs {
                     dirty_limit: text(&self.dirty_limit),
                     latency: self.latency.clone(),
                     bandwidth: text(&self.bandwidth),
-                    // Two-tier exports need a config file ([export.tier]).
-                    tier: None,
+                    tier: self.tier_fast_path.clone().map(|fast_path| TierExportConfig {
+                        fast_path,
+                        fast_size: SizeValue::Text(self.tier_fast_size.clone().unwrap_or_default()),
+                        journal: self.tier_journal.clone(),
+                        plan: self.tier_plan.clone(),
+                        migrate_bandwidth: text(&self.tier_migrate_bandwidth),
+                        idle: self.tier_idle.clone(),
+                        access_log: self.tier_access_log.clone(),
+                    }),
                     warmup: self.warmup_log.clone().map(|log| WarmupConfig {
                         log,
                         mode: match self.warmup_mode {

@@ -201,3 +201,62 @@ fn kill_9_during_migration_loses_no_acknowledged_write() {
     dump_matches(d, &server, &expected);
     assert!(server.stop("TERM"));
 }
+
+/// The same two-tier export from flags alone (no config file): the plan
+/// migrates, the journal and access log appear, and every byte reads back
+/// (through the Rust client, so this needs no external tool).
+#[test]
+fn tier_flags_configure_a_two_tier_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let expected = pattern(BLOCKS * BS, 11);
+    std::fs::write(d.join("slow.img"), &expected).unwrap();
+    let plan = write_trace_and_plan(d);
+    let p = |name: &str| d.join(name).to_str().unwrap().to_string();
+    let server = Server::start(
+        &[
+            "--backend",
+            "file",
+            "--path",
+            &p("slow.img"),
+            "--cache-size",
+            "0",
+            "--name",
+            "disk",
+            "--unix",
+            &p("nbd.sock"),
+            "--tier-fast-path",
+            &p("fast.img"),
+            "--tier-fast-size",
+            "256KiB",
+            "--tier-plan",
+            plan.to_str().unwrap(),
+            "--tier-idle",
+            "1ms",
+            "--tier-migrate-bandwidth",
+            "4MiB",
+            "--tier-access-log",
+            &p("access.csv"),
+        ],
+        &d.join("log"),
+    );
+    wait_for_log(&server, "tier migration finished", Duration::from_secs(30));
+    let mut c = hearth_client::Client::connect_unix(server.unix.as_ref().unwrap(), "disk").unwrap();
+    for (i, chunk) in expected.chunks(1 << 20).enumerate() {
+        assert!(c.read((i << 20) as u64, chunk.len() as u32).unwrap() == chunk, "MiB {i} differs");
+    }
+    drop(c);
+    assert!(server.stop("TERM"));
+    assert_eq!(std::fs::metadata(d.join("fast.img")).unwrap().len(), 256 << 10);
+    let journal = std::fs::read(d.join("fast.img.journal")).unwrap();
+    assert!((journal.len() - 24) / 24 >= HOT, "every planned block was mapped: {} bytes", journal.len());
+    let log = std::fs::read_to_string(d.join("access.csv")).unwrap();
+    assert!(log.lines().count() > 8, "client reads are logged:\n{log}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["serve", "--backend", "memory", "--size", "1MiB", "--tier-fast-path", &p("x.img")])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--tier-fast-size"), "{err}");
+}
