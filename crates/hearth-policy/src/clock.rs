@@ -45,18 +45,7 @@ impl Policy for Clock {
             format!("CLOCK-{}bit", self.max_refs.count_ones())
         }
     }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn occupancy(&self) -> u64 {
-        self.used
-    }
-    fn len(&self) -> usize {
-        self.index.len()
-    }
-    fn contains(&self, key: Key) -> bool {
-        self.index.contains_key(&key)
-    }
+    indexed_residency!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&i) = self.index.get(&a.key) else { return false };
         let e = self.slab.get_mut(i);

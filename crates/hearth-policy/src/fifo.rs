@@ -28,18 +28,7 @@ impl Policy for Fifo {
     fn name(&self) -> String {
         "FIFO".into()
     }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn occupancy(&self) -> u64 {
-        self.used
-    }
-    fn len(&self) -> usize {
-        self.index.len()
-    }
-    fn contains(&self, key: Key) -> bool {
-        self.index.contains_key(&key)
-    }
+    indexed_residency!();
     fn lookup(&mut self, a: &Access) -> bool {
         self.index.contains_key(&a.key)
     }

@@ -150,18 +150,7 @@ impl Policy for Lfu {
             Aging::Halve(every) => format!("LFU-halve{every}"),
         }
     }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn occupancy(&self) -> u64 {
-        self.used
-    }
-    fn len(&self) -> usize {
-        self.index.len()
-    }
-    fn contains(&self, key: Key) -> bool {
-        self.index.contains_key(&key)
-    }
+    indexed_residency!();
     fn lookup(&mut self, a: &Access) -> bool {
         if let Aging::Halve(every) = self.aging {
             self.until_halving -= 1;

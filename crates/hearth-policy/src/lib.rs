@@ -4,6 +4,27 @@
 //! Adding a policy: one new file implementing `hearth_core::Policy`, one
 //! `mod` line and one line in [`REGISTRY`].
 
+/// `capacity`, `occupancy`, `len` and `contains` for a policy whose resident
+/// blocks are exactly the keys of its `index` map and whose `capacity` and
+/// `used` fields count bytes (most policies here; ARC, LIRS, MQ and 2Q also
+/// remember blocks they do not hold, so they answer themselves).
+macro_rules! indexed_residency {
+    () => {
+        fn capacity(&self) -> u64 {
+            self.capacity
+        }
+        fn occupancy(&self) -> u64 {
+            self.used
+        }
+        fn len(&self) -> usize {
+            self.index.len()
+        }
+        fn contains(&self, key: hearth_core::Key) -> bool {
+            self.index.contains_key(&key)
+        }
+    };
+}
+
 mod arc;
 mod clock;
 mod fbr;

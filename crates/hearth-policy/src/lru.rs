@@ -26,18 +26,7 @@ impl Policy for Lru {
     fn name(&self) -> String {
         "LRU".into()
     }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn occupancy(&self) -> u64 {
-        self.used
-    }
-    fn len(&self) -> usize {
-        self.index.len()
-    }
-    fn contains(&self, key: Key) -> bool {
-        self.index.contains_key(&key)
-    }
+    indexed_residency!();
     fn lookup(&mut self, a: &Access) -> bool {
         match self.index.get(&a.key) {
             Some(&i) => {
