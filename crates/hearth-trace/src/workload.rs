@@ -395,12 +395,15 @@ fn region(table: usize, part: u32) -> u64 {
     ((table as u64) * 8 + u64::from(part)) << 24
 }
 
-/// A fixed permutation of `0..n` (multiplication by a large odd constant
-/// coprime to most `n`, falling back to the identity when it is not).
+/// A fixed permutation of `0..n`: multiplication by the first number coprime
+/// to `n` at or above a large constant (mod `n`) that `salt` varies.
 fn scatter(key: u64, n: u64, salt: u32) -> u64 {
-    let m = 0x9E37_79B9_7F4A_7C15u64.wrapping_add(u64::from(salt) * 2) % n.max(1);
-    if n <= 1 || gcd(m, n) != 1 {
+    if n <= 2 {
         return key % n.max(1);
+    }
+    let mut m = 0x9E37_79B9_7F4A_7C15u64.wrapping_add(u64::from(salt) * 2) % n;
+    while m < 2 || gcd(m, n) != 1 {
+        m = (m + 1) % n;
     }
     ((key % n) as u128 * m as u128 % n as u128) as u64
 }
@@ -601,6 +604,20 @@ mod tests {
         db.run(&get(0, KeyDist::Group(1)).via(1).rows(3), 0, &mut out);
         let heap: Vec<u64> = out.iter().map(|&(_, b)| b).filter(|&b| b < region(0, 1)).collect();
         assert!(heap.len() >= 2, "scattered rows: {heap:?}");
+    }
+
+    /// Secondary indexes scatter their rows for every table size, including
+    /// sizes the base multiplier shares a factor with (33,000 items: 3).
+    #[test]
+    fn scatter_is_a_permutation_for_every_size() {
+        for n in [3, 10, 33, 1000, 2_500, 33_000] {
+            for salt in [1, 2, 17] {
+                let image: std::collections::HashSet<u64> = (0..n).map(|k| scatter(k, n, salt)).collect();
+                assert_eq!(image.len() as u64, n, "n {n} salt {salt}: not a permutation");
+                let fixed = (0..n).filter(|&k| scatter(k, n, salt) == k).count() as u64;
+                assert!(fixed < n / 2 + 2, "n {n} salt {salt}: {fixed} rows stay in place");
+            }
+        }
     }
 
     /// Appends must not move existing rows: the same secondary-index lookup
