@@ -1,7 +1,10 @@
 //! Prefetching for the storage cache, sans I/O: prefetchers see events
 //! (context begin/end, demand accesses with their cache outcome, and whether
 //! a prefetched block was used or evicted unused) and answer with blocks to
-//! prefetch. The trace simulator and the NBD server drive them the same way.
+//! prefetch. The trace simulator and the NBD server drive them the same way,
+//! and both show them demand *reads* only: a whole-block write needs no data
+//! from the device, so learning write patterns would only predict reads
+//! nobody waits for.
 //!
 //! - [`cache::PrefetchCache`]: the main cache plus a separate prefetch
 //!   partition; classifies demand accesses as hit, promote or miss and counts
@@ -140,7 +143,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
                 min_support: p.get("support", 3)?,
                 min_confidence: p.get("confidence", 0.3)?,
             };
-            let blocks: Vec<Key> = training.iter().filter_map(io_block).collect();
+            let blocks: Vec<Key> = training.iter().filter_map(read_block).collect();
             let rules = cminer::mine(blocks.chunks(cfg.segment.max(1)), &cfg);
             Box::new(cminer::CMiner::new(rules, p.get("degree", 4)?))
         }
@@ -170,10 +173,10 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
     })
 }
 
-/// The block of an I/O event.
-pub fn io_block(e: &CtxEvent) -> Option<Key> {
+/// The block of a read event (what prefetchers learn from).
+pub fn read_block(e: &CtxEvent) -> Option<Key> {
     match *e {
-        CtxEvent::Io { block, .. } => Some(block),
+        CtxEvent::Io { block, op: hearth_core::Op::Read, .. } => Some(block),
         _ => None,
     }
 }

@@ -5,7 +5,8 @@
 //! Counters start after a warm-up share of the I/Os (default 30%), which is
 //! also the training part offline miners (C-Miner*) learn from, so every
 //! scheme is measured on the same requests. Writes are demand accesses of
-//! the cache but never read from the device (whole-block writes, write-back).
+//! the cache but never read from the device (whole-block writes, write-back),
+//! and, as in the server, prefetchers see only the reads.
 
 use hearth_core::{Key, Op};
 use hearth_prefetch::cminer;
@@ -106,8 +107,10 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
                     reads += 1;
                 }
                 out.clear();
-                let demand = Demand { block, ctx, time_ns, op, class };
-                prefetcher.access(&demand, &|k| cache.contains(k), &mut out);
+                if op == Op::Read {
+                    let demand = Demand { block, ctx, time_ns, op, class };
+                    prefetcher.access(&demand, &|k| cache.contains(k), &mut out);
+                }
                 for &k in &out {
                     if cache.prefetch(k) {
                         if let Some(q) = device.as_mut() {
