@@ -115,6 +115,23 @@ pub fn build(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, String> {
     (entry.build)(capacity, &params)
 }
 
+/// Rejoins a comma-split list of specs: a piece with `=` but no `:` is one
+/// more parameter of the spec before it, so `lru,mq:m=8,lifetime=5000` is the
+/// two specs `lru` and `mq:m=8,lifetime=5000`.
+pub fn join_specs(pieces: &[String]) -> Vec<String> {
+    let mut specs: Vec<String> = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        match specs.last_mut() {
+            Some(spec) if piece.contains('=') && !piece.contains(':') && spec.contains(':') => {
+                spec.push(',');
+                spec.push_str(piece);
+            }
+            _ => specs.push(piece.clone()),
+        }
+    }
+    specs
+}
+
 /// Every registered policy name.
 pub fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|e| e.name).collect()
@@ -123,4 +140,21 @@ pub fn names() -> Vec<&'static str> {
 /// `(name, description)` for help text.
 pub fn describe() -> Vec<(&'static str, &'static str)> {
     REGISTRY.iter().map(|e| (e.name, e.about)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comma_split_specs_keep_their_parameters() {
+        let pieces: Vec<String> =
+            ["lru", "mq:m=8", "lifetime=5000", "lfu:aging=10", "arc"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(join_specs(&pieces), vec!["lru", "mq:m=8,lifetime=5000", "lfu:aging=10", "arc"]);
+        for spec in join_specs(&pieces) {
+            build(&spec, 1 << 20).unwrap();
+        }
+        // A stray key=value with no spec before it stays a (bad) spec of its own.
+        assert_eq!(join_specs(&["m=8".to_string()]), vec!["m=8"]);
+    }
 }

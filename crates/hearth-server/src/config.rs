@@ -158,6 +158,7 @@ impl TierExportConfig {
     /// Wraps `slow` into the two-tier backend and starts migrating the plan.
     fn open(&self, slow: Box<dyn Backend>, block_size: u64) -> anyhow::Result<Box<dyn Backend>> {
         let fast_size = self.fast_size.bytes().map_err(anyhow::Error::msg)?;
+        let blocks_in_export = slow.size().div_ceil(block_size);
         let fast = Box::new(FileBackend::sparse(&self.fast_path, fast_size, false)?);
         let journal =
             self.journal.clone().unwrap_or_else(|| PathBuf::from(format!("{}.journal", self.fast_path.display())));
@@ -182,8 +183,18 @@ impl TierExportConfig {
                 .as_deref()
                 .map_or(Ok(Duration::from_millis(10)), parse_duration)
                 .map_err(anyhow::Error::msg)?;
+            let (blocks, beyond): (Vec<u64>, Vec<u64>) = plan.blocks().partition(|&b| b < blocks_in_export);
+            if !beyond.is_empty() {
+                tracing::warn!(
+                    plan = %path.display(),
+                    skipped = beyond.len(),
+                    of = beyond.len() + blocks.len(),
+                    export_blocks = blocks_in_export,
+                    "plan blocks beyond the export's end are skipped (was the plan learned from another device?)"
+                );
+            }
             // Detached: it runs until the plan is migrated; a crash midway is safe.
-            drop(crate::tier::Migrator::spawn(tier.clone(), plan.blocks().collect(), bandwidth, idle));
+            drop(crate::tier::Migrator::spawn(tier.clone(), blocks, bandwidth, idle));
         }
         Ok(Box::new(tier))
     }

@@ -19,8 +19,9 @@ pub enum BenchCmd {
 
 #[derive(Args, Debug)]
 pub struct SimBenchArgs {
-    /// An oracleGeneral trace (the format both simulators read natively).
-    #[arg(default_value = "../shared/data/cloudPhysicsIO.oracleGeneral.bin")]
+    /// An oracleGeneral trace (the format both simulators read natively); default: the shared
+    /// CloudPhysics trace beside this checkout.
+    #[arg(default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/cloudPhysicsIO.oracleGeneral.bin"))]
     trace: PathBuf,
     #[arg(short, long, value_delimiter = ',', default_value = "lru,arc,mq")]
     policies: Vec<String>,

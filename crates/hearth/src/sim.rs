@@ -141,7 +141,7 @@ fn policy_specs(names: &[String]) -> Vec<String> {
     if names.iter().any(|p| p == "all") {
         hearth_policy::names().into_iter().map(String::from).collect()
     } else {
-        names.to_vec()
+        hearth_policy::join_specs(names)
     }
 }
 

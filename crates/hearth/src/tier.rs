@@ -15,23 +15,25 @@ use hearth_tier::{extents, CdpConfig, Experiment, Extent, Partitioner, Scheme, T
 
 use crate::trace_args::TraceArgs;
 
+const CHAINS_HELP: &str = "TRACE may also be synth:chains: popular chains of scattered extents read in order, with one-off noise (long-range reuse, non-sequential correlation).";
+
 #[derive(Subcommand, Debug)]
 pub enum TierCmd {
     /// Replay a trace on an OS cache, a prefetch cache, a fast and a slow device: train on the first
     /// part, measure the rest, for each fast-device scheme.
+    #[command(after_help = CHAINS_HELP)]
     Sim(SimArgs),
     /// Write a partition plan (the blocks for the fast device) learned from a trace or from a two-tier
     /// export's access log; it learns from the --train share (use --train 1 for the whole trace).
     Plan(PlanArgs),
     /// The thesis's sweeps: latency and bandwidth ratio, fast capacity, partitioning vs LRU, CDP
     /// variants; tables on stdout, CSV and plots in a directory.
+    #[command(after_help = CHAINS_HELP)]
     Sweep(SweepArgs),
 }
 
 #[derive(Args, Debug)]
 struct Setup {
-    /// Trace file (see `hearth sim`), or `synth:chains`: popular chains of scattered extents read
-    /// in order, with one-off noise (long-range reuse, non-sequential correlation).
     #[command(flatten)]
     trace: TraceArgs,
     /// TOML file of user devices (`[device.NAME] latency_ns = .., bytes_per_sec = ..`).

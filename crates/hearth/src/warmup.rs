@@ -27,6 +27,7 @@ const BONFIRE_SYNTH: &str = "synth:bonfire";
 #[derive(Subcommand, Debug)]
 pub enum WarmupCmd {
     /// Simulate restarts with cold, Last-K, First-K, Top-K and always-warm caches.
+    #[command(after_help = "TRACE may also be synth:bonfire: Zipf 0.4 over 50 GiB with a daily pattern, --days days.")]
     Sim(WarmupSimArgs),
     /// Recover a server's warmup log (`hearth serve --warmup-log`) and show what a
     /// `hearth serve --warmup` start would pre-load, without changing the log.
@@ -53,7 +54,6 @@ pub struct WarmupInspectArgs {
 
 #[derive(Args, Debug)]
 pub struct WarmupSimArgs {
-    /// Also accepts `synth:bonfire`: Zipf 0.4 over 50 GiB with a daily pattern, --days days.
     #[command(flatten)]
     trace: TraceArgs,
     /// Days of `synth:bonfire` to generate.

@@ -253,6 +253,38 @@ fn tier_flags_configure_a_two_tier_export() {
     let log = std::fs::read_to_string(d.join("access.csv")).unwrap();
     assert!(log.lines().count() > 8, "client reads are logged:\n{log}");
 
+    // A plan learned from a larger device: its blocks past the export's end are skipped, and said so.
+    let mut csv = String::from("version,time,op,size,lbn\n");
+    for i in 0..400 {
+        csv.push_str(&format!("1,{},28,4096,{}\n", i / 100, (BLOCKS + i % 40) * BS / 512));
+    }
+    std::fs::write(d.join("big.csv"), csv).unwrap();
+    let big_plan = d.join("big-plan.json");
+    plan_from(&d.join("big.csv"), &big_plan);
+    let server = Server::start(
+        &[
+            "--backend",
+            "file",
+            "--path",
+            &p("slow.img"),
+            "--name",
+            "disk",
+            "--unix",
+            &p("nbd2.sock"),
+            "--tier-fast-path",
+            &p("fast2.img"),
+            "--tier-fast-size",
+            "256KiB",
+            "--tier-plan",
+            big_plan.to_str().unwrap(),
+        ],
+        &d.join("log2"),
+    );
+    wait_for_log(&server, "tier migration finished", Duration::from_secs(30));
+    let log = server.log_text();
+    assert!(log.contains("beyond the export's end") && log.contains("skipped=40"), "{log}");
+    assert!(server.stop("TERM"));
+
     let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
         .args(["serve", "--backend", "memory", "--size", "1MiB", "--tier-fast-path", &p("x.img")])
         .output()
