@@ -128,15 +128,87 @@ struct Tally {
     ios: u64,
 }
 
+/// Trace time mapped to wall-clock time.
+#[derive(Clone, Copy)]
+struct Schedule {
+    t0: Instant,
+    first_ns: u64,
+    speed: f64,
+}
+
+impl Schedule {
+    fn due(&self, trace_ns: u64) -> Instant {
+        self.t0 + Duration::from_nanos(((trace_ns - self.first_ns) as f64 / self.speed) as u64)
+    }
+    fn wait_until(&self, trace_ns: u64) -> Instant {
+        let due = self.due(trace_ns);
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        due
+    }
+}
+
+/// One connection's work: takes the next context until none is left (or
+/// another connection failed and pushed `next` past the end).
+fn play(
+    c: &mut Client,
+    jobs: &[Job],
+    next: &AtomicUsize,
+    counted_from: usize,
+    schedule: Schedule,
+    args: &ReplayArgs,
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
+    let bs = args.block_size;
+    let mut data = vec![0u8; bs as usize];
+    loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(job) = jobs.get(i) else { return Ok(()) };
+        let counted = i >= counted_from;
+        schedule.wait_until(job.start_ns);
+        // Context 0 means "the connection's own" on the wire.
+        let ctx = u64::from(job.ctx) + 1;
+        c.begin(ctx, u64::from(job.class))?;
+        for &(t, op, block) in &job.ios {
+            let due = schedule.wait_until(t);
+            let issued = Instant::now();
+            let offset = block * bs;
+            match op {
+                Op::Read => {
+                    c.read(offset, bs as u32)?;
+                    if counted {
+                        let us = issued.elapsed().as_micros() as u64;
+                        tally.reads.record(us.max(1)).expect("auto-resizing histogram");
+                    }
+                }
+                Op::Other => continue,
+                Op::Write if args.reads_only => continue,
+                Op::Write => {
+                    data.fill(block as u8);
+                    c.write(offset, &data, false)?;
+                    tally.writes += u64::from(counted);
+                }
+            }
+            if counted {
+                tally.late_ns += issued.saturating_duration_since(due).as_nanos();
+                tally.ios += 1;
+            }
+        }
+        c.end(ctx)?;
+    }
+}
+
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.speed > 0.0, "--speed must be positive");
     anyhow::ensure!((0.0..1.0).contains(&args.warmup), "--warmup is a share in [0, 1)");
-    let bs = u32::try_from(args.block_size).ok().filter(|b| b.is_power_of_two()).context("--block-size")?;
+    anyhow::ensure!(
+        args.block_size.is_power_of_two() && args.block_size <= 1 << 20,
+        "--block-size must be a power of two up to 1MiB"
+    );
     let target = Target::parse(&args.server)?;
     let (events, name) = args.source.events()?;
     let (jobs, distinct, connections) = jobs(&events);
     let connections = connections.max(1);
-    let needed = distinct * u64::from(bs);
+    let needed = distinct * args.block_size;
     let probe = target.connect().with_context(|| format!("connecting to {}", args.server))?;
     anyhow::ensure!(
         probe.size() >= needed,
@@ -154,7 +226,6 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let tallies = Mutex::new(Vec::new());
     let ready = Barrier::new(connections + 1);
     let start = Mutex::new(None::<Instant>);
-    let scale = |ns: u64| Duration::from_nanos((ns as f64 / args.speed) as u64);
     let first_ns = jobs.first().map_or(0, |j| j.start_ns);
     let failure = Mutex::new(None::<anyhow::Error>);
     std::thread::scope(|s| {
@@ -164,48 +235,11 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
                 ready.wait(); // every connection is up before the clock starts
                 ready.wait(); // the clock is set
                 let t0 = start.lock().unwrap().expect("set before the second barrier");
+                let schedule = Schedule { t0, first_ns, speed: args.speed };
                 let mut tally = Tally { reads: Histogram::new(3).expect("3 digits"), writes: 0, late_ns: 0, ios: 0 };
-                let result = client.map_err(anyhow::Error::from).and_then(|mut c| {
-                    let mut data = vec![0u8; bs as usize];
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(job) = jobs.get(i) else { return Ok(()) };
-                        std::thread::sleep(
-                            (t0 + scale(job.start_ns - first_ns)).saturating_duration_since(Instant::now()),
-                        );
-                        // Context 0 means "the connection's own" on the wire.
-                        let ctx = u64::from(job.ctx) + 1;
-                        c.begin(ctx, u64::from(job.class))?;
-                        for &(t, op, block) in &job.ios {
-                            let due = t0 + scale(t - first_ns);
-                            let now = Instant::now();
-                            std::thread::sleep(due.saturating_duration_since(now));
-                            let issued = Instant::now();
-                            let offset = block * u64::from(bs);
-                            match op {
-                                Op::Read => {
-                                    c.read(offset, bs)?;
-                                    if i >= warm {
-                                        let us = issued.elapsed().as_micros() as u64;
-                                        tally.reads.record(us.max(1)).expect("auto-resizing histogram");
-                                    }
-                                }
-                                Op::Other => continue,
-                                Op::Write if args.reads_only => continue,
-                                Op::Write => {
-                                    data.fill(block as u8);
-                                    c.write(offset, &data, false)?;
-                                    tally.writes += u64::from(i >= warm);
-                                }
-                            }
-                            if i >= warm {
-                                tally.late_ns += issued.saturating_duration_since(due).as_nanos();
-                                tally.ios += 1;
-                            }
-                        }
-                        c.end(ctx)?;
-                    }
-                });
+                let result = client
+                    .map_err(anyhow::Error::from)
+                    .and_then(|mut c| play(&mut c, &jobs, &next, warm, schedule, &args, &mut tally));
                 if let Err(e) = result {
                     failure.lock().unwrap().get_or_insert(e);
                     next.store(usize::MAX / 2, Ordering::Relaxed); // stop the others
