@@ -8,8 +8,13 @@
 //! Write-through (default): a write reaches the backend before it is
 //! acknowledged, then updates the cache. Write-back: writes land in the
 //! cache as dirty blocks and reach the backend on FLUSH, FUA, eviction, when
-//! the dirty limit is exceeded, and at shutdown; every mutation then runs
-//! under the mutex.
+//! the dirty limit is exceeded, and at shutdown. FLUSH, the dirty limit and
+//! shutdown write back without holding the mutex across backend calls (a
+//! run of blocks is copied under it, written, and marked clean only if no
+//! write changed it meanwhile), so reads of cached data go on; paths that
+//! write a dirty block themselves under the mutex (eviction, FUA, zeroing,
+//! BLOCK_STATUS) first wait until no such copy of it is on its way, so an
+//! older copy never lands after a newer one.
 //!
 //! Keeping cache and backend equal while requests run concurrently: a read
 //! miss fetches from the backend without the lock and may only insert what it
@@ -22,7 +27,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use hearth_core::{Access, Key, Op, Policy};
 use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
@@ -34,6 +39,8 @@ use crate::backend::{Backend, Extent};
 const STRIPES: usize = 16 * 1024;
 /// Size of the prefetch partition, as a share of the cache (QuickMine's 4%).
 const PREFETCH_SHARE_PERCENT: u64 = 4;
+/// Most blocks an unlocked write-back copies and writes at once.
+const WRITE_BACK_RUN: usize = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteMode {
@@ -88,7 +95,9 @@ struct Inner {
     blocks: FxHashMap<Key, Box<[u8]>>,
     /// Buffers of evicted blocks, reused for the next insert.
     free: Vec<Box<[u8]>>,
-    dirty: FxHashSet<Key>,
+    /// Dirty blocks, each with the sequence number of its latest write.
+    dirty: FxHashMap<Key, u64>,
+    write_seq: u64,
     /// Blocks prefetched (queued or landed) and not yet demanded.
     prefetched: FxHashSet<Key>,
     /// The prefetch partition: landed prefetches wait here (LRU, a small
@@ -107,6 +116,12 @@ pub struct BlockCache {
     size: u64,
     mode: WriteMode,
     inner: Mutex<Inner>,
+    /// Blocks an unlocked write-back is writing right now, and the signal
+    /// that some finished.
+    in_flight: Mutex<FxHashSet<Key>>,
+    in_flight_done: Condvar,
+    /// One unlocked write-back at a time.
+    writing_back: Mutex<()>,
     pub stats: CacheStats,
     content_log: OnceLock<Arc<dyn ContentLog>>,
 }
@@ -152,12 +167,16 @@ impl BlockCache {
                 core: StorageCache::new(policy, placement),
                 blocks: FxHashMap::default(),
                 free: Vec::new(),
-                dirty: FxHashSet::default(),
+                dirty: FxHashMap::default(),
+                write_seq: 0,
                 prefetched: FxHashSet::default(),
                 wasted: Vec::new(),
                 vtime: 0,
                 stripes: vec![Stripe::default(); STRIPES],
             }),
+            in_flight: Mutex::new(FxHashSet::default()),
+            in_flight_done: Condvar::new(),
+            writing_back: Mutex::new(()),
             stats: CacheStats::default(),
             content_log: OnceLock::new(),
         }
@@ -407,7 +426,8 @@ impl BlockCache {
                 continue;
             };
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);
-            if inner.dirty.remove(&victim) {
+            if inner.dirty.remove(&victim).is_some() {
+                self.wait_until_not_in_flight(victim);
                 let n = self.block_len(victim) as usize;
                 if let Err(e) = self.backend_write(&buf[..n], victim * self.block_size) {
                     tracing::error!(block = victim, error = %e, "writing back an evicted dirty block failed; its data is lost");
@@ -428,7 +448,7 @@ impl BlockCache {
         buf[data.len()..].fill(0);
         inner.blocks.insert(block, buf);
         if dirty {
-            inner.dirty.insert(block);
+            Self::mark_dirty(inner, block);
         }
     }
 
@@ -639,17 +659,25 @@ impl BlockCache {
         let range = self.block_range(offset, len);
         let mut inner = self.lock();
         self.begin_write(&mut inner, range.clone());
-        let result = (|| {
+        let result = (|| -> io::Result<()> {
             for b in range.clone() {
                 let (in_block, in_req, n) = self.overlap(b, offset, len);
                 let part = &data[in_req..in_req + n];
+                if !inner.core.policy().contains(b) && inner.partition.remove(b) {
+                    // A landed prefetch is clean and may be dropped from its partition at
+                    // any time: the write goes to the main cache instead.
+                    inner.prefetched.remove(&b);
+                    if let Some(buf) = inner.blocks.remove(&b) {
+                        inner.free.push(buf);
+                    }
+                }
                 let a = Self::access(&mut inner, b, self.block_size, Op::Write);
                 inner.core.demand(&a);
                 let block_len = self.block_len(b) as usize;
                 if let Some(cached) = inner.blocks.get_mut(&b) {
                     cached[in_block..in_block + n].copy_from_slice(part);
                     self.log_changed(b, Some(&cached[..block_len]));
-                    inner.dirty.insert(b);
+                    Self::mark_dirty(&mut inner, b);
                     continue;
                 }
                 let mut whole = vec![0u8; block_len];
@@ -665,55 +693,113 @@ impl BlockCache {
                 }
             }
             if fua {
-                self.write_dirty(&mut inner, Some(range.clone()))?;
-                self.backend_flush()?;
-            }
-            let dirty_limit = match self.mode {
-                WriteMode::Back { dirty_limit } => dirty_limit,
-                WriteMode::Through => u64::MAX,
-            };
-            if inner.dirty.len() as u64 * self.block_size > dirty_limit {
-                self.write_dirty(&mut inner, None)?;
+                self.write_dirty(&mut inner, range.clone())?;
             }
             Ok(())
         })();
         self.end_write(&mut inner, range);
-        result
-    }
-
-    /// Writes dirty blocks (all, or those in `only`) to the backend, merging
-    /// neighbours into one call. Durability is the caller's next flush.
-    fn write_dirty(&self, inner: &mut Inner, only: Option<std::ops::Range<u64>>) -> io::Result<()> {
-        let mut keys: Vec<Key> = match only {
-            Some(r) => r.filter(|b| inner.dirty.contains(b)).collect(),
-            None => inner.dirty.iter().copied().collect(),
+        let over_limit = match self.mode {
+            WriteMode::Back { dirty_limit } => inner.dirty.len() as u64 * self.block_size > dirty_limit,
+            WriteMode::Through => false,
         };
-        keys.sort_unstable();
-        let mut run = Vec::new();
-        let mut i = 0;
-        while i < keys.len() {
-            let first = keys[i];
-            let mut j = i;
-            while j < keys.len() && keys[j] == first + (j - i) as u64 {
-                j += 1;
-            }
-            run.clear();
-            for b in &keys[i..j] {
-                let n = self.block_len(*b) as usize;
-                run.extend_from_slice(&inner.blocks[b][..n]);
-            }
-            self.backend_write(&run, first * self.block_size)?;
-            for b in &keys[i..j] {
-                inner.dirty.remove(b);
-            }
-            self.stats.writebacks.fetch_add((j - i) as u64, Ordering::Relaxed);
-            i = j;
+        drop(inner);
+        result?;
+        if fua {
+            self.backend_flush()?;
+        }
+        if over_limit {
+            self.write_back_unlocked()?;
         }
         Ok(())
     }
 
-    /// Zeroes (`trim == false`) or discards a range. The cache drops every
-    /// block it touches; the backend holds the truth afterwards.
+    fn mark_dirty(inner: &mut Inner, block: u64) {
+        inner.write_seq += 1;
+        inner.dirty.insert(block, inner.write_seq);
+    }
+
+    /// Returns once no unlocked write-back is writing `block`.
+    fn wait_until_not_in_flight(&self, block: u64) {
+        let mut writing = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        while writing.contains(&block) {
+            writing = self.in_flight_done.wait(writing).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Writes the dirty blocks in `range` to the backend, holding the lock
+    /// (small ranges: FUA, zeroing, BLOCK_STATUS), merging neighbours into
+    /// one backend write.
+    fn write_dirty(&self, inner: &mut Inner, range: std::ops::Range<u64>) -> io::Result<()> {
+        let keys: Vec<Key> = range.filter(|b| inner.dirty.contains_key(b)).collect();
+        for &b in &keys {
+            self.wait_until_not_in_flight(b);
+        }
+        for run in keys.chunk_by(|a, b| b == &(a + 1)) {
+            let mut buf = Vec::with_capacity(run.len() * self.block_size as usize);
+            for b in run {
+                buf.extend_from_slice(&inner.blocks[b][..self.block_len(*b) as usize]);
+            }
+            self.backend_write(&buf, run[0] * self.block_size)?;
+            for b in run {
+                inner.dirty.remove(b);
+            }
+            self.stats.writebacks.fetch_add(run.len() as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Writes every block dirty now to the backend without holding the lock
+    /// across backend calls: a run of neighbours is copied under the lock,
+    /// written, and marked clean unless a write changed it meanwhile.
+    fn write_back_unlocked(&self) -> io::Result<()> {
+        let _one = self.writing_back.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys: Vec<Key> = self.lock().dirty.keys().copied().collect();
+        keys.sort_unstable();
+        let mut next = 0;
+        while next < keys.len() {
+            let (first, copied, buf) = {
+                let inner = self.lock();
+                while next < keys.len() && !inner.dirty.contains_key(&keys[next]) {
+                    next += 1; // written or dropped since
+                }
+                let Some(&first) = keys.get(next) else { break };
+                let mut copied = Vec::new();
+                let mut buf = Vec::new();
+                while let Some(&b) = keys.get(next) {
+                    let seq = inner.dirty.get(&b).copied();
+                    let Some(seq) = seq.filter(|_| b == first + copied.len() as u64 && copied.len() < WRITE_BACK_RUN)
+                    else {
+                        break;
+                    };
+                    buf.extend_from_slice(&inner.blocks[&b][..self.block_len(b) as usize]);
+                    copied.push((b, seq));
+                    next += 1;
+                }
+                // Registered before the lock is released: nobody can write these
+                // blocks back under the lock until this copy has landed.
+                self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).extend(copied.iter().map(|&(b, _)| b));
+                (first, copied, buf)
+            };
+            let written = self.backend_write(&buf, first * self.block_size);
+            {
+                let mut writing = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                for (b, _) in &copied {
+                    writing.remove(b);
+                }
+            }
+            self.in_flight_done.notify_all();
+            written?;
+            let mut inner = self.lock();
+            for (b, seq) in copied {
+                if inner.dirty.get(&b) == Some(&seq) {
+                    inner.dirty.remove(&b);
+                    self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn discard(&self, offset: u64, len: u64, trim: bool, may_punch: bool, fua: bool) -> io::Result<()> {
         let range = self.block_range(offset, len);
         let op = || {
@@ -726,7 +812,7 @@ impl BlockCache {
         self.begin_write(&mut inner, range.clone());
         let result = if let WriteMode::Back { .. } = self.mode {
             // Partially covered dirty blocks hold data outside the range.
-            let r = self.write_dirty(&mut inner, Some(range.clone())).and_then(|()| op());
+            let r = self.write_dirty(&mut inner, range.clone()).and_then(|()| op());
             for b in range.clone() {
                 self.remove(&mut inner, b);
                 self.log_changed(b, None);
@@ -755,7 +841,7 @@ impl BlockCache {
         }
         if let WriteMode::Back { .. } = self.mode {
             let mut inner = self.lock();
-            self.write_dirty(&mut inner, Some(self.block_range(offset, len)))?;
+            self.write_dirty(&mut inner, self.block_range(offset, len))?;
             return self.backend.extents(offset, len, max);
         }
         self.backend.extents(offset, len, max)
@@ -766,8 +852,7 @@ impl BlockCache {
         match self.mode {
             WriteMode::Through => self.backend_flush(),
             WriteMode::Back { .. } => {
-                let mut inner = self.lock();
-                self.write_dirty(&mut inner, None)?;
+                self.write_back_unlocked()?;
                 self.backend_flush()
             }
         }
@@ -1030,6 +1115,175 @@ mod tests {
                 assert_eq!(buf[..], truth[(b * 4096) as usize..((b + 1) * 4096) as usize], "{mode:?} block {b}");
             }
         }
+    }
+
+    /// Write-back under pressure: writers (each owning its blocks, some
+    /// writes FUA, some zeroing), a reader forcing evictions and a thread
+    /// flushing in a loop, over a backend that pauses *before* each write so
+    /// a write-back copy lands late. Every block must end with its owner's last
+    /// write on the backend: an older copy landing after a newer one would
+    /// show as a lost update.
+    #[test]
+    fn write_back_never_lands_an_older_copy_after_a_newer_one() {
+        struct LateWrites(Arc<MemoryBackend>, AtomicU64);
+        impl Backend for LateWrites {
+            fn size(&self) -> u64 {
+                self.0.size()
+            }
+            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+                self.0.read_at(buf, offset)
+            }
+            fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+                let n = self.1.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                std::thread::sleep(std::time::Duration::from_micros((n >> 40) % 300));
+                self.0.write_at(buf, offset)
+            }
+            fn flush(&self) -> io::Result<()> {
+                Ok(())
+            }
+            fn describe(&self) -> String {
+                "late writes".into()
+            }
+        }
+        const BLOCKS: u64 = 48;
+        let memory = Arc::new(MemoryBackend::new(BLOCKS * 4096));
+        let policy = hearth_policy::build("lru", 12 * 4096).unwrap();
+        let backend: Box<dyn Backend> = Box::new(LateWrites(memory.clone(), AtomicU64::new(0)));
+        let cache = Arc::new(BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 6 * 4096 }));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let background: Vec<_> = (0..2)
+            .map(|role| {
+                let (cache, stop) = (cache.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 4096];
+                    let mut x = 99u64 + role;
+                    while !stop.load(Ordering::Relaxed) {
+                        if role == 0 {
+                            cache.flush().unwrap();
+                        } else {
+                            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                            cache.read((x >> 33) % BLOCKS * 4096, &mut buf).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let writers: Vec<_> = (0..3u64)
+            .map(|t| {
+                let cache = cache.clone();
+                std::thread::spawn(move || {
+                    let mut last = std::collections::HashMap::new();
+                    let mut x = t + 1;
+                    for i in 0..300u64 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        let block = ((x >> 33) % (BLOCKS / 3)) * 3 + t;
+                        let value = (t * 80 + i % 80 + 1) as u8;
+                        if i % 17 == 0 {
+                            cache.discard(block * 4096, 4096, false, true, false).unwrap();
+                            last.insert(block, 0u8);
+                        } else {
+                            cache.write(block * 4096, &[value; 4096], i % 7 == 0).unwrap();
+                            last.insert(block, value);
+                        }
+                    }
+                    last
+                })
+            })
+            .collect();
+        let mut expected = std::collections::HashMap::new();
+        for w in writers {
+            expected.extend(w.join().unwrap());
+        }
+        stop.store(true, Ordering::Relaxed);
+        for t in background {
+            t.join().unwrap();
+        }
+        cache.flush().unwrap();
+        assert_eq!(cache.occupancy().1, 0, "nothing dirty after FLUSH");
+        let truth = memory.snapshot();
+        for (&block, &value) in &expected {
+            let on_disk = &truth[(block * 4096) as usize..((block + 1) * 4096) as usize];
+            assert!(on_disk.iter().all(|&b| b == value), "block {block}: expected {value}, backend has {}", on_disk[0]);
+        }
+        let mut buf = vec![0u8; 4096];
+        for (&block, &value) in &expected {
+            cache.read(block * 4096, &mut buf).unwrap();
+            assert!(buf.iter().all(|&b| b == value), "block {block} read through the cache");
+        }
+    }
+
+    /// The ordering rule, made deterministic: FLUSH copies block 0 (value 1)
+    /// and its backend write is held at a gate; meanwhile block 0 is rewritten
+    /// (2) and evicted. The eviction's write-back must wait for the held copy,
+    /// so the backend ends with 2, not with the older 1 landing last.
+    #[test]
+    fn write_backs_under_the_lock_wait_for_an_unlocked_copy_of_the_same_block() {
+        struct Gated {
+            memory: Arc<MemoryBackend>,
+            /// Set: the next write is held 300 ms before it lands.
+            hold_next: Arc<std::sync::atomic::AtomicBool>,
+        }
+        impl Backend for Gated {
+            fn size(&self) -> u64 {
+                self.memory.size()
+            }
+            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+                self.memory.read_at(buf, offset)
+            }
+            fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+                if self.hold_next.swap(false, Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                }
+                self.memory.write_at(buf, offset)
+            }
+            fn flush(&self) -> io::Result<()> {
+                Ok(())
+            }
+            fn describe(&self) -> String {
+                "gated".into()
+            }
+        }
+        let memory = Arc::new(MemoryBackend::new(16 * 4096));
+        let hold_next = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let backend = Box::new(Gated { memory: memory.clone(), hold_next: hold_next.clone() });
+        let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
+        let cache = Arc::new(BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 1 << 20 }));
+        cache.write(0, &[1u8; 4096], false).unwrap();
+        hold_next.store(true, Ordering::SeqCst); // the flush's write of block 0
+        let flusher = {
+            let cache = cache.clone();
+            std::thread::spawn(move || cache.flush().unwrap())
+        };
+        while cache.in_flight.lock().unwrap().is_empty() {
+            std::thread::yield_now();
+        }
+        cache.write(0, &[2u8; 4096], false).unwrap();
+        let mut buf = vec![0u8; 4096];
+        for b in 1..4u64 {
+            cache.read(b * 4096, &mut buf).unwrap(); // evicts block 0, dirty with 2
+        }
+        flusher.join().unwrap();
+        cache.flush().unwrap();
+        assert!(memory.snapshot()[..4096].iter().all(|&b| b == 2), "eviction: the older copy landed last");
+
+        // The same with a FUA write of the block instead of an eviction: the
+        // FUA write-back waits too, and the block must not be left clean with
+        // the older copy on the backend.
+        cache.write(5 * 4096, &[1u8; 4096], false).unwrap();
+        hold_next.store(true, Ordering::SeqCst);
+        let flusher = {
+            let cache = cache.clone();
+            std::thread::spawn(move || cache.flush().unwrap())
+        };
+        while cache.in_flight.lock().unwrap().is_empty() {
+            std::thread::yield_now();
+        }
+        cache.write(5 * 4096, &[2u8; 4096], true).unwrap();
+        flusher.join().unwrap();
+        for b in 1..4u64 {
+            cache.read(b * 4096, &mut buf).unwrap(); // evicts block 5
+        }
+        assert!(memory.snapshot()[5 * 4096..6 * 4096].iter().all(|&b| b == 2), "FUA: the older copy landed last");
     }
 
     /// Every registered policy (but offline OPT) drives the cache correctly:
