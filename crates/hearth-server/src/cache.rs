@@ -1381,6 +1381,27 @@ mod tests {
         assert_eq!((s.client_evictions, s.reloads), (3, 2));
     }
 
+    /// Write-back onto a landed prefetch: the written block leaves the prefetch
+    /// partition for the main cache, so when the partition later drops its
+    /// blocks the dirty data is not dropped with them.
+    #[test]
+    fn write_back_onto_a_prefetched_block_keeps_the_data() {
+        let (backend, cache) = setup(256 * u64::from(BS), 50, WriteMode::Back { dirty_limit: 1 << 20 });
+        let bs = u64::from(BS);
+        assert!(cache.start_prefetch(20));
+        cache.prefetch(20).unwrap();
+        cache.write(20 * bs + 100, b"dirty", false).unwrap();
+        for b in 30..40 {
+            // Fills the 2-block partition many times over.
+            assert!(cache.start_prefetch(b));
+            cache.prefetch(b).unwrap();
+        }
+        cache.flush().unwrap();
+        let disk = backend.snapshot();
+        assert_eq!(&disk[(20 * bs + 100) as usize..(20 * bs + 105) as usize], b"dirty");
+        assert_eq!(disk[(20 * bs) as usize], (20 * bs % 251) as u8, "the rest of the block is the backend's");
+    }
+
     #[test]
     fn prefetches_wait_in_their_partition_until_demanded() {
         // 50 blocks: the partition holds 4% = 2 blocks.
