@@ -2,7 +2,7 @@
 //! a spec string such as `"lru"`, `"lfu:aging=10000"` or `"mq:m=8"`.
 //!
 //! Adding a policy: one new file implementing `hearth_core::Policy`, one
-//! `mod` line and one line in [`REGISTRY`].
+//! `mod` line and one line in `REGISTRY`.
 
 /// `capacity`, `occupancy`, `len` and `contains` for a policy whose resident
 /// blocks are exactly the keys of its `index` map and whose `capacity` and

@@ -57,7 +57,7 @@ const EXPORT_FLAGS: [&str; 29] = [
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// TOML config with [server] and [[export]] tables (keys: crates/hearth-server/README.md).
+    /// TOML config with a `server` table and `export` array tables (keys: crates/hearth-server/README.md).
     #[arg(short, long, conflicts_with_all = EXPORT_FLAGS)]
     config: Option<PathBuf>,
     /// TCP address to listen on, repeatable (port 0 picks a free port). Default 127.0.0.1:10809.
@@ -102,7 +102,7 @@ pub struct ServeArgs {
     /// Replacement policy spec (see `hearth policies`). Default mq, or lru where mq is absent.
     #[arg(long)]
     policy: Option<String>,
-    /// When blocks enter the cache: ac (on access) or ev[:THRESHOLD] (when a client reports evicting
+    /// When blocks enter the cache: ac (on access), or ev or ev:THRESHOLD (when a client reports evicting
     /// them through the cache-hint extension, docs/nbd-extension.md). Default ac.
     #[arg(long)]
     placement: Option<String>,
