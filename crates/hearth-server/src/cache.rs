@@ -14,7 +14,10 @@
 //! write changed it meanwhile), so reads of cached data go on; paths that
 //! write a dirty block themselves under the mutex (eviction, FUA, zeroing,
 //! BLOCK_STATUS) first wait until no such copy of it is on its way, so an
-//! older copy never lands after a newer one.
+//! older copy never lands after a newer one. A dirty block whose write-back
+//! fails at eviction is kept in memory ("stranded": the only copy of
+//! acknowledged data), served to reads, merged into later writes, and
+//! retried by every FLUSH, which fails until it lands.
 //!
 //! Keeping cache and backend equal while requests run concurrently: a read
 //! miss fetches from the backend without the lock and may only insert what it
@@ -97,6 +100,9 @@ struct Inner {
     free: Vec<Box<[u8]>>,
     /// Dirty blocks, each with the sequence number of its latest write.
     dirty: FxHashMap<Key, u64>,
+    /// Evicted dirty blocks whose write-back failed: neither cached nor dirty,
+    /// but still the only copy of their data.
+    stranded: FxHashMap<Key, Box<[u8]>>,
     write_seq: u64,
     /// Blocks prefetched (queued or landed) and not yet demanded.
     prefetched: FxHashSet<Key>,
@@ -168,6 +174,7 @@ impl BlockCache {
                 blocks: FxHashMap::default(),
                 free: Vec::new(),
                 dirty: FxHashMap::default(),
+                stranded: FxHashMap::default(),
                 write_seq: 0,
                 prefetched: FxHashSet::default(),
                 wasted: Vec::new(),
@@ -220,8 +227,7 @@ impl BlockCache {
             self.store(&mut inner, block, &data[..n], false);
             return true;
         }
-        // A clean insert: an error writing back a dirty victim is logged in drop_victims.
-        self.insert(&mut inner, block, &data[..n], false).unwrap_or(false)
+        self.insert(&mut inner, block, &data[..n], false)
     }
 
     /// Marks resident `block` as just used, without counting a hit: after a
@@ -263,6 +269,11 @@ impl BlockCache {
     pub fn occupancy(&self) -> (usize, usize) {
         let inner = self.lock();
         (inner.blocks.len(), inner.dirty.len())
+    }
+
+    /// Evicted dirty blocks held in memory because their write-back failed.
+    pub fn stranded(&self) -> usize {
+        self.lock().stranded.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -330,6 +341,10 @@ impl BlockCache {
                 if demand == Demand::Hit && inner.blocks.contains_key(&b) {
                     let (in_block, in_req, n) = self.overlap(b, offset, len);
                     buf[in_req..in_req + n].copy_from_slice(&inner.blocks[&b][in_block..in_block + n]);
+                } else if let Some(data) = inner.stranded.get(&b) {
+                    // Newer than the backend's copy, which a failed write-back left behind.
+                    let (in_block, in_req, n) = self.overlap(b, offset, len);
+                    buf[in_req..in_req + n].copy_from_slice(&data[in_block..in_block + n]);
                 } else {
                     // A hit without data is a block placed by a reload still in flight.
                     let s = inner.stripes[b as usize % STRIPES];
@@ -385,9 +400,7 @@ impl BlockCache {
                 self.store(&mut inner, m.block, data, false);
                 true
             } else if m.place {
-                // Read fills are clean; an error writing back a dirty victim is
-                // logged inside insert and does not fail this read.
-                self.insert(&mut inner, m.block, data, false).unwrap_or(false)
+                self.insert(&mut inner, m.block, data, false)
             } else {
                 false
             };
@@ -399,24 +412,24 @@ impl BlockCache {
 
     /// Inserts `data` as `block`, evicting (and writing back dirty victims)
     /// as the policy decides. Returns whether the block is now resident.
-    fn insert(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) -> io::Result<bool> {
+    fn insert(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) -> bool {
         if inner.core.policy().capacity() < self.block_size {
-            return Ok(false);
+            return false;
         }
         let a = Self::access(inner, block, self.block_size, Op::Write);
         inner.core.place(&a);
-        let result = self.drop_victims(inner);
+        self.drop_victims(inner);
         if !inner.core.policy().contains(block) {
-            return result.map(|_| false);
+            return false;
         }
         self.store(inner, block, data, dirty);
-        result.map(|_| true)
+        true
     }
 
     /// Frees the data of the blocks the core just evicted, writing back
-    /// dirty ones.
-    fn drop_victims(&self, inner: &mut Inner) -> io::Result<()> {
-        let mut result = Ok(());
+    /// dirty ones; one whose write-back fails is stranded (kept in memory),
+    /// and FLUSH reports it.
+    fn drop_victims(&self, inner: &mut Inner) {
         for i in 0..inner.core.evicted().len() {
             let victim = inner.core.evicted()[i];
             if inner.prefetched.remove(&victim) {
@@ -430,14 +443,14 @@ impl BlockCache {
                 self.wait_until_not_in_flight(victim);
                 let n = self.block_len(victim) as usize;
                 if let Err(e) = self.backend_write(&buf[..n], victim * self.block_size) {
-                    tracing::error!(block = victim, error = %e, "writing back an evicted dirty block failed; its data is lost");
-                    result = Err(e);
+                    tracing::error!(block = victim, error = %e, "writing back an evicted dirty block failed; kept in memory, FLUSH fails until it is written");
+                    inner.stranded.insert(victim, buf);
+                    continue;
                 }
                 self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
             }
             inner.free.push(buf);
         }
-        result
     }
 
     /// Stores the data of a block the core holds.
@@ -463,8 +476,7 @@ impl BlockCache {
         let mut inner = self.lock();
         let now = Self::access(&mut inner, block, self.block_size, Op::Read);
         let action = inner.core.client_evicted(block, &now);
-        // A failed write-back of a dirty victim is logged in drop_victims.
-        let _ = self.drop_victims(&mut inner);
+        self.drop_victims(&mut inner);
         match action {
             EvictionAction::Reload(b) if !inner.blocks.contains_key(&b) => Some(b),
             _ => None,
@@ -481,7 +493,7 @@ impl BlockCache {
                 // Landed: promote it from the partition into the main cache.
                 let a = Self::access(&mut inner, block, self.block_size, Op::Read);
                 inner.core.place(&a);
-                let _ = self.drop_victims(&mut inner);
+                self.drop_victims(&mut inner);
                 if !inner.core.policy().contains(block) {
                     if let Some(buf) = inner.blocks.remove(&block) {
                         inner.free.push(buf);
@@ -512,7 +524,7 @@ impl BlockCache {
             return false;
         }
         let mut inner = self.lock();
-        !inner.blocks.contains_key(&block) && inner.prefetched.insert(block)
+        !inner.blocks.contains_key(&block) && !inner.stranded.contains_key(&block) && inner.prefetched.insert(block)
     }
 
     /// Reads a claimed block from the backend into the prefetch partition,
@@ -532,7 +544,11 @@ impl BlockCache {
         let mut inner = self.lock();
         let s = inner.stripes[block as usize % STRIPES];
         let safe = quiet && s.writes_in_flight == 0 && s.writes_begun == writes_begun;
-        if !safe || inner.blocks.contains_key(&block) || !inner.prefetched.contains(&block) {
+        if !safe
+            || inner.blocks.contains_key(&block)
+            || inner.stranded.contains_key(&block)
+            || !inner.prefetched.contains(&block)
+        {
             return Ok(());
         }
         let a = Self::access(&mut inner, block, self.block_size, Op::Read);
@@ -562,8 +578,14 @@ impl BlockCache {
     /// with the read or the block left the cache meanwhile.
     pub fn reload(&self, block: u64) -> io::Result<()> {
         let miss = {
-            let inner = self.lock();
+            let mut inner = self.lock();
             if inner.blocks.contains_key(&block) || !inner.core.policy().contains(block) {
+                return Ok(());
+            }
+            if let Some(data) = inner.stranded.remove(&block) {
+                // Placed again: the stranded copy is the data, still to be written back.
+                self.store(&mut inner, block, &data[..self.block_len(block) as usize], true);
+                inner.free.push(data);
                 return Ok(());
             }
             let s = inner.stripes[block as usize % STRIPES];
@@ -640,7 +662,7 @@ impl BlockCache {
                     if inner.core.policy().contains(b) {
                         self.store(&mut inner, b, &data[in_req..in_req + n], false);
                     } else {
-                        self.insert(&mut inner, b, &data[in_req..in_req + n], false)?;
+                        self.insert(&mut inner, b, &data[in_req..in_req + n], false);
                     }
                 }
                 let len = self.block_len(b) as usize;
@@ -681,15 +703,21 @@ impl BlockCache {
                     continue;
                 }
                 let mut whole = vec![0u8; block_len];
-                if n < block_len {
+                if let Some(data) = inner.stranded.get(&b) {
+                    whole.copy_from_slice(&data[..block_len]);
+                } else if n < block_len {
                     // Partial write of an absent block: read-modify-write.
                     self.backend_read(&mut whole, b * self.block_size)?;
                 }
                 whole[in_block..in_block + n].copy_from_slice(part);
                 self.log_changed(b, Some(&whole));
-                if !self.insert(&mut inner, b, &whole, true)? {
+                if !self.insert(&mut inner, b, &whole, true) {
                     // The policy declined the block: write it straight through.
                     self.backend_write(&whole, b * self.block_size)?;
+                }
+                // Its data now lives in the cache or on the backend.
+                if let Some(buf) = inner.stranded.remove(&b) {
+                    inner.free.push(buf);
                 }
             }
             if fua {
@@ -709,6 +737,22 @@ impl BlockCache {
         }
         if over_limit {
             self.write_back_unlocked()?;
+        }
+        Ok(())
+    }
+
+    /// Retries the write-back of stranded blocks (all, or those in `range`),
+    /// under the lock: a rare path after backend write errors.
+    fn write_stranded(&self, inner: &mut Inner, range: Option<std::ops::Range<u64>>) -> io::Result<()> {
+        let mut blocks: Vec<Key> = inner.stranded.keys().copied().collect();
+        blocks.retain(|b| range.as_ref().is_none_or(|r| r.contains(b)));
+        for b in blocks {
+            let n = self.block_len(b) as usize;
+            self.backend_write(&inner.stranded[&b][..n], b * self.block_size)?;
+            let buf = inner.stranded.remove(&b).expect("listed above");
+            inner.free.push(buf);
+            self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(block = b, "a block stranded by a failed write-back is written now");
         }
         Ok(())
     }
@@ -811,10 +855,16 @@ impl BlockCache {
         let mut inner = self.lock();
         self.begin_write(&mut inner, range.clone());
         let result = if let WriteMode::Back { .. } = self.mode {
-            // Partially covered dirty blocks hold data outside the range.
-            let r = self.write_dirty(&mut inner, range.clone()).and_then(|()| op());
+            // Partially covered dirty (or stranded) blocks hold data outside the range.
+            let r = self
+                .write_stranded(&mut inner, Some(range.clone()))
+                .and_then(|()| self.write_dirty(&mut inner, range.clone()))
+                .and_then(|()| op());
             for b in range.clone() {
-                self.remove(&mut inner, b);
+                // After a failure, dirty blocks are still the only copy of acknowledged data.
+                if r.is_ok() || !inner.dirty.contains_key(&b) {
+                    self.remove(&mut inner, b);
+                }
                 self.log_changed(b, None);
             }
             r
@@ -841,6 +891,7 @@ impl BlockCache {
         }
         if let WriteMode::Back { .. } = self.mode {
             let mut inner = self.lock();
+            self.write_stranded(&mut inner, Some(self.block_range(offset, len)))?;
             self.write_dirty(&mut inner, self.block_range(offset, len))?;
             return self.backend.extents(offset, len, max);
         }
@@ -852,6 +903,7 @@ impl BlockCache {
         match self.mode {
             WriteMode::Through => self.backend_flush(),
             WriteMode::Back { .. } => {
+                self.write_stranded(&mut self.lock(), None)?;
                 self.write_back_unlocked()?;
                 self.backend_flush()
             }
@@ -1284,6 +1336,58 @@ mod tests {
             cache.read(b * 4096, &mut buf).unwrap(); // evicts block 5
         }
         assert!(memory.snapshot()[5 * 4096..6 * 4096].iter().all(|&b| b == 2), "FUA: the older copy landed last");
+    }
+
+    /// A write-back that fails at eviction does not lose the acknowledged
+    /// data: the block is stranded in memory, reads and partial writes use it,
+    /// FLUSH fails until the backend takes it, and then it is on the backend.
+    #[test]
+    fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
+        struct Failing(Arc<MemoryBackend>, Arc<std::sync::atomic::AtomicBool>);
+        impl Backend for Failing {
+            fn size(&self) -> u64 {
+                self.0.size()
+            }
+            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+                self.0.read_at(buf, offset)
+            }
+            fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+                if self.1.load(Ordering::SeqCst) {
+                    return Err(io::Error::other("injected write error"));
+                }
+                self.0.write_at(buf, offset)
+            }
+            fn flush(&self) -> io::Result<()> {
+                Ok(())
+            }
+            fn describe(&self) -> String {
+                "failing".into()
+            }
+        }
+        let memory = Arc::new(MemoryBackend::new(16 * 4096));
+        let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let backend = Box::new(Failing(memory.clone(), failing.clone()));
+        let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
+        let cache = BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 1 << 20 });
+        cache.write(0, &[1u8; 4096], false).unwrap();
+        cache.write(4096, &[2u8; 4096], false).unwrap();
+        failing.store(true, Ordering::SeqCst);
+        // Block 2 evicts block 0, whose write-back fails: block 0 is stranded.
+        cache.write(2 * 4096, &[3u8; 4096], false).unwrap();
+        let mut buf = vec![0u8; 4096];
+        cache.read(0, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 1), "a stranded block reads back from memory");
+        assert!(cache.flush().is_err(), "FLUSH cannot succeed while the backend refuses the data");
+        assert_eq!(cache.stranded(), 1);
+        // A partial write merges into the stranded copy, not the backend's zeros.
+        cache.write(10, b"xy", false).unwrap();
+        failing.store(false, Ordering::SeqCst);
+        cache.flush().unwrap();
+        let disk = memory.snapshot();
+        assert_eq!(&disk[10..12], b"xy");
+        assert!(disk[..10].iter().chain(&disk[12..4096]).all(|&b| b == 1), "block 0 landed whole");
+        assert!(disk[4096..2 * 4096].iter().all(|&b| b == 2));
+        assert!(disk[2 * 4096..3 * 4096].iter().all(|&b| b == 3));
     }
 
     /// Every registered policy (but offline OPT) drives the cache correctly:

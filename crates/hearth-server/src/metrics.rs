@@ -179,6 +179,8 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         let name = label(&e.info.name);
         let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"resident\"}} {resident}");
         let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"dirty\"}} {dirty}");
+        let stranded = e.cache.stranded();
+        let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"stranded\"}} {stranded}");
     }
     family(&mut out, "hearth_connections", "gauge", "Open client connections in transmission.");
     for e in exports {
