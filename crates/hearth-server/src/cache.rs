@@ -680,6 +680,13 @@ impl BlockCache {
         let len = data.len() as u64;
         let range = self.block_range(offset, len);
         let mut inner = self.lock();
+        if let WriteMode::Back { dirty_limit } = self.mode {
+            if inner.stranded.len() as u64 * self.block_size > dirty_limit {
+                // The backend keeps refusing write-backs: retry them before taking on more,
+                // and refuse this write while it still fails.
+                self.write_stranded(&mut inner, None)?;
+            }
+        }
         self.begin_write(&mut inner, range.clone());
         let result = (|| -> io::Result<()> {
             for b in range.clone() {
@@ -1388,6 +1395,19 @@ mod tests {
         assert!(disk[..10].iter().chain(&disk[12..4096]).all(|&b| b == 1), "block 0 landed whole");
         assert!(disk[4096..2 * 4096].iter().all(|&b| b == 2));
         assert!(disk[2 * 4096..3 * 4096].iter().all(|&b| b == 3));
+
+        // With the backend refusing for good, stranded data is bounded by the
+        // dirty limit: past it, writes fail instead of piling up in memory.
+        let cache = BlockCache::new(
+            Box::new(Failing(memory.clone(), failing.clone())),
+            hearth_policy::build("lru", 2 * 4096).unwrap(),
+            BS,
+            WriteMode::Back { dirty_limit: 2 * 4096 },
+        );
+        failing.store(true, Ordering::SeqCst);
+        let refused = (0..12u64).position(|b| cache.write(b * 4096, &[9u8; 4096], false).is_err());
+        assert!(refused.is_some(), "writes never refused");
+        assert!(cache.stranded() <= 3, "{} blocks stranded", cache.stranded());
     }
 
     /// Every registered policy (but offline OPT) drives the cache correctly:
