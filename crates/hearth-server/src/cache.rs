@@ -984,6 +984,46 @@ mod tests {
         }
     }
 
+    /// A memory backend with switches: the next write is held 300 ms before
+    /// it lands, or every write fails.
+    #[derive(Clone)]
+    struct Faulty {
+        memory: Arc<MemoryBackend>,
+        hold_next: Arc<std::sync::atomic::AtomicBool>,
+        fail_writes: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Backend for Faulty {
+        fn size(&self) -> u64 {
+            self.memory.size()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.memory.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            if self.fail_writes.load(Ordering::SeqCst) {
+                return Err(io::Error::other("injected write error"));
+            }
+            if self.hold_next.swap(false, Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
+            self.memory.write_at(buf, offset)
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "faulty".into()
+        }
+    }
+
+    /// A zeroed `blocks`-block memory backend behind a [`Faulty`] switchboard.
+    fn faulty(blocks: u64) -> (Arc<MemoryBackend>, Faulty, Box<dyn Backend>) {
+        let memory = Arc::new(MemoryBackend::new(blocks * u64::from(BS)));
+        let faults = Faulty { memory: memory.clone(), hold_next: Default::default(), fail_writes: Default::default() };
+        (memory, faults.clone(), Box::new(faults))
+    }
+
     /// A cache over a jittery backend, or over one with a fixed 200 µs
     /// latency (which widens the window between a read and its fill).
     fn setup_racy(size: u64, blocks: u64, mode: WriteMode, jitter: bool) -> (Arc<MemoryBackend>, BlockCache) {
@@ -1277,34 +1317,8 @@ mod tests {
     /// so the backend ends with 2, not with the older 1 landing last.
     #[test]
     fn write_backs_under_the_lock_wait_for_an_unlocked_copy_of_the_same_block() {
-        struct Gated {
-            memory: Arc<MemoryBackend>,
-            /// Set: the next write is held 300 ms before it lands.
-            hold_next: Arc<std::sync::atomic::AtomicBool>,
-        }
-        impl Backend for Gated {
-            fn size(&self) -> u64 {
-                self.memory.size()
-            }
-            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-                self.memory.read_at(buf, offset)
-            }
-            fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-                if self.hold_next.swap(false, Ordering::SeqCst) {
-                    std::thread::sleep(std::time::Duration::from_millis(300));
-                }
-                self.memory.write_at(buf, offset)
-            }
-            fn flush(&self) -> io::Result<()> {
-                Ok(())
-            }
-            fn describe(&self) -> String {
-                "gated".into()
-            }
-        }
-        let memory = Arc::new(MemoryBackend::new(16 * 4096));
-        let hold_next = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let backend = Box::new(Gated { memory: memory.clone(), hold_next: hold_next.clone() });
+        let (memory, faults, backend) = faulty(16);
+        let hold_next = faults.hold_next.clone();
         let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
         let cache = Arc::new(BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 1 << 20 }));
         cache.write(0, &[1u8; 4096], false).unwrap();
@@ -1350,30 +1364,8 @@ mod tests {
     /// FLUSH fails until the backend takes it, and then it is on the backend.
     #[test]
     fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
-        struct Failing(Arc<MemoryBackend>, Arc<std::sync::atomic::AtomicBool>);
-        impl Backend for Failing {
-            fn size(&self) -> u64 {
-                self.0.size()
-            }
-            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-                self.0.read_at(buf, offset)
-            }
-            fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-                if self.1.load(Ordering::SeqCst) {
-                    return Err(io::Error::other("injected write error"));
-                }
-                self.0.write_at(buf, offset)
-            }
-            fn flush(&self) -> io::Result<()> {
-                Ok(())
-            }
-            fn describe(&self) -> String {
-                "failing".into()
-            }
-        }
-        let memory = Arc::new(MemoryBackend::new(16 * 4096));
-        let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let backend = Box::new(Failing(memory.clone(), failing.clone()));
+        let (memory, faults, backend) = faulty(16);
+        let failing = faults.fail_writes.clone();
         let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
         let cache = BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 1 << 20 });
         cache.write(0, &[1u8; 4096], false).unwrap();
@@ -1399,7 +1391,7 @@ mod tests {
         // With the backend refusing for good, stranded data is bounded by the
         // dirty limit: past it, writes fail instead of piling up in memory.
         let cache = BlockCache::new(
-            Box::new(Failing(memory.clone(), failing.clone())),
+            Box::new(Faulty { memory: memory.clone(), ..faults }),
             hearth_policy::build("lru", 2 * 4096).unwrap(),
             BS,
             WriteMode::Back { dirty_limit: 2 * 4096 },
