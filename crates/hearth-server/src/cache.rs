@@ -680,25 +680,21 @@ impl BlockCache {
         let len = data.len() as u64;
         let range = self.block_range(offset, len);
         let mut inner = self.lock();
-        if let WriteMode::Back { dirty_limit } = self.mode {
-            if inner.stranded.len() as u64 * self.block_size > dirty_limit {
-                // The backend keeps refusing write-backs: retry them before taking on more,
-                // and refuse this write while it still fails.
-                self.write_stranded(&mut inner, None)?;
-            }
+        if inner.stranded.len() as u64 * self.block_size > self.dirty_limit() {
+            // The backend keeps refusing write-backs: retry them before taking on more,
+            // and refuse this write while it still fails.
+            self.write_stranded(&mut inner, None)?;
         }
         self.begin_write(&mut inner, range.clone());
         let result = (|| -> io::Result<()> {
             for b in range.clone() {
                 let (in_block, in_req, n) = self.overlap(b, offset, len);
                 let part = &data[in_req..in_req + n];
-                if !inner.core.policy().contains(b) && inner.partition.remove(b) {
+                if !inner.core.policy().contains(b) && inner.partition.contains(b) {
                     // A landed prefetch is clean and may be dropped from its partition at
                     // any time: the write goes to the main cache instead.
                     inner.prefetched.remove(&b);
-                    if let Some(buf) = inner.blocks.remove(&b) {
-                        inner.free.push(buf);
-                    }
+                    self.remove(&mut inner, b);
                 }
                 let a = Self::access(&mut inner, b, self.block_size, Op::Write);
                 inner.core.demand(&a);
@@ -733,10 +729,7 @@ impl BlockCache {
             Ok(())
         })();
         self.end_write(&mut inner, range);
-        let over_limit = match self.mode {
-            WriteMode::Back { dirty_limit } => inner.dirty.len() as u64 * self.block_size > dirty_limit,
-            WriteMode::Through => false,
-        };
+        let over_limit = inner.dirty.len() as u64 * self.block_size > self.dirty_limit();
         drop(inner);
         result?;
         if fua {
@@ -762,6 +755,14 @@ impl BlockCache {
             tracing::info!(block = b, "a block stranded by a failed write-back is written now");
         }
         Ok(())
+    }
+
+    /// Bytes that may be dirty (or stranded) before write-back kicks in.
+    fn dirty_limit(&self) -> u64 {
+        match self.mode {
+            WriteMode::Back { dirty_limit } => dirty_limit,
+            WriteMode::Through => u64::MAX,
+        }
     }
 
     fn mark_dirty(inner: &mut Inner, block: u64) {
@@ -817,11 +818,8 @@ impl BlockCache {
                 let mut copied = Vec::new();
                 let mut buf = Vec::new();
                 while let Some(&b) = keys.get(next) {
-                    let seq = inner.dirty.get(&b).copied();
-                    let Some(seq) = seq.filter(|_| b == first + copied.len() as u64 && copied.len() < WRITE_BACK_RUN)
-                    else {
-                        break;
-                    };
+                    let extends_run = b == first + copied.len() as u64 && copied.len() < WRITE_BACK_RUN;
+                    let Some(&seq) = inner.dirty.get(&b).filter(|_| extends_run) else { break };
                     buf.extend_from_slice(&inner.blocks[&b][..self.block_len(b) as usize]);
                     copied.push((b, seq));
                     next += 1;
@@ -851,6 +849,9 @@ impl BlockCache {
         Ok(())
     }
 
+    /// Zeroes (`trim == false`) or discards a range. The cache drops every
+    /// block it touches and the backend holds the truth afterwards, except
+    /// that after a failure write-back keeps its dirty blocks.
     pub fn discard(&self, offset: u64, len: u64, trim: bool, may_punch: bool, fua: bool) -> io::Result<()> {
         let range = self.block_range(offset, len);
         let op = || {
