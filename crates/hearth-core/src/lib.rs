@@ -76,6 +76,11 @@ pub trait Policy: Send {
     fn evict(&mut self, now: &Access) -> Option<Key>;
     /// Drops `key` if resident (invalidation); returns whether it was.
     fn remove(&mut self, key: Key) -> bool;
+    /// A request for resident `a.key` that the driver does not count as a
+    /// use (EV and DEMOTE leave recency to client evictions). Online
+    /// policies ignore it; offline ones (OPT) learn the block's next use from
+    /// `a.next_access`, which would otherwise lie in the past.
+    fn observe_next_access(&mut self, _a: &Access) {}
 
     /// Evicts until `a` fits, pushing victims to `evicted`: the first step
     /// of most `insert` implementations.

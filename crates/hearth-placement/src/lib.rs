@@ -186,6 +186,9 @@ impl StorageCache {
             // Exclusive: a block a client reads moves up to the client.
             Placement::Demote => is_read && self.policy.remove(a.key),
         };
+        if self.placement != Placement::Access && self.policy.contains(a.key) {
+            self.policy.observe_next_access(a);
+        }
         if is_read && hit {
             self.stats.read_hits += 1;
         }

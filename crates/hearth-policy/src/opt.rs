@@ -88,6 +88,11 @@ impl Policy for Opt {
         }
         None
     }
+    fn observe_next_access(&mut self, a: &Access) {
+        if let Some(&i) = self.index.get(&a.key) {
+            self.enqueue(i, a.next_access);
+        }
+    }
     fn remove(&mut self, key: Key) -> bool {
         let Some(i) = self.index.remove(&key) else { return false };
         self.release(i);

@@ -6,11 +6,25 @@
 //! the data lands in, exactly what a storage server sees on the wire. Under
 //! EV the storage cache learns evictions only through its client content
 //! tracking table; under DEMOTE the client sends each evicted block.
+//!
+//! **What OPT means here.** Belady's OPT evicts the block whose next *use*
+//! is furthest away, where a use is a request the reported hit ratio counts.
+//! Below a client cache that is a storage-level read: the storage cache
+//! sees only client misses, and a write replaces its block whole, so a
+//! cached copy helps only a read that comes before the next write. Every
+//! `next_access` the storage policy is given — for a demand, an EV reload or
+//! a DEMOTE placement — is that block's next storage-level read before an
+//! overwrite (see [`StorageFuture`]); placements (reloads, demotions, write
+//! misses under AC) are free and are not uses. The client trace's own
+//! next-use times, which count client hits, never reach the storage policy.
+//! A recorded storage-level trace is replayed with the same oracle, so it
+//! gives the two-level run's answer, and on a read-only block sequence OPT
+//! equals the single-level simulator's OPT (which counts every request as a
+//! use, as libCacheSim does, because its hit ratio counts write hits).
 
-use hearth_core::{key_map, Access, Key, KeyMap, Policy};
+use hearth_core::{key_map, Access, Key, KeyMap, Op, Policy, NEVER};
 use hearth_placement::{Cct, EvictionAction, Observed, Placement, Stats, StorageCache};
 use hearth_trace::buffered::BufferedAccess;
-use hearth_trace::TraceError;
 use serde::Serialize;
 
 use crate::device::{ClassStats, Device, DeviceQueue};
@@ -52,6 +66,45 @@ impl ClientCache {
             self.free_slots.push(slot);
         }
         Some(slot)
+    }
+}
+
+/// Next-use times over the storage-level stream, answered as the replay
+/// moves forward: OPT's oracle below a client cache. A use is a read not
+/// preceded by a write of the same block (see the module comment).
+pub struct StorageFuture {
+    /// For the storage request at index `i`, the index of the block's next
+    /// use after `i` (or `NEVER`).
+    next: Vec<u64>,
+    /// For every block, its next use at or after the current index.
+    upcoming: KeyMap<u64>,
+}
+
+impl StorageFuture {
+    /// Prepares the oracle from the storage-level requests, in order.
+    pub fn new(requests: impl DoubleEndedIterator<Item = (Key, Op)> + ExactSizeIterator) -> Self {
+        let mut next = vec![NEVER; requests.len()];
+        let mut upcoming = key_map(requests.len() / 4);
+        for (i, (key, op)) in requests.enumerate().rev() {
+            // The storage cache counts every non-write as a read.
+            let use_here = if op == Op::Write { NEVER } else { i as u64 };
+            if let Some(later) = upcoming.insert(key, use_here) {
+                next[i] = later;
+            }
+        }
+        StorageFuture { next, upcoming }
+    }
+
+    /// The next use of `key` at or after the current index.
+    fn next_use(&self, key: Key) -> u64 {
+        self.upcoming.get(&key).copied().unwrap_or(NEVER)
+    }
+
+    /// Moves past request `i` (for `key`) and returns that request's next use.
+    fn advance(&mut self, i: u64, key: Key) -> u64 {
+        let next = self.next.get(i as usize).copied().expect("the oracle covers every storage request");
+        self.upcoming.insert(key, next);
+        next
     }
 }
 
@@ -169,10 +222,11 @@ struct StorageSide {
     reuse_distance: Vec<u64>,
     eviction_distance: Vec<u64>,
     device: Option<DeviceQueue>,
+    future: StorageFuture,
 }
 
 impl StorageSide {
-    fn new(cfg: &HierarchyConfig) -> Result<Self, String> {
+    fn new(cfg: &HierarchyConfig, future: StorageFuture) -> Result<Self, String> {
         let policy = hearth_policy::build(&cfg.storage_policy, cfg.storage_bytes)?;
         Ok(StorageSide {
             cfg: cfg.clone(),
@@ -186,6 +240,7 @@ impl StorageSide {
             reuse_distance: Vec::new(),
             eviction_distance: Vec::new(),
             device: cfg.timing.map(|t| DeviceQueue::new(t.device)),
+            future,
         })
     }
 
@@ -196,8 +251,10 @@ impl StorageSide {
         let now = self.requests;
         self.requests += 1;
         // The storage server's clock counts its own requests (MQ's lifetimes
-        // are in these units), not the client's.
-        let a = &Access { vtime: now, ..*a };
+        // are in these units), not the client's; so do next-use times.
+        // Evictions learned with this request are placed before it is
+        // served, so their next use may be this very request.
+        let a = &Access { vtime: now, next_access: NEVER, ..*a };
         let t_ns = self.cfg.timing.map_or(0, |t| now * t.interarrival_ns);
         for &old in demoted {
             self.client_evicted(old, a, now, t_ns);
@@ -211,6 +268,7 @@ impl StorageSide {
                 }
             }
         }
+        let a = &Access { next_access: self.future.advance(now, a.key), ..*a };
         if let Some(prev) = self.last_access.insert(a.key, now) {
             add_log2(&mut self.reuse_distance, now - prev);
         }
@@ -229,6 +287,7 @@ impl StorageSide {
     /// The storage server learned that its client evicted `old`.
     fn client_evicted(&mut self, old: Key, a: &Access, now: u64, t_ns: u64) {
         self.evicted_at.insert(old, now);
+        let a = &Access { next_access: self.future.next_use(old), ..*a };
         if let EvictionAction::Reload(_) = self.storage.client_evicted(old, a) {
             // The block is placed now; its data arrives when the
             // low-priority read completes.
@@ -271,8 +330,13 @@ impl StorageSide {
 
 /// Runs the trace through client caches and the storage cache.
 pub fn run_hierarchy(accesses: &[Access], cfg: &HierarchyConfig) -> Result<HierarchyResult, String> {
+    // The client caches do not depend on the storage cache, so a first pass
+    // gives the storage-level sequence OPT's next-use times are read from.
+    let recorded = storage_trace(accesses, cfg)?;
+    let future = StorageFuture::new(recorded.iter().map(|r| (r.block, r.op)));
+    drop(recorded);
     let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client)?;
-    let mut storage = StorageSide::new(cfg)?;
+    let mut storage = StorageSide::new(cfg, future)?;
     for a in accesses {
         let Some(miss) = clients.access(a) else { continue };
         // The storage server's view: a request for `a.key` into buffer `slot`.
@@ -285,25 +349,14 @@ pub fn run_hierarchy(accesses: &[Access], cfg: &HierarchyConfig) -> Result<Hiera
 /// Runs a storage-level trace that already carries client buffer addresses
 /// (see `hearth_trace::buffered`) through the storage cache; the client
 /// caches are the trace's. `cfg`'s client fields are unused.
-pub fn run_storage_trace(
-    trace: impl IntoIterator<Item = Result<BufferedAccess, TraceError>>,
-    cfg: &HierarchyConfig,
-) -> Result<HierarchyResult, String> {
+pub fn run_storage_trace(trace: &[BufferedAccess], cfg: &HierarchyConfig) -> Result<HierarchyResult, String> {
     if cfg.placement == Placement::Demote {
         return Err("DEMOTE needs the client's evicted blocks, which a storage-level trace does not record".into());
     }
-    let mut storage = StorageSide::new(cfg)?;
+    let mut storage = StorageSide::new(cfg, StorageFuture::new(trace.iter().map(|r| (r.block, r.op))))?;
     let size = u32::try_from(cfg.slot_bytes).map_err(|_| "block size too large")?;
-    for (vtime, r) in trace.into_iter().enumerate() {
-        let r = r.map_err(|e| e.to_string())?;
-        let a = Access {
-            key: r.block,
-            size,
-            vtime: vtime as u64,
-            next_access: hearth_core::NEVER,
-            op: r.op,
-            ctx: r.client,
-        };
+    for (vtime, r) in trace.iter().enumerate() {
+        let a = Access { key: r.block, size, vtime: vtime as u64, next_access: NEVER, op: r.op, ctx: r.client };
         storage.request(&a, u64::from(r.client), r.buffer, &[])?;
     }
     let n = storage.requests;
@@ -327,7 +380,6 @@ pub fn storage_trace(accesses: &[Access], cfg: &HierarchyConfig) -> Result<Vec<B
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hearth_core::Op;
 
     fn acc(keys: &[u64]) -> Vec<Access> {
         keys.iter()
@@ -450,7 +502,7 @@ mod tests {
             let live = run_hierarchy(&trace, &c).unwrap();
             let recorded = storage_trace(&trace, &c).unwrap();
             assert_eq!(recorded.len() as u64, live.result.requests);
-            let replayed = run_storage_trace(recorded.into_iter().map(Ok), &c).unwrap();
+            let replayed = run_storage_trace(&recorded, &c).unwrap();
             assert_eq!(replayed.storage, live.storage, "{placement}");
             assert_eq!(replayed.eviction_distance, live.eviction_distance, "{placement}");
             assert!(live.storage.read_hits > 0, "{placement}: the case should exercise hits");

@@ -249,12 +249,11 @@ fn run_storage_level(args: &SimArgs, threads: usize) -> anyhow::Result<()> {
         jobs.extend(policy_specs(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
     }
     let configs = hierarchy_configs(&args.hierarchy, &jobs, "", 0, block_size);
-    let results = hearth_sim::parallel_map(&configs, threads, |cfg| {
-        hearth_sim::hierarchy::run_storage_trace(trace.iter().copied().map(Ok), cfg)
-    })
-    .into_iter()
-    .collect::<Result<Vec<_>, String>>()
-    .map_err(anyhow::Error::msg)?;
+    let results =
+        hearth_sim::parallel_map(&configs, threads, |cfg| hearth_sim::hierarchy::run_storage_trace(&trace, cfg))
+            .into_iter()
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(anyhow::Error::msg)?;
     let header = format!(
         "{}: storage-level trace, {} accesses, footprint {}",
         path.display(),
