@@ -34,6 +34,20 @@ pub struct ServerConfig {
     /// disconnected, so idle or trickling sockets cannot pile up; 0 = no limit.
     #[serde(default = "default_handshake_timeout")]
     pub handshake_timeout: u64,
+    /// Seconds a connection may stay idle (no request arriving, no reply
+    /// leaving) before it is closed; 0 = never (the default, as nbdkit).
+    #[serde(default)]
+    pub idle_timeout: u64,
+    /// Client connections served at once; one more is closed at accept.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Largest READ or WRITE accepted, advertised as the maximum block size
+    /// (NBD_INFO_BLOCK_SIZE). Default 64 MiB (what nbdkit accepts), at most 1 GiB.
+    pub max_request: Option<SizeValue>,
+    /// Client buffers a connection may name in BUFFER hints (its client
+    /// content tracking table holds 8 bytes per buffer); a hint naming a
+    /// buffer beyond it is refused with EINVAL. Default 1 Mi (4 GiB of 4 KiB pages).
+    pub max_client_buffers: Option<u64>,
 }
 
 impl Default for ServerConfig {
@@ -43,12 +57,46 @@ impl Default for ServerConfig {
             unix: Vec::new(),
             metrics: None,
             handshake_timeout: default_handshake_timeout(),
+            idle_timeout: 0,
+            max_connections: default_max_connections(),
+            max_request: None,
+            max_client_buffers: None,
         }
     }
 }
 
 fn default_handshake_timeout() -> u64 {
     30
+}
+
+fn default_max_connections() -> usize {
+    256
+}
+
+/// Default and ceiling of `server.max_request`.
+pub const DEFAULT_MAX_REQUEST: u32 = 64 << 20;
+const MAX_MAX_REQUEST: u64 = 1 << 30;
+/// Default of `server.max_client_buffers`.
+pub const DEFAULT_MAX_CLIENT_BUFFERS: u64 = 1 << 20;
+
+impl ServerConfig {
+    /// The largest READ or WRITE payload, in bytes.
+    pub fn max_request(&self) -> Result<u32, String> {
+        let Some(v) = &self.max_request else { return Ok(DEFAULT_MAX_REQUEST) };
+        let bytes = v.bytes()?;
+        if !(4096..=MAX_MAX_REQUEST).contains(&bytes) {
+            return Err(format!("{bytes} bytes is outside 4KiB..1GiB"));
+        }
+        Ok(bytes as u32)
+    }
+
+    pub fn max_client_buffers(&self) -> Result<u64, String> {
+        let n = self.max_client_buffers.unwrap_or(DEFAULT_MAX_CLIENT_BUFFERS);
+        if !(1..=hearth_placement::MAX_SLOTS).contains(&n) {
+            return Err(format!("{n} is outside 1..={}", hearth_placement::MAX_SLOTS));
+        }
+        Ok(n)
+    }
 }
 
 /// A size: an integer number of bytes or a string such as `"64MiB"`.
@@ -209,9 +257,6 @@ pub fn default_policy() -> &'static str {
     }
 }
 
-/// Largest request payload we accept (and advertise as maximum block size).
-pub const MAX_REQUEST: u32 = 32 << 20;
-
 impl Config {
     pub fn load(path: &Path) -> anyhow::Result<Config> {
         let text =
@@ -232,6 +277,11 @@ impl Config {
         }
         if self.server.listen.is_empty() && self.server.unix.is_empty() {
             self.server.listen.push("127.0.0.1:10809".into());
+        }
+        self.server.max_request().map_err(|m| format!("server.max_request: {m}"))?;
+        self.server.max_client_buffers().map_err(|m| format!("server.max_client_buffers: {m}"))?;
+        if self.server.max_connections == 0 {
+            return Err("server.max_connections: must be positive".into());
         }
         for (i, e) in self.exports.iter().enumerate() {
             let at = |key: &str| format!("export[{i}] ({:?}).{key}", e.name);

@@ -40,4 +40,7 @@ pub struct Export {
     pub prefetch_stats: metrics::PrefetchCounters,
     /// The warmup monitor logging this export's cache (`[export.warmup]`).
     pub warmup: Option<std::sync::Arc<warmup::Monitor>>,
+    /// NBD_CMD_CACHE requests running at once on this export, whichever
+    /// connections sent them (as many as `background_reads`).
+    pub cache_lanes: std::sync::Arc<tokio::sync::Semaphore>,
 }

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, error, info, warn};
 
-use crate::config::{Config, MAX_REQUEST};
+use crate::config::Config;
 use crate::{Background, Export};
 
 /// Nanoseconds since the server process first asked: the prefetchers' clock.
@@ -34,11 +34,23 @@ fn server_clock_ns() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// Payload bytes (in KiB) one connection may hold in flight; bounds memory
-/// per client whatever it pipelines.
+/// Payload bytes (in KiB) one connection may hold in flight, or the largest
+/// request if that is more; bounds memory per client whatever it pipelines.
 const CONNECTION_BUDGET_KIB: u32 = 64 * 1024;
+/// Requests one connection may have between reading their header and writing
+/// their reply. Past it the server stops reading the socket (back-pressure,
+/// as nbdkit does), so a client that never reads replies cannot make the
+/// server queue them without bound.
+const MAX_QUEUED_REQUESTS: usize = 1024;
+/// Requests of one connection running on the blocking pool at once.
+const MAX_BLOCKING_PER_CONNECTION: usize = 64;
+/// Contexts one connection may have open (CONTEXT_BEGIN without END).
+const MAX_OPEN_CONTEXTS: usize = 1024;
 /// How long shutdown waits for in-flight requests before flushing anyway.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a closing connection keeps trying to deliver queued replies to a
+/// client that does not read them.
+const REPLY_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 /// Most extents one NBD_CMD_BLOCK_STATUS reply describes.
 const MAX_EXTENTS: usize = 256;
 /// Longest read reply header (a structured OFFSET_DATA chunk header).
@@ -86,10 +98,15 @@ struct ClientView {
     /// Context of the requests that follow (the connection's own by default).
     ctx: u32,
     own_ctx: u32,
+    /// Contexts this connection began and has not ended: ended for it when
+    /// it disconnects, so a client cannot leave prefetcher state behind.
+    open_contexts: std::collections::HashSet<u32>,
+    /// BUFFER hints may name buffers below this address.
+    buffer_limit: u64,
 }
 
 impl ClientView {
-    fn new(export: &Export) -> Self {
+    fn new(export: &Export, max_client_buffers: u64) -> Self {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(CONNECTION_CTX_BASE);
         let own_ctx = NEXT.fetch_add(1, Ordering::Relaxed) | CONNECTION_CTX_BASE;
         ClientView {
@@ -97,6 +114,18 @@ impl ClientView {
             next_buffer: None,
             ctx: own_ctx,
             own_ctx,
+            open_contexts: Default::default(),
+            buffer_limit: max_client_buffers.saturating_mul(export.cache.block_size()),
+        }
+    }
+
+    /// The connection is gone: end every context it left open, its own too.
+    fn close(&mut self, export: &Export) {
+        if let Some(p) = &export.prefetcher {
+            let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+            for ctx in self.open_contexts.drain().chain([self.own_ctx]) {
+                p.end(ctx);
+            }
         }
     }
 
@@ -145,25 +174,55 @@ impl ClientView {
         }
     }
 
-    fn begin(&mut self, export: &Export, ctx: u64, class: u64) {
-        self.ctx = Self::client_ctx(ctx);
+    fn begin(&mut self, export: &Export, ctx: u64, class: u64) -> Result<(), String> {
+        self.begin_implicitly(Self::client_ctx(ctx))?;
         if let Some(p) = &export.prefetcher {
             p.lock().unwrap_or_else(|e| e.into_inner()).begin(self.ctx, class as u32);
         }
+        Ok(())
     }
 
     fn end(&mut self, export: &Export, ctx: u64) {
+        let ctx = Self::client_ctx(ctx);
+        self.open_contexts.remove(&ctx);
         if let Some(p) = &export.prefetcher {
-            p.lock().unwrap_or_else(|e| e.into_inner()).end(Self::client_ctx(ctx));
+            p.lock().unwrap_or_else(|e| e.into_inner()).end(ctx);
         }
         self.ctx = self.own_ctx;
+    }
+
+    /// Context `ctx` is used without BEGIN; the prefetcher opens it implicitly.
+    fn switch_to(&mut self, ctx: u64) -> Result<(), String> {
+        if ctx == 0 {
+            self.ctx = self.own_ctx;
+            return Ok(());
+        }
+        self.begin_implicitly(Self::client_ctx(ctx))
+    }
+
+    fn begin_implicitly(&mut self, ctx: u32) -> Result<(), String> {
+        if !self.open_contexts.contains(&ctx) && self.open_contexts.len() >= MAX_OPEN_CONTEXTS {
+            return Err(format!("more than {MAX_OPEN_CONTEXTS} contexts open on one connection"));
+        }
+        self.open_contexts.insert(ctx);
+        self.ctx = ctx;
+        Ok(())
     }
 
     /// Applies a hint payload; an error is the request's EINVAL message.
     fn apply(&mut self, export: &Export, payload: &[u8]) -> Result<(), String> {
         for hint in hearth_nbd::hints::decode(payload)? {
             match hint {
-                Hint::Buffer { addr } => self.next_buffer = Some(addr),
+                Hint::Buffer { addr } => {
+                    if addr >= self.buffer_limit {
+                        return Err(format!(
+                            "buffer address {addr:#x} is beyond the {} client buffers this server tracks \
+                             (server.max_client_buffers)",
+                            self.buffer_limit / export.cache.block_size()
+                        ));
+                    }
+                    self.next_buffer = Some(addr);
+                }
                 Hint::Evicted { offset, length } => {
                     if !offset.checked_add(length).is_some_and(|e| e <= export.info.size && length > 0) {
                         return Err(format!("eviction hint {offset}+{length} is outside the export"));
@@ -172,8 +231,8 @@ impl ClientView {
                         Self::evicted(export, block);
                     }
                 }
-                Hint::Context { ctx } => self.ctx = if ctx == 0 { self.own_ctx } else { Self::client_ctx(ctx) },
-                Hint::ContextBegin { ctx, class } => self.begin(export, ctx, class),
+                Hint::Context { ctx } => self.switch_to(ctx)?,
+                Hint::ContextBegin { ctx, class } => self.begin(export, ctx, class)?,
                 Hint::ContextEnd { ctx } => self.end(export, ctx),
             }
         }
@@ -185,7 +244,9 @@ impl ClientView {
         let Some(addr) = self.next_buffer.take() else { return Ok(()) };
         let bs = export.cache.block_size();
         for (i, block) in export.cache.block_range(req.offset, u64::from(req.length).max(1)).enumerate() {
-            let slot_addr = addr.checked_add(i as u64 * bs).ok_or("buffer address overflows")?;
+            let slot_addr = addr.checked_add(i as u64 * bs).filter(|&a| a < self.buffer_limit).ok_or_else(|| {
+                format!("buffers from {addr:#x} run past the client buffers tracked (server.max_client_buffers)")
+            })?;
             if let hearth_placement::Observed::Replaced(old) = self.cct.record(slot_addr, block)? {
                 Self::evicted(export, old);
             }
@@ -200,27 +261,39 @@ pub struct Server {
     tcp: Vec<TcpListener>,
     unix: Vec<(UnixListener, PathBuf)>,
     metrics: Option<TcpListener>,
+    limits: Limits,
+}
+
+/// What one client may take of the server.
+#[derive(Clone)]
+struct Limits {
     handshake_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    max_request: u32,
+    max_client_buffers: u64,
+    /// One permit per connection served.
+    connections: Arc<Semaphore>,
 }
 
 impl Server {
     /// Opens every export and binds every listener (call after
     /// `Config::validate`).
     pub async fn bind(config: &Config) -> anyhow::Result<Server> {
+        let max_request = config.server.max_request().map_err(anyhow::Error::msg)?;
         let mut exports = Vec::new();
         for (i, e) in config.exports.iter().enumerate() {
             let cache = e.open().map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
             let mut flags = tflags::HAS_FLAGS
                 | tflags::SEND_FLUSH
-                | tflags::SEND_FUA
-                | tflags::SEND_TRIM
-                | tflags::SEND_WRITE_ZEROES
                 | tflags::SEND_CACHE
                 // One cache per export, shared by all its connections, and
                 // FLUSH/FUA act on the whole export: safe for multi-conn.
                 | tflags::CAN_MULTI_CONN;
             if e.read_only {
+                // Advertise only what is allowed, as qemu-nbd -r and nbdkit -r do.
                 flags |= tflags::READ_ONLY;
+            } else {
+                flags |= tflags::SEND_FUA | tflags::SEND_TRIM | tflags::SEND_WRITE_ZEROES;
             }
             let info = ExportInfo {
                 name: e.name.clone(),
@@ -229,7 +302,7 @@ impl Server {
                 flags,
                 min_block: 1,
                 preferred_block: cache.block_size() as u32,
-                max_block: MAX_REQUEST,
+                max_block: max_request,
             };
             info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = ?cache.mode(), "export ready");
             let warmup = match &e.warmup {
@@ -259,6 +332,7 @@ impl Server {
                 prefetcher,
                 prefetch_stats: Default::default(),
                 warmup,
+                cache_lanes: Arc::new(Semaphore::new(e.background_reads())),
             });
             spawn_background(Arc::downgrade(&export), queue, e.background_reads())?;
             exports.push(export);
@@ -285,9 +359,15 @@ impl Server {
             None => None,
         };
         let infos = Arc::new(exports.iter().map(|e| e.info.clone()).collect());
-        let handshake_timeout =
-            (config.server.handshake_timeout > 0).then(|| Duration::from_secs(config.server.handshake_timeout));
-        Ok(Server { exports: Arc::new(exports), infos, tcp, unix, metrics, handshake_timeout })
+        let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+        let limits = Limits {
+            handshake_timeout: seconds(config.server.handshake_timeout),
+            idle_timeout: seconds(config.server.idle_timeout),
+            max_request,
+            max_client_buffers: config.server.max_client_buffers().map_err(anyhow::Error::msg)?,
+            connections: Arc::new(Semaphore::new(config.server.max_connections)),
+        };
+        Ok(Server { exports: Arc::new(exports), infos, tcp, unix, metrics, limits })
     }
 
     pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
@@ -307,18 +387,14 @@ impl Server {
         // Every connection holds a clone; recv() returns None once all are gone.
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
         let metrics_task = self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone())));
-        let ctx = Arc::new(Shared {
-            exports: self.exports.clone(),
-            infos: self.infos,
-            handshake_timeout: self.handshake_timeout,
-        });
+        let ctx = Arc::new(Shared { exports: self.exports.clone(), infos: self.infos, limits: self.limits });
         for l in self.tcp {
-            tokio::spawn(accept_tcp(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
+            tokio::spawn(accept_loop(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
         }
         let mut socket_paths = Vec::new();
         for (l, path) in self.unix {
             socket_paths.push(path);
-            tokio::spawn(accept_unix(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
+            tokio::spawn(accept_loop(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
         }
         drop(drain_tx);
 
@@ -331,8 +407,11 @@ impl Server {
         }
         let mut failed = Vec::new();
         for e in self.exports.iter() {
-            let export = e.clone();
-            match tokio::task::spawn_blocking(move || export.cache.flush()).await {
+            // A thread of its own: the blocking pool may still be busy with
+            // requests of connections that just closed.
+            let (export, (done, flushed)) = (e.clone(), tokio::sync::oneshot::channel());
+            std::thread::spawn(move || done.send(export.cache.flush()));
+            match flushed.await {
                 Ok(Ok(())) => {
                     info!(export = %e.info.name, "flushed");
                     // Seal only after a good flush with no request left running:
@@ -347,8 +426,8 @@ impl Server {
                     error!(export = %e.info.name, error = %err, "flush at shutdown failed");
                     failed.push(e.info.name.clone());
                 }
-                Err(join) => {
-                    error!(export = %e.info.name, error = %join, "flush at shutdown panicked");
+                Err(_) => {
+                    error!(export = %e.info.name, "flush at shutdown panicked");
                     failed.push(e.info.name.clone());
                 }
             }
@@ -370,17 +449,51 @@ impl Server {
 struct Shared {
     exports: Arc<Vec<Arc<Export>>>,
     infos: Arc<Vec<ExportInfo>>,
-    handshake_timeout: Option<Duration>,
+    limits: Limits,
 }
 
-async fn accept_tcp(l: TcpListener, ctx: Arc<Shared>, mut stop: watch::Receiver<bool>, drain: mpsc::Sender<()>) {
+/// A listener whose connections split into a reader and a writer half.
+trait Listener: Send + 'static {
+    type Read: AsyncRead + Unpin + Send + 'static;
+    type Write: AsyncWrite + Unpin + Send + 'static;
+    fn accept(&self) -> impl Future<Output = io::Result<(Self::Read, Self::Write, String)>> + Send;
+}
+
+impl Listener for TcpListener {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    async fn accept(&self) -> io::Result<(Self::Read, Self::Write, String)> {
+        let (stream, peer) = TcpListener::accept(self).await?;
+        let _ = stream.set_nodelay(true);
+        let (rd, wr) = stream.into_split();
+        Ok((rd, wr, peer.to_string()))
+    }
+}
+
+impl Listener for UnixListener {
+    type Read = tokio::net::unix::OwnedReadHalf;
+    type Write = tokio::net::unix::OwnedWriteHalf;
+    async fn accept(&self) -> io::Result<(Self::Read, Self::Write, String)> {
+        let (stream, _) = UnixListener::accept(self).await?;
+        let (rd, wr) = stream.into_split();
+        Ok((rd, wr, "unix".into()))
+    }
+}
+
+async fn accept_loop<L: Listener>(l: L, ctx: Arc<Shared>, mut stop: watch::Receiver<bool>, drain: mpsc::Sender<()>) {
     loop {
         tokio::select! {
             r = l.accept() => match r {
-                Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
-                    let (rd, wr) = stream.into_split();
-                    tokio::spawn(connection(rd, wr, peer.to_string(), ctx.clone(), stop.clone(), drain.clone()));
+                Ok((rd, wr, peer)) => {
+                    let Ok(permit) = ctx.limits.connections.clone().try_acquire_owned() else {
+                        warn!(%peer, "connection refused: server.max_connections reached");
+                        continue;
+                    };
+                    let conn = connection(rd, wr, peer, ctx.clone(), stop.clone(), drain.clone());
+                    tokio::spawn(async move {
+                        conn.await;
+                        drop(permit);
+                    });
                 }
                 Err(e) => {
                     warn!(error = %e, "accept failed");
@@ -392,29 +505,35 @@ async fn accept_tcp(l: TcpListener, ctx: Arc<Shared>, mut stop: watch::Receiver<
     }
 }
 
-async fn accept_unix(l: UnixListener, ctx: Arc<Shared>, mut stop: watch::Receiver<bool>, drain: mpsc::Sender<()>) {
-    loop {
-        tokio::select! {
-            r = l.accept() => match r {
-                Ok((stream, _)) => {
-                    let (rd, wr) = stream.into_split();
-                    tokio::spawn(connection(rd, wr, "unix".into(), ctx.clone(), stop.clone(), drain.clone()));
-                }
-                Err(e) => {
-                    warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            },
-            _ = stop.changed() => return,
-        }
-    }
+/// What a request holds from the moment its header is read until its reply
+/// is written: a queue slot and, for READ/WRITE, its payload budget.
+struct Ticket {
+    _slot: OwnedSemaphorePermit,
+    _budget: Option<OwnedSemaphorePermit>,
 }
 
 /// One reply on its way to the socket (header and any data).
 struct Reply {
     bytes: Vec<u8>,
-    /// Released once written, so queued replies count against the budget.
-    _budget: Option<OwnedSemaphorePermit>,
+    /// Released once written, so queued replies count against the limits.
+    _ticket: Ticket,
+}
+
+/// Per-connection state shared by the reader, the writer and the requests.
+struct Conn {
+    session: Session,
+    export: Arc<Export>,
+    replies: mpsc::UnboundedSender<Reply>,
+    /// Set when the connection ends: CACHE work still running stops.
+    closed: Arc<AtomicBool>,
+    /// `server_clock_ns` of the last request read or reply written.
+    last_activity: Arc<AtomicU64>,
+}
+
+impl Conn {
+    fn touch(&self) {
+        self.last_activity.store(server_clock_ns(), Ordering::Relaxed);
+    }
 }
 
 async fn connection<R, W>(
@@ -429,7 +548,7 @@ async fn connection<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let negotiate = async {
-        match ctx.handshake_timeout {
+        match ctx.limits.handshake_timeout {
             Some(limit) => {
                 tokio::time::timeout(limit, handshake(&mut rd, &mut wr, &ctx.infos)).await.map_err(|_| {
                     io::Error::new(io::ErrorKind::TimedOut, format!("not finished within {}s", limit.as_secs()))
@@ -461,20 +580,41 @@ async fn connection<R, W>(
     info!(%peer, export = %export.info.name, structured = session.structured_replies, "client connected");
     export.metrics.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_replies(wr, rx));
-    let budget = Arc::new(Semaphore::new(CONNECTION_BUDGET_KIB as usize));
+    let last_activity = Arc::new(AtomicU64::new(server_clock_ns()));
+    let mut writer = tokio::spawn(write_replies(wr, rx, last_activity.clone()));
+    let conn = Conn { session, export: export.clone(), replies: tx, closed: Default::default(), last_activity };
+    let mut client = ClientView::new(&export, ctx.limits.max_client_buffers);
     let end = tokio::select! {
-        r = transmission(&mut rd, &session, &export, &tx, &budget) => r,
+        r = transmission(&mut rd, &conn, &mut client, &ctx.limits) => r,
         _ = stop.changed() => Ok("server shutting down"),
+        why = idle(&conn.last_activity, ctx.limits.idle_timeout) => Ok(why),
     };
     match end {
         Ok(why) => info!(%peer, export = %export.info.name, why, "client disconnected"),
         Err(e) => warn!(%peer, export = %export.info.name, error = %e, "connection closed"),
     }
-    // In-flight requests hold clones of tx; the writer ends after their replies.
-    drop(tx);
-    let _ = writer.await;
+    conn.closed.store(true, Ordering::Relaxed);
+    client.close(&export);
+    // In-flight requests hold clones of the sender; the writer ends after
+    // their replies, unless the client stopped reading them.
+    drop(conn);
+    if tokio::time::timeout(REPLY_DRAIN_TIMEOUT, &mut writer).await.is_err() {
+        debug!(%peer, "replies left unread; dropping them");
+        writer.abort();
+    }
     export.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Resolves once no request has arrived and no reply left for `limit`.
+async fn idle(last_activity: &AtomicU64, limit: Option<Duration>) -> &'static str {
+    let Some(limit) = limit else { return std::future::pending().await };
+    loop {
+        let quiet = Duration::from_nanos(server_clock_ns().saturating_sub(last_activity.load(Ordering::Relaxed)));
+        if quiet >= limit {
+            return "idle timeout";
+        }
+        tokio::time::sleep(limit - quiet).await;
+    }
 }
 
 async fn handshake<R, W>(rd: &mut R, wr: &mut W, infos: &[ExportInfo]) -> io::Result<Option<Session>>
@@ -520,7 +660,11 @@ fn protocol(e: hearth_nbd::ProtocolError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.0)
 }
 
-async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedReceiver<Reply>) {
+async fn write_replies<W: AsyncWrite + Unpin>(
+    wr: W,
+    mut rx: mpsc::UnboundedReceiver<Reply>,
+    last_activity: Arc<AtomicU64>,
+) {
     let mut out = BufWriter::with_capacity(256 * 1024, wr);
     while let Some(mut reply) = rx.recv().await {
         // Batch whatever is queued into as few syscalls as possible.
@@ -536,6 +680,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedRece
         if out.flush().await.is_err() {
             return;
         }
+        last_activity.store(server_clock_ns(), Ordering::Relaxed);
     }
     let _ = out.shutdown().await;
 }
@@ -543,31 +688,39 @@ async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedRece
 /// Reads and dispatches requests until the client disconnects; returns why.
 async fn transmission<R: AsyncRead + Unpin>(
     rd: &mut R,
-    session: &Session,
-    export: &Arc<Export>,
-    tx: &mpsc::UnboundedSender<Reply>,
-    budget: &Arc<Semaphore>,
+    conn: &Conn,
+    client: &mut ClientView,
+    limits: &Limits,
 ) -> io::Result<&'static str> {
+    let (session, export) = (&conn.session, &conn.export);
     let size = export.info.size;
     let mut header = [0u8; Request::LEN];
-    let mut client = ClientView::new(export);
+    let slots = Arc::new(Semaphore::new(MAX_QUEUED_REQUESTS));
+    let workers = Arc::new(Semaphore::new(MAX_BLOCKING_PER_CONNECTION));
+    let budget_kib = CONNECTION_BUDGET_KIB.max(limits.max_request.div_ceil(1024));
+    let budget = Arc::new(Semaphore::new(budget_kib as usize));
     loop {
+        // Waiting here, not reading, is the back-pressure on a client that
+        // pipelines more than it reads.
+        let slot = slots.clone().acquire_owned().await.expect("never closed");
         match rd.read_exact(&mut header).await {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok("client closed the connection"),
             Err(e) => return Err(e),
         }
+        conn.touch();
         let req = Request::decode(&header).map_err(protocol)?;
         let started = Instant::now();
         if req.command == Command::Disc {
             return Ok("NBD_CMD_DISC");
         }
-        if let Err(errno) = req.validate(session, size, MAX_REQUEST) {
+        if let Err(errno) = req.validate(session, size, limits.max_request) {
             skip(rd, u64::from(req.payload_len())).await?;
             debug!(command = req.command.name(), offset = req.offset, length = req.length, %errno, "request refused");
             let msg =
                 format!("{} of {} bytes at offset {} refused: {errno}", req.command.name(), req.length, req.offset);
-            send_status(tx, session, req.cookie, Err((errno, &msg)));
+            let ticket = Ticket { _slot: slot, _budget: None };
+            send_status(&conn.replies, session, req.cookie, Err((errno, &msg)), ticket);
             export.metrics.record(req.command, false, started.elapsed());
             continue;
         }
@@ -580,12 +733,14 @@ async fn transmission<R: AsyncRead + Unpin>(
             client.observe_read(export, &req);
         }
         let len = req.length as usize;
-        // Only payload-carrying requests count against the memory budget
-        // (their length is at most MAX_REQUEST, well under the budget).
-        let permit = match req.command {
+        // Payload-carrying requests wait for budget (a request is at most
+        // max_request, never more than the whole budget).
+        let payload_budget = match req.command {
             Command::Read | Command::Write => budget.clone().acquire_many_owned(req.length.div_ceil(1024)).await.ok(),
             _ => None,
         };
+        let ticket = Ticket { _slot: slot, _budget: payload_budget };
+        let tx = &conn.replies;
         match req.command {
             Command::Read => {
                 // Header and data share one buffer: one write per reply.
@@ -593,7 +748,7 @@ async fn transmission<R: AsyncRead + Unpin>(
                 if len == 0 {
                     // An OFFSET_DATA chunk must carry at least one byte.
                     put_status(&mut reply, session, req.cookie, Ok(()));
-                    finish_read(tx, export, &req, Ok(reply), permit, started);
+                    finish_read(tx, export, &req, Ok(reply), ticket, started);
                     continue;
                 }
                 if session.structured_replies {
@@ -602,11 +757,12 @@ async fn transmission<R: AsyncRead + Unpin>(
                     reply.extend_from_slice(&simple_reply(req.cookie, None));
                 }
                 if export.cache.read_cached(req.offset, len, &mut reply) {
-                    finish_read(tx, export, &req, Ok(reply), permit, started);
+                    finish_read(tx, export, &req, Ok(reply), ticket, started);
                     continue;
                 }
                 let header = reply.len();
                 reply.resize(header + len, 0);
+                let worker = workers.clone().acquire_owned().await.expect("never closed");
                 let (tx, session, export) = (tx.clone(), *session, export.clone());
                 tokio::task::spawn_blocking(move || {
                     let r = export.cache.read(req.offset, &mut reply[header..]).map(|()| reply).map_err(|e| {
@@ -615,7 +771,8 @@ async fn transmission<R: AsyncRead + Unpin>(
                         put_status(&mut status, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
                         status
                     });
-                    finish_read(&tx, &export, &req, r, permit, started);
+                    finish_read(&tx, &export, &req, r, ticket, started);
+                    drop(worker);
                 });
             }
             Command::Write => {
@@ -624,18 +781,27 @@ async fn transmission<R: AsyncRead + Unpin>(
                 if data.len() < len {
                     return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during a write payload"));
                 }
+                let worker = workers.clone().acquire_owned().await.expect("never closed");
                 let (tx, session, export) = (tx.clone(), *session, export.clone());
                 tokio::task::spawn_blocking(move || {
                     let r = export.cache.write(req.offset, &data, req.fua());
                     if r.is_ok() {
                         export.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
                     }
-                    drop(permit);
-                    finish(&tx, &session, &export, &req, r, started);
+                    drop(data);
+                    finish(&tx, &session, &export, &req, r, started, ticket);
+                    drop(worker);
                 });
             }
             Command::Flush | Command::Trim | Command::WriteZeroes | Command::Cache => {
-                let (tx, session, export) = (tx.clone(), *session, export.clone());
+                // CACHE may read up to the whole export: the export runs only
+                // a few at a time, and they stop when their connection ends.
+                let lane = match req.command {
+                    Command::Cache => Some(export.cache_lanes.clone().acquire_owned().await.expect("never closed")),
+                    _ => None,
+                };
+                let worker = workers.clone().acquire_owned().await.expect("never closed");
+                let (tx, session, export, closed) = (tx.clone(), *session, export.clone(), conn.closed.clone());
                 tokio::task::spawn_blocking(move || {
                     let c = &export.cache;
                     let (offset, length, fua) = (req.offset, u64::from(req.length), req.fua());
@@ -652,12 +818,15 @@ async fn transmission<R: AsyncRead + Unpin>(
                         Command::WriteZeroes => {
                             c.discard(offset, length, false, req.flags & cmd_flags::NO_HOLE == 0, fua)
                         }
-                        _ => prefetch(c, offset, length),
+                        _ => prefetch(c, offset, length, &closed),
                     };
-                    finish(&tx, &session, &export, &req, r, started);
+                    drop(lane);
+                    finish(&tx, &session, &export, &req, r, started, ticket);
+                    drop(worker);
                 });
             }
             Command::BlockStatus => {
+                let worker = workers.clone().acquire_owned().await.expect("never closed");
                 let (tx, session, export) = (tx.clone(), *session, export.clone());
                 tokio::task::spawn_blocking(move || {
                     let max = if req.flags & cmd_flags::REQ_ONE != 0 { 1 } else { MAX_EXTENTS };
@@ -686,8 +855,9 @@ async fn transmission<R: AsyncRead + Unpin>(
                             put_status(&mut head, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string())))
                         }
                     }
-                    let _ = tx.send(Reply { bytes: head, _budget: None });
+                    let _ = tx.send(Reply { bytes: head, _ticket: ticket });
                     export.metrics.record(req.command, ok, started.elapsed());
+                    drop(worker);
                 });
             }
             Command::HearthHint => {
@@ -697,12 +867,8 @@ async fn transmission<R: AsyncRead + Unpin>(
                 if let Err(why) = &r {
                     debug!(export = %export.info.name, error = %why, "hint refused");
                 }
-                send_status(
-                    tx,
-                    session,
-                    req.cookie,
-                    r.as_ref().map(|_| ()).map_err(|why| (Errno::Inval, why.as_str())),
-                );
+                let status = r.as_ref().map(|_| ()).map_err(|why| (Errno::Inval, why.as_str()));
+                send_status(tx, session, req.cookie, status, ticket);
                 export.metrics.record(req.command, r.is_ok(), started.elapsed());
             }
             Command::Disc | Command::Unknown(_) => unreachable!("handled above"),
@@ -710,12 +876,16 @@ async fn transmission<R: AsyncRead + Unpin>(
     }
 }
 
-/// NBD_CMD_CACHE: pull the range into the cache, one bounded chunk at a time.
-fn prefetch(cache: &crate::cache::BlockCache, offset: u64, len: u64) -> io::Result<()> {
+/// NBD_CMD_CACHE: pull the range into the cache, one bounded chunk at a
+/// time, until done or the connection that asked is gone.
+fn prefetch(cache: &crate::cache::BlockCache, offset: u64, len: u64, closed: &AtomicBool) -> io::Result<()> {
     const CHUNK: u64 = 1 << 20;
     let mut scratch = vec![0u8; CHUNK.min(len) as usize];
     let mut at = offset;
     while at < offset + len {
+        if closed.load(Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "connection closed"));
+        }
         let n = CHUNK.min(offset + len - at) as usize;
         cache.read(at, &mut scratch[..n])?;
         at += n as u64;
@@ -734,10 +904,16 @@ async fn skip<R: AsyncRead + Unpin>(rd: &mut R, mut n: u64) -> io::Result<()> {
     Ok(())
 }
 
-fn send_status(tx: &mpsc::UnboundedSender<Reply>, session: &Session, cookie: u64, r: Result<(), (Errno, &str)>) {
+fn send_status(
+    tx: &mpsc::UnboundedSender<Reply>,
+    session: &Session,
+    cookie: u64,
+    r: Result<(), (Errno, &str)>,
+    ticket: Ticket,
+) {
     let mut head = Vec::with_capacity(32);
     put_status(&mut head, session, cookie, r);
-    let _ = tx.send(Reply { bytes: head, _budget: None });
+    let _ = tx.send(Reply { bytes: head, _ticket: ticket });
 }
 
 fn finish(
@@ -747,13 +923,14 @@ fn finish(
     req: &Request,
     r: io::Result<()>,
     started: Instant,
+    ticket: Ticket,
 ) {
     match &r {
-        Ok(()) => send_status(tx, session, req.cookie, Ok(())),
+        Ok(()) => send_status(tx, session, req.cookie, Ok(()), ticket),
         Err(e) => {
             let errno = Errno::from_io(e);
             warn!(export = %export.info.name, command = req.command.name(), offset = req.offset, length = req.length, error = %e, "request failed");
-            send_status(tx, session, req.cookie, Err((errno, &e.to_string())));
+            send_status(tx, session, req.cookie, Err((errno, &e.to_string())), ticket);
         }
     }
     export.metrics.record(req.command, r.is_ok(), started.elapsed());
@@ -765,13 +942,13 @@ fn finish_read(
     export: &Export,
     req: &Request,
     r: Result<Vec<u8>, Vec<u8>>,
-    permit: Option<OwnedSemaphorePermit>,
+    ticket: Ticket,
     started: Instant,
 ) {
     let ok = r.is_ok();
     if ok {
         export.metrics.bytes_read.fetch_add(u64::from(req.length), Ordering::Relaxed);
     }
-    let _ = tx.send(Reply { bytes: r.unwrap_or_else(|e| e), _budget: permit });
+    let _ = tx.send(Reply { bytes: r.unwrap_or_else(|e| e), _ticket: ticket });
     export.metrics.record(req.command, ok, started.elapsed());
 }

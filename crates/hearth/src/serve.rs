@@ -72,6 +72,21 @@ pub struct ServeArgs {
     /// Seconds a client may take to finish the handshake (0 = no limit) [default: 30, or the config's].
     #[arg(long, value_name = "SECS")]
     handshake_timeout: Option<u64>,
+    /// Seconds a connection may stay idle (no request, no reply) before it is closed (0 = never)
+    /// [default: 0, or the config's].
+    #[arg(long, value_name = "SECS")]
+    idle_timeout: Option<u64>,
+    /// Client connections served at once; more are closed at accept [default: 256, or the config's].
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Largest READ or WRITE accepted, advertised to clients as the maximum block size, e.g. 64MiB
+    /// [default: 64MiB, or the config's].
+    #[arg(long, value_name = "SIZE")]
+    max_request: Option<String>,
+    /// Client buffers one connection may name in cache hints (8 bytes of table each)
+    /// [default: 1048576, or the config's].
+    #[arg(long, value_name = "N")]
+    max_client_buffers: Option<u64>,
     /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -236,6 +251,18 @@ impl ServeArgs {
         if let Some(secs) = self.handshake_timeout {
             config.server.handshake_timeout = secs;
         }
+        if let Some(secs) = self.idle_timeout {
+            config.server.idle_timeout = secs;
+        }
+        if let Some(n) = self.max_connections {
+            config.server.max_connections = n;
+        }
+        if let Some(size) = &self.max_request {
+            config.server.max_request = Some(SizeValue::Text(size.clone()));
+        }
+        if let Some(n) = self.max_client_buffers {
+            config.server.max_client_buffers = Some(n);
+        }
         let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());
         config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         Ok(config)
@@ -248,7 +275,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     let config = args.config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         // Handlers go in before we announce ourselves, so a signal sent right
         // after the `listening` lines is never lost.
         let mut term =
@@ -277,5 +304,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 }
             })
             .await
-    })
+    });
+    // Requests of closed connections may still run on the blocking pool;
+    // their replies go nowhere, and the data is flushed: do not wait long.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    served
 }

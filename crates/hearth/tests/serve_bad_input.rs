@@ -6,22 +6,11 @@ mod serve_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+
 use std::time::Duration;
 
+use serve_support::raw::*;
 use serve_support::Server;
-
-const IHAVEOPT: &[u8; 8] = b"IHAVEOPT";
-const OPT_REPLY_MAGIC: [u8; 8] = [0, 0x03, 0xe8, 0x89, 0x04, 0x55, 0x65, 0xa9];
-const OPT_GO: u32 = 7;
-const OPT_STRUCTURED_REPLY: u32 = 8;
-const REP_ACK: u32 = 1;
-const REP_INFO: u32 = 3;
-const REP_ERR_UNSUP: u32 = 0x8000_0001;
-const REP_ERR_INVALID: u32 = 0x8000_0003;
-const REP_ERR_UNKNOWN: u32 = 0x8000_0006;
-const EINVAL: u32 = 22;
-const ENOSPC: u32 = 28;
-const SIZE: u64 = 64 << 20;
 
 fn start(dir: &std::path::Path) -> (Server, SocketAddr) {
     start_with(dir, &[])
@@ -44,84 +33,6 @@ fn start_with(dir: &std::path::Path, extra: &[&str]) -> (Server, SocketAddr) {
     let s = Server::start(&args, &dir.join("log"));
     let addr = s.tcp.unwrap();
     (s, addr)
-}
-
-/// Connects and checks the greeting; sends client flags.
-fn hello(addr: SocketAddr, client_flags: u32) -> TcpStream {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut g = [0u8; 18];
-    s.read_exact(&mut g).unwrap();
-    assert_eq!(&g[..16], b"NBDMAGICIHAVEOPT");
-    assert_eq!(g[16..], [0, 3], "fixed newstyle + no zeroes");
-    s.write_all(&client_flags.to_be_bytes()).unwrap();
-    s
-}
-
-fn send_option(s: &mut TcpStream, option: u32, data: &[u8]) {
-    let mut m = IHAVEOPT.to_vec();
-    m.extend_from_slice(&option.to_be_bytes());
-    m.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    m.extend_from_slice(data);
-    s.write_all(&m).unwrap();
-}
-
-fn option_reply(s: &mut TcpStream) -> (u32, u32, Vec<u8>) {
-    let mut h = [0u8; 20];
-    s.read_exact(&mut h).unwrap();
-    assert_eq!(h[..8], OPT_REPLY_MAGIC);
-    let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
-    let mut data = vec![0u8; len];
-    s.read_exact(&mut data).unwrap();
-    (u32::from_be_bytes(h[8..12].try_into().unwrap()), u32::from_be_bytes(h[12..16].try_into().unwrap()), data)
-}
-
-fn go_data(name: &str) -> Vec<u8> {
-    let mut d = (name.len() as u32).to_be_bytes().to_vec();
-    d.extend_from_slice(name.as_bytes());
-    d.extend_from_slice(&0u16.to_be_bytes());
-    d
-}
-
-/// NBD_OPT_GO to "disk"; returns the size from NBD_INFO_EXPORT.
-fn go(s: &mut TcpStream) -> u64 {
-    send_option(s, OPT_GO, &go_data("disk"));
-    let mut size = None;
-    loop {
-        let (opt, kind, data) = option_reply(s);
-        assert_eq!(opt, OPT_GO);
-        match kind {
-            REP_INFO if data[..2] == [0, 0] => size = Some(u64::from_be_bytes(data[2..10].try_into().unwrap())),
-            REP_INFO => {}
-            REP_ACK => return size.expect("NBD_INFO_EXPORT before ACK"),
-            other => panic!("unexpected GO reply {other:#x}"),
-        }
-    }
-}
-
-fn request(s: &mut TcpStream, flags: u16, command: u16, cookie: u64, offset: u64, len: u32) {
-    let mut m = 0x2560_9513u32.to_be_bytes().to_vec();
-    m.extend_from_slice(&flags.to_be_bytes());
-    m.extend_from_slice(&command.to_be_bytes());
-    m.extend_from_slice(&cookie.to_be_bytes());
-    m.extend_from_slice(&offset.to_be_bytes());
-    m.extend_from_slice(&len.to_be_bytes());
-    s.write_all(&m).unwrap();
-}
-
-/// Reads a simple reply; returns (error, cookie).
-fn simple_reply(s: &mut TcpStream) -> (u32, u64) {
-    let mut r = [0u8; 16];
-    s.read_exact(&mut r).unwrap();
-    assert_eq!(r[..4], [0x67, 0x44, 0x66, 0x98], "simple reply magic");
-    (u32::from_be_bytes(r[4..8].try_into().unwrap()), u64::from_be_bytes(r[8..16].try_into().unwrap()))
-}
-
-/// Whether the server closed the connection (EOF) rather than answering.
-fn closed(s: &mut TcpStream) -> bool {
-    let mut b = [0u8; 1];
-    matches!(s.read(&mut b), Ok(0))
-        || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
 }
 
 /// A fresh client can still do a write and read it back.
@@ -212,7 +123,7 @@ fn bad_requests_get_protocol_errors() {
     request(&mut s, 0, 1, 11, SIZE - 10, 20);
     s.write_all(&[0xee; 20]).unwrap();
     assert_eq!(simple_reply(&mut s), (ENOSPC, 11));
-    let huge = 40 << 20;
+    let huge = (64 << 20) + 1; // one byte over the default --max-request
     request(&mut s, 0, 1, 12, 0, huge);
     s.write_all(&vec![0xee; huge as usize]).unwrap();
     assert_eq!(simple_reply(&mut s), (EINVAL, 12));

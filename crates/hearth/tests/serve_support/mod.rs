@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+pub mod raw;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
