@@ -527,6 +527,15 @@ impl BlockCache {
         !inner.blocks.contains_key(&block) && !inner.stranded.contains_key(&block) && inner.prefetched.insert(block)
     }
 
+    /// Releases the claim of a prefetch that will not run (dropped before
+    /// its read), so its first demand is a miss, not a promote.
+    pub fn cancel_prefetch(&self, block: u64) {
+        let mut inner = self.lock();
+        if !inner.partition.contains(block) {
+            inner.prefetched.remove(&block);
+        }
+    }
+
     /// Reads a claimed block from the backend into the prefetch partition,
     /// unless a write raced with the read or it was demanded meanwhile (the
     /// demand read caches it itself).
@@ -1542,5 +1551,22 @@ mod tests {
         assert_eq!(out, expect);
         // Main-cache hits are never reclassified as promotes.
         assert_eq!(cache.placement_stats().placements, 1);
+    }
+
+    #[test]
+    fn a_dropped_prefetch_releases_its_claim() {
+        let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+        // Claimed, then dropped before its read: the first demand is a miss.
+        assert!(cache.start_prefetch(20));
+        cache.cancel_prefetch(20);
+        assert!(!cache.cached_or_prefetching(20));
+        assert_eq!(cache.classify_demand(20), Class::Miss);
+        assert!(cache.start_prefetch(20), "claimable again");
+        // A prefetch that already landed is kept.
+        assert!(cache.start_prefetch(21));
+        cache.prefetch(21).unwrap();
+        cache.cancel_prefetch(21);
+        assert_eq!(cache.classify_demand(21), Class::Promote);
+        assert_eq!(cache.placement_stats().reloads_skipped, 0, "no eviction reload was involved");
     }
 }

@@ -15,13 +15,29 @@ pub mod warmup;
 pub use config::Config;
 pub use server::Server;
 
-/// A low-priority backend read the export's background thread performs.
-#[derive(Clone, Copy, Debug)]
-pub enum Background {
+/// A low-priority backend read for the export's background threads.
+pub struct Background {
+    pub kind: BackgroundKind,
+    pub block: u64,
+    /// The connection whose request or hint it came from.
+    pub origin: std::sync::Arc<Origin>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackgroundKind {
     /// Data of a block placed when its client evicted it.
-    Reload(u64),
+    Reload,
     /// A block a prefetcher predicted.
-    Prefetch(u64),
+    Prefetch,
+}
+
+/// A connection's share of the background reads: how many it has queued
+/// (bounded per connection) and whether it has closed (its reads are then
+/// skipped).
+#[derive(Default)]
+pub struct Origin {
+    pub queued: std::sync::atomic::AtomicUsize,
+    pub closed: std::sync::atomic::AtomicBool,
 }
 
 /// One served export: what clients are told, the cache in front of its
@@ -33,7 +49,7 @@ pub struct Export {
     /// Background reads (eviction reloads, prefetches) for one thread that
     /// issues them one at a time, so demand reads go first.
     pub background: std::sync::mpsc::SyncSender<Background>,
-    /// Background reads dropped because the queue was full.
+    /// Eviction reloads dropped: the queue was full or their connection closed.
     pub reloads_dropped: std::sync::atomic::AtomicU64,
     /// The prefetcher, when the export has one (`prefetch = "quickmine"`).
     pub prefetcher: Option<std::sync::Mutex<Box<dyn hearth_prefetch::Prefetcher>>>,

@@ -57,6 +57,8 @@ pub struct PrefetchCounters {
     pub promotes: AtomicU64,
     /// Prefetched blocks evicted before any demand.
     pub wasted: AtomicU64,
+    /// Predicted blocks not prefetched: the queue was full or their connection closed.
+    pub dropped: AtomicU64,
 }
 
 #[derive(Default)]
@@ -119,7 +121,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             e.metrics.bytes_written.load(Ordering::Relaxed)
         );
     }
-    let counters: [Counter; 16] = [
+    let counters: [Counter; 17] = [
         ("hearth_cache_hits_total", "Blocks served from the cache.", |e| e.cache.stats.hits.load(Ordering::Relaxed)),
         ("hearth_cache_misses_total", "Blocks read from the backend for a client.", |e| {
             e.cache.stats.misses.load(Ordering::Relaxed)
@@ -162,8 +164,13 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             e.prefetch_stats.wasted.load(Ordering::Relaxed)
         }),
         (
+            "hearth_prefetches_dropped_total",
+            "Predicted blocks not prefetched: the queue was full or their connection closed.",
+            |e| e.prefetch_stats.dropped.load(Ordering::Relaxed),
+        ),
+        (
             "hearth_eviction_reloads_skipped_total",
-            "Client-evicted blocks not placed: too rarely accessed, or the reload queue was full.",
+            "Client-evicted blocks not placed or not reloaded: too rarely accessed, the reload queue was full, or their connection closed.",
             |e| e.cache.placement_stats().reloads_skipped + e.reloads_dropped.load(Ordering::Relaxed),
         ),
     ];

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, error, info, warn};
 
 use crate::config::Config;
-use crate::{Background, Export};
+use crate::{Background, BackgroundKind, Export, Origin};
 
 /// Nanoseconds since the server process first asked: the prefetchers' clock.
 fn server_clock_ns() -> u64 {
@@ -44,6 +44,8 @@ const CONNECTION_BUDGET_KIB: u32 = 64 * 1024;
 const MAX_QUEUED_REQUESTS: usize = 1024;
 /// Requests of one connection running on the blocking pool at once.
 const MAX_BLOCKING_PER_CONNECTION: usize = 64;
+/// Background reads (reloads, prefetches) one connection may have queued.
+const MAX_BACKGROUND_PER_CONNECTION: usize = 256;
 /// Contexts one connection may have open (CONTEXT_BEGIN without END).
 const MAX_OPEN_CONTEXTS: usize = 1024;
 /// How long shutdown waits for in-flight requests before flushing anyway.
@@ -77,16 +79,48 @@ fn spawn_background(
         std::thread::Builder::new().name("hearth-background".into()).spawn(move || loop {
             let Ok(job) = queue.lock().unwrap_or_else(|e| e.into_inner()).recv() else { return };
             let Some(export) = export.upgrade() else { return };
-            let (r, what) = match job {
-                Background::Reload(b) => (export.cache.reload(b), b),
-                Background::Prefetch(b) => (export.cache.prefetch(b), b),
+            job.origin.queued.fetch_sub(1, Ordering::Relaxed);
+            if job.origin.closed.load(Ordering::Relaxed) {
+                dropped(&export, job.kind, job.block);
+                continue;
+            }
+            let r = match job.kind {
+                BackgroundKind::Reload => export.cache.reload(job.block),
+                BackgroundKind::Prefetch => export.cache.prefetch(job.block),
             };
             if let Err(e) = r {
-                warn!(export = %export.info.name, block = what, error = %e, "background read failed");
+                warn!(export = %export.info.name, block = job.block, error = %e, "background read failed");
             }
         })?;
     }
     Ok(())
+}
+
+/// Queues a background read for `origin`'s connection, unless it has its
+/// share queued already or the export's queue is full.
+fn queue_background(export: &Export, origin: &Arc<Origin>, kind: BackgroundKind, block: u64) -> bool {
+    if origin.queued.fetch_add(1, Ordering::Relaxed) >= MAX_BACKGROUND_PER_CONNECTION {
+        origin.queued.fetch_sub(1, Ordering::Relaxed);
+        return false;
+    }
+    let job = Background { kind, block, origin: origin.clone() };
+    if export.background.try_send(job).is_err() {
+        origin.queued.fetch_sub(1, Ordering::Relaxed);
+        return false;
+    }
+    true
+}
+
+/// A background read that will not run: counted by kind, and a prefetch's
+/// claim released (its first demand is then a plain miss).
+fn dropped(export: &Export, kind: BackgroundKind, block: u64) {
+    match kind {
+        BackgroundKind::Reload => export.reloads_dropped.fetch_add(1, Ordering::Relaxed),
+        BackgroundKind::Prefetch => {
+            export.cache.cancel_prefetch(block);
+            export.prefetch_stats.dropped.fetch_add(1, Ordering::Relaxed)
+        }
+    };
 }
 
 /// What one connection told us about its client (hint extension).
@@ -103,6 +137,8 @@ struct ClientView {
     open_contexts: std::collections::HashSet<u32>,
     /// BUFFER hints may name buffers below this address.
     buffer_limit: u64,
+    /// This connection's background reads.
+    origin: Arc<Origin>,
 }
 
 impl ClientView {
@@ -116,11 +152,13 @@ impl ClientView {
             own_ctx,
             open_contexts: Default::default(),
             buffer_limit: max_client_buffers.saturating_mul(export.cache.block_size()),
+            origin: Default::default(),
         }
     }
 
     /// The connection is gone: end every context it left open, its own too.
     fn close(&mut self, export: &Export) {
+        self.origin.closed.store(true, Ordering::Relaxed);
         if let Some(p) = &export.prefetcher {
             let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
             for ctx in self.open_contexts.drain().chain([self.own_ctx]) {
@@ -130,10 +168,10 @@ impl ClientView {
     }
 
     /// The client evicted `block`: let the cache place it and queue its reload.
-    fn evicted(export: &Export, block: u64) {
+    fn evicted(&self, export: &Export, block: u64) {
         if let Some(b) = export.cache.client_evicted(block) {
-            if export.background.try_send(Background::Reload(b)).is_err() {
-                export.reloads_dropped.fetch_add(1, Ordering::Relaxed);
+            if !queue_background(export, &self.origin, BackgroundKind::Reload, b) {
+                dropped(export, BackgroundKind::Reload, b);
             }
         }
     }
@@ -165,10 +203,10 @@ impl ClientView {
         drop(p);
         for b in predicted {
             if export.cache.start_prefetch(b) {
-                if export.background.try_send(Background::Prefetch(b)).is_ok() {
+                if queue_background(export, &self.origin, BackgroundKind::Prefetch, b) {
                     export.prefetch_stats.issued.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    export.reloads_dropped.fetch_add(1, Ordering::Relaxed);
+                    dropped(export, BackgroundKind::Prefetch, b);
                 }
             }
         }
@@ -228,7 +266,7 @@ impl ClientView {
                         return Err(format!("eviction hint {offset}+{length} is outside the export"));
                     }
                     for block in export.cache.block_range(offset, length) {
-                        Self::evicted(export, block);
+                        self.evicted(export, block);
                     }
                 }
                 Hint::Context { ctx } => self.switch_to(ctx)?,
@@ -248,7 +286,7 @@ impl ClientView {
                 format!("buffers from {addr:#x} run past the client buffers tracked (server.max_client_buffers)")
             })?;
             if let hearth_placement::Observed::Replaced(old) = self.cct.record(slot_addr, block)? {
-                Self::evicted(export, old);
+                self.evicted(export, old);
             }
         }
         Ok(())

@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use serve_support::raw::*;
-use serve_support::{have, run, Server};
+use serve_support::{have, metric, run, scrape, Server};
 
 /// How much an attack may grow the server's resident memory.
 const ATTACK_RSS_KIB: u64 = 64 * 1024;
@@ -242,4 +242,28 @@ fn read_only_exports_advertise_what_nbdkit_r_does() {
     ])));
     assert_eq!(ours, theirs);
     assert!(ours.contains(&"can_trim=false".to_string()) && ours.contains(&"can_zero=false".to_string()));
+}
+
+#[test]
+fn eviction_hint_floods_queue_a_bounded_share_of_reloads_cancelled_at_disconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["--placement", "ev", "--latency", "5ms", "--background-reads", "1", "--metrics", "127.0.0.1:0"];
+    let (mut server, addr) = start(dir.path(), &extra);
+    let metrics = server.metrics.clone().unwrap();
+    let mut s = hint_session(addr);
+    set_timeout(&s, Duration::from_secs(10));
+    // One record: "I evicted the whole 64 MiB export" — 16,384 reloads asked for.
+    hint(&mut s, 1, &[(2, 0, 64 << 20)]);
+    assert_eq!(simple_reply(&mut s), (0, 1));
+    drop(s);
+    std::thread::sleep(Duration::from_secs(2));
+    let page = scrape(&metrics);
+    let reads = metric(&page, "hearth_backend_reads_total{");
+    let skipped = metric(&page, "hearth_eviction_reloads_skipped_total{");
+    eprintln!("eviction flood: {reads} backend reads, {skipped} reloads dropped or skipped");
+    // At 5 ms a read, one thread would have done ~400 in 2 s had the
+    // connection's queued reloads outlived it.
+    assert!(reads < 100.0, "{reads} reloads ran for a connection that left");
+    assert!(skipped >= 16_384.0 - 2_048.0 - 256.0, "only {skipped} reloads dropped");
+    assert!(server.alive());
 }
