@@ -1,0 +1,74 @@
+//! The export's background reads: blocks placed when a client evicted them
+//! (eviction-based placement) and blocks a prefetcher predicted, read at low
+//! priority by a few threads of the export's own, each connection holding a
+//! bounded share of the queue.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tracing::warn;
+
+use crate::{Background, BackgroundKind, Export, Origin};
+
+/// Background reads (reloads, prefetches) one connection may have queued.
+const MAX_BACKGROUND_PER_CONNECTION: usize = 256;
+
+/// The background threads that read client-evicted blocks placed by the
+/// cache and predicted blocks. A few threads per export, apart from the
+/// blocking pool, keep these reads from crowding out demand reads while
+/// letting several proceed at once on a device that serves them in
+/// parallel; they end when the export is dropped.
+pub(super) fn spawn_background(
+    export: std::sync::Weak<Export>,
+    queue: std::sync::mpsc::Receiver<Background>,
+    threads: usize,
+) -> anyhow::Result<()> {
+    let queue = Arc::new(std::sync::Mutex::new(queue));
+    for _ in 0..threads {
+        let (export, queue) = (export.clone(), queue.clone());
+        std::thread::Builder::new().name("hearth-background".into()).spawn(move || loop {
+            let Ok(job) = queue.lock().unwrap_or_else(|e| e.into_inner()).recv() else { return };
+            let Some(export) = export.upgrade() else { return };
+            job.origin.queued.fetch_sub(1, Ordering::Relaxed);
+            if job.origin.closed.load(Ordering::Relaxed) {
+                dropped(&export, job.kind, job.block);
+                continue;
+            }
+            let r = match job.kind {
+                BackgroundKind::Reload => export.cache.reload(job.block),
+                BackgroundKind::Prefetch => export.cache.prefetch(job.block),
+            };
+            if let Err(e) = r {
+                warn!(export = %export.info.name, block = job.block, error = %e, "background read failed");
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Queues a background read for `origin`'s connection, unless it has its
+/// share queued already or the export's queue is full.
+pub(super) fn queue_background(export: &Export, origin: &Arc<Origin>, kind: BackgroundKind, block: u64) -> bool {
+    if origin.queued.fetch_add(1, Ordering::Relaxed) >= MAX_BACKGROUND_PER_CONNECTION {
+        origin.queued.fetch_sub(1, Ordering::Relaxed);
+        return false;
+    }
+    let job = Background { kind, block, origin: origin.clone() };
+    if export.background.try_send(job).is_err() {
+        origin.queued.fetch_sub(1, Ordering::Relaxed);
+        return false;
+    }
+    true
+}
+
+/// A background read that will not run: counted by kind, and a prefetch's
+/// claim released (its first demand is then a plain miss).
+pub(super) fn dropped(export: &Export, kind: BackgroundKind, block: u64) {
+    match kind {
+        BackgroundKind::Reload => export.reloads_dropped.fetch_add(1, Ordering::Relaxed),
+        BackgroundKind::Prefetch => {
+            export.cache.cancel_prefetch(block);
+            export.prefetch_stats.dropped.fetch_add(1, Ordering::Relaxed)
+        }
+    };
+}

@@ -1,0 +1,245 @@
+//! One function per NBD command. Each answers through its connection's
+//! reply queue; a command that may touch the backend runs on the blocking
+//! pool as one of the connection's workers, so a backend call never blocks
+//! the connection's async reader.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
+use hearth_nbd::{cmd_flags, Errno, Request, Session};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::{mpsc, Semaphore};
+use tracing::{debug, warn};
+
+use super::connection::{Conn, Reply, Ticket};
+use super::hints::ClientView;
+use crate::cache::BlockCache;
+use crate::Export;
+
+/// Most extents one NBD_CMD_BLOCK_STATUS reply describes.
+const MAX_EXTENTS: usize = 256;
+/// Longest read reply header (a structured OFFSET_DATA chunk header).
+const READ_HEADER_MAX: usize = 28;
+/// The step in which NBD_CMD_CACHE reads, checking between steps whether its
+/// connection is gone.
+const CACHE_STEP: u64 = 1 << 20;
+
+/// A validated request on its way to its command, with what it holds.
+pub(super) struct Job {
+    pub(super) req: Request,
+    pub(super) ticket: Ticket,
+    pub(super) started: Instant,
+}
+
+type Workers = Arc<Semaphore>;
+
+/// Runs `work` on the blocking pool as one of the connection's workers and
+/// replies with its status.
+async fn on_worker(
+    conn: &Conn,
+    job: Job,
+    workers: &Workers,
+    work: impl FnOnce(&Export) -> io::Result<()> + Send + 'static,
+) {
+    let worker = workers.clone().acquire_owned().await.expect("never closed");
+    let (tx, session, export) = (conn.replies.clone(), conn.session, conn.export.clone());
+    tokio::task::spawn_blocking(move || {
+        let r = work(&export);
+        finish(&tx, &session, &export, job, r);
+        drop(worker);
+    });
+}
+
+/// NBD_CMD_READ: cache hits answered here, anything else on a worker.
+pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
+    let (session, export, req) = (&conn.session, &conn.export, job.req);
+    let len = req.length as usize;
+    // Header and data share one buffer: one write per reply.
+    let mut reply = Vec::with_capacity(READ_HEADER_MAX + len);
+    if len == 0 {
+        // An OFFSET_DATA chunk must carry at least one byte.
+        put_status(&mut reply, session, req.cookie, Ok(()));
+        return finish_read(&conn.replies, export, job, Ok(reply));
+    }
+    if session.structured_replies {
+        put_read_data_header(&mut reply, req.cookie, req.offset, req.length);
+    } else {
+        reply.extend_from_slice(&simple_reply(req.cookie, None));
+    }
+    if export.cache.read_cached(req.offset, len, &mut reply) {
+        return finish_read(&conn.replies, export, job, Ok(reply));
+    }
+    let header = reply.len();
+    reply.resize(header + len, 0);
+    let worker = workers.clone().acquire_owned().await.expect("never closed");
+    let (tx, session, export) = (conn.replies.clone(), *session, export.clone());
+    tokio::task::spawn_blocking(move || {
+        let r = export.cache.read(req.offset, &mut reply[header..]).map(|()| reply).map_err(|e| {
+            warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
+            let mut status = Vec::new();
+            put_status(&mut status, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
+            status
+        });
+        finish_read(&tx, &export, job, r);
+        drop(worker);
+    });
+}
+
+/// NBD_CMD_WRITE: the payload is read here, written on a worker.
+pub(super) async fn write<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    conn: &Conn,
+    job: Job,
+    workers: &Workers,
+) -> io::Result<()> {
+    let req = job.req;
+    let len = req.length as usize;
+    let mut data = Vec::with_capacity(len);
+    (&mut *rd).take(len as u64).read_to_end(&mut data).await?;
+    if data.len() < len {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during a write payload"));
+    }
+    on_worker(conn, job, workers, move |export| {
+        let r = export.cache.write(req.offset, &data, req.fua());
+        if r.is_ok() {
+            export.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+        r
+    })
+    .await;
+    Ok(())
+}
+
+pub(super) async fn flush(conn: &Conn, job: Job, workers: &Workers) {
+    on_worker(conn, job, workers, |export| {
+        let r = export.cache.flush();
+        // The warmup log is best effort: its failure does not fail the FLUSH.
+        if let Some(w) = &export.warmup {
+            w.sync();
+        }
+        r
+    })
+    .await
+}
+
+pub(super) async fn trim(conn: &Conn, job: Job, workers: &Workers) {
+    let (offset, length, fua) = (job.req.offset, u64::from(job.req.length), job.req.fua());
+    on_worker(conn, job, workers, move |export| export.cache.discard(offset, length, true, true, fua)).await
+}
+
+pub(super) async fn write_zeroes(conn: &Conn, job: Job, workers: &Workers) {
+    let (offset, length, fua) = (job.req.offset, u64::from(job.req.length), job.req.fua());
+    let may_trim = job.req.flags & cmd_flags::NO_HOLE == 0;
+    on_worker(conn, job, workers, move |export| export.cache.discard(offset, length, false, may_trim, fua)).await
+}
+
+/// NBD_CMD_CACHE may read up to the whole export: the export runs only a few
+/// at a time, and each stops when its connection ends.
+pub(super) async fn cache(conn: &Conn, job: Job, workers: &Workers) {
+    let lane = conn.export.cache_lanes.clone().acquire_owned().await.expect("never closed");
+    let (offset, length, closed) = (job.req.offset, u64::from(job.req.length), conn.closed.clone());
+    on_worker(conn, job, workers, move |export| {
+        let r = load_range(&export.cache, offset, length, &closed);
+        drop(lane);
+        r
+    })
+    .await
+}
+
+/// Pulls a range into the cache, one bounded step at a time, until done or
+/// the connection that asked is gone.
+fn load_range(cache: &BlockCache, offset: u64, len: u64, closed: &AtomicBool) -> io::Result<()> {
+    let mut scratch = vec![0u8; CACHE_STEP.min(len) as usize];
+    let mut at = offset;
+    while at < offset + len {
+        if closed.load(Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "connection closed"));
+        }
+        let n = CACHE_STEP.min(offset + len - at) as usize;
+        cache.read(at, &mut scratch[..n])?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+pub(super) async fn block_status(conn: &Conn, job: Job, workers: &Workers) {
+    let worker = workers.clone().acquire_owned().await.expect("never closed");
+    let (tx, session, export) = (conn.replies.clone(), conn.session, conn.export.clone());
+    tokio::task::spawn_blocking(move || {
+        let req = job.req;
+        let max = if req.flags & cmd_flags::REQ_ONE != 0 { 1 } else { MAX_EXTENTS };
+        let map = export.cache.extents(req.offset, u64::from(req.length), max);
+        let ok = matches!(&map, Ok(m) if !m.is_empty());
+        let mut head = Vec::new();
+        match map {
+            Ok(m) if !m.is_empty() => {
+                // Holes read as zeroes: NBD_STATE_HOLE | NBD_STATE_ZERO.
+                let extents: Vec<(u32, u32)> = m.iter().map(|e| (e.len as u32, if e.hole { 3 } else { 0 })).collect();
+                put_block_status(&mut head, req.cookie, session.base_allocation.expect("validated"), &extents);
+            }
+            Ok(_) => put_status(&mut head, &session, req.cookie, Err((Errno::Inval, "block status of zero bytes"))),
+            Err(e) => put_status(&mut head, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string()))),
+        }
+        let _ = tx.send(Reply { bytes: head, _ticket: job.ticket });
+        export.metrics.record(req.command, ok, job.started.elapsed());
+        drop(worker);
+    });
+}
+
+/// NBD_CMD_HEARTH_HINT (docs/nbd-extension.md): applied in request order,
+/// answered at once.
+pub(super) async fn hint<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    conn: &Conn,
+    client: &mut ClientView,
+    job: Job,
+) -> io::Result<()> {
+    let mut payload = vec![0u8; job.req.length as usize];
+    rd.read_exact(&mut payload).await?;
+    let r = client.apply(&conn.export, &payload);
+    if let Err(why) = &r {
+        debug!(export = %conn.export.info.name, error = %why, "hint refused");
+    }
+    let status = r.as_ref().map(|_| ()).map_err(|why| (Errno::Inval, why.as_str()));
+    send_status(&conn.replies, &conn.session, job.req.cookie, status, job.ticket);
+    conn.export.metrics.record(job.req.command, r.is_ok(), job.started.elapsed());
+    Ok(())
+}
+
+pub(super) fn send_status(
+    tx: &mpsc::UnboundedSender<Reply>,
+    session: &Session,
+    cookie: u64,
+    r: Result<(), (Errno, &str)>,
+    ticket: Ticket,
+) {
+    let mut head = Vec::with_capacity(32);
+    put_status(&mut head, session, cookie, r);
+    let _ = tx.send(Reply { bytes: head, _ticket: ticket });
+}
+
+fn finish(tx: &mpsc::UnboundedSender<Reply>, session: &Session, export: &Export, job: Job, r: io::Result<()>) {
+    let req = job.req;
+    match &r {
+        Ok(()) => send_status(tx, session, req.cookie, Ok(()), job.ticket),
+        Err(e) => {
+            let errno = Errno::from_io(e);
+            warn!(export = %export.info.name, command = req.command.name(), offset = req.offset, length = req.length, error = %e, "request failed");
+            send_status(tx, session, req.cookie, Err((errno, &e.to_string())), job.ticket);
+        }
+    }
+    export.metrics.record(req.command, r.is_ok(), job.started.elapsed());
+}
+
+/// Queues a read's reply: `Ok(header and data)` or `Err(error reply)`.
+fn finish_read(tx: &mpsc::UnboundedSender<Reply>, export: &Export, job: Job, r: Result<Vec<u8>, Vec<u8>>) {
+    let ok = r.is_ok();
+    if ok {
+        export.metrics.bytes_read.fetch_add(u64::from(job.req.length), Ordering::Relaxed);
+    }
+    let _ = tx.send(Reply { bytes: r.unwrap_or_else(|e| e), _ticket: job.ticket });
+    export.metrics.record(job.req.command, ok, job.started.elapsed());
+}

@@ -1,0 +1,297 @@
+//! One client connection: the handshake, then the transmission loop that
+//! frames requests, holds each to the connection's limits and hands it to
+//! its command, and the writer that sends replies in completion order.
+//!
+//! Per connection, one task reads requests and one writes replies. Reads the
+//! cache can serve entirely are answered inline by the reader; everything
+//! that may touch the backend runs on the blocking pool and queues its reply
+//! when done.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hearth_nbd::handshake::{greeting, Negotiation, OptionHeader, Outcome};
+use hearth_nbd::{Command, ExportInfo, Request, Session};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tracing::{debug, info, warn};
+
+use super::commands::{self, Job};
+use super::hints::ClientView;
+use super::{server_clock_ns, Limits, Shared};
+use crate::Export;
+
+/// Payload bytes (in KiB) one connection may hold in flight, or the largest
+/// request if that is more; bounds memory per client whatever it pipelines.
+const CONNECTION_BUDGET_KIB: u32 = 64 * 1024;
+/// Requests one connection may have between reading their header and writing
+/// their reply. Past it the server stops reading the socket (back-pressure,
+/// as nbdkit does), so a client that never reads replies cannot make the
+/// server queue them without bound.
+const MAX_QUEUED_REQUESTS: usize = 1024;
+/// Requests of one connection running on the blocking pool at once.
+const MAX_BLOCKING_PER_CONNECTION: usize = 64;
+/// How long a closing connection keeps trying to deliver queued replies to a
+/// client that does not read them.
+const REPLY_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What a request holds from the moment its header is read until its reply
+/// is written: a queue slot and, for READ/WRITE, its payload budget.
+pub(super) struct Ticket {
+    _slot: OwnedSemaphorePermit,
+    _budget: Option<OwnedSemaphorePermit>,
+}
+
+/// One reply on its way to the socket (header and any data).
+pub(super) struct Reply {
+    pub(super) bytes: Vec<u8>,
+    /// Released once written, so queued replies count against the limits.
+    pub(super) _ticket: Ticket,
+}
+
+/// Per-connection state shared by the reader, the writer and the requests.
+pub(super) struct Conn {
+    pub(super) session: Session,
+    pub(super) export: Arc<Export>,
+    pub(super) replies: mpsc::UnboundedSender<Reply>,
+    /// Set when the connection ends: CACHE work still running stops.
+    pub(super) closed: Arc<AtomicBool>,
+    /// `server_clock_ns` of the last request read or reply written.
+    last_activity: Arc<AtomicU64>,
+}
+
+impl Conn {
+    fn touch(&self) {
+        self.last_activity.store(server_clock_ns(), Ordering::Relaxed);
+    }
+}
+
+pub(super) async fn connection<R, W>(
+    mut rd: R,
+    mut wr: W,
+    peer: String,
+    ctx: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    _drain: mpsc::Sender<()>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let negotiate = async {
+        match ctx.limits.handshake_timeout {
+            Some(limit) => {
+                tokio::time::timeout(limit, handshake(&mut rd, &mut wr, &ctx.infos)).await.map_err(|_| {
+                    io::Error::new(io::ErrorKind::TimedOut, format!("not finished within {}s", limit.as_secs()))
+                })?
+            }
+            None => handshake(&mut rd, &mut wr, &ctx.infos).await,
+        }
+    };
+    let session = tokio::select! {
+        r = negotiate => r,
+        _ = stop.changed() => return,
+    };
+    let session = match session {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            debug!(%peer, "client ended the handshake");
+            return;
+        }
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            debug!(%peer, "client hung up during the handshake");
+            return;
+        }
+        Err(e) => {
+            warn!(%peer, error = %e, "handshake failed");
+            return;
+        }
+    };
+    let export = ctx.exports[session.export].clone();
+    info!(%peer, export = %export.info.name, structured = session.structured_replies, "client connected");
+    export.metrics.connections.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let last_activity = Arc::new(AtomicU64::new(server_clock_ns()));
+    let mut writer = tokio::spawn(write_replies(wr, rx, last_activity.clone()));
+    let conn = Conn { session, export: export.clone(), replies: tx, closed: Default::default(), last_activity };
+    let mut client = ClientView::new(&export, ctx.limits.max_client_buffers);
+    let end = tokio::select! {
+        r = transmission(&mut rd, &conn, &mut client, &ctx.limits) => r,
+        _ = stop.changed() => Ok("server shutting down"),
+        why = idle(&conn.last_activity, ctx.limits.idle_timeout) => Ok(why),
+    };
+    match end {
+        Ok(why) => info!(%peer, export = %export.info.name, why, "client disconnected"),
+        Err(e) => warn!(%peer, export = %export.info.name, error = %e, "connection closed"),
+    }
+    conn.closed.store(true, Ordering::Relaxed);
+    client.close(&export);
+    // In-flight requests hold clones of the sender; the writer ends after
+    // their replies, unless the client stopped reading them.
+    drop(conn);
+    if tokio::time::timeout(REPLY_DRAIN_TIMEOUT, &mut writer).await.is_err() {
+        debug!(%peer, "replies left unread; dropping them");
+        writer.abort();
+    }
+    export.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Resolves once no request has arrived and no reply left for `limit`.
+async fn idle(last_activity: &AtomicU64, limit: Option<Duration>) -> &'static str {
+    let Some(limit) = limit else { return std::future::pending().await };
+    loop {
+        let quiet = Duration::from_nanos(server_clock_ns().saturating_sub(last_activity.load(Ordering::Relaxed)));
+        if quiet >= limit {
+            return "idle timeout";
+        }
+        tokio::time::sleep(limit - quiet).await;
+    }
+}
+
+async fn handshake<R, W>(rd: &mut R, wr: &mut W, infos: &[ExportInfo]) -> io::Result<Option<Session>>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    wr.write_all(&greeting()).await?;
+    wr.flush().await?;
+    let mut flags = [0u8; 4];
+    rd.read_exact(&mut flags).await?;
+    let mut negotiation = Negotiation::new(flags).map_err(protocol)?;
+    let mut header = [0u8; OptionHeader::LEN];
+    let mut data = Vec::new();
+    let mut out = Vec::new();
+    loop {
+        rd.read_exact(&mut header).await?;
+        let h = OptionHeader::decode(&header).map_err(protocol)?;
+        data.resize(h.length as usize, 0);
+        rd.read_exact(&mut data).await?;
+        out.clear();
+        let outcome = negotiation.handle(h, &data, infos, &mut out);
+        let sent = async {
+            wr.write_all(&out).await?;
+            wr.flush().await
+        };
+        match outcome {
+            Outcome::Continue => sent.await?,
+            Outcome::Transmit(s) => {
+                sent.await?;
+                return Ok(Some(s));
+            }
+            Outcome::Close => {
+                // Clients may hang up after NBD_OPT_ABORT without reading our ACK.
+                let _ = sent.await;
+                return Ok(None);
+            }
+        }
+    }
+}
+
+fn protocol(e: hearth_nbd::ProtocolError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.0)
+}
+
+async fn write_replies<W: AsyncWrite + Unpin>(
+    wr: W,
+    mut rx: mpsc::UnboundedReceiver<Reply>,
+    last_activity: Arc<AtomicU64>,
+) {
+    let mut out = BufWriter::with_capacity(256 * 1024, wr);
+    while let Some(mut reply) = rx.recv().await {
+        // Batch whatever is queued into as few syscalls as possible.
+        loop {
+            if out.write_all(&reply.bytes).await.is_err() {
+                return;
+            }
+            match rx.try_recv() {
+                Ok(next) => reply = next,
+                Err(_) => break,
+            }
+        }
+        if out.flush().await.is_err() {
+            return;
+        }
+        last_activity.store(server_clock_ns(), Ordering::Relaxed);
+    }
+    let _ = out.shutdown().await;
+}
+
+/// Reads requests and hands each to its command until the client
+/// disconnects; returns why.
+async fn transmission<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    conn: &Conn,
+    client: &mut ClientView,
+    limits: &Limits,
+) -> io::Result<&'static str> {
+    let (session, export) = (&conn.session, &conn.export);
+    let mut header = [0u8; Request::LEN];
+    let slots = Arc::new(Semaphore::new(MAX_QUEUED_REQUESTS));
+    let workers = Arc::new(Semaphore::new(MAX_BLOCKING_PER_CONNECTION));
+    let budget_kib = CONNECTION_BUDGET_KIB.max(limits.max_request.div_ceil(1024));
+    let budget = Arc::new(Semaphore::new(budget_kib as usize));
+    loop {
+        // Waiting here, not reading, is the back-pressure on a client that
+        // pipelines more than it reads.
+        let slot = slots.clone().acquire_owned().await.expect("never closed");
+        match rd.read_exact(&mut header).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok("client closed the connection"),
+            Err(e) => return Err(e),
+        }
+        conn.touch();
+        let req = Request::decode(&header).map_err(protocol)?;
+        let started = Instant::now();
+        if req.command == Command::Disc {
+            return Ok("NBD_CMD_DISC");
+        }
+        if let Err(errno) = req.validate(session, export.info.size, limits.max_request) {
+            skip(rd, u64::from(req.payload_len())).await?;
+            debug!(command = req.command.name(), offset = req.offset, length = req.length, %errno, "request refused");
+            let msg =
+                format!("{} of {} bytes at offset {} refused: {errno}", req.command.name(), req.length, req.offset);
+            let ticket = Ticket { _slot: slot, _budget: None };
+            commands::send_status(&conn.replies, session, req.cookie, Err((errno, &msg)), ticket);
+            export.metrics.record(req.command, false, started.elapsed());
+            continue;
+        }
+        if matches!(req.command, Command::Read | Command::Write) {
+            if let Err(why) = client.data_request(export, &req) {
+                warn!(export = %export.info.name, error = %why, "buffer hint ignored");
+            }
+        }
+        if req.command == Command::Read {
+            client.observe_read(export, &req);
+        }
+        // Payload-carrying requests wait for budget (a request is at most
+        // max_request, never more than the whole budget).
+        let payload_budget = match req.command {
+            Command::Read | Command::Write => budget.clone().acquire_many_owned(req.length.div_ceil(1024)).await.ok(),
+            _ => None,
+        };
+        let job = Job { req, ticket: Ticket { _slot: slot, _budget: payload_budget }, started };
+        match req.command {
+            Command::Read => commands::read(conn, job, &workers).await,
+            Command::Write => commands::write(rd, conn, job, &workers).await?,
+            Command::Flush => commands::flush(conn, job, &workers).await,
+            Command::Trim => commands::trim(conn, job, &workers).await,
+            Command::WriteZeroes => commands::write_zeroes(conn, job, &workers).await,
+            Command::Cache => commands::cache(conn, job, &workers).await,
+            Command::BlockStatus => commands::block_status(conn, job, &workers).await,
+            Command::HearthHint => commands::hint(rd, conn, client, job).await?,
+            Command::Disc | Command::Unknown(_) => unreachable!("handled above"),
+        }
+    }
+}
+
+/// Reads and drops `n` payload bytes of a refused write, in bounded chunks.
+async fn skip<R: AsyncRead + Unpin>(rd: &mut R, mut n: u64) -> io::Result<()> {
+    let mut sink = [0u8; 64 * 1024];
+    while n > 0 {
+        let want = n.min(sink.len() as u64) as usize;
+        rd.read_exact(&mut sink[..want]).await?;
+        n -= want as u64;
+    }
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! The NBD server: binds every export and listener, serves connections
+//! until shutdown, then drains them and flushes every export.
+//!
+//! A map of the module:
+//! - `listener`: one accept loop for TCP and Unix listeners, with the
+//!   connection limit;
+//! - `connection`: one client — handshake, request framing and per-connection
+//!   limits, the reply writer;
+//! - `commands`: one function per NBD command;
+//! - `hints`: what a connection's hints say about its client's cache;
+//! - `background`: the export's low-priority reads (reloads, prefetches).
+
+mod background;
+mod commands;
+mod connection;
+mod hints;
+mod listener;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hearth_nbd::{tflags, ExportInfo};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tracing::{error, info, warn};
+
+use crate::config::Config;
+use crate::Export;
+
+/// Nanoseconds since the server process first asked: the prefetchers' clock.
+fn server_clock_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// How long shutdown waits for in-flight requests before flushing anyway.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Background reads (reloads, prefetches) waiting for the backend, per export; more are dropped.
+const BACKGROUND_QUEUE: usize = 4096;
+
+pub struct Server {
+    exports: Arc<Vec<Arc<Export>>>,
+    infos: Arc<Vec<ExportInfo>>,
+    tcp: Vec<TcpListener>,
+    unix: Vec<(UnixListener, PathBuf)>,
+    metrics: Option<TcpListener>,
+    limits: Limits,
+}
+
+/// What one client may take of the server.
+#[derive(Clone)]
+struct Limits {
+    handshake_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    max_request: u32,
+    max_client_buffers: u64,
+    /// One permit per connection served.
+    connections: Arc<Semaphore>,
+}
+
+impl Server {
+    /// Opens every export and binds every listener (call after
+    /// `Config::validate`).
+    pub async fn bind(config: &Config) -> anyhow::Result<Server> {
+        let max_request = config.server.max_request().map_err(anyhow::Error::msg)?;
+        let mut exports = Vec::new();
+        for (i, e) in config.exports.iter().enumerate() {
+            let cache = e.open().map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
+            let mut flags = tflags::HAS_FLAGS
+                | tflags::SEND_FLUSH
+                | tflags::SEND_CACHE
+                // One cache per export, shared by all its connections, and
+                // FLUSH/FUA act on the whole export: safe for multi-conn.
+                | tflags::CAN_MULTI_CONN;
+            if e.read_only {
+                // Advertise only what is allowed, as qemu-nbd -r and nbdkit -r do.
+                flags |= tflags::READ_ONLY;
+            } else {
+                flags |= tflags::SEND_FUA | tflags::SEND_TRIM | tflags::SEND_WRITE_ZEROES;
+            }
+            let info = ExportInfo {
+                name: e.name.clone(),
+                description: e.description.clone(),
+                size: cache.size(),
+                flags,
+                min_block: 1,
+                preferred_block: cache.block_size() as u32,
+                max_block: max_request,
+            };
+            info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = ?cache.mode(), "export ready");
+            let warmup = match &e.warmup {
+                Some(w) => {
+                    let cache_bytes = e.cache_bytes().map_err(anyhow::Error::msg)?;
+                    let settings = w
+                        .settings(cache_bytes)
+                        .map_err(|(key, m)| anyhow::anyhow!("export[{i}] ({:?}).warmup.{key}: {m}", e.name))?;
+                    let persistent = e.path.as_deref().filter(|_| e.backend != crate::config::BackendKind::Memory);
+                    let monitor = crate::warmup::start_export(&e.name, &settings, &cache, persistent)
+                        .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
+                    Some(monitor)
+                }
+                None => None,
+            };
+            let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
+            let prefetcher = e
+                .prefetcher(cache.block_size() as u32)
+                .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?
+                .map(std::sync::Mutex::new);
+            let export = Arc::new(Export {
+                info,
+                cache,
+                metrics: Default::default(),
+                background,
+                reloads_dropped: Default::default(),
+                prefetcher,
+                prefetch_stats: Default::default(),
+                warmup,
+                cache_lanes: Arc::new(Semaphore::new(e.background_reads())),
+            });
+            background::spawn_background(Arc::downgrade(&export), queue, e.background_reads())?;
+            exports.push(export);
+        }
+        let mut tcp = Vec::new();
+        for addr in &config.server.listen {
+            let l = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("server.listen {addr:?}: {e}"))?;
+            tcp.push(l);
+        }
+        let mut unix = Vec::new();
+        for path in &config.server.unix {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            {
+                // A stale socket from a previous run; anything else we refuse to touch.
+                let _ = std::fs::remove_file(path);
+            }
+            let l = UnixListener::bind(path).map_err(|e| anyhow::anyhow!("server.unix {}: {e}", path.display()))?;
+            unix.push((l, path.clone()));
+        }
+        let metrics = match &config.server.metrics {
+            Some(addr) => {
+                Some(TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("server.metrics {addr:?}: {e}"))?)
+            }
+            None => None,
+        };
+        let infos = Arc::new(exports.iter().map(|e| e.info.clone()).collect());
+        let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+        let limits = Limits {
+            handshake_timeout: seconds(config.server.handshake_timeout),
+            idle_timeout: seconds(config.server.idle_timeout),
+            max_request,
+            max_client_buffers: config.server.max_client_buffers().map_err(anyhow::Error::msg)?,
+            connections: Arc::new(Semaphore::new(config.server.max_connections)),
+        };
+        Ok(Server { exports: Arc::new(exports), infos, tcp, unix, metrics, limits })
+    }
+
+    pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
+        self.tcp.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+    pub fn unix_paths(&self) -> Vec<PathBuf> {
+        self.unix.iter().map(|(_, p)| p.clone()).collect()
+    }
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, lets
+    /// in-flight requests finish and flushes every export.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        // Every connection holds a clone; recv() returns None once all are gone.
+        let (drain_tx, mut drained) = mpsc::channel::<()>(1);
+        let metrics_task = self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone())));
+        let ctx = Arc::new(Shared { exports: self.exports.clone(), infos: self.infos, limits: self.limits });
+        for l in self.tcp {
+            tokio::spawn(listener::accept_loop(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
+        }
+        let mut socket_paths = Vec::new();
+        for (l, path) in self.unix {
+            socket_paths.push(path);
+            tokio::spawn(listener::accept_loop(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
+        }
+        drop(drain_tx);
+
+        shutdown.await;
+        info!("shutting down: no new connections, finishing in-flight requests");
+        let _ = stop_tx.send(true);
+        let all_drained = tokio::time::timeout(DRAIN_TIMEOUT, drained.recv()).await.is_ok();
+        if !all_drained {
+            warn!("in-flight requests still running after {DRAIN_TIMEOUT:?}; flushing anyway");
+        }
+        let mut failed = Vec::new();
+        for e in self.exports.iter() {
+            // A thread of its own: the blocking pool may still be busy with
+            // requests of connections that just closed.
+            let (export, (done, flushed)) = (e.clone(), tokio::sync::oneshot::channel());
+            std::thread::spawn(move || done.send(export.cache.flush()));
+            match flushed.await {
+                Ok(Ok(())) => {
+                    info!(export = %e.info.name, "flushed");
+                    // Seal only after a good flush with no request left running:
+                    // the seal vouches that no change escaped the log.
+                    if let Some(w) = e.warmup.clone().filter(|_| all_drained) {
+                        if tokio::task::spawn_blocking(move || w.seal()).await.unwrap_or(false) {
+                            info!(export = %e.info.name, "warmup log sealed");
+                        }
+                    }
+                }
+                Ok(Err(err)) => {
+                    error!(export = %e.info.name, error = %err, "flush at shutdown failed");
+                    failed.push(e.info.name.clone());
+                }
+                Err(_) => {
+                    error!(export = %e.info.name, "flush at shutdown panicked");
+                    failed.push(e.info.name.clone());
+                }
+            }
+        }
+        if let Some(t) = metrics_task {
+            t.abort();
+        }
+        for p in socket_paths {
+            let _ = std::fs::remove_file(p);
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            anyhow::bail!("flush failed for export(s) {}", failed.join(", "))
+        }
+    }
+}
+
+struct Shared {
+    exports: Arc<Vec<Arc<Export>>>,
+    infos: Arc<Vec<ExportInfo>>,
+    limits: Limits,
+}
