@@ -47,6 +47,12 @@ impl Client {
         Client::handshake(Box::new(UnixStream::connect(path)?), export)
     }
 
+    /// Negotiates over any byte stream already connected to a server (an
+    /// in-process socket pair in tests, a tunnel).
+    pub fn over(stream: impl Read + Write + 'static, export: &str) -> io::Result<Client> {
+        Client::handshake(Box::new(stream), export)
+    }
+
     /// Whether the server accepted the hint extension.
     pub fn hints(&self) -> bool {
         self.hints

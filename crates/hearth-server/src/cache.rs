@@ -17,7 +17,10 @@
 //! older copy never lands after a newer one. A dirty block whose write-back
 //! fails at eviction is kept in memory ("stranded": the only copy of
 //! acknowledged data), served to reads, merged into later writes, and
-//! retried by every FLUSH, which fails until it lands.
+//! retried by every FLUSH, which fails until it lands. Calls made on a
+//! connection's async reader (client evictions, prefetch promotes) never
+//! touch the backend: a dirty block they evict is held the same way and
+//! written by [`BlockCache::write_back_held`] on a blocking thread.
 //!
 //! Keeping cache and backend equal while requests run concurrently: a read
 //! miss fetches from the backend without the lock and may only insert what it
@@ -38,6 +41,16 @@ use hearth_prefetch::Class;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backend::{Backend, Extent};
+
+/// What to do with dirty blocks an eviction pushes out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Victims {
+    /// Write them to the backend now (the caller is on a blocking thread).
+    WriteBack,
+    /// Hold them in memory for [`BlockCache::write_back_held`]: the caller
+    /// is a connection's async reader, which must not wait for the backend.
+    Hold,
+}
 
 const STRIPES: usize = 16 * 1024;
 /// Size of the prefetch partition, as a share of the cache (QuickMine's 4%).
@@ -126,6 +139,8 @@ pub struct BlockCache {
     /// that some finished.
     in_flight: Mutex<FxHashSet<Key>>,
     in_flight_done: Condvar,
+    /// Set when an eviction held dirty blocks for [`BlockCache::write_back_held`].
+    held: std::sync::atomic::AtomicBool,
     /// One unlocked write-back at a time.
     writing_back: Mutex<()>,
     pub stats: CacheStats,
@@ -183,6 +198,7 @@ impl BlockCache {
             }),
             in_flight: Mutex::new(FxHashSet::default()),
             in_flight_done: Condvar::new(),
+            held: Default::default(),
             writing_back: Mutex::new(()),
             stats: CacheStats::default(),
             content_log: OnceLock::new(),
@@ -271,9 +287,26 @@ impl BlockCache {
         (inner.blocks.len(), inner.dirty.len())
     }
 
-    /// Evicted dirty blocks held in memory because their write-back failed.
+    /// Evicted dirty blocks held in memory: their write-back failed, or
+    /// they were evicted on a path that must not wait for the backend.
     pub fn stranded(&self) -> usize {
         self.lock().stranded.len()
+    }
+
+    /// Whether evictions held dirty blocks since the last call.
+    pub fn take_held(&self) -> bool {
+        self.held.swap(false, Ordering::Relaxed)
+    }
+
+    /// Writes back the dirty blocks held in memory (call on a blocking
+    /// thread, after [`client_evicted`](Self::client_evicted) or
+    /// [`classify_demand`](Self::classify_demand) evicted some).
+    pub fn write_back_held(&self) -> io::Result<()> {
+        let mut inner = self.lock();
+        if inner.stranded.is_empty() {
+            return Ok(());
+        }
+        self.write_stranded(&mut inner, None)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -418,7 +451,7 @@ impl BlockCache {
         }
         let a = Self::access(inner, block, self.block_size, Op::Write);
         inner.core.place(&a);
-        self.drop_victims(inner);
+        self.drop_victims(inner, Victims::WriteBack);
         if !inner.core.policy().contains(block) {
             return false;
         }
@@ -427,9 +460,10 @@ impl BlockCache {
     }
 
     /// Frees the data of the blocks the core just evicted, writing back
-    /// dirty ones; one whose write-back fails is stranded (kept in memory),
-    /// and FLUSH reports it.
-    fn drop_victims(&self, inner: &mut Inner) {
+    /// dirty ones (or, with [`Victims::Hold`], holding them for a blocking
+    /// thread); one whose write-back fails is stranded (kept in memory), and
+    /// FLUSH reports it.
+    fn drop_victims(&self, inner: &mut Inner, victims: Victims) {
         for i in 0..inner.core.evicted().len() {
             let victim = inner.core.evicted()[i];
             if inner.prefetched.remove(&victim) {
@@ -440,6 +474,11 @@ impl BlockCache {
             };
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);
             if inner.dirty.remove(&victim).is_some() {
+                if victims == Victims::Hold {
+                    inner.stranded.insert(victim, buf);
+                    self.held.store(true, Ordering::Relaxed);
+                    continue;
+                }
                 self.wait_until_not_in_flight(victim);
                 let n = self.block_len(victim) as usize;
                 if let Err(e) = self.backend_write(&buf[..n], victim * self.block_size) {
@@ -476,7 +515,7 @@ impl BlockCache {
         let mut inner = self.lock();
         let now = Self::access(&mut inner, block, self.block_size, Op::Read);
         let action = inner.core.client_evicted(block, &now);
-        self.drop_victims(&mut inner);
+        self.drop_victims(&mut inner, Victims::Hold);
         match action {
             EvictionAction::Reload(b) if !inner.blocks.contains_key(&b) => Some(b),
             _ => None,
@@ -493,7 +532,7 @@ impl BlockCache {
                 // Landed: promote it from the partition into the main cache.
                 let a = Self::access(&mut inner, block, self.block_size, Op::Read);
                 inner.core.place(&a);
-                self.drop_victims(&mut inner);
+                self.drop_victims(&mut inner, Victims::Hold);
                 if !inner.core.policy().contains(block) {
                     if let Some(buf) = inner.blocks.remove(&block) {
                         inner.free.push(buf);
@@ -756,12 +795,15 @@ impl BlockCache {
         let mut blocks: Vec<Key> = inner.stranded.keys().copied().collect();
         blocks.retain(|b| range.as_ref().is_none_or(|r| r.contains(b)));
         for b in blocks {
+            // A block held at eviction may still have an older copy on its
+            // way from a FLUSH: that copy must land first.
+            self.wait_until_not_in_flight(b);
             let n = self.block_len(b) as usize;
             self.backend_write(&inner.stranded[&b][..n], b * self.block_size)?;
             let buf = inner.stranded.remove(&b).expect("listed above");
             inner.free.push(buf);
             self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(block = b, "a block stranded by a failed write-back is written now");
+            tracing::debug!(block = b, "a dirty block held outside the cache is written back");
         }
         Ok(())
     }

@@ -72,3 +72,16 @@ pub(super) fn dropped(export: &Export, kind: BackgroundKind, block: u64) {
         }
     };
 }
+
+/// Writes back, on a blocking thread, the dirty blocks that evictions on the
+/// connection's reader (client evictions, prefetch promotes) held instead.
+pub(super) fn write_back_held(export: &Arc<Export>) {
+    if export.cache.take_held() {
+        let export = export.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = export.cache.write_back_held() {
+                warn!(export = %export.info.name, error = %e, "writing back evicted dirty blocks failed; kept in memory");
+            }
+        });
+    }
+}

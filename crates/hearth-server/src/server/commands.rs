@@ -200,6 +200,7 @@ pub(super) async fn hint<R: AsyncRead + Unpin>(
     let mut payload = vec![0u8; job.req.length as usize];
     rd.read_exact(&mut payload).await?;
     let r = client.apply(&conn.export, &payload);
+    super::background::write_back_held(&conn.export);
     if let Err(why) = &r {
         debug!(export = %conn.export.info.name, error = %why, "hint refused");
     }

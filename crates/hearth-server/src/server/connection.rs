@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
+use super::background;
 use super::commands::{self, Job};
 use super::hints::ClientView;
 use super::{server_clock_ns, Limits, Shared};
@@ -264,6 +265,7 @@ async fn transmission<R: AsyncRead + Unpin>(
         if req.command == Command::Read {
             client.observe_read(export, &req);
         }
+        background::write_back_held(export);
         // Payload-carrying requests wait for budget (a request is at most
         // max_request, never more than the whole budget).
         let payload_budget = match req.command {

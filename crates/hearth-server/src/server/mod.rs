@@ -237,3 +237,151 @@ struct Shared {
     infos: Arc<Vec<ExportInfo>>,
     limits: Limits,
 }
+
+#[cfg(test)]
+mod tests {
+    //! A connection driven in-process by the Rust client (`hearth-client`)
+    //! over a socket pair: both sides of the handshake and the transmission
+    //! loop, no listener.
+
+    use std::io;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::thread::ThreadId;
+
+    use hearth_placement::Placement;
+
+    use super::*;
+    use crate::backend::{Backend, MemoryBackend};
+    use crate::cache::{BlockCache, WriteMode};
+
+    const BS: u64 = 4096;
+
+    /// A memory backend that counts calls made on one thread: the thread
+    /// running the connection's async tasks, which must never wait for it.
+    struct Watched {
+        inner: MemoryBackend,
+        async_thread: ThreadId,
+        calls_on_async_thread: Arc<AtomicUsize>,
+    }
+
+    impl Watched {
+        fn check(&self) {
+            if std::thread::current().id() == self.async_thread {
+                self.calls_on_async_thread.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    impl Backend for Watched {
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.check();
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.check();
+            self.inner.write_at(buf, offset)
+        }
+        fn flush(&self) -> io::Result<()> {
+            self.check();
+            self.inner.flush()
+        }
+        fn describe(&self) -> String {
+            "watched memory".into()
+        }
+    }
+
+    /// One write-back export with eviction-based placement over `backend`,
+    /// served to one in-process client; returns the client's side.
+    fn serve_one(backend: Watched, cache_blocks: u64, rt: &tokio::runtime::Runtime) -> std::os::unix::net::UnixStream {
+        let size = backend.size();
+        let policy = hearth_policy::build("lru", cache_blocks * BS).unwrap();
+        let mode = WriteMode::Back { dirty_limit: cache_blocks * BS };
+        let cache = BlockCache::with_placement(
+            Box::new(backend),
+            policy,
+            BS as u32,
+            mode,
+            Placement::Eviction { reload_threshold: 0 },
+        );
+        let info = ExportInfo {
+            name: "disk".into(),
+            description: String::new(),
+            size,
+            flags: tflags::HAS_FLAGS | tflags::SEND_FLUSH | tflags::SEND_FUA,
+            min_block: 1,
+            preferred_block: BS as u32,
+            max_block: 1 << 20,
+        };
+        let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
+        let export = Arc::new(Export {
+            info: info.clone(),
+            cache,
+            metrics: Default::default(),
+            background,
+            reloads_dropped: Default::default(),
+            prefetcher: None,
+            prefetch_stats: Default::default(),
+            warmup: None,
+            cache_lanes: Arc::new(Semaphore::new(1)),
+        });
+        background::spawn_background(Arc::downgrade(&export), queue, 1).unwrap();
+        let limits = Limits {
+            handshake_timeout: None,
+            idle_timeout: None,
+            max_request: 1 << 20,
+            max_client_buffers: 1 << 10,
+            connections: Arc::new(Semaphore::new(1)),
+        };
+        let shared = Arc::new(Shared { exports: Arc::new(vec![export]), infos: Arc::new(vec![info]), limits });
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        theirs.set_nonblocking(true).unwrap();
+        let (stop, stop_rx) = watch::channel(false);
+        let (drain, _) = mpsc::channel(1);
+        rt.spawn(async move {
+            let (rd, wr) = tokio::net::UnixStream::from_std(theirs).unwrap().into_split();
+            connection::connection(rd, wr, "in-process".into(), shared, stop_rx, drain).await;
+            drop(stop);
+        });
+        ours
+    }
+
+    #[test]
+    fn no_backend_call_runs_on_the_async_thread() {
+        // One thread runs every async task; backend calls belong on others.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let calls_on_async_thread = Arc::new(AtomicUsize::new(0));
+        let backend = Watched {
+            inner: MemoryBackend::new(64 * BS),
+            async_thread: std::thread::current().id(),
+            calls_on_async_thread: calls_on_async_thread.clone(),
+        };
+        let stream = serve_one(backend, 4, &rt);
+        let client = std::thread::spawn(move || {
+            let mut c = hearth_client::Client::over(stream, "disk").unwrap();
+            assert!(c.hints());
+            // Dirty blocks fill the write-back cache ...
+            for b in 0..4u64 {
+                c.write(b * BS, &vec![b as u8 + 1; BS as usize], false).unwrap();
+            }
+            // ... then reads through reused buffers reveal client evictions,
+            // which EV places, evicting dirty blocks on the reader's path.
+            for b in 8..24u64 {
+                c.read_into_buffer(b * BS, BS as u32, (b % 2) * BS).unwrap();
+            }
+            c.flush().unwrap();
+            for b in 0..4u64 {
+                assert_eq!(c.read(b * BS, BS as u32).unwrap(), vec![b as u8 + 1; BS as usize], "block {b}");
+            }
+        });
+        rt.block_on(async {
+            while !client.is_finished() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        });
+        client.join().unwrap();
+        assert_eq!(calls_on_async_thread.load(Ordering::Relaxed), 0, "backend calls made on the async thread");
+    }
+}
