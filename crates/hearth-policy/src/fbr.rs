@@ -46,6 +46,9 @@ struct Block {
     entered_old: u64,
 }
 
+/// Largest `cmax`: the old section keeps a list per count (24 bytes each).
+const MAX_CMAX: u32 = 1 << 20;
+
 pub struct Fbr {
     capacity: u64,
     used: u64,
@@ -77,6 +80,10 @@ impl Fbr {
         }
         if !(1 <= amax && amax < cmax) {
             return Err(format!("FBR needs 1 <= amax < cmax, got amax={amax}, cmax={cmax}"));
+        }
+        // One list per count: a count limit is a memory limit.
+        if cmax > MAX_CMAX {
+            return Err(format!("FBR's cmax is at most {MAX_CMAX}, got {cmax}"));
         }
         let new_limit = (new * capacity as f64) as u64;
         let middle_limit = ((1.0 - new - old).max(0.0) * capacity as f64) as u64;

@@ -461,7 +461,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "s" => 1.0,
         other => return Err(format!("bad duration unit {other:?} in {s:?} (use ns, us, ms or s)")),
     };
-    Ok(Duration::from_secs_f64(v * scale))
+    Duration::try_from_secs_f64(v * scale).map_err(|_| format!("duration {s:?} is out of range"))
 }
 
 #[cfg(test)]
@@ -522,5 +522,21 @@ mod tests {
         assert!(e.contains("tape"), "{e}");
         let mut c = Config::parse("").unwrap();
         assert!(c.validate().unwrap_err().contains("no [[export]]"));
+    }
+
+    /// Found by fuzzing (fuzz/regressions/server_config): each panicked or
+    /// tried to allocate 64 GB inside `validate`.
+    #[test]
+    fn fuzzed_configs_are_errors_not_panics() {
+        for (value, key) in [
+            ("latency = \"18446744073709551616s\"", ".latency:"),
+            ("latency = \"27777777777777777777s\"", ".latency:"),
+            ("policy = \"fbr:cmax=4000000000\"", ".policy:"),
+        ] {
+            let mut c =
+                Config::parse(&format!("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = 1\n{value}\n")).unwrap();
+            let e = c.validate().unwrap_err();
+            assert!(e.contains(key), "{value}: {e}");
+        }
     }
 }

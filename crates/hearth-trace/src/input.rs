@@ -66,7 +66,15 @@ impl Read for ZstdFrames {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             if let Some(frame) = &mut self.frame {
-                let n = frame.read(buf)?;
+                // ruzstd 0.7 can panic on a corrupt frame (an index out of
+                // bounds in its FSE decoder, found by fuzzing): that is bad
+                // input, so it becomes an error like any other.
+                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| frame.read(buf)));
+                let Ok(read) = read else {
+                    self.frame = None;
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, "zstd: corrupt compressed data"));
+                };
+                let n = read?;
                 if n > 0 || buf.is_empty() {
                     return Ok(n);
                 }
@@ -79,8 +87,10 @@ impl Read for ZstdFrames {
             if source.fill_buf()?.is_empty() {
                 return Ok(0);
             }
-            let frame = ruzstd::StreamingDecoder::new(source)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}")))?;
+            let frame =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ruzstd::StreamingDecoder::new(source)))
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "zstd: corrupt frame header"))?
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}")))?;
             self.frame = Some(frame);
         }
     }

@@ -421,3 +421,19 @@ fn unknown_names_and_unrecognised_csv_list_the_formats() {
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(name)
 }
+
+/// Found by fuzzing (fuzz/regressions/trace_zst): a corrupt zstd frame on
+/// which ruzstd 0.7's FSE decoder indexes an empty table. Every format gets a
+/// clear error naming the file, not a panic.
+#[test]
+fn a_corrupt_zstd_frame_is_an_error_not_a_panic() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz/corrupt-frame.trace.zst");
+    for format in Format::ALL {
+        let err = match open(&path, Some(format)) {
+            Ok(reader) => reader.collect::<Result<Vec<_>, _>>().expect_err("a corrupt trace reads as an error"),
+            Err(e) => e,
+        };
+        let text = err.to_string();
+        assert!(text.contains("corrupt-frame.trace.zst"), "{format:?}: {text}");
+    }
+}

@@ -1,0 +1,9 @@
+#![no_main]
+//! hearth_trace::open(path, Some(Format::Vscsi)) on an uncompressed file.
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    hearth_fuzz::init();
+    hearth_fuzz::trace::format(hearth_trace::Format::Vscsi, data);
+});

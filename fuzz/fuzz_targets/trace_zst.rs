@@ -1,0 +1,9 @@
+#![no_main]
+//! Zstd-compressed traces (first byte picks the format).
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    hearth_fuzz::init();
+    hearth_fuzz::trace::compressed(hearth_fuzz::trace::Compression::Zstd, data);
+});
