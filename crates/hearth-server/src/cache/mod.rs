@@ -1,0 +1,327 @@
+//! The block cache between the protocol and a backend.
+//!
+//! Data lives in memory keyed by block number; which blocks stay is decided
+//! by any `hearth_core::Policy` (the same code the simulator runs). The
+//! policy, the block map and the dirty set sit behind one mutex: correctness
+//! first, and a hit costs one lock and one copy.
+//!
+//! Write-through (default): a write reaches the backend before it is
+//! acknowledged, then updates the cache. Write-back: writes land in the
+//! cache as dirty blocks and reach the backend on FLUSH, FUA, eviction, when
+//! the dirty limit is exceeded, and at shutdown. FLUSH, the dirty limit and
+//! shutdown write back without holding the mutex across backend calls (a
+//! run of blocks is copied under it, written, and marked clean only if no
+//! write changed it meanwhile), so reads of cached data go on; paths that
+//! write a dirty block themselves under the mutex (eviction, FUA, zeroing,
+//! BLOCK_STATUS) first wait until no such copy of it is on its way, so an
+//! older copy never lands after a newer one. A dirty block whose write-back
+//! fails at eviction is kept in memory ("stranded": the only copy of
+//! acknowledged data), served to reads, merged into later writes, and
+//! retried by every FLUSH, which fails until it lands. Calls made on a
+//! connection's async reader (client evictions, prefetch promotes) never
+//! touch the backend: a dirty block they evict is held the same way and
+//! written by [`BlockCache::write_back_held`] on a blocking thread.
+//!
+//! Keeping cache and backend equal while requests run concurrently: a read
+//! miss fetches from the backend without the lock and may only insert what it
+//! read if no write touched those blocks meanwhile. Writes are tracked per
+//! stripe of blocks (`block % STRIPES`): a counter of writes begun and of
+//! writes in flight. A read fills a block only if its stripe had no write in
+//! flight when the read looked it up and none began since. Two writes in
+//! flight on one stripe may reach the backend in either order, so both then
+//! invalidate the blocks they touched instead of updating them.
+//!
+//! ## A guide to the methods
+//!
+//! | file | public calls | lock | backend I/O |
+//! |---|---|---|---|
+//! | `read.rs` | `read_cached` (hot: every READ, on the async reader) | briefly | never |
+//! | | `read` (a miss, blocking pool) | to decide, not across the read | read; write-back of dirty victims |
+//! | | `preload`, `touch`, `read_backend`, `extents` (warmup, BLOCK_STATUS) | yes | `extents` writes dirty blocks first |
+//! | `write.rs` | `write` (blocking pool), `discard` (TRIM, WRITE_ZEROES) | write-through: not across the write | write; write-back of dirty victims |
+//! | `write_back.rs` | `flush`, `write_back_held` | not across FLUSH's runs | writes dirty and held blocks |
+//! | `residency.rs` | `client_evicted`, `classify_demand`, `cached_or_prefetching`, `start_prefetch`, `cancel_prefetch`, `take_wasted` (async reader) | briefly | never: dirty victims are held |
+//! | | `prefetch`, `reload` (background threads) | to decide and to fill | read |
+//!
+//! Still under the lock: eviction write-back on blocking-pool paths, FUA,
+//! zeroing and BLOCK_STATUS of dirty blocks, and retried stranded blocks.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use hearth_core::{Access, Key, Op, Policy};
+use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
+use hearth_prefetch::Class;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::backend::{Backend, Extent};
+
+/// What to do with dirty blocks an eviction pushes out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Victims {
+    /// Write them to the backend now (the caller is on a blocking thread).
+    WriteBack,
+    /// Hold them in memory for [`BlockCache::write_back_held`]: the caller
+    /// is a connection's async reader, which must not wait for the backend.
+    Hold,
+}
+
+const STRIPES: usize = 16 * 1024;
+/// Size of the prefetch partition, as a share of the cache (QuickMine's 4%).
+const PREFETCH_SHARE_PERCENT: u64 = 4;
+/// Most blocks an unlocked write-back copies and writes at once.
+const WRITE_BACK_RUN: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    Through,
+    /// Write-back, flushing everything once more than this many bytes are dirty.
+    Back {
+        dirty_limit: u64,
+    },
+}
+
+/// Told about every change to the cache's contents, under the cache lock, so
+/// it sees them in the order they took effect (the warmup monitor logs them;
+/// see `crate::warmup`). Calls must be quick: they hold up the cache.
+pub trait ContentLog: Send + Sync {
+    /// `block` entered the cache with `data` (the block's bytes that exist)
+    /// read from the backend.
+    fn loaded(&self, block: u64, data: &[u8]);
+    /// A client changed `block`: `data` is its new contents when known in
+    /// full, `None` when not (partial write to an absent block, zeroing).
+    fn changed(&self, block: u64, data: Option<&[u8]>);
+}
+
+/// Counters read by the metrics endpoint and by tests.
+#[derive(Default, Debug)]
+pub struct CacheStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    /// Blocks read from the backend that could not be inserted because a
+    /// write raced with the read.
+    pub fills_skipped: AtomicU64,
+    pub evictions: AtomicU64,
+    /// Dirty blocks written to the backend (write-back only).
+    pub writebacks: AtomicU64,
+    pub backend_reads: AtomicU64,
+    pub backend_read_bytes: AtomicU64,
+    pub backend_writes: AtomicU64,
+    pub backend_flushes: AtomicU64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Stripe {
+    writes_begun: u64,
+    writes_in_flight: u32,
+    /// Set when a write began while another was in flight; cleared when the
+    /// stripe drains.
+    conflict: bool,
+}
+
+struct Inner {
+    /// The policy and placement decisions: the same core the simulator drives.
+    core: StorageCache,
+    blocks: FxHashMap<Key, Box<[u8]>>,
+    /// Buffers of evicted blocks, reused for the next insert.
+    free: Vec<Box<[u8]>>,
+    /// Dirty blocks, each with the sequence number of its latest write.
+    dirty: FxHashMap<Key, u64>,
+    /// Evicted dirty blocks whose write-back failed: neither cached nor dirty,
+    /// but still the only copy of their data.
+    stranded: FxHashMap<Key, Box<[u8]>>,
+    write_seq: u64,
+    /// Blocks prefetched (queued or landed) and not yet demanded.
+    prefetched: FxHashSet<Key>,
+    /// The prefetch partition: landed prefetches wait here (LRU, a small
+    /// share of the cache) until a demand promotes them into the main cache,
+    /// so wrong predictions never push out demand-fetched blocks.
+    partition: Box<dyn Policy>,
+    /// Prefetched blocks evicted before any demand, for the prefetcher's feedback.
+    wasted: Vec<Key>,
+    vtime: u64,
+    stripes: Vec<Stripe>,
+}
+
+pub struct BlockCache {
+    backend: Box<dyn Backend>,
+    block_size: u64,
+    size: u64,
+    mode: WriteMode,
+    inner: Mutex<Inner>,
+    /// Blocks an unlocked write-back is writing right now, and the signal
+    /// that some finished.
+    in_flight: Mutex<FxHashSet<Key>>,
+    in_flight_done: Condvar,
+    /// Set when an eviction held dirty blocks for [`BlockCache::write_back_held`].
+    held: std::sync::atomic::AtomicBool,
+    /// One unlocked write-back at a time.
+    writing_back: Mutex<()>,
+    pub stats: CacheStats,
+    content_log: OnceLock<Arc<dyn ContentLog>>,
+}
+
+/// A block the read path found missing, with its stripe's state at lookup.
+struct Miss {
+    block: u64,
+    writes_begun: u64,
+    quiet: bool,
+    /// The placement wants the block cached once read.
+    place: bool,
+}
+
+impl BlockCache {
+    pub fn new(backend: Box<dyn Backend>, policy: Box<dyn Policy>, block_size: u32, mode: WriteMode) -> BlockCache {
+        Self::with_placement(backend, policy, block_size, mode, Placement::Access)
+    }
+
+    /// A cache whose blocks enter by `placement`: `Access` (on reads and
+    /// writes) or `Eviction` (when clients report evicting them, through
+    /// buffer-address or eviction hints; see [`BlockCache::client_evicted`]).
+    pub fn with_placement(
+        backend: Box<dyn Backend>,
+        policy: Box<dyn Policy>,
+        block_size: u32,
+        mode: WriteMode,
+        placement: Placement,
+    ) -> BlockCache {
+        assert!(block_size > 0, "block size must be positive");
+        if let WriteMode::Back { .. } = mode {
+            assert!(policy.capacity() >= u64::from(block_size), "write-back needs room for at least one block");
+        }
+        let size = backend.size();
+        BlockCache {
+            backend,
+            block_size: u64::from(block_size),
+            size,
+            mode,
+            inner: Mutex::new(Inner {
+                partition: Box::new(hearth_policy::Lru::new(
+                    (policy.capacity() * PREFETCH_SHARE_PERCENT / 100).max(u64::from(block_size)),
+                )),
+                core: StorageCache::new(policy, placement),
+                blocks: FxHashMap::default(),
+                free: Vec::new(),
+                dirty: FxHashMap::default(),
+                stranded: FxHashMap::default(),
+                write_seq: 0,
+                prefetched: FxHashSet::default(),
+                wasted: Vec::new(),
+                vtime: 0,
+                stripes: vec![Stripe::default(); STRIPES],
+            }),
+            in_flight: Mutex::new(FxHashSet::default()),
+            in_flight_done: Condvar::new(),
+            held: Default::default(),
+            writing_back: Mutex::new(()),
+            stats: CacheStats::default(),
+            content_log: OnceLock::new(),
+        }
+    }
+
+    /// Reports every later change of contents to `log`; set at most once.
+    pub fn set_content_log(&self, log: Arc<dyn ContentLog>) {
+        if self.content_log.set(log).is_err() {
+            panic!("the cache's content log is already set");
+        }
+    }
+
+    fn log_loaded(&self, block: u64, data: &[u8]) {
+        if let Some(log) = self.content_log.get() {
+            log.loaded(block, data);
+        }
+    }
+
+    fn log_changed(&self, block: u64, data: Option<&[u8]>) {
+        if let Some(log) = self.content_log.get() {
+            log.changed(block, data);
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn block_size(&self) -> u64 {
+        self.block_size
+    }
+    pub fn mode(&self) -> WriteMode {
+        self.mode
+    }
+    pub fn placement(&self) -> Placement {
+        self.lock().core.placement()
+    }
+    /// The placement core's counters (client evictions, reloads, placements).
+    pub fn placement_stats(&self) -> hearth_placement::Stats {
+        self.lock().core.stats().clone()
+    }
+    pub fn describe_backend(&self) -> String {
+        self.backend.describe()
+    }
+    /// `(resident blocks, dirty blocks)`.
+    pub fn occupancy(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.blocks.len(), inner.dirty.len())
+    }
+
+    /// Evicted dirty blocks held in memory: their write-back failed, or
+    /// they were evicted on a path that must not wait for the backend.
+    pub fn stranded(&self) -> usize {
+        self.lock().stranded.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves maps consistent enough to keep
+        // serving; poisoning would turn one bug into a dead export.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks covering `[offset, offset+len)`; empty when len is 0.
+    pub fn block_range(&self, offset: u64, len: u64) -> std::ops::Range<u64> {
+        if len == 0 {
+            return 0..0;
+        }
+        offset / self.block_size..(offset + len - 1) / self.block_size + 1
+    }
+
+    /// Bytes of `block` that exist (the last block may be short).
+    fn block_len(&self, block: u64) -> u64 {
+        self.block_size.min(self.size - block * self.block_size)
+    }
+
+    /// The overlap of `block` with `[offset, offset+len)`, as
+    /// (offset within the block, offset within the request, length).
+    fn overlap(&self, block: u64, offset: u64, len: u64) -> (usize, usize, usize) {
+        let start = block * self.block_size;
+        let from = start.max(offset);
+        let to = (start + self.block_size).min(offset + len);
+        ((from - start) as usize, (from - offset) as usize, (to - from) as usize)
+    }
+
+    fn access(inner: &mut Inner, block: u64, size: u64, op: Op) -> Access {
+        inner.vtime += 1;
+        Access { key: block, size: size as u32, vtime: inner.vtime, next_access: hearth_core::NEVER, op, ctx: 0 }
+    }
+
+    fn backend_read(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.stats.backend_reads.fetch_add(1, Ordering::Relaxed);
+        self.stats.backend_read_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.backend.read_at(buf, offset)
+    }
+    fn backend_write(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
+        self.backend.write_at(buf, offset)
+    }
+    fn backend_flush(&self) -> io::Result<()> {
+        self.stats.backend_flushes.fetch_add(1, Ordering::Relaxed);
+        self.backend.flush()
+    }
+}
+
+mod read;
+mod residency;
+mod write;
+mod write_back;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,233 @@
+//! The read path and the block store: demand reads (served from memory
+//! when every block is cached, else one backend read per run of missing
+//! blocks, filled only if no write raced), inserting and storing blocks,
+//! dropping what the policy evicts, warmup preloads, BLOCK_STATUS.
+
+use super::*;
+
+impl BlockCache {
+    /// Pre-loads `block` with `data`, its current contents (warmup), unless
+    /// it is resident already or a write is in flight on its stripe. Counts
+    /// neither a hit nor a miss. Returns whether the block is now resident.
+    pub fn preload(&self, block: u64, data: &[u8]) -> bool {
+        if block.checked_mul(self.block_size).is_none_or(|at| at >= self.size) {
+            return false;
+        }
+        let mut inner = self.lock();
+        if inner.blocks.contains_key(&block) {
+            return true;
+        }
+        if inner.stripes[block as usize % STRIPES].writes_in_flight > 0 {
+            return false;
+        }
+        let n = (self.block_len(block) as usize).min(data.len());
+        if inner.core.policy().contains(block) {
+            self.store(&mut inner, block, &data[..n], false);
+            return true;
+        }
+        self.insert(&mut inner, block, &data[..n], false)
+    }
+
+    /// Marks resident `block` as just used, without counting a hit: after a
+    /// pre-load, so the policy's recency follows the log's order, not the load's.
+    pub fn touch(&self, block: u64) {
+        let mut inner = self.lock();
+        if inner.blocks.contains_key(&block) {
+            let a = Self::access(&mut inner, block, self.block_size, Op::Read);
+            inner.core.demand(&a);
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `offset` straight from the backend
+    /// (counted as backend reads), for pre-loading.
+    pub fn read_backend(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.backend_read(buf, offset)
+    }
+
+    /// Serves a read entirely from the cache by appending `len` bytes to
+    /// `out`, or does nothing and returns false if any block is missing.
+    /// (Appending lets the server build header and data in one buffer.)
+    pub fn read_cached(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> bool {
+        let range = self.block_range(offset, len as u64);
+        let mut inner = self.lock();
+        if !range.clone().all(|b| inner.blocks.contains_key(&b)) {
+            return false;
+        }
+        for b in range.clone() {
+            let a = Self::access(&mut inner, b, self.block_size, Op::Read);
+            inner.core.demand(&a);
+            let (in_block, _, n) = self.overlap(b, offset, len as u64);
+            out.extend_from_slice(&inner.blocks[&b][in_block..in_block + n]);
+        }
+        self.stats.hits.fetch_add(range.end - range.start, Ordering::Relaxed);
+        true
+    }
+
+    /// Reads through the cache: hits are copied, runs of missing blocks are
+    /// fetched from the backend in one call each and inserted.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let len = buf.len() as u64;
+        let mut misses = Vec::new();
+        {
+            let mut inner = self.lock();
+            for b in self.block_range(offset, len) {
+                let a = Self::access(&mut inner, b, self.block_size, Op::Read);
+                let demand = inner.core.demand(&a);
+                if demand == Demand::Hit && inner.blocks.contains_key(&b) {
+                    let (in_block, in_req, n) = self.overlap(b, offset, len);
+                    buf[in_req..in_req + n].copy_from_slice(&inner.blocks[&b][in_block..in_block + n]);
+                } else if let Some(data) = inner.stranded.get(&b) {
+                    // Newer than the backend's copy, which a failed write-back left behind.
+                    let (in_block, in_req, n) = self.overlap(b, offset, len);
+                    buf[in_req..in_req + n].copy_from_slice(&data[in_block..in_block + n]);
+                } else {
+                    // A hit without data is a block placed by a reload still in flight.
+                    let s = inner.stripes[b as usize % STRIPES];
+                    misses.push(Miss {
+                        block: b,
+                        writes_begun: s.writes_begun,
+                        quiet: s.writes_in_flight == 0,
+                        place: matches!(demand, Demand::Miss { place: true }),
+                    });
+                }
+            }
+        }
+        let hits = self.block_range(offset, len).count() - misses.len();
+        self.stats.hits.fetch_add(hits as u64, Ordering::Relaxed);
+        self.stats.misses.fetch_add(misses.len() as u64, Ordering::Relaxed);
+
+        let mut rest = &misses[..];
+        while let Some(first) = rest.first() {
+            let run = 1 + rest.windows(2).take_while(|w| w[1].block == w[0].block + 1).count();
+            let (run_misses, tail) = rest.split_at(run);
+            rest = tail;
+            let start = first.block * self.block_size;
+            let end = (start + run as u64 * self.block_size).min(self.size);
+            let mut fetched = vec![0u8; (end - start) as usize];
+            self.backend_read(&mut fetched, start)?;
+            for m in run_misses {
+                let (in_block, in_req, n) = self.overlap(m.block, offset, len);
+                let at = ((m.block - first.block) * self.block_size) as usize;
+                buf[in_req..in_req + n].copy_from_slice(&fetched[at + in_block..at + in_block + n]);
+            }
+            self.fill(run_misses, first.block, &fetched);
+        }
+        Ok(())
+    }
+
+    /// Inserts blocks a read fetched, unless a write may have raced with it.
+    pub(super) fn fill(&self, misses: &[Miss], first_block: u64, fetched: &[u8]) {
+        let mut inner = self.lock();
+        for m in misses {
+            let s = inner.stripes[m.block as usize % STRIPES];
+            let safe = m.quiet && s.writes_in_flight == 0 && s.writes_begun == m.writes_begun;
+            if !safe {
+                self.stats.fills_skipped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if inner.blocks.contains_key(&m.block) {
+                continue;
+            }
+            let at = ((m.block - first_block) * self.block_size) as usize;
+            let data = &fetched[at..at + self.block_len(m.block) as usize];
+            let resident = if inner.core.policy().contains(m.block) {
+                // Placed already (an eviction-based reload in flight): store the data.
+                self.store(&mut inner, m.block, data, false);
+                true
+            } else if m.place {
+                self.insert(&mut inner, m.block, data, false)
+            } else {
+                false
+            };
+            if resident {
+                self.log_loaded(m.block, data);
+            }
+        }
+    }
+
+    /// Inserts `data` as `block`, evicting (and writing back dirty victims)
+    /// as the policy decides. Returns whether the block is now resident.
+    pub(super) fn insert(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) -> bool {
+        if inner.core.policy().capacity() < self.block_size {
+            return false;
+        }
+        let a = Self::access(inner, block, self.block_size, Op::Write);
+        inner.core.place(&a);
+        self.drop_victims(inner, Victims::WriteBack);
+        if !inner.core.policy().contains(block) {
+            return false;
+        }
+        self.store(inner, block, data, dirty);
+        true
+    }
+
+    /// Frees the data of the blocks the core just evicted, writing back
+    /// dirty ones (or, with [`Victims::Hold`], holding them for a blocking
+    /// thread); one whose write-back fails is stranded (kept in memory), and
+    /// FLUSH reports it.
+    pub(super) fn drop_victims(&self, inner: &mut Inner, victims: Victims) {
+        for i in 0..inner.core.evicted().len() {
+            let victim = inner.core.evicted()[i];
+            if inner.prefetched.remove(&victim) {
+                inner.wasted.push(victim);
+            }
+            let Some(buf) = inner.blocks.remove(&victim) else {
+                continue;
+            };
+            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            if inner.dirty.remove(&victim).is_some() {
+                if victims == Victims::Hold {
+                    inner.stranded.insert(victim, buf);
+                    self.held.store(true, Ordering::Relaxed);
+                    continue;
+                }
+                self.wait_until_not_in_flight(victim);
+                let n = self.block_len(victim) as usize;
+                if let Err(e) = self.backend_write(&buf[..n], victim * self.block_size) {
+                    tracing::error!(block = victim, error = %e, "writing back an evicted dirty block failed; kept in memory, FLUSH fails until it is written");
+                    inner.stranded.insert(victim, buf);
+                    continue;
+                }
+                self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
+            }
+            inner.free.push(buf);
+        }
+    }
+
+    /// Stores the data of a block the core holds.
+    pub(super) fn store(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) {
+        let bs = self.block_size as usize;
+        let mut buf = inner.free.pop().unwrap_or_else(|| vec![0u8; bs].into_boxed_slice());
+        buf[..data.len()].copy_from_slice(data);
+        buf[data.len()..].fill(0);
+        inner.blocks.insert(block, buf);
+        if dirty {
+            Self::mark_dirty(inner, block);
+        }
+    }
+
+    pub(super) fn remove(&self, inner: &mut Inner, block: u64) {
+        inner.core.remove(block);
+        inner.partition.remove(block);
+        if let Some(buf) = inner.blocks.remove(&block) {
+            inner.dirty.remove(&block);
+            inner.free.push(buf);
+        }
+    }
+
+    /// The allocation map for NBD_CMD_BLOCK_STATUS. Write-back first writes
+    /// the range's dirty blocks, and holds the lock while asking, so no
+    /// cached data hides behind a reported hole.
+    pub fn extents(&self, offset: u64, len: u64, max: usize) -> io::Result<Vec<Extent>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        if let WriteMode::Back { .. } = self.mode {
+            let mut inner = self.lock();
+            self.write_stranded(&mut inner, Some(self.block_range(offset, len)))?;
+            self.write_dirty(&mut inner, self.block_range(offset, len))?;
+            return self.backend.extents(offset, len, max);
+        }
+        self.backend.extents(offset, len, max)
+    }
+}

@@ -1,0 +1,148 @@
+//! What enters the cache besides demand fills: blocks placed when a client
+//! evicts them (eviction-based placement, then reloaded), and prefetches,
+//! which wait in their own partition until a demand promotes them.
+
+use super::*;
+
+impl BlockCache {
+    /// A client evicted `block` from its own cache (learned from a reused
+    /// buffer address or an eviction notice). Under eviction-based placement
+    /// the block may be placed now; returns it if its data must be reloaded
+    /// from the backend (at low priority, with [`BlockCache::reload`]).
+    pub fn client_evicted(&self, block: u64) -> Option<u64> {
+        if block * self.block_size >= self.size {
+            return None;
+        }
+        let mut inner = self.lock();
+        let now = Self::access(&mut inner, block, self.block_size, Op::Read);
+        let action = inner.core.client_evicted(block, &now);
+        self.drop_victims(&mut inner, Victims::Hold);
+        match action {
+            EvictionAction::Reload(b) if !inner.blocks.contains_key(&b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// How a demand read of `block` meets the cache, for prefetchers: a hit,
+    /// a promote (the block was prefetched, landed or still in flight, and
+    /// this is its first demand), or a miss.
+    pub fn classify_demand(&self, block: u64) -> Class {
+        let mut inner = self.lock();
+        if inner.prefetched.remove(&block) {
+            if inner.partition.remove(block) {
+                // Landed: promote it from the partition into the main cache.
+                let a = Self::access(&mut inner, block, self.block_size, Op::Read);
+                inner.core.place(&a);
+                self.drop_victims(&mut inner, Victims::Hold);
+                if !inner.core.policy().contains(block) {
+                    if let Some(buf) = inner.blocks.remove(&block) {
+                        inner.free.push(buf);
+                    }
+                } else if let Some(data) = inner.blocks.get(&block) {
+                    // It joined the cache from the backend: the warmup log records it now.
+                    self.log_loaded(block, &data[..self.block_len(block) as usize]);
+                }
+            }
+            Class::Promote
+        } else if inner.blocks.contains_key(&block) {
+            Class::Hit
+        } else {
+            Class::Miss
+        }
+    }
+
+    /// Whether `block` is cached or a prefetch of it is pending.
+    pub fn cached_or_prefetching(&self, block: u64) -> bool {
+        let inner = self.lock();
+        inner.blocks.contains_key(&block) || inner.prefetched.contains(&block)
+    }
+
+    /// Claims `block` for a prefetch; false if it is cached, already being
+    /// prefetched, or beyond the export.
+    pub fn start_prefetch(&self, block: u64) -> bool {
+        if block.checked_mul(self.block_size).is_none_or(|o| o >= self.size) {
+            return false;
+        }
+        let mut inner = self.lock();
+        !inner.blocks.contains_key(&block) && !inner.stranded.contains_key(&block) && inner.prefetched.insert(block)
+    }
+
+    /// Releases the claim of a prefetch that will not run (dropped before
+    /// its read), so its first demand is a miss, not a promote.
+    pub fn cancel_prefetch(&self, block: u64) {
+        let mut inner = self.lock();
+        if !inner.partition.contains(block) {
+            inner.prefetched.remove(&block);
+        }
+    }
+
+    /// Reads a claimed block from the backend into the prefetch partition,
+    /// unless a write raced with the read or it was demanded meanwhile (the
+    /// demand read caches it itself).
+    pub fn prefetch(&self, block: u64) -> io::Result<()> {
+        let (writes_begun, quiet) = {
+            let inner = self.lock();
+            if inner.blocks.contains_key(&block) || !inner.prefetched.contains(&block) {
+                return Ok(());
+            }
+            let s = inner.stripes[block as usize % STRIPES];
+            (s.writes_begun, s.writes_in_flight == 0)
+        };
+        let mut data = vec![0u8; self.block_len(block) as usize];
+        self.backend_read(&mut data, block * self.block_size)?;
+        let mut inner = self.lock();
+        let s = inner.stripes[block as usize % STRIPES];
+        let safe = quiet && s.writes_in_flight == 0 && s.writes_begun == writes_begun;
+        if !safe
+            || inner.blocks.contains_key(&block)
+            || inner.stranded.contains_key(&block)
+            || !inner.prefetched.contains(&block)
+        {
+            return Ok(());
+        }
+        let a = Self::access(&mut inner, block, self.block_size, Op::Read);
+        let mut victims = Vec::new();
+        inner.partition.insert(&a, &mut victims);
+        for v in victims {
+            // Evicted from the partition before any demand: a wasted prefetch.
+            if inner.prefetched.remove(&v) {
+                inner.wasted.push(v);
+            }
+            if !inner.core.policy().contains(v) {
+                if let Some(buf) = inner.blocks.remove(&v) {
+                    inner.free.push(buf);
+                }
+            }
+        }
+        self.store(&mut inner, block, &data, false);
+        Ok(())
+    }
+
+    /// Prefetched blocks evicted unused since the last call.
+    pub fn take_wasted(&self) -> Vec<Key> {
+        std::mem::take(&mut self.lock().wasted)
+    }
+
+    /// Fetches a placed block's data from the backend, unless a write raced
+    /// with the read or the block left the cache meanwhile.
+    pub fn reload(&self, block: u64) -> io::Result<()> {
+        let miss = {
+            let mut inner = self.lock();
+            if inner.blocks.contains_key(&block) || !inner.core.policy().contains(block) {
+                return Ok(());
+            }
+            if let Some(data) = inner.stranded.remove(&block) {
+                // Placed again: the stranded copy is the data, still to be written back.
+                self.store(&mut inner, block, &data[..self.block_len(block) as usize], true);
+                inner.free.push(data);
+                return Ok(());
+            }
+            let s = inner.stripes[block as usize % STRIPES];
+            Miss { block, writes_begun: s.writes_begun, quiet: s.writes_in_flight == 0, place: false }
+        };
+        let mut data = vec![0u8; self.block_len(block) as usize];
+        self.backend_read(&mut data, block * self.block_size)?;
+        self.fill(std::slice::from_ref(&miss), block, &data);
+        Ok(())
+    }
+}

@@ -1,0 +1,625 @@
+use super::*;
+use crate::backend::MemoryBackend;
+use std::sync::Arc;
+
+const BS: u32 = 4096;
+
+/// A cache of `blocks` blocks over a memory backend of `size` bytes whose
+/// bytes are `i % 251`.
+fn setup(size: u64, blocks: u64, mode: WriteMode) -> (Arc<MemoryBackend>, BlockCache) {
+    let backend = Arc::new(MemoryBackend::new(size));
+    let pattern: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    backend.write_at(&pattern, 0).unwrap();
+    let policy = hearth_policy::build("lru", blocks * u64::from(BS)).unwrap();
+    let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, mode);
+    (backend, cache)
+}
+
+/// Completes each call after a pseudo-random 0..400 µs, so concurrent
+/// calls finish in an order different from the one they took effect in.
+struct Jitter(Arc<MemoryBackend>, AtomicU64);
+
+impl Jitter {
+    fn pause(&self) {
+        let n = self.1.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        std::thread::sleep(std::time::Duration::from_micros((n >> 40) % 400));
+    }
+}
+
+impl Backend for Jitter {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let r = self.0.read_at(buf, offset);
+        self.pause();
+        r
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let r = self.0.write_at(buf, offset);
+        self.pause();
+        r
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        "jitter".into()
+    }
+}
+
+/// A memory backend with switches: the next write is held 300 ms before
+/// it lands, or every write fails.
+#[derive(Clone)]
+struct Faulty {
+    memory: Arc<MemoryBackend>,
+    hold_next: Arc<std::sync::atomic::AtomicBool>,
+    fail_writes: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Backend for Faulty {
+    fn size(&self) -> u64 {
+        self.memory.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.memory.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.fail_writes.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected write error"));
+        }
+        if self.hold_next.swap(false, Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        self.memory.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        "faulty".into()
+    }
+}
+
+/// A zeroed `blocks`-block memory backend behind a [`Faulty`] switchboard.
+fn faulty(blocks: u64) -> (Arc<MemoryBackend>, Faulty, Box<dyn Backend>) {
+    let memory = Arc::new(MemoryBackend::new(blocks * u64::from(BS)));
+    let faults = Faulty { memory: memory.clone(), hold_next: Default::default(), fail_writes: Default::default() };
+    (memory, faults.clone(), Box::new(faults))
+}
+
+/// A cache over a jittery backend, or over one with a fixed 200 µs
+/// latency (which widens the window between a read and its fill).
+fn setup_racy(size: u64, blocks: u64, mode: WriteMode, jitter: bool) -> (Arc<MemoryBackend>, BlockCache) {
+    let backend = Arc::new(MemoryBackend::new(size));
+    let policy = hearth_policy::build("lru", blocks * u64::from(BS)).unwrap();
+    let racy: Box<dyn Backend> = if jitter {
+        Box::new(Jitter(backend.clone(), AtomicU64::new(0)))
+    } else {
+        let latency = std::time::Duration::from_micros(200);
+        Box::new(crate::backend::SlowBackend::new(Box::new(backend.clone()), latency, None))
+    };
+    (backend.clone(), BlockCache::new(racy, policy, BS, mode))
+}
+
+/// The bytes a cache-only read returns, or None if it had to miss.
+fn cached(cache: &BlockCache, offset: u64, len: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    cache.read_cached(offset, len, &mut out).then_some(out)
+}
+
+fn expected(offset: u64, len: usize) -> Vec<u8> {
+    (offset..offset + len as u64).map(|i| (i % 251) as u8).collect()
+}
+
+#[test]
+fn cached_reads_never_reach_the_backend() {
+    let (backend, cache) = setup(1 << 20, 64, WriteMode::Through);
+    let mut buf = vec![0u8; 10_000];
+    cache.read(5000, &mut buf).unwrap();
+    assert_eq!(buf, expected(5000, 10_000));
+    let after_first = backend.reads();
+    assert_eq!(after_first, 1, "one run of missing blocks is one backend read");
+    for _ in 0..5 {
+        assert_eq!(cached(&cache, 5000, 10_000).as_ref(), Some(&buf));
+        let mut again = vec![0u8; 100];
+        cache.read(4096, &mut again).unwrap();
+    }
+    assert_eq!(backend.reads(), after_first);
+    assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 3);
+    // A read overlapping one uncached block fetches just that block.
+    let mut wider = vec![0u8; 4096 * 4];
+    cache.read(0, &mut wider).unwrap();
+    assert_eq!(wider, expected(0, 4096 * 4));
+    assert_eq!(backend.reads(), after_first + 1);
+    assert_eq!(backend.snapshot()[..100], expected(0, 100)[..]);
+}
+
+#[test]
+fn short_last_block_reads_correctly() {
+    let size = 3 * 4096 + 100;
+    let (_, cache) = setup(size, 8, WriteMode::Through);
+    let mut buf = vec![0u8; 200];
+    cache.read(size - 200, &mut buf).unwrap();
+    assert_eq!(buf, expected(size - 200, 200));
+    assert_eq!(cached(&cache, size - 50, 50), Some(expected(size - 50, 50)));
+}
+
+#[test]
+fn write_through_reaches_backend_and_updates_cache() {
+    let (backend, cache) = setup(1 << 20, 64, WriteMode::Through);
+    let mut buf = vec![0u8; 8192];
+    cache.read(0, &mut buf).unwrap();
+    // Partial write into a cached block, and a whole-block write to an absent one.
+    cache.write(100, b"hello", false).unwrap();
+    cache.write(40960, &[7u8; 4096], true).unwrap();
+    let snap = backend.snapshot();
+    assert_eq!(&snap[100..105], b"hello");
+    assert_eq!(&snap[40960..45056], &[7u8; 4096][..]);
+    assert!(backend.flushes() >= 1, "FUA flushes the backend");
+    let reads = backend.reads();
+    let buf = cached(&cache, 96, 12).expect("cached");
+    assert_eq!(&buf[4..9], b"hello");
+    assert_eq!(&buf[9..12], &expected(105, 3)[..]);
+    assert_eq!(&buf[..4], &expected(96, 4)[..]);
+    assert_eq!(cached(&cache, 40960, 4096), Some(vec![7u8; 4096]), "whole-block writes are cached");
+    assert_eq!(backend.reads(), reads);
+}
+
+#[test]
+fn evictions_respect_capacity() {
+    let (backend, cache) = setup(1 << 20, 4, WriteMode::Through);
+    let mut buf = vec![0u8; 4096];
+    for b in 0..10u64 {
+        cache.read(b * 4096, &mut buf).unwrap();
+        assert_eq!(buf, expected(b * 4096, 4096));
+    }
+    assert_eq!(cache.occupancy().0, 4);
+    assert!(cached(&cache, 9 * 4096, 4096).is_some(), "LRU keeps the newest");
+    assert!(cached(&cache, 0, 4096).is_none());
+    assert_eq!(backend.reads(), 10);
+}
+
+#[test]
+fn write_back_holds_writes_until_flush_and_writes_back_on_eviction() {
+    let (backend, cache) = setup(1 << 20, 8, WriteMode::Back { dirty_limit: 6 * 4096 });
+    cache.write(4096, &[1u8; 4096], false).unwrap();
+    cache.write(8192 + 10, b"xyz", false).unwrap(); // partial: read-modify-write
+    let snap = backend.snapshot();
+    assert_eq!(snap[4096..8192], expected(4096, 4096)[..], "not on the backend yet");
+    let mut buf = vec![0u8; 20];
+    cache.read(8192, &mut buf).unwrap();
+    assert_eq!(&buf[10..13], b"xyz");
+    assert_eq!(&buf[..10], &expected(8192, 10)[..]);
+    assert_eq!(cache.occupancy().1, 2);
+    cache.flush().unwrap();
+    let snap = backend.snapshot();
+    assert_eq!(snap[4096..8192], [1u8; 4096]);
+    assert_eq!(&snap[8202..8205], b"xyz");
+    assert_eq!(cache.occupancy().1, 0);
+
+    // Dirty blocks pushed out by the policy are written first.
+    cache.write(0, &[9u8; 4096], false).unwrap();
+    let mut buf = vec![0u8; 4096];
+    for b in 20..40u64 {
+        cache.read(b * 4096, &mut buf).unwrap();
+    }
+    assert_eq!(backend.snapshot()[..4096], [9u8; 4096]);
+}
+
+#[test]
+fn write_back_dirty_limit_and_fua_write_through() {
+    let (backend, cache) = setup(1 << 20, 16, WriteMode::Back { dirty_limit: 2 * 4096 });
+    cache.write(0, &[3u8; 4096], true).unwrap();
+    assert_eq!(backend.snapshot()[..4096], [3u8; 4096], "FUA reaches the backend");
+    for b in 1..4u64 {
+        cache.write(b * 4096, &[b as u8; 4096], false).unwrap();
+    }
+    assert!(cache.occupancy().1 <= 2, "exceeding the dirty limit flushes");
+    assert_eq!(backend.snapshot()[4096..8192], [1u8; 4096]);
+}
+
+#[test]
+fn discard_zeroes_and_drops_cached_blocks() {
+    for mode in [WriteMode::Through, WriteMode::Back { dirty_limit: 1 << 20 }] {
+        let (_, cache) = setup(1 << 20, 64, mode);
+        let mut buf = vec![0u8; 3 * 4096];
+        cache.read(0, &mut buf).unwrap();
+        cache.write(8192, &[5u8; 4096], false).unwrap();
+        cache.discard(100, 10_000, false, true, false).unwrap();
+        cache.read(0, &mut buf).unwrap();
+        assert_eq!(buf[..100], expected(0, 100)[..], "{mode:?}");
+        assert!(buf[100..10_100].iter().all(|&b| b == 0), "{mode:?}");
+        assert_eq!(buf[10_100..12_288], [5u8; 2188][..], "{mode:?}");
+    }
+}
+
+/// Concurrent overlapping reads and writes must leave the cache agreeing
+/// with the backend: every block read through the cache afterwards equals
+/// the backend's bytes.
+#[test]
+fn concurrent_reads_and_writes_keep_cache_and_backend_equal() {
+    let modes = [WriteMode::Through, WriteMode::Back { dirty_limit: 16 * 4096 }];
+    for (mode, jitter) in modes.into_iter().flat_map(|m| [(m, true), (m, false)]) {
+        // The cache holds every block, so a stale one would survive to the check.
+        let (backend, cache) = setup_racy(64 * 4096, 128, mode, jitter);
+        let cache = Arc::new(cache);
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let cache = cache.clone();
+                std::thread::spawn(move || {
+                    let mut x = t * 7919 + 1;
+                    let mut buf = vec![0u8; 3 * 4096];
+                    for i in 0..1000u64 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        let offset = (x >> 33) % (62 * 4096);
+                        let len = 1 + ((x >> 20) % (2 * 4096)) as usize;
+                        if i % 3 == 0 {
+                            buf[..len].fill((t * 50 + i % 50) as u8);
+                            cache.write(offset, &buf[..len], false).unwrap();
+                        } else if i % 5 == 1 {
+                            // Zeroing drops cached blocks, so later reads miss again.
+                            cache.discard(offset, len as u64, false, true, false).unwrap();
+                        } else {
+                            cache.read(offset, &mut buf[..len]).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        cache.flush().unwrap();
+        let truth = backend.snapshot();
+        let mut buf = vec![0u8; 4096];
+        for b in 0..64u64 {
+            cache.read(b * 4096, &mut buf).unwrap();
+            assert_eq!(buf[..], truth[(b * 4096) as usize..((b + 1) * 4096) as usize], "{mode:?} block {b}");
+        }
+    }
+}
+
+/// Write-back under pressure: writers (each owning its blocks, some
+/// writes FUA, some zeroing), a reader forcing evictions and a thread
+/// flushing in a loop, over a backend that pauses *before* each write so
+/// a write-back copy lands late. Every block must end with its owner's last
+/// write on the backend: an older copy landing after a newer one would
+/// show as a lost update.
+#[test]
+fn write_back_never_lands_an_older_copy_after_a_newer_one() {
+    struct LateWrites(Arc<MemoryBackend>, AtomicU64);
+    impl Backend for LateWrites {
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            let n = self.1.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            std::thread::sleep(std::time::Duration::from_micros((n >> 40) % 300));
+            self.0.write_at(buf, offset)
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "late writes".into()
+        }
+    }
+    const BLOCKS: u64 = 48;
+    let memory = Arc::new(MemoryBackend::new(BLOCKS * 4096));
+    let policy = hearth_policy::build("lru", 12 * 4096).unwrap();
+    let backend: Box<dyn Backend> = Box::new(LateWrites(memory.clone(), AtomicU64::new(0)));
+    let cache = Arc::new(BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 6 * 4096 }));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let background: Vec<_> = (0..2)
+        .map(|role| {
+            let (cache, stop) = (cache.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 4096];
+                let mut x = 99u64 + role;
+                while !stop.load(Ordering::Relaxed) {
+                    if role == 0 {
+                        cache.flush().unwrap();
+                    } else {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        cache.read((x >> 33) % BLOCKS * 4096, &mut buf).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let writers: Vec<_> = (0..3u64)
+        .map(|t| {
+            let cache = cache.clone();
+            std::thread::spawn(move || {
+                let mut last = std::collections::HashMap::new();
+                let mut x = t + 1;
+                for i in 0..300u64 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let block = ((x >> 33) % (BLOCKS / 3)) * 3 + t;
+                    let value = (t * 80 + i % 80 + 1) as u8;
+                    if i % 17 == 0 {
+                        cache.discard(block * 4096, 4096, false, true, false).unwrap();
+                        last.insert(block, 0u8);
+                    } else {
+                        cache.write(block * 4096, &[value; 4096], i % 7 == 0).unwrap();
+                        last.insert(block, value);
+                    }
+                }
+                last
+            })
+        })
+        .collect();
+    let mut expected = std::collections::HashMap::new();
+    for w in writers {
+        expected.extend(w.join().unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in background {
+        t.join().unwrap();
+    }
+    cache.flush().unwrap();
+    assert_eq!(cache.occupancy().1, 0, "nothing dirty after FLUSH");
+    let truth = memory.snapshot();
+    for (&block, &value) in &expected {
+        let on_disk = &truth[(block * 4096) as usize..((block + 1) * 4096) as usize];
+        assert!(on_disk.iter().all(|&b| b == value), "block {block}: expected {value}, backend has {}", on_disk[0]);
+    }
+    let mut buf = vec![0u8; 4096];
+    for (&block, &value) in &expected {
+        cache.read(block * 4096, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == value), "block {block} read through the cache");
+    }
+}
+
+/// The ordering rule, made deterministic: FLUSH copies block 0 (value 1)
+/// and its backend write is held at a gate; meanwhile block 0 is rewritten
+/// (2) and evicted. The eviction's write-back must wait for the held copy,
+/// so the backend ends with 2, not with the older 1 landing last.
+#[test]
+fn write_backs_under_the_lock_wait_for_an_unlocked_copy_of_the_same_block() {
+    let (memory, faults, backend) = faulty(16);
+    let hold_next = faults.hold_next.clone();
+    let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
+    let cache = Arc::new(BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 1 << 20 }));
+    cache.write(0, &[1u8; 4096], false).unwrap();
+    hold_next.store(true, Ordering::SeqCst); // the flush's write of block 0
+    let flusher = {
+        let cache = cache.clone();
+        std::thread::spawn(move || cache.flush().unwrap())
+    };
+    while cache.in_flight.lock().unwrap().is_empty() {
+        std::thread::yield_now();
+    }
+    cache.write(0, &[2u8; 4096], false).unwrap();
+    let mut buf = vec![0u8; 4096];
+    for b in 1..4u64 {
+        cache.read(b * 4096, &mut buf).unwrap(); // evicts block 0, dirty with 2
+    }
+    flusher.join().unwrap();
+    cache.flush().unwrap();
+    assert!(memory.snapshot()[..4096].iter().all(|&b| b == 2), "eviction: the older copy landed last");
+
+    // The same with a FUA write of the block instead of an eviction: the
+    // FUA write-back waits too, and the block must not be left clean with
+    // the older copy on the backend.
+    cache.write(5 * 4096, &[1u8; 4096], false).unwrap();
+    hold_next.store(true, Ordering::SeqCst);
+    let flusher = {
+        let cache = cache.clone();
+        std::thread::spawn(move || cache.flush().unwrap())
+    };
+    while cache.in_flight.lock().unwrap().is_empty() {
+        std::thread::yield_now();
+    }
+    cache.write(5 * 4096, &[2u8; 4096], true).unwrap();
+    flusher.join().unwrap();
+    for b in 1..4u64 {
+        cache.read(b * 4096, &mut buf).unwrap(); // evicts block 5
+    }
+    assert!(memory.snapshot()[5 * 4096..6 * 4096].iter().all(|&b| b == 2), "FUA: the older copy landed last");
+}
+
+/// A write-back that fails at eviction does not lose the acknowledged
+/// data: the block is stranded in memory, reads and partial writes use it,
+/// FLUSH fails until the backend takes it, and then it is on the backend.
+#[test]
+fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
+    let (memory, faults, backend) = faulty(16);
+    let failing = faults.fail_writes.clone();
+    let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
+    let cache = BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 1 << 20 });
+    cache.write(0, &[1u8; 4096], false).unwrap();
+    cache.write(4096, &[2u8; 4096], false).unwrap();
+    failing.store(true, Ordering::SeqCst);
+    // Block 2 evicts block 0, whose write-back fails: block 0 is stranded.
+    cache.write(2 * 4096, &[3u8; 4096], false).unwrap();
+    let mut buf = vec![0u8; 4096];
+    cache.read(0, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 1), "a stranded block reads back from memory");
+    assert!(cache.flush().is_err(), "FLUSH cannot succeed while the backend refuses the data");
+    assert_eq!(cache.stranded(), 1);
+    // A partial write merges into the stranded copy, not the backend's zeros.
+    cache.write(10, b"xy", false).unwrap();
+    failing.store(false, Ordering::SeqCst);
+    cache.flush().unwrap();
+    let disk = memory.snapshot();
+    assert_eq!(&disk[10..12], b"xy");
+    assert!(disk[..10].iter().chain(&disk[12..4096]).all(|&b| b == 1), "block 0 landed whole");
+    assert!(disk[4096..2 * 4096].iter().all(|&b| b == 2));
+    assert!(disk[2 * 4096..3 * 4096].iter().all(|&b| b == 3));
+
+    // With the backend refusing for good, stranded data is bounded by the
+    // dirty limit: past it, writes fail instead of piling up in memory.
+    let cache = BlockCache::new(
+        Box::new(Faulty { memory: memory.clone(), ..faults }),
+        hearth_policy::build("lru", 2 * 4096).unwrap(),
+        BS,
+        WriteMode::Back { dirty_limit: 2 * 4096 },
+    );
+    failing.store(true, Ordering::SeqCst);
+    let refused = (0..12u64).position(|b| cache.write(b * 4096, &[9u8; 4096], false).is_err());
+    assert!(refused.is_some(), "writes never refused");
+    assert!(cache.stranded() <= 3, "{} blocks stranded", cache.stranded());
+}
+
+/// Every registered policy (but offline OPT) drives the cache correctly:
+/// random reads, writes and zeroing agree with a plain byte model, and
+/// the cache never holds more than its capacity.
+#[test]
+fn every_policy_keeps_reads_equal_to_a_model() {
+    for name in hearth_policy::names().into_iter().filter(|&n| n != "opt") {
+        for mode in [WriteMode::Through, WriteMode::Back { dirty_limit: 8 * 4096 }] {
+            let size = 64 * 4096 + 1000;
+            let policy = hearth_policy::build(name, 16 * u64::from(BS)).unwrap();
+            let backend = Arc::new(MemoryBackend::new(size));
+            let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, mode);
+            let mut model = vec![0u8; size as usize];
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            let mut buf = vec![0u8; 3 * 4096];
+            for i in 0..2000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let len = 1 + (x >> 40) as usize % (2 * 4096);
+                let offset = (x >> 8) % (size - len as u64);
+                let (at, end) = (offset as usize, offset as usize + len);
+                match i % 5 {
+                    0 | 1 => {
+                        buf[..len].fill(i as u8);
+                        cache.write(offset, &buf[..len], i % 7 == 0).unwrap();
+                        model[at..end].fill(i as u8);
+                    }
+                    2 => {
+                        cache.discard(offset, len as u64, false, true, false).unwrap();
+                        model[at..end].fill(0);
+                    }
+                    _ => {
+                        cache.read(offset, &mut buf[..len]).unwrap();
+                        assert_eq!(buf[..len], model[at..end], "{name} {mode:?} request {i}");
+                    }
+                }
+                assert!(cache.occupancy().0 <= 16, "{name} holds more blocks than its capacity");
+            }
+            cache.flush().unwrap();
+            assert!(backend.snapshot() == model, "{name} {mode:?}: backend differs from the model after flush");
+        }
+    }
+}
+
+#[test]
+fn write_back_dirty_data_never_hides_behind_a_hole() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = crate::backend::FileBackend::sparse(&dir.path().join("wb.img"), 1 << 20, false).unwrap();
+    let policy = hearth_policy::build("lru", 64 * 4096).unwrap();
+    let cache = BlockCache::new(Box::new(file), policy, BS, WriteMode::Back { dirty_limit: 64 * 4096 });
+    cache.write(8192, &[4u8; 4096], false).unwrap();
+    let map = cache.extents(0, 1 << 20, 16).unwrap();
+    assert_eq!(map[0], Extent { len: 8192, hole: true });
+    assert_eq!(map[1], Extent { len: 4096, hole: false }, "the dirty block is reported as data");
+    assert_eq!(cache.occupancy().1, 0);
+}
+
+#[test]
+fn eviction_based_placement_waits_for_the_client_then_reloads() {
+    let backend = Arc::new(MemoryBackend::new(64 * u64::from(BS)));
+    let pattern: Vec<u8> = (0..64 * BS as usize).map(|i| (i % 251) as u8).collect();
+    backend.write_at(&pattern, 0).unwrap();
+    let policy = hearth_policy::build("lru", 8 * u64::from(BS)).unwrap();
+    let ev = Placement::Eviction { reload_threshold: 0 };
+    let cache = BlockCache::with_placement(Box::new(backend.clone()), policy, BS, WriteMode::Through, ev);
+    let bs = BS as usize;
+    let mut buf = vec![0u8; bs];
+    cache.read(3 * u64::from(BS), &mut buf).unwrap();
+    assert_eq!(buf, pattern[3 * bs..4 * bs]);
+    // Reads do not place under EV.
+    assert_eq!(cache.occupancy().0, 0);
+    // The client evicts it: placed, and its data must be reloaded once.
+    assert_eq!(cache.client_evicted(3), Some(3));
+    let reads = cache.stats.backend_reads.load(Ordering::Relaxed);
+    cache.reload(3).unwrap();
+    assert_eq!(cache.stats.backend_reads.load(Ordering::Relaxed), reads + 1);
+    assert_eq!(cache.occupancy().0, 1);
+    // Now a client read hits without the backend.
+    let mut out = Vec::new();
+    assert!(cache.read_cached(3 * u64::from(BS), bs, &mut out));
+    assert_eq!(out, pattern[3 * bs..4 * bs]);
+    // A second eviction notice needs no reload; one beyond the export is ignored.
+    assert_eq!(cache.client_evicted(3), None);
+    assert_eq!(cache.client_evicted(1 << 40), None);
+    // A write while placed-but-unloaded must not let a stale reload in.
+    assert_eq!(cache.client_evicted(5), Some(5));
+    cache.write(5 * u64::from(BS), &vec![9u8; bs], false).unwrap();
+    cache.reload(5).unwrap();
+    let mut out = Vec::new();
+    assert!(cache.read_cached(5 * u64::from(BS), bs, &mut out));
+    assert_eq!(out, vec![9u8; bs]);
+    let s = cache.placement_stats();
+    assert_eq!((s.client_evictions, s.reloads), (3, 2));
+}
+
+/// Write-back onto a landed prefetch: the written block leaves the prefetch
+/// partition for the main cache, so when the partition later drops its
+/// blocks the dirty data is not dropped with them.
+#[test]
+fn write_back_onto_a_prefetched_block_keeps_the_data() {
+    let (backend, cache) = setup(256 * u64::from(BS), 50, WriteMode::Back { dirty_limit: 1 << 20 });
+    let bs = u64::from(BS);
+    assert!(cache.start_prefetch(20));
+    cache.prefetch(20).unwrap();
+    cache.write(20 * bs + 100, b"dirty", false).unwrap();
+    for b in 30..40 {
+        // Fills the 2-block partition many times over.
+        assert!(cache.start_prefetch(b));
+        cache.prefetch(b).unwrap();
+    }
+    cache.flush().unwrap();
+    let disk = backend.snapshot();
+    assert_eq!(&disk[(20 * bs + 100) as usize..(20 * bs + 105) as usize], b"dirty");
+    assert_eq!(disk[(20 * bs) as usize], (20 * bs % 251) as u8, "the rest of the block is the backend's");
+}
+
+#[test]
+fn prefetches_wait_in_their_partition_until_demanded() {
+    // 50 blocks: the partition holds 4% = 2 blocks.
+    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    let bs = u64::from(BS);
+    for b in [10, 11, 12] {
+        assert!(cache.start_prefetch(b));
+        cache.prefetch(b).unwrap();
+    }
+    assert!(!cache.start_prefetch(11), "already prefetched");
+    assert!(!cache.start_prefetch(1 << 40), "beyond the export");
+    // The partition kept the newest two; 10 was evicted unused.
+    assert_eq!(cache.take_wasted(), vec![10]);
+    assert_eq!(cache.classify_demand(10), Class::Miss);
+    assert_eq!(cache.classify_demand(11), Class::Promote);
+    // Promoted into the main cache: now a plain hit, served from memory.
+    assert_eq!(cache.classify_demand(11), Class::Hit);
+    let mut out = Vec::new();
+    assert!(cache.read_cached(11 * bs, BS as usize, &mut out));
+    let expect: Vec<u8> = (11 * bs..12 * bs).map(|i| (i % 251) as u8).collect();
+    assert_eq!(out, expect);
+    // Main-cache hits are never reclassified as promotes.
+    assert_eq!(cache.placement_stats().placements, 1);
+}
+
+#[test]
+fn a_dropped_prefetch_releases_its_claim() {
+    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    // Claimed, then dropped before its read: the first demand is a miss.
+    assert!(cache.start_prefetch(20));
+    cache.cancel_prefetch(20);
+    assert!(!cache.cached_or_prefetching(20));
+    assert_eq!(cache.classify_demand(20), Class::Miss);
+    assert!(cache.start_prefetch(20), "claimable again");
+    // A prefetch that already landed is kept.
+    assert!(cache.start_prefetch(21));
+    cache.prefetch(21).unwrap();
+    cache.cancel_prefetch(21);
+    assert_eq!(cache.classify_demand(21), Class::Promote);
+    assert_eq!(cache.placement_stats().reloads_skipped, 0, "no eviction reload was involved");
+}

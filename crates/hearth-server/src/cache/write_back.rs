@@ -1,0 +1,212 @@
+//! Write-back: dirty and held blocks, FLUSH, the dirty limit, and writing
+//! back without the lock (a run is copied under it, written, and marked
+//! clean only if unchanged) while lock-holding paths wait for in-flight
+//! copies of their blocks.
+
+use super::*;
+
+impl BlockCache {
+    /// Whether evictions held dirty blocks since the last call.
+    pub fn take_held(&self) -> bool {
+        self.held.swap(false, Ordering::Relaxed)
+    }
+
+    /// Writes back the dirty blocks held in memory (call on a blocking
+    /// thread, after [`client_evicted`](Self::client_evicted) or
+    /// [`classify_demand`](Self::classify_demand) evicted some).
+    pub fn write_back_held(&self) -> io::Result<()> {
+        let mut inner = self.lock();
+        if inner.stranded.is_empty() {
+            return Ok(());
+        }
+        self.write_stranded(&mut inner, None)
+    }
+
+    pub(super) fn write_back(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+        let len = data.len() as u64;
+        let range = self.block_range(offset, len);
+        let mut inner = self.lock();
+        if inner.stranded.len() as u64 * self.block_size > self.dirty_limit() {
+            // The backend keeps refusing write-backs: retry them before taking on more,
+            // and refuse this write while it still fails.
+            self.write_stranded(&mut inner, None)?;
+        }
+        self.begin_write(&mut inner, range.clone());
+        let result = (|| -> io::Result<()> {
+            for b in range.clone() {
+                let (in_block, in_req, n) = self.overlap(b, offset, len);
+                let part = &data[in_req..in_req + n];
+                if !inner.core.policy().contains(b) && inner.partition.contains(b) {
+                    // A landed prefetch is clean and may be dropped from its partition at
+                    // any time: the write goes to the main cache instead.
+                    inner.prefetched.remove(&b);
+                    self.remove(&mut inner, b);
+                }
+                let a = Self::access(&mut inner, b, self.block_size, Op::Write);
+                inner.core.demand(&a);
+                let block_len = self.block_len(b) as usize;
+                if let Some(cached) = inner.blocks.get_mut(&b) {
+                    cached[in_block..in_block + n].copy_from_slice(part);
+                    self.log_changed(b, Some(&cached[..block_len]));
+                    Self::mark_dirty(&mut inner, b);
+                    continue;
+                }
+                let mut whole = vec![0u8; block_len];
+                if let Some(data) = inner.stranded.get(&b) {
+                    whole.copy_from_slice(&data[..block_len]);
+                } else if n < block_len {
+                    // Partial write of an absent block: read-modify-write.
+                    self.backend_read(&mut whole, b * self.block_size)?;
+                }
+                whole[in_block..in_block + n].copy_from_slice(part);
+                self.log_changed(b, Some(&whole));
+                if !self.insert(&mut inner, b, &whole, true) {
+                    // The policy declined the block: write it straight through.
+                    self.backend_write(&whole, b * self.block_size)?;
+                }
+                // Its data now lives in the cache or on the backend.
+                if let Some(buf) = inner.stranded.remove(&b) {
+                    inner.free.push(buf);
+                }
+            }
+            if fua {
+                self.write_dirty(&mut inner, range.clone())?;
+            }
+            Ok(())
+        })();
+        self.end_write(&mut inner, range);
+        let over_limit = inner.dirty.len() as u64 * self.block_size > self.dirty_limit();
+        drop(inner);
+        result?;
+        if fua {
+            self.backend_flush()?;
+        }
+        if over_limit {
+            self.write_back_unlocked()?;
+        }
+        Ok(())
+    }
+
+    /// Retries the write-back of stranded blocks (all, or those in `range`),
+    /// under the lock: a rare path after backend write errors.
+    pub(super) fn write_stranded(&self, inner: &mut Inner, range: Option<std::ops::Range<u64>>) -> io::Result<()> {
+        let mut blocks: Vec<Key> = inner.stranded.keys().copied().collect();
+        blocks.retain(|b| range.as_ref().is_none_or(|r| r.contains(b)));
+        for b in blocks {
+            // A block held at eviction may still have an older copy on its
+            // way from a FLUSH: that copy must land first.
+            self.wait_until_not_in_flight(b);
+            let n = self.block_len(b) as usize;
+            self.backend_write(&inner.stranded[&b][..n], b * self.block_size)?;
+            let buf = inner.stranded.remove(&b).expect("listed above");
+            inner.free.push(buf);
+            self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(block = b, "a dirty block held outside the cache is written back");
+        }
+        Ok(())
+    }
+
+    /// Bytes that may be dirty (or stranded) before write-back kicks in.
+    pub(super) fn dirty_limit(&self) -> u64 {
+        match self.mode {
+            WriteMode::Back { dirty_limit } => dirty_limit,
+            WriteMode::Through => u64::MAX,
+        }
+    }
+
+    pub(super) fn mark_dirty(inner: &mut Inner, block: u64) {
+        inner.write_seq += 1;
+        inner.dirty.insert(block, inner.write_seq);
+    }
+
+    /// Returns once no unlocked write-back is writing `block`.
+    pub(super) fn wait_until_not_in_flight(&self, block: u64) {
+        let mut writing = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        while writing.contains(&block) {
+            writing = self.in_flight_done.wait(writing).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Writes the dirty blocks in `range` to the backend, holding the lock
+    /// (small ranges: FUA, zeroing, BLOCK_STATUS), merging neighbours into
+    /// one backend write.
+    pub(super) fn write_dirty(&self, inner: &mut Inner, range: std::ops::Range<u64>) -> io::Result<()> {
+        let keys: Vec<Key> = range.filter(|b| inner.dirty.contains_key(b)).collect();
+        for &b in &keys {
+            self.wait_until_not_in_flight(b);
+        }
+        for run in keys.chunk_by(|a, b| b == &(a + 1)) {
+            let mut buf = Vec::with_capacity(run.len() * self.block_size as usize);
+            for b in run {
+                buf.extend_from_slice(&inner.blocks[b][..self.block_len(*b) as usize]);
+            }
+            self.backend_write(&buf, run[0] * self.block_size)?;
+            for b in run {
+                inner.dirty.remove(b);
+            }
+            self.stats.writebacks.fetch_add(run.len() as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Writes every block dirty now to the backend without holding the lock
+    /// across backend calls: a run of neighbours is copied under the lock,
+    /// written, and marked clean unless a write changed it meanwhile.
+    pub(super) fn write_back_unlocked(&self) -> io::Result<()> {
+        let _one = self.writing_back.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys: Vec<Key> = self.lock().dirty.keys().copied().collect();
+        keys.sort_unstable();
+        let mut next = 0;
+        while next < keys.len() {
+            let (first, copied, buf) = {
+                let inner = self.lock();
+                while next < keys.len() && !inner.dirty.contains_key(&keys[next]) {
+                    next += 1; // written or dropped since
+                }
+                let Some(&first) = keys.get(next) else { break };
+                let mut copied = Vec::new();
+                let mut buf = Vec::new();
+                while let Some(&b) = keys.get(next) {
+                    let extends_run = b == first + copied.len() as u64 && copied.len() < WRITE_BACK_RUN;
+                    let Some(&seq) = inner.dirty.get(&b).filter(|_| extends_run) else { break };
+                    buf.extend_from_slice(&inner.blocks[&b][..self.block_len(b) as usize]);
+                    copied.push((b, seq));
+                    next += 1;
+                }
+                // Registered before the lock is released: nobody can write these
+                // blocks back under the lock until this copy has landed.
+                self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).extend(copied.iter().map(|&(b, _)| b));
+                (first, copied, buf)
+            };
+            let written = self.backend_write(&buf, first * self.block_size);
+            {
+                let mut writing = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                for (b, _) in &copied {
+                    writing.remove(b);
+                }
+            }
+            self.in_flight_done.notify_all();
+            written?;
+            let mut inner = self.lock();
+            for (b, seq) in copied {
+                if inner.dirty.get(&b) == Some(&seq) {
+                    inner.dirty.remove(&b);
+                    self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes every acknowledged write durable.
+    pub fn flush(&self) -> io::Result<()> {
+        match self.mode {
+            WriteMode::Through => self.backend_flush(),
+            WriteMode::Back { .. } => {
+                self.write_stranded(&mut self.lock(), None)?;
+                self.write_back_unlocked()?;
+                self.backend_flush()
+            }
+        }
+    }
+}
