@@ -54,27 +54,34 @@ pub(crate) fn open_input(path: &Path) -> Result<Input, TraceError> {
 struct ZstdFrames {
     source: Option<BufReader<File>>,
     frame: Option<ruzstd::StreamingDecoder<BufReader<File>, ruzstd::FrameDecoder>>,
+    /// A frame was corrupt: nothing more is read.
+    failed: bool,
 }
 
 impl ZstdFrames {
     fn new(source: BufReader<File>) -> Self {
-        ZstdFrames { source: Some(source), frame: None }
+        ZstdFrames { source: Some(source), frame: None, failed: false }
     }
 }
 
 impl Read for ZstdFrames {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.failed {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "zstd: corrupt compressed data"));
+        }
         loop {
             if let Some(frame) = &mut self.frame {
-                // ruzstd 0.7 can panic on a corrupt frame (an index out of
-                // bounds in its FSE decoder, found by fuzzing): that is bad
-                // input, so it becomes an error like any other.
-                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| frame.read(buf)));
-                let Ok(read) = read else {
-                    self.frame = None;
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, "zstd: corrupt compressed data"));
+                // After an error the decoder is not to be read again: ruzstd
+                // 0.7 then indexes an empty FSE table and panics (found by
+                // fuzzing). Every later read repeats that the data is corrupt.
+                let n = match frame.read(buf) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        self.frame = None;
+                        self.failed = true;
+                        return Err(e);
+                    }
                 };
-                let n = read?;
                 if n > 0 || buf.is_empty() {
                     return Ok(n);
                 }
@@ -87,10 +94,10 @@ impl Read for ZstdFrames {
             if source.fill_buf()?.is_empty() {
                 return Ok(0);
             }
-            let frame =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ruzstd::StreamingDecoder::new(source)))
-                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "zstd: corrupt frame header"))?
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}")))?;
+            let frame = ruzstd::StreamingDecoder::new(source).map_err(|e| {
+                self.failed = true;
+                io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}"))
+            })?;
             self.frame = Some(frame);
         }
     }

@@ -422,9 +422,9 @@ fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(name)
 }
 
-/// Found by fuzzing (fuzz/regressions/trace_zst): a corrupt zstd frame on
-/// which ruzstd 0.7's FSE decoder indexes an empty table. Every format gets a
-/// clear error naming the file, not a panic.
+/// Found by fuzzing (fuzz/regressions/trace_zst): a corrupt zstd frame whose
+/// decoder, read again after its error, indexes an empty FSE table (ruzstd
+/// 0.7). Every format gets a clear error naming the file, not a panic.
 #[test]
 fn a_corrupt_zstd_frame_is_an_error_not_a_panic() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz/corrupt-frame.trace.zst");
