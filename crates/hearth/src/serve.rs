@@ -23,42 +23,10 @@ enum BackendArg {
     Memory,
 }
 
-const EXPORT_FLAGS: [&str; 29] = [
-    "backend",
-    "path",
-    "size",
-    "direct",
-    "read_only",
-    "cache_size",
-    "policy",
-    "placement",
-    "prefetch",
-    "background_reads",
-    "block_size",
-    "write_back",
-    "dirty_limit",
-    "latency",
-    "bandwidth",
-    "description",
-    "warmup_log",
-    "warmup_mode",
-    "warmup_budget",
-    "warmup_staging",
-    "warmup_log_size",
-    "warmup",
-    "tier_fast_path",
-    "tier_fast_size",
-    "tier_journal",
-    "tier_plan",
-    "tier_migrate_bandwidth",
-    "tier_idle",
-    "tier_access_log",
-];
-
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// TOML config with a `server` table and `export` array tables (keys: crates/hearth-server/README.md).
-    #[arg(short, long, conflicts_with_all = EXPORT_FLAGS)]
+    #[arg(short, long)]
     config: Option<PathBuf>,
     /// TCP address to listen on, repeatable (port 0 picks a free port). Default 127.0.0.1:10809.
     #[arg(long)]
@@ -94,93 +62,100 @@ pub struct ServeArgs {
     /// Export name (flags describe one export).
     #[arg(long, default_value = "hearth")]
     name: String,
+    #[command(flatten)]
+    export: ExportFlags,
+}
+
+/// One export described by flags; each conflicts with `--config`.
+#[derive(Args, Debug)]
+struct ExportFlags {
     /// Description shown by NBD_OPT_LIST (nbdinfo --list).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     description: Option<String>,
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "config")]
     backend: Option<BackendArg>,
     /// Backing file or block device.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     path: Option<PathBuf>,
     /// Export size for sparse and memory backends, e.g. 1GiB.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     size: Option<String>,
     /// Open the backing file with O_DIRECT.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     direct: bool,
     /// Refuse writes (NBD_FLAG_READ_ONLY).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     read_only: bool,
     /// Cache capacity, e.g. 256MiB (0 disables the cache). Default 64MiB.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     cache_size: Option<String>,
     /// Replacement policy spec (see `hearth policies`). Default mq, or lru where mq is absent.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     policy: Option<String>,
     /// When blocks enter the cache: ac (on access), or ev or ev:THRESHOLD (when a client reports evicting
     /// them through the cache-hint extension, docs/nbd-extension.md). Default ac.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     placement: Option<String>,
     /// Prefetcher (see `hearth prefetch schemes`), e.g. quickmine or seq; contexts come from the hint
     /// extension, one per connection otherwise. Default none.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     prefetch: Option<String>,
     /// Background reads (prefetches, eviction-based reloads) in flight at once, 1-256. Default 8.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     background_reads: Option<usize>,
     /// Cache block size, a power of two from 512B to 1MiB. Default 4KiB.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     block_size: Option<String>,
     /// Write-back instead of write-through.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     write_back: bool,
     /// Write-back: flush once this much is dirty. Default half the cache.
-    #[arg(long, requires = "write_back")]
+    #[arg(long, requires = "write_back", conflicts_with = "config")]
     dirty_limit: Option<String>,
     /// Simulated slow device: latency added to each backend call, e.g. 2ms.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     latency: Option<String>,
     /// Simulated slow device: backend bandwidth in bytes per second, e.g. 100MiB.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     bandwidth: Option<String>,
     /// Cache warmup: log the blocks the cache loads and clients write to this file or block device.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "config")]
     warmup_log: Option<PathBuf>,
     /// What the warmup log holds: metadata (block numbers) or data (blocks and their contents).
-    #[arg(long, value_enum, requires = "warmup_log")]
+    #[arg(long, value_enum, requires = "warmup_log", conflicts_with = "config")]
     warmup_mode: Option<WarmupModeArg>,
     /// Most bytes to pre-load at start. Default (and at most) the cache size.
-    #[arg(long, requires = "warmup_log")]
+    #[arg(long, requires = "warmup_log", conflicts_with = "config")]
     warmup_budget: Option<String>,
     /// Staging buffer of the warmup log. Default 256KiB (metadata) or 128MiB (data).
-    #[arg(long, requires = "warmup_log")]
+    #[arg(long, requires = "warmup_log", conflicts_with = "config")]
     warmup_staging: Option<String>,
     /// Size of a warmup log file created by the server. Default 16MiB (metadata) or 1GiB (data).
-    #[arg(long, requires = "warmup_log")]
+    #[arg(long, requires = "warmup_log", conflicts_with = "config")]
     warmup_log_size: Option<String>,
     /// Pre-load the cache from the warmup log before serving (newest blocks first, never stale).
-    #[arg(long, requires = "warmup_log")]
+    #[arg(long, requires = "warmup_log", conflicts_with = "config")]
     warmup: bool,
     /// Two tiers: the fast file in front of the backend (created sparse with --tier-fast-size if missing).
-    #[arg(long, value_name = "PATH", requires = "tier_fast_size")]
+    #[arg(long, value_name = "PATH", requires = "tier_fast_size", conflicts_with = "config")]
     tier_fast_path: Option<PathBuf>,
     /// Size of the fast tier, e.g. 10GiB.
-    #[arg(long, requires = "tier_fast_path")]
+    #[arg(long, requires = "tier_fast_path", conflicts_with = "config")]
     tier_fast_size: Option<String>,
     /// The fast tier's block-map journal. Default: the fast path + .journal.
-    #[arg(long, value_name = "PATH", requires = "tier_fast_path")]
+    #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
     tier_journal: Option<PathBuf>,
     /// A partition plan from `hearth tier plan`, migrated in the background.
-    #[arg(long, value_name = "PATH", requires = "tier_fast_path")]
+    #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
     tier_plan: Option<PathBuf>,
     /// Migration bytes per second. Default 16MiB.
-    #[arg(long, requires = "tier_fast_path")]
+    #[arg(long, requires = "tier_fast_path", conflicts_with = "config")]
     tier_migrate_bandwidth: Option<String>,
     /// Migrate only after clients have been quiet this long. Default 10ms.
-    #[arg(long, requires = "tier_fast_path")]
+    #[arg(long, requires = "tier_fast_path", conflicts_with = "config")]
     tier_idle: Option<String>,
     /// Log client requests here as a CloudPhysics CSV trace for `hearth tier plan`.
-    #[arg(long, value_name = "PATH", requires = "tier_fast_path")]
+    #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
     tier_access_log: Option<PathBuf>,
 }
 
@@ -198,45 +173,45 @@ impl ServeArgs {
                 let text = |s: &Option<String>| s.clone().map(SizeValue::Text);
                 let export = ExportConfig {
                     name: self.name.clone(),
-                    description: self.description.clone().unwrap_or_default(),
-                    backend: match self.backend {
+                    description: self.export.description.clone().unwrap_or_default(),
+                    backend: match self.export.backend {
                         None | Some(BackendArg::File) => BackendKind::File,
                         Some(BackendArg::Sparse) => BackendKind::Sparse,
                         Some(BackendArg::Memory) => BackendKind::Memory,
                     },
-                    path: self.path.clone(),
-                    size: text(&self.size),
-                    direct: self.direct,
-                    read_only: self.read_only,
-                    cache_size: text(&self.cache_size),
-                    policy: self.policy.clone(),
-                    placement: self.placement.clone(),
-                    prefetch: self.prefetch.clone(),
-                    background_reads: self.background_reads,
-                    block_size: text(&self.block_size),
-                    write_mode: if self.write_back { WriteModeConfig::Back } else { WriteModeConfig::Through },
-                    dirty_limit: text(&self.dirty_limit),
-                    latency: self.latency.clone(),
-                    bandwidth: text(&self.bandwidth),
-                    tier: self.tier_fast_path.clone().map(|fast_path| TierExportConfig {
+                    path: self.export.path.clone(),
+                    size: text(&self.export.size),
+                    direct: self.export.direct,
+                    read_only: self.export.read_only,
+                    cache_size: text(&self.export.cache_size),
+                    policy: self.export.policy.clone(),
+                    placement: self.export.placement.clone(),
+                    prefetch: self.export.prefetch.clone(),
+                    background_reads: self.export.background_reads,
+                    block_size: text(&self.export.block_size),
+                    write_mode: if self.export.write_back { WriteModeConfig::Back } else { WriteModeConfig::Through },
+                    dirty_limit: text(&self.export.dirty_limit),
+                    latency: self.export.latency.clone(),
+                    bandwidth: text(&self.export.bandwidth),
+                    tier: self.export.tier_fast_path.clone().map(|fast_path| TierExportConfig {
                         fast_path,
-                        fast_size: SizeValue::Text(self.tier_fast_size.clone().unwrap_or_default()),
-                        journal: self.tier_journal.clone(),
-                        plan: self.tier_plan.clone(),
-                        migrate_bandwidth: text(&self.tier_migrate_bandwidth),
-                        idle: self.tier_idle.clone(),
-                        access_log: self.tier_access_log.clone(),
+                        fast_size: SizeValue::Text(self.export.tier_fast_size.clone().unwrap_or_default()),
+                        journal: self.export.tier_journal.clone(),
+                        plan: self.export.tier_plan.clone(),
+                        migrate_bandwidth: text(&self.export.tier_migrate_bandwidth),
+                        idle: self.export.tier_idle.clone(),
+                        access_log: self.export.tier_access_log.clone(),
                     }),
-                    warmup: self.warmup_log.clone().map(|log| WarmupConfig {
+                    warmup: self.export.warmup_log.clone().map(|log| WarmupConfig {
                         log,
-                        mode: match self.warmup_mode {
+                        mode: match self.export.warmup_mode {
                             None | Some(WarmupModeArg::Metadata) => WarmupMode::Metadata,
                             Some(WarmupModeArg::Data) => WarmupMode::Data,
                         },
-                        budget: text(&self.warmup_budget),
-                        staging: text(&self.warmup_staging),
-                        log_size: text(&self.warmup_log_size),
-                        preload: self.warmup,
+                        budget: text(&self.export.warmup_budget),
+                        staging: text(&self.export.warmup_staging),
+                        log_size: text(&self.export.warmup_log_size),
+                        preload: self.export.warmup,
                     }),
                 };
                 Config { exports: vec![export], ..Default::default() }

@@ -255,4 +255,14 @@ fn bad_config_is_refused_naming_the_key() {
         assert!(!out.status.success(), "{text} was accepted");
         assert!(err.contains(key) && err.contains("bad.toml"), "error for {key} does not name it and the file: {err}");
     }
+    // Export flags describe the one export of a flag-configured server: with
+    // a config file each is refused by name.
+    for flag in ["--cache-size", "--tier-idle", "--warmup-budget", "--description"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .args(["serve", "--config", "any.toml", flag, "1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(flag) && err.contains("--config"), "{flag}: {err}");
+    }
 }
