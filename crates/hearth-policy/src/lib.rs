@@ -132,6 +132,13 @@ pub fn join_specs(pieces: &[String]) -> Vec<String> {
     specs
 }
 
+/// Whether the policy `spec` names reads `Access::next_access` (OPT), so
+/// its driver must supply each access's next use.
+pub fn is_offline(spec: &str) -> bool {
+    let name = spec.split_once(':').map_or(spec, |(name, _)| name);
+    name.trim().eq_ignore_ascii_case("opt")
+}
+
 /// Every registered policy name.
 pub fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|e| e.name).collect()

@@ -306,6 +306,7 @@ impl StorageSide {
             hits: stats.read_hits,
             bytes: self.bytes,
             hit_bytes: self.hit_bytes,
+            interval_miss_ratios: Vec::new(),
         };
         let device = self.device.map(|mut d| {
             d.drain();

@@ -1,14 +1,20 @@
 //! The functional simulator: replay a trace against replacement policies at
 //! several cache sizes and count hits.
 //!
-//! A trace is loaded once into memory as `Access`es (40 bytes each) because
-//! every (policy, size) job replays it and OPT needs each request's next use;
-//! jobs then run in parallel on plain threads, each owning its policy.
+//! [`stream::run_streaming`] reads a trace once, in chunks, and feeds every
+//! (policy, size) job from the same chunks: memory does not grow with the
+//! trace's length. [`Trace`] holds a whole trace in memory (40 bytes an
+//! access) for the studies that need random access to it (two-level runs,
+//! warmup) and as the reference the streaming path is tested against.
 
 pub mod device;
 pub mod hierarchy;
+pub mod minisim;
+pub mod mrc;
 pub mod prefetch;
+pub mod scan;
 mod size;
+pub mod stream;
 
 pub use size::{parse_sizes, CacheSize};
 
@@ -67,6 +73,10 @@ pub struct SimResult {
     pub hits: u64,
     pub bytes: u64,
     pub hit_bytes: u64,
+    /// Miss ratio of each successive interval, when asked for
+    /// ([`stream::Counting::interval`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interval_miss_ratios: Vec<f64>,
 }
 
 impl SimResult {
@@ -118,7 +128,15 @@ pub fn replay(
         }
     }
     progress(requests % PROGRESS_EVERY);
-    SimResult { policy: policy.name(), cache_bytes: policy.capacity(), requests, hits, bytes, hit_bytes }
+    SimResult {
+        policy: policy.name(),
+        cache_bytes: policy.capacity(),
+        requests,
+        hits,
+        bytes,
+        hit_bytes,
+        interval_miss_ratios: Vec::new(),
+    }
 }
 
 /// One simulation to run: a policy spec (see `hearth_policy::build`) at a capacity.

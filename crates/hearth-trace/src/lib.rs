@@ -25,8 +25,10 @@ pub mod buffered;
 pub mod ctx;
 mod error;
 mod input;
+pub mod next_access;
 pub mod oltp;
 mod readers;
+pub mod sample;
 mod split;
 pub mod synth;
 pub mod workload;
@@ -37,6 +39,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 pub use error::{Place, TraceError};
+pub use next_access::{NextAccessFile, NextAccessReader};
 pub use split::{accesses, fill_next_access, Accesses, Mode};
 pub use write::{write_oracle_general, write_text};
 

@@ -30,7 +30,8 @@ impl Mode {
 
 /// Turns requests into accesses; see [`Mode`]. Accesses get `vtime` 0, 1, 2,
 /// ... in the order emitted, `ctx` = the request's client, and `next_access`
-/// = [`NEVER`] (run [`fill_next_access`] for OPT). A zero-length request
+/// = the trace's own record of it in object mode (oracleGeneral), otherwise
+/// [`NEVER`] (run [`fill_next_access`] for OPT). A zero-length request
 /// touches no block and emits nothing in block mode.
 ///
 /// # Panics
@@ -87,7 +88,10 @@ impl<I: Iterator<Item = Result<Request, TraceError>>> Iterator for Accesses<I> {
             match self.mode {
                 Mode::Object => {
                     let size = request.len.max(1);
-                    return Some(Ok(self.emit(request.offset, size, &request)));
+                    let mut access = self.emit(request.offset, size, &request);
+                    // One access per request, so request and access indexes agree.
+                    access.next_access = request.next_access.unwrap_or(NEVER);
+                    return Some(Ok(access));
                 }
                 Mode::Block { block_size } => {
                     if request.len == 0 {

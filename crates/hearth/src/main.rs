@@ -3,13 +3,16 @@
 
 mod analyze;
 mod bench;
+mod mrc;
 mod prefetch;
 mod progress;
 mod replay;
 mod serve;
 mod sim;
+mod streamed;
 mod tier;
 mod trace_args;
+mod trace_cmd;
 mod warmup;
 
 use std::process::ExitCode;
@@ -29,6 +32,8 @@ struct Cli {
 enum Cmd {
     /// Replay a trace against replacement policies at one or more cache sizes.
     Sim(sim::SimArgs),
+    /// Miss-ratio curves in one pass: exact LRU, SHARDS, miniature simulation of any policy.
+    Mrc(mrc::MrcArgs),
     /// Characterise a trace: mix, sizes, reuse and temporal distances, skew.
     Analyze(analyze::AnalyzeArgs),
     /// Benchmarks against peers measured in the same run.
@@ -45,6 +50,9 @@ enum Cmd {
     /// Hybrid fast/slow storage: partitioning by long-range history, correlation-directed prefetching.
     #[command(subcommand)]
     Tier(tier::TierCmd),
+    /// Look at, sample (SHARDS) and convert traces to oracleGeneral with next accesses, streaming.
+    #[command(subcommand)]
+    Trace(trace_cmd::TraceCmd),
     /// List the replacement policies.
     Policies,
 }
@@ -63,12 +71,14 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd) -> anyhow::Result<()> {
     match cmd {
         Cmd::Sim(args) => sim::run(args),
+        Cmd::Mrc(args) => mrc::run(args),
         Cmd::Analyze(args) => analyze::run(args),
         Cmd::Bench(cmd) => bench::run(cmd),
         Cmd::Serve(args) => serve::run(args),
         Cmd::Warmup(cmd) => warmup::run(cmd),
         Cmd::Prefetch(cmd) => prefetch::run(cmd),
         Cmd::Tier(cmd) => tier::run(cmd),
+        Cmd::Trace(cmd) => trace_cmd::run(cmd),
         Cmd::Policies => {
             for (name, about) in hearth_policy::describe() {
                 println!("{name:<8} {about}");

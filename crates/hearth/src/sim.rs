@@ -9,10 +9,13 @@ use hearth_core::format_bytes;
 use hearth_placement::Placement;
 use hearth_sim::device::Device;
 use hearth_sim::hierarchy::{HierarchyConfig, HierarchyResult, Timing};
+use hearth_sim::scan::Scan;
+use hearth_sim::stream::{run_streaming, Counting};
 use hearth_sim::{parse_sizes, CacheSize, Job, SimResult, Trace};
 use hearth_trace::buffered::BufferedAccess;
 
 use crate::progress;
+use crate::streamed::{Needs, Streamed};
 use crate::trace_args::TraceArgs;
 
 /// Cache sizes for a miss-ratio curve when none are given: shares of the footprint.
@@ -22,6 +25,10 @@ const MRC_GRID: &str = "0.5%,1%,2%,3%,5%,7.5%,10%,15%,20%,30%,50%,75%,100%";
 pub struct SimArgs {
     #[command(flatten)]
     trace: TraceArgs,
+    /// More traces to run the same policies and sizes on (same format options); results are tagged
+    /// with their trace.
+    #[arg(value_name = "MORE_TRACES")]
+    more_traces: Vec<PathBuf>,
     /// Policies to run, comma-separated, with optional parameters (`lfu:aging=1000`); `all` runs every
     /// registered policy (see `hearth policies`).
     #[arg(short, long, value_delimiter = ',', default_value = "all")]
@@ -42,11 +49,31 @@ pub struct SimArgs {
     /// Write a miss-ratio-curve plot to PATH.svg and PATH.png.
     #[arg(long, value_name = "PATH")]
     mrc: Option<PathBuf>,
+    /// Requests that fill the cache but are not counted: a number (1000000) or a share of the
+    /// trace (10%).
+    #[arg(long, value_name = "N|P%")]
+    warmup: Option<String>,
+    /// Also keep the miss ratio of every N counted requests (in --json, and plotted with
+    /// --interval-plot).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    interval: Option<u64>,
+    /// Write the miss ratio over time to PATH.svg and PATH.png.
+    #[arg(long, value_name = "PATH", requires = "interval")]
+    interval_plot: Option<PathBuf>,
     /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
     #[command(flatten)]
     hierarchy: HierarchyArgs,
+}
+
+impl SimArgs {
+    /// The trace options once for each trace named.
+    fn traces(&self) -> impl Iterator<Item = TraceArgs> + '_ {
+        std::iter::once(self.trace.trace.clone())
+            .chain(self.more_traces.iter().cloned())
+            .map(|trace| TraceArgs { trace, ..self.trace.clone() })
+    }
 }
 
 /// Two-level runs: client buffer caches above the storage cache.
@@ -81,39 +108,108 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     if hearth_trace::buffered::is_buffered_trace(&args.trace.trace) {
         return run_storage_level(&args, threads);
     }
-    let (reader, mode) = args.trace.open()?;
+    if let Some(client) = &args.hierarchy.client_cache {
+        return run_hierarchy(&args, client, threads);
+    }
     let sizes_spec =
         args.sizes.clone().unwrap_or_else(|| if args.mrc.is_some() { MRC_GRID } else { "1%,5%,10%,25%" }.into());
     let sizes = parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")?;
     let policies = policy_specs(&args.policies);
+    for spec in &policies {
+        hearth_policy::build(spec, 1 << 20).map_err(anyhow::Error::msg)?;
+    }
+    let warmup: Option<Warmup> = args.warmup.as_deref().map(str::parse).transpose().context("--warmup")?;
+    let needs = Needs {
+        totals: sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_))) || matches!(warmup, Some(Warmup::Share(_))),
+        next_access: policies.iter().any(|p| hearth_policy::is_offline(p)),
+    };
 
-    let trace = Trace::load(reader, mode)?;
-    if trace.accesses.is_empty() {
-        anyhow::bail!("{} holds no requests", args.trace.trace.display());
+    let mut runs = Vec::new();
+    for trace_args in args.traces() {
+        let trace = Streamed::open(&trace_args, needs, args.quiet)?;
+        let mut jobs = Vec::new();
+        for size in &sizes {
+            let cache_bytes = size.resolve(trace.footprint_bytes(), trace.block_size()).map_err(anyhow::Error::msg)?;
+            jobs.extend(policies.iter().map(|p| Job { policy: p.clone(), cache_bytes }));
+        }
+        let counting = Counting {
+            warmup: warmup.map_or(0, |w| w.accesses(trace.scan.as_ref().map_or(0, |s| s.accesses))),
+            interval: args.interval,
+        };
+        let bar = match &trace.scan {
+            Some(scan) => progress::bar(scan.accesses * jobs.len() as u64, "simulating", args.quiet),
+            None => progress::counter("simulating", args.quiet),
+        };
+        let results = run_streaming(trace.accesses()?, &jobs, counting, threads, &|n| bar.inc(n))?;
+        bar.finish_and_clear();
+        if results.first().is_none_or(|r| r.requests == 0 && counting.warmup == 0) {
+            anyhow::bail!("{} holds no requests", trace_args.trace.display());
+        }
+        runs.push(TraceRun { name: trace_args.trace.display().to_string(), scan: trace.scan, results });
     }
-    let mut jobs = Vec::new();
-    for size in &sizes {
-        let cache_bytes = size.resolve(trace.footprint_bytes, trace.block_size()).map_err(anyhow::Error::msg)?;
-        jobs.extend(policies.iter().map(|p| Job { policy: p.clone(), cache_bytes }));
-    }
-    if let Some(client) = &args.hierarchy.client_cache {
-        return run_hierarchy(&args, client, &trace, &jobs, threads);
-    }
-    let bar = progress::bar(trace.accesses.len() as u64 * jobs.len() as u64, "simulating", args.quiet);
-    let results = hearth_sim::run_jobs(&trace, &jobs, threads, &|n| bar.inc(n)).map_err(anyhow::Error::msg)?;
-    bar.finish_and_clear();
+    report(&args, &sizes, &runs)
+}
 
+/// `--warmup`: a number of accesses or a share of the trace's.
+#[derive(Clone, Copy, Debug)]
+enum Warmup {
+    Accesses(u64),
+    Share(f64),
+}
+
+impl std::str::FromStr for Warmup {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Warmup> {
+        if let Some(p) = s.strip_suffix('%') {
+            let pct: f64 = p.trim().parse().with_context(|| format!("bad percentage {s:?}"))?;
+            anyhow::ensure!((0.0..100.0).contains(&pct), "warm-up share {s:?} must be in [0%, 100%)");
+            return Ok(Warmup::Share(pct / 100.0));
+        }
+        s.trim()
+            .parse()
+            .map(Warmup::Accesses)
+            .with_context(|| format!("{s:?} is neither a count of requests nor a share like 10%"))
+    }
+}
+
+impl Warmup {
+    fn accesses(self, total: u64) -> u64 {
+        match self {
+            Warmup::Accesses(n) => n,
+            Warmup::Share(f) => (total as f64 * f).round() as u64,
+        }
+    }
+}
+
+/// One trace's results.
+struct TraceRun {
+    name: String,
+    scan: Option<Scan>,
+    results: Vec<SimResult>,
+}
+
+/// A result tagged with its trace, as JSON and CSV print it.
+#[derive(serde::Serialize)]
+struct Tagged<'a> {
+    trace: &'a str,
+    #[serde(flatten)]
+    result: &'a SimResult,
+}
+
+fn report(args: &SimArgs, sizes: &[CacheSize], runs: &[TraceRun]) -> anyhow::Result<()> {
     let out = std::io::stdout();
     let mut out = out.lock();
+    let tagged = || runs.iter().flat_map(|run| run.results.iter().map(|result| Tagged { trace: &run.name, result }));
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &results)?;
+        serde_json::to_writer_pretty(&mut out, &tagged().collect::<Vec<_>>())?;
         writeln!(out)?;
     } else if args.csv {
-        writeln!(out, "policy,cache_bytes,requests,hits,hit_ratio,bytes,hit_bytes,byte_hit_ratio")?;
-        for r in &results {
+        writeln!(out, "trace,policy,cache_bytes,requests,hits,hit_ratio,bytes,hit_bytes,byte_hit_ratio")?;
+        for Tagged { trace, result: r } in tagged() {
             writeln!(
                 out,
-                "{},{},{},{},{:.6},{},{},{:.6}",
+                "{},{},{},{},{},{:.6},{},{},{:.6}",
+                trace,
                 r.policy,
                 r.cache_bytes,
                 r.requests,
@@ -125,10 +221,21 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             )?;
         }
     } else {
-        write_table(&mut out, &args, &trace, &results)?;
+        for (i, run) in runs.iter().enumerate() {
+            if i > 0 {
+                writeln!(out)?;
+            }
+            write_table(&mut out, run)?;
+        }
     }
     if let Some(path) = &args.mrc {
-        let files = hearth_plot::render(&mrc_chart(&results, &sizes), path).map_err(anyhow::Error::msg)?;
+        let files = hearth_plot::render(&mrc_chart(runs, sizes), path).map_err(anyhow::Error::msg)?;
+        for f in files {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    if let (Some(path), Some(every)) = (&args.interval_plot, args.interval) {
+        let files = hearth_plot::render(&interval_chart(runs, every), path).map_err(anyhow::Error::msg)?;
         for f in files {
             eprintln!("wrote {}", f.display());
         }
@@ -145,22 +252,26 @@ fn policy_specs(names: &[String]) -> Vec<String> {
     }
 }
 
-fn write_table(out: &mut impl Write, args: &SimArgs, trace: &Trace, results: &[SimResult]) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{}: {} accesses, {} unique keys, footprint {}",
-        args.trace.trace.display(),
-        trace.accesses.len(),
-        trace.unique_keys,
-        format_bytes(trace.footprint_bytes)
-    )?;
+fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
+    let counted = run.results.first().map_or(0, |r| r.requests);
+    match &run.scan {
+        Some(scan) => writeln!(
+            out,
+            "{}: {} accesses ({counted} counted), {} unique keys, footprint {}",
+            run.name,
+            scan.accesses,
+            scan.unique_keys,
+            format_bytes(scan.footprint_bytes)
+        )?,
+        None => writeln!(out, "{}: {counted} accesses counted", run.name)?,
+    }
     writeln!(
         out,
         "{:<10} {:>12} {:>12} {:>12} {:>10} {:>14}",
         "policy", "cache", "requests", "hits", "hit ratio", "byte hit ratio"
     )?;
     let mut last_size = None;
-    for r in results {
+    for r in &run.results {
         if last_size.is_some_and(|s| s != r.cache_bytes) {
             writeln!(out)?;
         }
@@ -179,27 +290,64 @@ fn write_table(out: &mut impl Write, args: &SimArgs, trace: &Trace, results: &[S
     Ok(())
 }
 
-fn mrc_chart(results: &[SimResult], sizes: &[CacheSize]) -> hearth_plot::Chart {
+/// A series label: the policy, and the trace when there are several.
+fn label(runs: &[TraceRun], run: &TraceRun, r: &SimResult) -> String {
+    if runs.len() > 1 {
+        format!("{} ({})", r.policy, run.name)
+    } else {
+        r.policy.clone()
+    }
+}
+
+fn mrc_chart(runs: &[TraceRun], sizes: &[CacheSize]) -> hearth_plot::Chart {
     let mut chart = hearth_plot::Chart::lines("Miss-ratio curve", "cache size (MiB)", "miss ratio");
     chart.log_x = sizes.len() > 2;
-    let mut names: Vec<&str> = Vec::new();
-    for r in results {
-        if !names.contains(&r.policy.as_str()) {
-            names.push(&r.policy);
+    for run in runs {
+        let mut names: Vec<&str> = Vec::new();
+        for r in &run.results {
+            if !names.contains(&r.policy.as_str()) {
+                names.push(&r.policy);
+            }
         }
-    }
-    for name in names {
-        let points = results
-            .iter()
-            .filter(|r| r.policy == name)
-            .map(|r| (r.cache_bytes as f64 / (1u64 << 20) as f64, r.miss_ratio()))
-            .collect();
-        chart = chart.series(name, points);
+        for name in names {
+            let mine: Vec<&SimResult> = run.results.iter().filter(|r| r.policy == name).collect();
+            let points = mine.iter().map(|r| (r.cache_bytes as f64 / (1u64 << 20) as f64, r.miss_ratio())).collect();
+            chart = chart.series(&label(runs, run, mine[0]), points);
+        }
     }
     chart
 }
 
-fn run_hierarchy(args: &SimArgs, client: &str, trace: &Trace, jobs: &[Job], threads: usize) -> anyhow::Result<()> {
+/// Miss ratio over the trace, one series per (policy, size).
+fn interval_chart(runs: &[TraceRun], every: u64) -> hearth_plot::Chart {
+    let mut chart =
+        hearth_plot::Chart::lines("Miss ratio over time", &format!("requests (intervals of {every})"), "miss ratio");
+    for run in runs {
+        for r in &run.results {
+            let points =
+                r.interval_miss_ratios.iter().enumerate().map(|(i, &m)| ((i as u64 * every) as f64, m)).collect();
+            chart = chart.series(&format!("{} {}", label(runs, run, r), format_bytes(r.cache_bytes)), points);
+        }
+    }
+    chart
+}
+
+/// Two-level runs hold the trace in memory: every configuration replays it
+/// through its own client caches.
+fn run_hierarchy(args: &SimArgs, client: &str, threads: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(args.more_traces.is_empty(), "two-level runs take one trace");
+    let (reader, mode) = args.trace.open()?;
+    let trace = Trace::load(reader, mode)?;
+    if trace.accesses.is_empty() {
+        anyhow::bail!("{} holds no requests", args.trace.trace.display());
+    }
+    let sizes_spec = args.sizes.clone().unwrap_or_else(|| "1%,5%,10%,25%".into());
+    let mut jobs = Vec::new();
+    for size in parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")? {
+        let cache_bytes = size.resolve(trace.footprint_bytes, trace.block_size()).map_err(anyhow::Error::msg)?;
+        jobs.extend(policy_specs(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
+    }
+    let (trace, jobs) = (&trace, &jobs[..]);
     let h = &args.hierarchy;
     let (size, client_policy) = client.split_once(':').unwrap_or((client, "lru"));
     let [client_size] = parse_sizes(size).map_err(anyhow::Error::msg).context("--client-cache")?[..] else {

@@ -15,7 +15,7 @@ pub enum ModeArg {
     Object,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Clone, Debug)]
 pub struct TraceArgs {
     /// Trace file: MSR/SNIA .csv, blkparse text, .vscsi, .spc, .oracleGeneral(.bin), one id per line .txt,
     /// CloudPhysics .csv; .gz and .zst are read transparently. Or a synthetic workload:
@@ -42,6 +42,15 @@ pub struct TraceArgs {
 pub type Requests = Box<dyn Iterator<Item = Result<Request, TraceError>> + Send>;
 
 impl TraceArgs {
+    /// The trace file's format, as given or as its name tells (`None` for
+    /// a synthetic workload or a name that does not tell).
+    pub fn format(&self) -> Option<Format> {
+        if self.trace.to_str().is_some_and(|s| s.starts_with("synth:")) {
+            return None;
+        }
+        self.format.or_else(|| Format::detect(&self.trace))
+    }
+
     /// Opens the trace or generator (detecting a file's format unless given)
     /// and picks the mode.
     pub fn open(&self) -> anyhow::Result<(Requests, Mode)> {

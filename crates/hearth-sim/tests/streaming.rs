@@ -1,0 +1,88 @@
+//! The streamed paths give today's in-memory answers on the bundled real
+//! trace: every policy at every size, OPT with next uses from a temporary
+//! column or from an oracleGeneral file, and the one-pass LRU curve.
+
+use std::path::{Path, PathBuf};
+
+use hearth_core::Access;
+use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
+use hearth_sim::scan::{scan, with_next_access};
+use hearth_sim::stream::{run_streaming, Counting};
+use hearth_sim::{run_jobs, CacheSize, Job, Trace};
+use hearth_trace::{Mode, TraceError};
+
+/// A prefix keeps the debug-build test quick while spanning many reuses.
+const PREFIX: usize = 100_000;
+
+fn bundled() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cloudPhysicsIO.csv.zst")
+}
+
+fn prefix(mode: Mode) -> impl Iterator<Item = Result<Access, TraceError>> {
+    hearth_trace::accesses(hearth_trace::open(&bundled(), None).unwrap(), mode).take(PREFIX)
+}
+
+fn jobs(trace: &Trace, policies: &[&str], shares: &[f64]) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for &share in shares {
+        let cache_bytes = CacheSize::Footprint(share).resolve(trace.footprint_bytes, trace.block_size()).unwrap();
+        jobs.extend(policies.iter().map(|p| Job { policy: p.to_string(), cache_bytes }));
+    }
+    jobs
+}
+
+#[test]
+fn streamed_results_equal_in_memory_for_every_policy_and_size() {
+    let mode = Mode::Block { block_size: 4096 };
+    let trace = Trace::from_accesses(prefix(mode).collect::<Result<_, _>>().unwrap(), mode);
+    let jobs = jobs(&trace, &hearth_policy::names(), &[0.01, 0.05, 0.1, 0.25]);
+    let want = run_jobs(&trace, &jobs, 2, &|_| {}).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let first = scan(prefix(mode), Some(dir.path()), &|_| {}).unwrap();
+    assert_eq!((first.unique_keys, first.footprint_bytes), (trace.unique_keys, trace.footprint_bytes));
+    let column = first.next_access.as_ref().unwrap();
+    let got =
+        run_streaming(with_next_access(prefix(mode), column).unwrap(), &jobs, Counting::default(), 2, &|_| {}).unwrap();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn opt_reads_next_uses_from_an_oracle_general_file() {
+    let trace = Trace::from_accesses(prefix(Mode::Object).collect::<Result<_, _>>().unwrap(), Mode::Object);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prefix.oracleGeneral.bin");
+    hearth_trace::write_oracle_general(&file, &trace.accesses).unwrap();
+    let jobs = jobs(&trace, &["opt", "lru"], &[0.01, 0.1]);
+    let want = run_jobs(&trace, &jobs, 2, &|_| {}).unwrap();
+    let from_file = hearth_trace::accesses(hearth_trace::open(&file, None).unwrap(), Mode::Object);
+    let got = run_streaming(from_file, &jobs, Counting::default(), 2, &|_| {}).unwrap();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn one_pass_lru_curve_equals_full_simulation_at_40_sizes() {
+    for mode in [Mode::Block { block_size: 4096 }, Mode::Object] {
+        // The curve is exact when each item keeps one size (as in
+        // oracleGeneral traces): give each offset its first request's length.
+        let mut first_size = hearth_core::key_map::<u32>(1024);
+        let accesses = prefix(mode)
+            .map(|a| a.map(|a| Access { size: *first_size.entry(a.key).or_insert(a.size), ..a }))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let trace = Trace::from_accesses(accesses, mode);
+        let shares: Vec<f64> = (0..40).map(|i| 0.001 * 1000f64.powf(i as f64 / 39.0)).collect();
+        let jobs = jobs(&trace, &["lru"], &shares);
+        let sizes: Vec<u64> = jobs.iter().map(|j| j.cache_bytes).collect();
+        let full = run_jobs(&trace, &jobs, 2, &|_| {}).unwrap();
+
+        let mut exact = StackDistances::new(&sizes);
+        let mut shards = Shards::new(ShardsMode::FixedRate(1.0), &sizes).unwrap();
+        for a in &trace.accesses {
+            exact.access(a);
+            shards.access(a);
+        }
+        assert_eq!(exact.results(), full, "{mode:?}");
+        assert_eq!(shards.results(), full, "{mode:?}: SHARDS at rate 1 is exact");
+    }
+}

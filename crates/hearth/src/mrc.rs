@@ -1,0 +1,285 @@
+//! `hearth mrc`: miss-ratio curves in one pass over the trace — exact LRU
+//! from stack distances, SHARDS-sampled LRU, miniature simulation of any
+//! policy — and, for reference, the full simulations they replace.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use hearth_core::format_bytes;
+use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
+use hearth_sim::stream::{run_streaming, Counting};
+use hearth_sim::{parse_sizes, CacheSize, Job, SimResult};
+
+use crate::progress;
+use crate::streamed::{Needs, Streamed};
+use crate::trace_args::TraceArgs;
+
+/// The default grid: this many sizes, evenly spaced on a log scale from
+/// `GRID_FROM` of the footprint to all of it.
+const GRID_POINTS: usize = 40;
+const GRID_FROM: f64 = 0.001;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Method {
+    /// LRU at every size from one pass of stack distances (equals full LRU simulations).
+    Exact,
+    /// LRU from stack distances of a spatial sample of the items (SHARDS).
+    Shards,
+    /// Each policy run on a spatial sample of the items with its cache scaled by the rate.
+    Mini,
+    /// Each policy run in full at every size (the reference; one streamed pass for all).
+    Full,
+}
+
+impl Method {
+    fn name(self) -> &'static str {
+        match self {
+            Method::Exact => "exact",
+            Method::Shards => "shards",
+            Method::Mini => "mini",
+            Method::Full => "full",
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct MrcArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Methods to run, comma-separated: exact, shards, mini, full.
+    #[arg(short, long, value_delimiter = ',', default_value = "exact")]
+    method: Vec<Method>,
+    /// Policies for mini and full (exact and shards are LRU's), comma-separated.
+    #[arg(short, long, value_delimiter = ',', default_value = "lru")]
+    policies: Vec<String>,
+    /// Sampling rate for shards and mini: a share (1%) or a fraction (0.01).
+    #[arg(long, default_value = "1%")]
+    rate: String,
+    /// Fixed-size SHARDS: track at most N items, lowering the rate as needed (instead of --rate).
+    #[arg(long, value_name = "N")]
+    shards_items: Option<usize>,
+    /// Cache sizes (as for `hearth sim`). Default: 40 sizes from 0.1% to 100% of the footprint,
+    /// evenly spaced on a log scale.
+    #[arg(short, long)]
+    sizes: Option<String>,
+    /// Worker threads for mini and full (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print results as JSON.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print results as CSV.
+    #[arg(long)]
+    csv: bool,
+    /// Write the curves to PATH.svg and PATH.png.
+    #[arg(long, value_name = "PATH")]
+    plot: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// One method's curve for one policy.
+#[derive(serde::Serialize)]
+struct Curve {
+    method: &'static str,
+    /// The sampling rate the points were measured at (1 for exact and full).
+    rate: f64,
+    seconds: f64,
+    points: Vec<SimResult>,
+}
+
+impl Curve {
+    fn label(&self) -> String {
+        let policy = self.points.first().map_or("", |p| p.policy.as_str());
+        match self.method {
+            "exact" | "full" => format!("{policy} {}", self.method),
+            m => format!("{policy} {m} {}%", self.rate * 100.0),
+        }
+    }
+}
+
+pub fn run(args: MrcArgs) -> anyhow::Result<()> {
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let rate = hearth_trace::sample::parse_rate(&args.rate).map_err(anyhow::Error::msg).context("--rate")?;
+    let sizes = match &args.sizes {
+        Some(spec) => parse_sizes(spec).map_err(anyhow::Error::msg).context("--sizes")?,
+        None => default_grid(),
+    };
+    let policies = hearth_policy::join_specs(&args.policies);
+    for spec in &policies {
+        hearth_policy::build(spec, 1 << 20).map_err(anyhow::Error::msg)?;
+    }
+    let simulates = args.method.iter().any(|m| matches!(m, Method::Mini | Method::Full));
+    let needs = Needs {
+        totals: sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_))),
+        next_access: simulates && policies.iter().any(|p| hearth_policy::is_offline(p)),
+    };
+    let trace = Streamed::open(&args.trace, needs, args.quiet)?;
+    let cache_bytes = sizes
+        .iter()
+        .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
+        .collect::<Result<Vec<u64>, String>>()
+        .map_err(anyhow::Error::msg)?;
+    let jobs: Vec<Job> =
+        policies.iter().flat_map(|p| cache_bytes.iter().map(|&c| Job { policy: p.clone(), cache_bytes: c })).collect();
+    let unit = u64::from(trace.block_size().unwrap_or(1));
+
+    let mut curves = Vec::new();
+    for &method in &args.method {
+        let bar = progress::counter(&format!("{} curve", method.name()), args.quiet);
+        let started = Instant::now();
+        let (rate, results) = match method {
+            Method::Exact => {
+                let mut sd = StackDistances::new(&cache_bytes);
+                for_each(trace.accesses()?, &bar, |a| sd.access(a))?;
+                (1.0, sd.results())
+            }
+            Method::Shards => {
+                let mode = args.shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
+                let mut shards = Shards::new(mode, &cache_bytes).map_err(anyhow::Error::msg)?;
+                for_each(trace.accesses()?, &bar, |a| shards.access(a))?;
+                (shards.rate(), shards.results())
+            }
+            Method::Mini => {
+                let results =
+                    hearth_sim::minisim::run_miniature(trace.accesses()?, &jobs, rate, unit, threads, &|n| bar.inc(n))?;
+                (rate, results)
+            }
+            Method::Full => {
+                let results = run_streaming(trace.accesses()?, &jobs, Counting::default(), threads, &|n| bar.inc(n))?;
+                (1.0, results)
+            }
+        };
+        bar.finish_and_clear();
+        let seconds = started.elapsed().as_secs_f64();
+        if results.first().is_some_and(|r| r.requests == 0) {
+            anyhow::bail!("{} holds no requests", args.trace.trace.display());
+        }
+        if !args.quiet {
+            eprintln!("{}: {} sizes in {seconds:.2} s", method.name(), cache_bytes.len());
+        }
+        // Mini and full return every policy's points, policy after policy.
+        for points in results.chunks(cache_bytes.len()) {
+            curves.push(Curve { method: method.name(), rate, seconds, points: points.to_vec() });
+        }
+    }
+    report(&args, &curves)
+}
+
+/// Feeds every access to `f`, counting on `bar`.
+fn for_each(
+    accesses: crate::streamed::AccessStream<'_>,
+    bar: &indicatif::ProgressBar,
+    mut f: impl FnMut(&hearth_core::Access),
+) -> anyhow::Result<()> {
+    let mut n = 0u64;
+    for a in accesses {
+        f(&a?);
+        n += 1;
+        if n.is_multiple_of(1 << 16) {
+            bar.inc(1 << 16);
+        }
+    }
+    Ok(())
+}
+
+fn default_grid() -> Vec<CacheSize> {
+    let step = (1.0 / GRID_FROM).ln() / (GRID_POINTS - 1) as f64;
+    (0..GRID_POINTS).map(|i| CacheSize::Footprint((GRID_FROM.ln() + step * i as f64).exp().min(1.0))).collect()
+}
+
+fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, curves)?;
+        writeln!(out)?;
+    } else {
+        let csv = args.csv;
+        if csv {
+            writeln!(out, "method,rate,policy,cache_bytes,requests,hits,miss_ratio,byte_miss_ratio")?;
+        } else {
+            writeln!(
+                out,
+                "{:<8} {:>7} {:<8} {:>12} {:>10} {:>15}",
+                "method", "rate", "policy", "cache", "miss ratio", "byte miss ratio"
+            )?;
+        }
+        for c in curves {
+            for p in &c.points {
+                let byte_miss_ratio = 1.0 - p.byte_hit_ratio();
+                if csv {
+                    let (m, r, pol, cb, rq, h, mr) =
+                        (c.method, c.rate, &p.policy, p.cache_bytes, p.requests, p.hits, p.miss_ratio());
+                    writeln!(out, "{m},{r},{pol},{cb},{rq},{h},{mr:.6},{byte_miss_ratio:.6}")?;
+                } else {
+                    let size = format_bytes(p.cache_bytes);
+                    let rate = format!("{}%", c.rate * 100.0);
+                    writeln!(
+                        out,
+                        "{:<8} {rate:>7} {:<8} {size:>12} {:>10.4} {byte_miss_ratio:>15.4}",
+                        c.method,
+                        p.policy,
+                        p.miss_ratio()
+                    )?;
+                }
+            }
+        }
+        if !csv {
+            write_errors(&mut out, curves)?;
+        }
+    }
+    if let Some(path) = &args.plot {
+        let mut chart = hearth_plot::Chart::lines("Miss-ratio curve", "cache size (MiB)", "miss ratio");
+        chart.log_x = true;
+        for c in curves {
+            let points =
+                c.points.iter().map(|p| (p.cache_bytes as f64 / (1u64 << 20) as f64, p.miss_ratio())).collect();
+            chart = chart.series(&c.label(), points);
+        }
+        for f in hearth_plot::render(&chart, path).map_err(anyhow::Error::msg)? {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    Ok(())
+}
+
+/// With full simulations in the run, how far each other curve of the same
+/// policy is from them: mean and largest absolute miss-ratio error.
+fn write_errors(out: &mut impl Write, curves: &[Curve]) -> std::io::Result<()> {
+    for reference in curves.iter().filter(|c| c.method == "full") {
+        let policy = &reference.points[0].policy;
+        for c in curves.iter().filter(|c| c.method != "full" && &c.points[0].policy == policy) {
+            let errors: Vec<f64> =
+                c.points.iter().zip(&reference.points).map(|(p, r)| (p.miss_ratio() - r.miss_ratio()).abs()).collect();
+            let mean = errors.iter().sum::<f64>() / errors.len() as f64;
+            let max = errors.iter().copied().fold(0.0, f64::max);
+            writeln!(
+                out,
+                "{}: mean absolute error {mean:.4}, max {max:.4} against full simulation ({:.2} s vs {:.2} s)",
+                c.label(),
+                c.seconds,
+                reference.seconds
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_grid_spans_a_thousandth_to_all_of_the_footprint() {
+        let grid = default_grid();
+        assert_eq!(grid.len(), GRID_POINTS);
+        let CacheSize::Footprint(first) = grid[0] else { panic!() };
+        let CacheSize::Footprint(last) = grid[GRID_POINTS - 1] else { panic!() };
+        assert!((first - 0.001).abs() < 1e-12 && (last - 1.0).abs() < 1e-12, "{first} {last}");
+    }
+}
