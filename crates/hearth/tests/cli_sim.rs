@@ -108,3 +108,52 @@ fn two_level_run_exports_a_storage_trace_that_replays_identically() {
     let hits = |i: usize| live[i]["storage"]["read_hits"].as_u64().unwrap();
     assert!(hits(1) > hits(0), "EV {} vs AC {}", hits(1), hits(0));
 }
+
+#[test]
+fn several_traces_with_warmup_and_intervals_are_tagged_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    std::fs::write(&a, "1\n2\n1\n2\n3\n1\n2\n3\n").unwrap();
+    std::fs::write(&b, "7\n7\n7\n7\n").unwrap();
+    let args = ["sim", a.to_str().unwrap(), b.to_str().unwrap(), "-q", "-p", "lru", "-s", "3", "--json"];
+    let out = stdout(&hearth(&[&args[..], &["--warmup", "2", "--interval", "4"]].concat()));
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows[0]["trace"].as_str().unwrap().ends_with("a.txt"));
+    assert!(rows[1]["trace"].as_str().unwrap().ends_with("b.txt"));
+    // a: the first two requests only warm the cache; then 1 2 hit, 3 misses, 1 hits | 2 3 hit.
+    assert_eq!((rows[0]["requests"].as_u64(), rows[0]["hits"].as_u64()), (Some(6), Some(5)));
+    assert_eq!(rows[0]["interval_miss_ratios"], serde_json::json!([0.25, 0.0]));
+    assert_eq!((rows[1]["requests"].as_u64(), rows[1]["hits"].as_u64()), (Some(2), Some(2)));
+
+    let bad = hearth(&[&args[..], &["--warmup", "ten"]].concat());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--warmup"), "{bad:?}");
+}
+
+#[test]
+fn mrc_exact_equals_full_and_samples_come_close() {
+    let trace = repo_file("data/cloudPhysicsIO.csv.zst");
+    let args = ["mrc", &trace, "-q", "-m", "exact,shards,mini,full", "--rate", "10%", "-s", "1%,5%,10%,25%"];
+    let out = stdout(&hearth(&[&args[..], &["--json"]].concat()));
+    let curves: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let curve = |method: &str| {
+        let c = curves.as_array().unwrap().iter().find(|c| c["method"] == method).expect(method);
+        c["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["hits"].as_f64().unwrap(), p["requests"].as_f64().unwrap()))
+            .collect::<Vec<_>>()
+    };
+    let full = curve("full");
+    assert_eq!(curve("exact"), full, "the one-pass LRU curve is exact");
+    for method in ["shards", "mini"] {
+        for (got, want) in curve(method).iter().zip(&full) {
+            let (m, f) = (1.0 - got.0 / got.1, 1.0 - want.0 / want.1);
+            assert!((m - f).abs() < 0.02, "{method} at 10%: miss ratio {m} vs full {f}");
+        }
+    }
+    let table = stdout(&hearth(&args));
+    assert!(table.contains("LRU shards 10%: mean absolute error"), "{table}");
+}
