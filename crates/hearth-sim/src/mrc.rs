@@ -39,6 +39,9 @@ pub struct StackDistances {
     /// The item whose latest request is in each slot, or [`EMPTY_SLOT`].
     slot_keys: Vec<u64>,
     next_slot: usize,
+    /// Sum of every tracked item's size (the whole tree), so the bytes above
+    /// an item take one prefix sum rather than two.
+    total: u64,
     counts: Counts,
 }
 
@@ -50,6 +53,7 @@ impl StackDistances {
             tree: vec![0; MIN_SLOTS + 1],
             slot_keys: vec![EMPTY_SLOT; MIN_SLOTS],
             next_slot: 0,
+            total: 0,
             counts: Counts::new(cache_bytes),
         }
     }
@@ -73,12 +77,15 @@ impl StackDistances {
         let above = previous.map(|(prev, prev_size)| {
             let prev = prev as usize;
             self.slot_keys[prev] = EMPTY_SLOT;
-            let above = self.prefix_sum(slot) - self.prefix_sum(prev + 1);
+            // Every slot after `prev` is more recent (`slot` is still empty).
+            let above = self.total - self.prefix_sum(prev + 1);
             self.add(prev, -i64::from(prev_size));
+            self.total -= u64::from(prev_size);
             above
         });
         self.slot_keys[slot] = key;
         self.add(slot, i64::from(size));
+        self.total += u64::from(size);
         above
     }
 
@@ -87,6 +94,7 @@ impl StackDistances {
         if let Some((slot, size)) = self.latest.remove(&key) {
             self.slot_keys[slot as usize] = EMPTY_SLOT;
             self.add(slot as usize, -i64::from(size));
+            self.total -= u64::from(size);
         }
     }
 
