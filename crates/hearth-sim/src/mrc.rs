@@ -4,10 +4,14 @@
 //! exactly when the bytes of the distinct items requested since the item's
 //! previous request, plus the item itself, fit in `C`. So one pass that
 //! measures that "needed size" for every request gives the hit count at
-//! every cache size at once. Needed sizes come from a Fenwick tree over
-//! request slots holding each item's size at its latest slot (O(log n) per
-//! request); the slots are renumbered when they run out, so memory follows
-//! the number of distinct items, not the trace's length.
+//! every cache size at once. Needed sizes come from per-slot sizes (each
+//! item's size at the slot of its latest request), summed by block of
+//! [`BLOCK`] slots and through a Fenwick tree over groups of [`GROUP`]
+//! blocks: O(log n) per request, and the tree is 1/4096 of the slots, so it
+//! stays in cache where a per-slot tree of tens of millions of entries would
+//! miss on nearly every level. The slots are
+//! renumbered when they run out, so memory follows the number of distinct
+//! items, not the trace's length.
 //!
 //! The counts equal a full [`Lru`](hearth_policy::Lru) simulation when every
 //! item keeps one size and none is larger than the smallest cache (always
@@ -18,40 +22,70 @@
 //! FAST '15) and scales the distances it measures by the sampling rate: a
 //! curve from 1% of the items, at about 1% of the cost.
 
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
-use hearth_core::{key_map, Access, KeyMap};
+use hearth_core::{key_map, Access, KeyMap, NEVER};
 use hearth_trace::sample;
 
 use crate::SimResult;
 
-/// Fewest request slots the tree starts with.
+/// Fewest request slots the table starts with.
 const MIN_SLOTS: usize = 1 << 16;
-/// Marks a slot whose item has been requested again since.
-const EMPTY_SLOT: u64 = u64::MAX;
-
+/// Slots per block: a block's sizes are summed directly (256 bytes).
+const BLOCK: usize = 64;
+/// Blocks per group: a group's block sums are summed directly (512 bytes);
+/// groups are summed through the Fenwick tree.
+const GROUP: usize = 64;
+/// Requests per window of [`NextUses`].
+const WINDOW: u64 = 1 << 16;
 /// Needed cache sizes of a request stream, counted per cache size.
 pub struct StackDistances {
-    /// Item -> (slot of its latest request, its size).
-    latest: KeyMap<(u32, u32)>,
-    /// Fenwick tree of sizes by slot.
-    tree: Vec<u64>,
-    /// The item whose latest request is in each slot, or [`EMPTY_SLOT`].
-    slot_keys: Vec<u64>,
+    /// Where each tracked item's latest slot is found.
+    index: SlotIndex,
+    /// Tracked items (live slots).
+    live: usize,
+    /// Size of the item whose latest request is in each slot; 0 once the
+    /// item has been requested again (sizes are at least 1).
+    slot_sizes: Vec<u32>,
+    /// Sum of `slot_sizes` per block.
+    block_sums: Vec<u64>,
+    /// Fenwick tree of the per-group sums of `block_sums`.
+    group_tree: Vec<u64>,
     next_slot: usize,
-    /// Sum of every tracked item's size (the whole tree), so the bytes above
+    /// Sum of every tracked item's size (the whole table), so the bytes above
     /// an item take one prefix sum rather than two.
     total: u64,
     counts: Counts,
 }
 
+/// How a request finds the slot of its item's previous request.
+enum SlotIndex {
+    /// Item -> slot of its latest request.
+    ByKey(KeyMap<u32>),
+    /// The trace gives each request's next use (oracleGeneral does).
+    ByNextUse(NextUses),
+}
+
 impl StackDistances {
-    /// Counts hits at each of `cache_bytes` (any order).
+    /// Counts hits at each of `cache_bytes` (any order), finding items by key.
     pub fn new(cache_bytes: &[u64]) -> StackDistances {
+        StackDistances::with_index(cache_bytes, SlotIndex::ByKey(key_map(1024)))
+    }
+
+    /// As [`new`](Self::new), for a stream whose accesses carry their next
+    /// use (`Access::next_access`, trusted as given): no per-request hash
+    /// lookup, which is what dominates a pass over millions of items.
+    pub fn with_next_uses(cache_bytes: &[u64]) -> StackDistances {
+        StackDistances::with_index(cache_bytes, SlotIndex::ByNextUse(NextUses::new()))
+    }
+
+    fn with_index(cache_bytes: &[u64], index: SlotIndex) -> StackDistances {
         StackDistances {
-            latest: key_map(1024),
-            tree: vec![0; MIN_SLOTS + 1],
-            slot_keys: vec![EMPTY_SLOT; MIN_SLOTS],
+            index,
+            live: 0,
+            slot_sizes: vec![0; MIN_SLOTS],
+            block_sums: vec![0; MIN_SLOTS / BLOCK],
+            group_tree: vec![0; MIN_SLOTS / BLOCK / GROUP + 1],
             next_slot: 0,
             total: 0,
             counts: Counts::new(cache_bytes),
@@ -61,83 +95,117 @@ impl StackDistances {
     /// Records one request.
     pub fn access(&mut self, a: &Access) {
         let size = a.size.max(1);
-        let needed = self.push(a.key, size).map(|d| d + u64::from(size));
+        let needed = self.push(a, size).map(|d| d + u64::from(size));
         self.counts.record(needed, u64::from(size), 1.0);
     }
 
-    /// Moves `key` to the top of the stack; returns the bytes of the distinct
-    /// items above it before the move (`None` for its first request).
-    fn push(&mut self, key: u64, size: u32) -> Option<u64> {
-        if self.next_slot == self.slot_keys.len() {
+    /// Moves the item to the top of the stack; returns the bytes of the
+    /// distinct items above it before the move (`None` for its first request).
+    fn push(&mut self, a: &Access, size: u32) -> Option<u64> {
+        if self.next_slot == self.slot_sizes.len() {
             self.renumber();
         }
-        let slot = self.next_slot;
+        let slot = self.next_slot as u32;
         self.next_slot += 1;
-        let previous = self.latest.insert(key, (slot as u32, size));
-        let above = previous.map(|(prev, prev_size)| {
-            let prev = prev as usize;
-            self.slot_keys[prev] = EMPTY_SLOT;
-            // Every slot after `prev` is more recent (`slot` is still empty).
-            let above = self.total - self.prefix_sum(prev + 1);
-            self.add(prev, -i64::from(prev_size));
-            self.total -= u64::from(prev_size);
-            above
-        });
-        self.slot_keys[slot] = key;
-        self.add(slot, i64::from(size));
+        let previous = match &mut self.index {
+            SlotIndex::ByKey(latest) => latest.insert(a.key, slot),
+            SlotIndex::ByNextUse(next_uses) => {
+                let previous = next_uses.take(a.vtime);
+                next_uses.file(a.next_access, slot);
+                previous
+            }
+        };
+        let above = match previous {
+            Some(prev) => {
+                let prev = prev as usize;
+                let prev_size = self.slot_sizes[prev];
+                // Every slot after `prev` is more recent (`slot` is still empty).
+                let above = self.total - self.prefix_sum(prev + 1);
+                self.set(prev, 0, -i64::from(prev_size));
+                self.total -= u64::from(prev_size);
+                Some(above)
+            }
+            None => {
+                self.live += 1;
+                None
+            }
+        };
+        self.set(slot as usize, size, i64::from(size));
         self.total += u64::from(size);
         above
     }
 
-    /// Drops `key` from the stack (SHARDS stops tracking it).
+    /// Whether `key` is tracked (by-key index only).
+    fn tracks(&self, key: u64) -> bool {
+        matches!(&self.index, SlotIndex::ByKey(latest) if latest.contains_key(&key))
+    }
+
+    /// Drops `key` from the stack (SHARDS stops tracking it; by-key index).
     fn forget(&mut self, key: u64) {
-        if let Some((slot, size)) = self.latest.remove(&key) {
-            self.slot_keys[slot as usize] = EMPTY_SLOT;
-            self.add(slot as usize, -i64::from(size));
-            self.total -= u64::from(size);
+        if let SlotIndex::ByKey(latest) = &mut self.index {
+            if let Some(slot) = latest.remove(&key) {
+                let size = self.slot_sizes[slot as usize];
+                self.set(slot as usize, 0, -i64::from(size));
+                self.total -= u64::from(size);
+                self.live -= 1;
+            }
         }
     }
 
     /// Packs live slots to the front, keeping their order, and makes room for
     /// as many new requests as there are items (amortised O(1) a request).
     fn renumber(&mut self) {
-        let live = self.latest.len();
-        let slots = (2 * live).max(MIN_SLOTS);
-        let mut keys = Vec::with_capacity(slots);
-        keys.extend(self.slot_keys.iter().copied().filter(|&k| k != EMPTY_SLOT));
-        keys.resize(slots, EMPTY_SLOT);
-        self.tree.clear();
-        self.tree.resize(slots + 1, 0);
-        for (slot, &key) in keys.iter().take(live).enumerate() {
-            let entry = self.latest.get_mut(&key).expect("a live slot's item is tracked");
-            entry.0 = slot as u32;
-            self.tree[slot + 1] = u64::from(entry.1);
+        let slots = (2 * self.live).max(MIN_SLOTS).next_multiple_of(BLOCK * GROUP);
+        let mut new_slot = vec![u32::MAX; self.next_slot];
+        let mut sizes = Vec::with_capacity(slots);
+        for (old, &size) in self.slot_sizes[..self.next_slot].iter().enumerate().filter(|(_, &s)| s > 0) {
+            new_slot[old] = sizes.len() as u32;
+            sizes.push(size);
         }
+        debug_assert_eq!(sizes.len(), self.live);
+        match &mut self.index {
+            SlotIndex::ByKey(latest) => latest.values_mut().for_each(|slot| *slot = new_slot[*slot as usize]),
+            SlotIndex::ByNextUse(next_uses) => next_uses.renumber(&new_slot),
+        }
+        sizes.resize(slots, 0);
+        self.block_sums = sizes.chunks(BLOCK).map(|block| block.iter().map(|&s| u64::from(s)).sum()).collect();
+        self.group_tree.clear();
+        self.group_tree.push(0);
+        self.group_tree.extend(self.block_sums.chunks(GROUP).map(|group| group.iter().sum::<u64>()));
         // Linear-time Fenwick build: push each node's sum to its parent.
-        for i in 1..=slots {
+        let nodes = self.group_tree.len();
+        for i in 1..nodes {
             let parent = i + (i & i.wrapping_neg());
-            if parent <= slots {
-                self.tree[parent] += self.tree[i];
+            if parent < nodes {
+                self.group_tree[parent] += self.group_tree[i];
             }
         }
-        self.slot_keys = keys;
-        self.next_slot = live;
+        self.slot_sizes = sizes;
+        self.next_slot = self.live;
     }
 
-    /// Sum of sizes in slots `0..end`.
+    /// Sum of sizes in slots `0..end`: whole groups from the tree, then
+    /// whole blocks of `end`'s group, then slots of `end`'s block.
     fn prefix_sum(&self, end: usize) -> u64 {
-        let (mut i, mut sum) = (end, 0);
+        let block = end / BLOCK;
+        let group = block / GROUP;
+        let (mut i, mut sum) = (group, 0);
         while i > 0 {
-            sum += self.tree[i];
+            sum += self.group_tree[i];
             i &= i - 1;
         }
-        sum
+        sum + self.block_sums[group * GROUP..block].iter().sum::<u64>()
+            + self.slot_sizes[block * BLOCK..end].iter().map(|&s| u64::from(s)).sum::<u64>()
     }
 
-    fn add(&mut self, slot: usize, delta: i64) {
-        let mut i = slot + 1;
-        while i < self.tree.len() {
-            self.tree[i] = self.tree[i].wrapping_add_signed(delta);
+    /// Sets `slot`'s size to `size`, which differs from the old by `delta`.
+    fn set(&mut self, slot: usize, size: u32, delta: i64) {
+        self.slot_sizes[slot] = size;
+        let block = slot / BLOCK;
+        self.block_sums[block] = self.block_sums[block].wrapping_add_signed(delta);
+        let mut i = block / GROUP + 1;
+        while i < self.group_tree.len() {
+            self.group_tree[i] = self.group_tree[i].wrapping_add_signed(delta);
             i += i & i.wrapping_neg();
         }
     }
@@ -145,6 +213,67 @@ impl StackDistances {
     /// LRU results at each cache size, in the order given to `new`.
     pub fn results(&self) -> Vec<SimResult> {
         self.counts.results("LRU", None)
+    }
+}
+
+/// Slots filed by the vtime of their item's next request: a request takes
+/// its item's previous slot from the cell of its own vtime. The current
+/// window of vtimes is a dense array; slots due in later windows are
+/// appended to that window's list (sequential writes) and scattered into
+/// the array when it comes, so no step is a random probe into a table of
+/// every item.
+struct NextUses {
+    /// First vtime of the current window.
+    start: u64,
+    /// Slot + 1 due at `start + i`, or 0.
+    current: Vec<u32>,
+    /// (vtime - window start, slot) per later window, the next one first.
+    later: VecDeque<Vec<(u32, u32)>>,
+}
+
+impl NextUses {
+    fn new() -> NextUses {
+        NextUses { start: 0, current: vec![0; WINDOW as usize], later: VecDeque::new() }
+    }
+
+    /// Files `slot` under `next` (after the current request's vtime).
+    fn file(&mut self, next: u64, slot: u32) {
+        if next == NEVER {
+            return;
+        }
+        let ahead = next - self.start;
+        let (window, offset) = ((ahead / WINDOW) as usize, (ahead % WINDOW) as u32);
+        if window == 0 {
+            self.current[offset as usize] = slot + 1;
+        } else {
+            if self.later.len() < window {
+                self.later.resize_with(window, Vec::new);
+            }
+            self.later[window - 1].push((offset, slot));
+        }
+    }
+
+    /// The slot filed under `vtime`, which is at or after every vtime taken
+    /// before.
+    fn take(&mut self, vtime: u64) -> Option<u32> {
+        while vtime >= self.start + WINDOW {
+            self.current.fill(0);
+            self.start += WINDOW;
+            for (offset, slot) in self.later.pop_front().unwrap_or_default() {
+                self.current[offset as usize] = slot + 1;
+            }
+        }
+        let due = std::mem::take(&mut self.current[(vtime - self.start) as usize]);
+        due.checked_sub(1)
+    }
+
+    fn renumber(&mut self, new_slot: &[u32]) {
+        for cell in self.current.iter_mut().filter(|c| **c > 0) {
+            *cell = new_slot[*cell as usize - 1] + 1;
+        }
+        for (_, slot) in self.later.iter_mut().flatten() {
+            *slot = new_slot[*slot as usize];
+        }
     }
 }
 
@@ -254,8 +383,8 @@ impl Shards {
             return;
         }
         let size = a.size.max(1);
-        let fresh = !self.stack.latest.contains_key(&a.key);
-        let above = self.stack.push(a.key, size);
+        let fresh = !self.stack.tracks(a.key);
+        let above = self.stack.push(a, size);
         if let (ShardsMode::FixedSize(limit), true) = (self.mode, fresh) {
             self.tracked.push((sample::key_hash(a.key), a.key));
             while self.tracked.len() > limit {
@@ -314,13 +443,36 @@ mod tests {
         sd.results()
     }
 
+    /// The same pass finding items by their next use instead of their key.
+    fn one_pass_by_next_use(accesses: &[Access], sizes: &[u64]) -> Vec<SimResult> {
+        let mut with_next = accesses.to_vec();
+        hearth_trace::fill_next_access(&mut with_next);
+        let mut sd = StackDistances::with_next_uses(sizes);
+        with_next.iter().for_each(|a| sd.access(a));
+        sd.results()
+    }
+
     #[test]
     fn renumbering_keeps_the_counts_exact() {
         // Far more requests than the first slot table holds, over few items.
         let items: Vec<(u64, u32)> = (0..(MIN_SLOTS as u64 * 5)).map(|i| ((i * 7919) % 3001, 1)).collect();
         let sizes = [1, 10, 100, 1000, 2000, 3000, 4000];
         let a = accesses(&items);
+        assert_eq!(one_pass_by_next_use(&a, &sizes), one_pass(&a, &sizes));
         assert_eq!(one_pass(&a, &sizes), full_lru(a, &sizes));
+    }
+
+    #[test]
+    fn next_uses_span_many_windows() {
+        // Reuse distances from 1 to several windows, across renumberings.
+        let items: Vec<(u64, u32)> = (0..(WINDOW * 6))
+            .map(|i| (if i % 3 == 0 { i % 7 } else { (i * 2654435761) % 150_000 }, 1 + (i % 5) as u32))
+            .collect();
+        let mut a = accesses(&items);
+        // One size per item, as the exactness needs.
+        a.iter_mut().for_each(|x| x.size = 1 + (x.key % 5) as u32);
+        let sizes = [100, 10_000, 100_000, 400_000];
+        assert_eq!(one_pass_by_next_use(&a, &sizes), one_pass(&a, &sizes));
     }
 
     proptest! {
@@ -333,6 +485,7 @@ mod tests {
             let items: Vec<(u64, u32)> = keys.iter().map(|&k| (k, (k % 8 + 1) as u32)).collect();
             sizes.dedup();
             let a = accesses(&items);
+            prop_assert_eq!(one_pass_by_next_use(&a, &sizes), one_pass(&a, &sizes));
             prop_assert_eq!(one_pass(&a, &sizes), full_lru(a, &sizes));
         }
     }
@@ -348,7 +501,7 @@ mod tests {
 
         let mut capped = Shards::new(ShardsMode::FixedSize(200), &sizes).unwrap();
         a.iter().for_each(|x| capped.access(x));
-        assert!(capped.stack.latest.len() <= 200);
+        assert!(capped.stack.live <= 200);
         assert!(capped.rate() < 0.1, "4099 items into 200 slots: rate {}", capped.rate());
         for bad in [ShardsMode::FixedRate(0.0), ShardsMode::FixedRate(1.5), ShardsMode::FixedSize(0)] {
             assert!(Shards::new(bad, &sizes).is_err(), "{bad:?}");

@@ -145,6 +145,24 @@ pub fn run_streaming(
     })
 }
 
+/// Reads `accesses` in chunks on this thread while `consume` works through
+/// the chunks on another: one pass whose work (a one-pass curve) overlaps
+/// the decoding. Fails at the first trace error, after `consume` has seen
+/// every access before it.
+pub fn run_pipelined(
+    accesses: impl Iterator<Item = Result<Access, TraceError>>,
+    mut consume: impl FnMut(&[Access]) + Send,
+) -> Result<(), TraceError> {
+    std::thread::scope(|s| {
+        let (tx, rx) = sync_channel::<Arc<Vec<Access>>>(QUEUED_CHUNKS);
+        let worker = s.spawn(move || rx.into_iter().for_each(|chunk| consume(&chunk)));
+        let decoded = decode_into(accesses, std::slice::from_ref(&tx));
+        drop(tx);
+        worker.join().expect("the pass's worker panicked");
+        decoded
+    })
+}
+
 /// Reads `accesses` in chunks and sends each chunk to every worker.
 /// Chunks come back for reuse once every worker has dropped them.
 fn decode_into(

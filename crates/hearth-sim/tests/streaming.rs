@@ -84,5 +84,17 @@ fn one_pass_lru_curve_equals_full_simulation_at_40_sizes() {
         }
         assert_eq!(exact.results(), full, "{mode:?}");
         assert_eq!(shards.results(), full, "{mode:?}: SHARDS at rate 1 is exact");
+
+        // Finding items by the next uses an oracleGeneral file records.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("curve.oracleGeneral.bin");
+        let mut with_next = trace.accesses.clone();
+        hearth_trace::fill_next_access(&mut with_next);
+        hearth_trace::write_oracle_general(&file, &with_next).unwrap();
+        let mut by_next_use = StackDistances::with_next_uses(&sizes);
+        for a in hearth_trace::accesses(hearth_trace::open(&file, None).unwrap(), Mode::Object) {
+            by_next_use.access(&a.unwrap());
+        }
+        assert_eq!(by_next_use.results(), full, "{mode:?}: by next use");
     }
 }

@@ -167,44 +167,59 @@ pub(crate) struct Records {
     input: Input,
     /// Byte offset of the next unread record.
     pub(crate) offset: u64,
+    /// Bytes read ahead: `ahead[start..end]` are the next records. Records
+    /// are copied out of this rather than asked of `input` one at a time (two
+    /// dynamic calls a record, the main cost of reading a binary trace).
+    ahead: Box<[u8]>,
+    start: usize,
+    end: usize,
 }
 
 impl Records {
     pub(crate) fn new(path: &Path, input: Input) -> Self {
-        Records { path: path.to_path_buf(), input, offset: 0 }
+        // Larger than `input`'s buffer, so reads go straight into it.
+        let ahead = vec![0; 4 * READ_BUFFER].into_boxed_slice();
+        Records { path: path.to_path_buf(), input, offset: 0, ahead, start: 0, end: 0 }
     }
 
     /// Fills `record` with the next record; `false` at a clean end of file.
     /// A record cut short is an error naming where it starts.
     pub(crate) fn next_record(&mut self, record: &mut [u8]) -> Result<bool, TraceError> {
-        // Fast path: the whole record is already buffered (one call, not a read loop).
-        if let Ok(buf) = self.input.fill_buf() {
-            if buf.len() >= record.len() {
-                record.copy_from_slice(&buf[..record.len()]);
-                self.input.consume(record.len());
-                self.offset += record.len() as u64;
-                return Ok(true);
+        let len = record.len();
+        if self.end - self.start < len {
+            self.read_ahead(len)?;
+            let got = self.end - self.start;
+            if got == 0 {
+                return Ok(false);
+            }
+            if got < len {
+                return Err(self.error(format!("truncated record: file ends after {got} of its {len} bytes")));
             }
         }
-        let mut got = 0;
-        while got < record.len() {
-            match self.input.read(&mut record[got..]) {
+        record.copy_from_slice(&self.ahead[self.start..self.start + len]);
+        self.start += len;
+        self.offset += len as u64;
+        Ok(true)
+    }
+
+    /// Moves the unread bytes to the front and reads until `want` bytes are
+    /// buffered or the file ends.
+    fn read_ahead(&mut self, want: usize) -> Result<(), TraceError> {
+        self.ahead.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        while self.end < want {
+            match self.input.read(&mut self.ahead[self.end..]) {
                 Ok(0) => break,
-                Ok(n) => got += n,
+                Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    return Err(TraceError::io(&self.path, Place::Byte(self.offset + got as u64), "read error", e))
+                    let at = self.offset + self.end as u64;
+                    return Err(TraceError::io(&self.path, Place::Byte(at), "read error", e));
                 }
             }
         }
-        if got == 0 {
-            return Ok(false);
-        }
-        if got < record.len() {
-            return Err(self.error(format!("truncated record: file ends after {got} of its {} bytes", record.len())));
-        }
-        self.offset += record.len() as u64;
-        Ok(true)
+        Ok(())
     }
 
     /// Byte offset where the record last returned starts.

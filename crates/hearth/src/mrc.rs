@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hearth_core::format_bytes;
 use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
-use hearth_sim::stream::{run_streaming, Counting};
+use hearth_sim::stream::{run_pipelined, run_streaming, Counting};
 use hearth_sim::{parse_sizes, CacheSize, Job, SimResult};
 
 use crate::progress;
@@ -134,14 +134,24 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
         let started = Instant::now();
         let (rate, results) = match method {
             Method::Exact => {
-                let mut sd = StackDistances::new(&cache_bytes);
-                for_each(trace.accesses()?, &bar, |a| sd.access(a))?;
+                let mut sd = if trace.records_next_access() {
+                    StackDistances::with_next_uses(&cache_bytes)
+                } else {
+                    StackDistances::new(&cache_bytes)
+                };
+                run_pipelined(trace.accesses()?, |chunk| {
+                    chunk.iter().for_each(|a| sd.access(a));
+                    bar.inc(chunk.len() as u64);
+                })?;
                 (1.0, sd.results())
             }
             Method::Shards => {
                 let mode = args.shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
                 let mut shards = Shards::new(mode, &cache_bytes).map_err(anyhow::Error::msg)?;
-                for_each(trace.accesses()?, &bar, |a| shards.access(a))?;
+                run_pipelined(trace.accesses()?, |chunk| {
+                    chunk.iter().for_each(|a| shards.access(a));
+                    bar.inc(chunk.len() as u64);
+                })?;
                 (shards.rate(), shards.results())
             }
             Method::Mini => {
@@ -168,23 +178,6 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
         }
     }
     report(&args, &curves)
-}
-
-/// Feeds every access to `f`, counting on `bar`.
-fn for_each(
-    accesses: crate::streamed::AccessStream<'_>,
-    bar: &indicatif::ProgressBar,
-    mut f: impl FnMut(&hearth_core::Access),
-) -> anyhow::Result<()> {
-    let mut n = 0u64;
-    for a in accesses {
-        f(&a?);
-        n += 1;
-        if n.is_multiple_of(1 << 16) {
-            bar.inc(1 << 16);
-        }
-    }
-    Ok(())
 }
 
 fn default_grid() -> Vec<CacheSize> {

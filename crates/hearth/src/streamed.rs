@@ -57,6 +57,12 @@ impl<'a> Streamed<'a> {
         })
     }
 
+    /// Whether every access of a pass carries its next use (from the trace
+    /// or the first pass's column).
+    pub fn records_next_access(&self) -> bool {
+        records_next_access(self.args, self.mode) || self.scan.as_ref().is_some_and(|s| s.next_access.is_some())
+    }
+
     pub fn block_size(&self) -> Option<u32> {
         match self.mode {
             Mode::Block { block_size } => Some(block_size),
