@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use hearth_nbd::handshake::{ExportInfo, Negotiation, OptionHeader, Outcome, MAX_OPTION_DATA};
+use hearth_nbd::handshake::{ExportInfo, Negotiation, OptionHeader, Outcome, Tls, MAX_OPTION_DATA};
 use hearth_nbd::transmission::{put_read_data_header, put_status};
 use hearth_nbd::{hints, opt, rep, tflags, Command, Request, Session, REPLY_MAGIC, REQUEST_MAGIC};
 
@@ -71,12 +71,14 @@ fn replies(mut b: &[u8], option: u32) -> Vec<u32> {
 
 /// Input: 4 bytes of client flags, then options as a client sends them:
 /// a 16-byte header (`IHAVEOPT`, option, length) and `length` bytes of data,
-/// repeated. Reading stops where the server's `read_exact` would fail.
+/// repeated. Reading stops where the server's `read_exact` would fail. The
+/// server's TLS mode is the input's length modulo 3 (off, on, require).
 pub fn handshake(data: &[u8]) {
     let exports = exports();
+    let tls = [Tls::Off, Tls::On, Tls::Require][data.len() % 3];
     let Some((flags, mut rest)) = data.split_first_chunk::<4>() else { return };
     let mut n = match Negotiation::new(*flags) {
-        Ok(n) => n,
+        Ok(n) => n.with_tls(tls),
         Err(_) => {
             assert!(u32::from_be_bytes(*flags) & !3 != 0, "known client flags refused");
             return;
@@ -102,7 +104,20 @@ pub fn handshake(data: &[u8]) {
         let (payload, r) = rest.split_at(h.length as usize);
         rest = r;
         out.clear();
+        let plain_but_required = tls == Tls::Require && !n.tls_started();
         let outcome = n.handle(h, payload, exports, &mut out);
+        if plain_but_required && !matches!(h.option, opt::STARTTLS | opt::ABORT) {
+            // FORCEDTLS: nothing but a refusal before the upgrade.
+            match outcome {
+                Outcome::Continue => assert_eq!(replies(&out, h.option), [rep::ERR_TLS_REQD]),
+                Outcome::Close => assert!(h.option == opt::EXPORT_NAME && out.is_empty()),
+                other => panic!("{other:?} before TLS when TLS is required"),
+            }
+        }
+        if outcome == Outcome::StartTls {
+            assert!(h.option == opt::STARTTLS && tls != Tls::Off && n.tls_started());
+            assert_eq!(replies(&out, h.option), [rep::ACK]);
+        }
         // The reply never grows out of proportion to what the client sent.
         assert!(out.len() <= 1024 + 32 * payload.len(), "{} reply bytes for {} data bytes", out.len(), payload.len());
         if h.option == opt::EXPORT_NAME {
@@ -112,7 +127,7 @@ pub fn handshake(data: &[u8]) {
                     assert_eq!(out[..8], exports[s.export].size.to_be_bytes());
                 }
                 Outcome::Close => assert!(out.is_empty()),
-                Outcome::Continue => panic!("EXPORT_NAME must transmit or close"),
+                Outcome::Continue | Outcome::StartTls => panic!("EXPORT_NAME must transmit or close"),
             }
         } else {
             let types = replies(&out, h.option);
@@ -123,18 +138,22 @@ pub fn handshake(data: &[u8]) {
                     assert_eq!(types.last(), Some(&rep::ACK));
                 }
                 Outcome::Close => assert_eq!(h.option, opt::ABORT, "only ABORT closes"),
-                Outcome::Continue => {}
+                Outcome::Continue | Outcome::StartTls => {}
             }
         }
         match outcome {
-            Outcome::Continue => continue,
+            // The fuzzer's bytes stand for what the client sends over TLS.
+            Outcome::Continue | Outcome::StartTls => continue,
             Outcome::Close => return,
             Outcome::Transmit(s) => {
                 let e = &exports[s.export];
                 assert_ne!(s.flags & tflags::HAS_FLAGS, 0);
                 assert_eq!(s.flags & e.flags, e.flags, "export flags dropped");
                 assert_eq!(s.flags & tflags::SEND_DF != 0, s.structured_replies);
-                assert!(s.base_allocation.is_none() || s.structured_replies, "base:allocation without structured replies");
+                assert!(
+                    s.base_allocation.is_none() || s.structured_replies,
+                    "base:allocation without structured replies"
+                );
                 return;
             }
         }
@@ -192,7 +211,8 @@ pub fn requests(data: &[u8]) {
                     return;
                 }
                 rest = &rest[payload_len..];
-                let msg = format!("{} of {} bytes at offset {} refused: {errno}", req.command.name(), req.length, req.offset);
+                let msg =
+                    format!("{} of {} bytes at offset {} refused: {errno}", req.command.name(), req.length, req.offset);
                 put_status(&mut out, &session, req.cookie, Err((errno, &msg)));
                 if structured {
                     assert_eq!(be32(&out[16..]) as usize, out.len() - 20, "error chunk length");
@@ -215,7 +235,12 @@ pub fn requests(data: &[u8]) {
                         check_hints(payload, true);
                     }
                     c => {
-                        assert!(end.is_some_and(|e| e <= size), "{c:?} {}+{} past the end {size}", req.offset, req.length);
+                        assert!(
+                            end.is_some_and(|e| e <= size),
+                            "{c:?} {}+{} past the end {size}",
+                            req.offset,
+                            req.length
+                        );
                         if matches!(c, Command::Write | Command::Trim | Command::WriteZeroes) {
                             assert_eq!(session.flags & tflags::READ_ONLY, 0, "write validated on a read-only export");
                         }
@@ -251,9 +276,9 @@ fn hints_valid(payload: &[u8]) -> bool {
     !payload.is_empty()
         && payload.len() % hints::RECORD_LEN == 0
         && payload.len() / hints::RECORD_LEN <= hints::MAX_RECORDS
-        && payload.chunks_exact(hints::RECORD_LEN).all(|r| {
-            r[2..8].iter().all(|&b| b == 0) && (1..=5).contains(&u16::from_be_bytes([r[0], r[1]]))
-        })
+        && payload
+            .chunks_exact(hints::RECORD_LEN)
+            .all(|r| r[2..8].iter().all(|&b| b == 0) && (1..=5).contains(&u16::from_be_bytes([r[0], r[1]])))
 }
 
 fn check_hints(payload: &[u8], length_validated: bool) {

@@ -4,6 +4,15 @@
 //! [`Negotiation::new`], then loops: read a 16-byte [`OptionHeader`], read its
 //! data, call [`Negotiation::handle`], write what it appended to `out`, and
 //! act on the [`Outcome`].
+//!
+//! TLS follows the protocol's modes: [`Tls::Off`] is NOTLS (STARTTLS is
+//! unsupported), [`Tls::On`] lets the client upgrade when it chooses (every
+//! export may be reached either way), and [`Tls::Require`] is FORCEDTLS:
+//! before the upgrade every option but STARTTLS and ABORT is refused with
+//! `NBD_REP_ERR_TLS_REQD`, and `NBD_OPT_EXPORT_NAME` (which cannot carry an
+//! error) closes the connection, so nothing about the exports leaks in
+//! plain text. On [`Outcome::StartTls`] the caller runs the TLS handshake
+//! and goes on haggling over it with the same `Negotiation`.
 
 use crate::{be_u16, be_u32, be_u64, info, opt, rep, tflags, ProtocolError, BASE_ALLOCATION, MAX_STRING};
 use crate::{
@@ -81,10 +90,25 @@ pub struct Session {
     pub hints: bool,
 }
 
+/// Whether the server offers TLS, and whether it insists on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tls {
+    /// No TLS (NOTLS mode).
+    #[default]
+    Off,
+    /// TLS at the client's choice.
+    On,
+    /// TLS before anything else (FORCEDTLS mode).
+    Require,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Keep haggling: read the next option.
     Continue,
+    /// Write `out` (the ACK), run the TLS handshake as the server, then keep
+    /// haggling over TLS; if the TLS handshake fails, close.
+    StartTls,
     /// Write `out`, then enter transmission.
     Transmit(Session),
     /// Write `out` (if anything), then close the connection.
@@ -99,6 +123,9 @@ pub struct Negotiation {
     hints: bool,
     /// The export `base:allocation` was last selected for.
     meta_export: Option<String>,
+    tls: Tls,
+    /// STARTTLS was acknowledged: everything since runs over TLS.
+    tls_started: bool,
 }
 
 impl Negotiation {
@@ -110,14 +137,40 @@ impl Negotiation {
         if f & !known != 0 {
             return Err(ProtocolError(format!("client flags {f:#x} set bits we did not offer")));
         }
-        Ok(Negotiation { no_zeroes: f & FLAG_C_NO_ZEROES != 0, structured: false, hints: false, meta_export: None })
+        Ok(Negotiation {
+            no_zeroes: f & FLAG_C_NO_ZEROES != 0,
+            structured: false,
+            hints: false,
+            meta_export: None,
+            tls: Tls::Off,
+            tls_started: false,
+        })
+    }
+
+    /// Offers (or insists on) TLS on this connection.
+    pub fn with_tls(mut self, tls: Tls) -> Negotiation {
+        self.tls = tls;
+        self
+    }
+
+    /// Whether the connection has been upgraded to TLS.
+    pub fn tls_started(&self) -> bool {
+        self.tls_started
     }
 
     /// Handles one option; appends the bytes to send to `out`.
     pub fn handle(&mut self, header: OptionHeader, data: &[u8], exports: &[ExportInfo], out: &mut Vec<u8>) -> Outcome {
         debug_assert_eq!(data.len(), header.length as usize);
         let o = header.option;
+        if self.tls == Tls::Require && !self.tls_started && !matches!(o, opt::STARTTLS | opt::ABORT) {
+            if o == opt::EXPORT_NAME {
+                return Outcome::Close;
+            }
+            put_error(out, o, rep::ERR_TLS_REQD, "this server requires TLS: send NBD_OPT_STARTTLS first");
+            return Outcome::Continue;
+        }
         match o {
+            opt::STARTTLS => self.start_tls(data, out),
             opt::EXPORT_NAME => {
                 let Some((index, export)) = std::str::from_utf8(data).ok().and_then(|n| find(exports, n)) else {
                     // EXPORT_NAME cannot carry an error: closing is the only answer.
@@ -174,11 +227,30 @@ impl Negotiation {
                 Outcome::Continue
             }
             _ => {
-                // Includes STARTTLS: this server runs in NOTLS mode.
                 put_error(out, o, rep::ERR_UNSUP, &format!("option {o} is not supported"));
                 Outcome::Continue
             }
         }
+    }
+
+    fn start_tls(&mut self, data: &[u8], out: &mut Vec<u8>) -> Outcome {
+        let o = opt::STARTTLS;
+        if self.tls == Tls::Off {
+            put_error(out, o, rep::ERR_UNSUP, "TLS is not enabled on this server");
+        } else if self.tls_started {
+            put_error(out, o, rep::ERR_INVALID, "TLS is already running");
+        } else if !data.is_empty() {
+            put_error(out, o, rep::ERR_INVALID, "NBD_OPT_STARTTLS takes no data");
+        } else {
+            // What was haggled in plain text is not trusted over TLS.
+            self.structured = false;
+            self.hints = false;
+            self.meta_export = None;
+            self.tls_started = true;
+            put_reply(out, o, rep::ACK, &[]);
+            return Outcome::StartTls;
+        }
+        Outcome::Continue
     }
 
     fn transmission_flags(&self, e: &ExportInfo) -> u16 {
@@ -422,6 +494,49 @@ mod tests {
         let header = OptionHeader { option, length: data.len() as u32 };
         let outcome = n.handle(header, data, &exports(), &mut out);
         (outcome, out)
+    }
+
+    #[test]
+    fn tls_off_refuses_starttls_and_never_asks_for_tls() {
+        let mut n = Negotiation::new([0, 0, 0, 3]).unwrap();
+        let (outcome, out) = run(&mut n, opt::STARTTLS, &[]);
+        assert_eq!(outcome, Outcome::Continue);
+        assert_eq!(replies(&out)[0].1, rep::ERR_UNSUP);
+        let (outcome, _) = run(&mut n, opt::GO, &go_data("disk", &[]));
+        assert!(matches!(outcome, Outcome::Transmit(_)));
+    }
+
+    #[test]
+    fn tls_required_refuses_everything_before_starttls() {
+        let mut n = Negotiation::new([0, 0, 0, 3]).unwrap().with_tls(Tls::Require);
+        for (option, data) in [(opt::LIST, vec![]), (opt::GO, go_data("disk", &[])), (opt::STRUCTURED_REPLY, vec![])] {
+            let (outcome, out) = run(&mut n, option, &data);
+            assert_eq!(outcome, Outcome::Continue, "option {option}");
+            let r = replies(&out);
+            assert_eq!((r.len(), r[0].0, r[0].1), (1, option, rep::ERR_TLS_REQD), "no export leaks in plain text");
+        }
+        // EXPORT_NAME cannot carry an error.
+        assert_eq!(run(&mut n, opt::EXPORT_NAME, b"disk"), (Outcome::Close, vec![]));
+
+        let mut n = Negotiation::new([0, 0, 0, 3]).unwrap().with_tls(Tls::Require);
+        let (outcome, out) = run(&mut n, opt::STARTTLS, b"x");
+        assert_eq!((outcome, replies(&out)[0].1), (Outcome::Continue, rep::ERR_INVALID), "STARTTLS takes no data");
+        let (outcome, out) = run(&mut n, opt::STARTTLS, &[]);
+        assert_eq!((outcome, replies(&out)), (Outcome::StartTls, vec![(opt::STARTTLS, rep::ACK, vec![])]));
+        assert!(n.tls_started());
+        let (outcome, out) = run(&mut n, opt::STARTTLS, &[]);
+        assert_eq!((outcome, replies(&out)[0].1), (Outcome::Continue, rep::ERR_INVALID), "only once");
+        let (outcome, _) = run(&mut n, opt::GO, &go_data("disk", &[]));
+        assert!(matches!(outcome, Outcome::Transmit(_)), "over TLS the export is served");
+    }
+
+    #[test]
+    fn tls_on_is_the_clients_choice_and_starts_haggling_afresh() {
+        let mut n = Negotiation::new([0, 0, 0, 3]).unwrap().with_tls(Tls::On);
+        assert_eq!(replies(&run(&mut n, opt::STRUCTURED_REPLY, &[]).1)[0].1, rep::ACK, "plain text is allowed");
+        assert_eq!(run(&mut n, opt::STARTTLS, &[]).0, Outcome::StartTls);
+        let Outcome::Transmit(session) = run(&mut n, opt::GO, &go_data("disk", &[])).0 else { panic!("no session") };
+        assert!(!session.structured_replies, "what was haggled before TLS is forgotten");
     }
 
     #[test]

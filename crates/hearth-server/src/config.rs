@@ -48,6 +48,48 @@ pub struct ServerConfig {
     /// content tracking table holds 8 bytes per buffer); a hint naming a
     /// buffer beyond it is refused with EINVAL. Default 1 Mi (4 GiB of 4 KiB pages).
     pub max_client_buffers: Option<u64>,
+    /// TLS (NBD_OPT_STARTTLS): "off" (default), "on" (at the client's
+    /// choice) or "require" (nothing but STARTTLS before the upgrade).
+    #[serde(default)]
+    pub tls: TlsMode,
+    /// Directory holding `server-cert.pem` and `server-key.pem`, and
+    /// `ca-cert.pem` to verify clients with: qemu-nbd's and nbdkit's layout.
+    pub tls_certificates: Option<PathBuf>,
+    /// Accept only clients presenting a certificate signed by `ca-cert.pem`.
+    #[serde(default)]
+    pub tls_verify_peer: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    #[default]
+    Off,
+    On,
+    Require,
+}
+
+impl TlsMode {
+    pub fn negotiation(self) -> hearth_nbd::handshake::Tls {
+        use hearth_nbd::handshake::Tls;
+        match self {
+            TlsMode::Off => Tls::Off,
+            TlsMode::On => Tls::On,
+            TlsMode::Require => Tls::Require,
+        }
+    }
+}
+
+impl std::str::FromStr for TlsMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<TlsMode, String> {
+        match s {
+            "off" => Ok(TlsMode::Off),
+            "on" => Ok(TlsMode::On),
+            "require" => Ok(TlsMode::Require),
+            _ => Err(format!("{s:?} is not off, on or require")),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -61,6 +103,9 @@ impl Default for ServerConfig {
             max_connections: default_max_connections(),
             max_request: None,
             max_client_buffers: None,
+            tls: TlsMode::Off,
+            tls_certificates: None,
+            tls_verify_peer: false,
         }
     }
 }
@@ -282,6 +327,16 @@ impl Config {
         self.server.max_client_buffers().map_err(|m| format!("server.max_client_buffers: {m}"))?;
         if self.server.max_connections == 0 {
             return Err("server.max_connections: must be positive".into());
+        }
+        match (self.server.tls, &self.server.tls_certificates) {
+            (TlsMode::Off, Some(_)) => return Err("server.tls_certificates: given, but server.tls is \"off\"".into()),
+            (TlsMode::On | TlsMode::Require, None) => {
+                return Err("server.tls_certificates: required when server.tls is \"on\" or \"require\"".into())
+            }
+            _ => {}
+        }
+        if self.server.tls_verify_peer && self.server.tls == TlsMode::Off {
+            return Err("server.tls_verify_peer: needs server.tls \"on\" or \"require\"".into());
         }
         for (i, e) in self.exports.iter().enumerate() {
             let at = |key: &str| format!("export[{i}] ({:?}).{key}", e.name);

@@ -10,6 +10,7 @@ pub mod config;
 pub mod metrics;
 pub mod server;
 pub mod tier;
+pub mod tls;
 pub mod warmup;
 
 pub use config::Config;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use hearth_server::config::{BackendKind, Config, ExportConfig, SizeValue, TierExportConfig, WriteModeConfig};
+use hearth_server::config::{BackendKind, Config, ExportConfig, SizeValue, TierExportConfig, TlsMode, WriteModeConfig};
 use hearth_server::warmup::{WarmupConfig, WarmupMode};
 use hearth_server::Server;
 use tracing_subscriber::EnvFilter;
@@ -55,6 +55,17 @@ pub struct ServeArgs {
     /// [default: 1048576, or the config's].
     #[arg(long, value_name = "N")]
     max_client_buffers: Option<u64>,
+    /// TLS: off, on (at the client's choice) or require (nothing but NBD_OPT_STARTTLS before the
+    /// upgrade) [default: off, or the config's].
+    #[arg(long, value_name = "MODE")]
+    tls: Option<TlsMode>,
+    /// Directory with server-cert.pem and server-key.pem (and ca-cert.pem for --tls-verify-peer), as
+    /// qemu-nbd and nbdkit lay it out.
+    #[arg(long, value_name = "DIR")]
+    tls_certificates: Option<PathBuf>,
+    /// Accept only clients presenting a certificate signed by ca-cert.pem.
+    #[arg(long)]
+    tls_verify_peer: bool,
     /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -238,6 +249,13 @@ impl ServeArgs {
         if let Some(n) = self.max_client_buffers {
             config.server.max_client_buffers = Some(n);
         }
+        if let Some(mode) = self.tls {
+            config.server.tls = mode;
+        }
+        if self.tls_certificates.is_some() {
+            config.server.tls_certificates = self.tls_certificates.clone();
+        }
+        config.server.tls_verify_peer |= self.tls_verify_peer;
         let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());
         config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         Ok(config)

@@ -21,6 +21,7 @@ use tracing::{debug, info, warn};
 use super::background;
 use super::commands::{self, Job};
 use super::hints::ClientView;
+use super::listener::Stream;
 use super::{server_clock_ns, Limits, Shared};
 use crate::Export;
 
@@ -69,9 +70,46 @@ impl Conn {
     }
 }
 
-pub(super) async fn connection<R, W>(
+pub(super) async fn connection<S: Stream>(
+    stream: S,
+    peer: String,
+    ctx: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    drain: mpsc::Sender<()>,
+) {
+    let negotiate = async {
+        match ctx.limits.handshake_timeout {
+            Some(limit) => tokio::time::timeout(limit, negotiate(stream, &ctx)).await.map_err(|_| {
+                io::Error::new(io::ErrorKind::TimedOut, format!("not finished within {}s", limit.as_secs()))
+            })?,
+            None => negotiate(stream, &ctx).await,
+        }
+    };
+    let negotiated = tokio::select! {
+        r = negotiate => r,
+        _ = stop.changed() => return,
+    };
+    match negotiated {
+        Ok(Some(Negotiated::Plain(stream, session))) => {
+            let (rd, wr) = stream.into_halves();
+            serve(rd, wr, session, peer, ctx, stop, drain).await
+        }
+        Ok(Some(Negotiated::Tls(stream, session))) => {
+            let (rd, wr) = (*stream).into_halves();
+            serve(rd, wr, session, peer, ctx, stop, drain).await
+        }
+        Ok(None) => debug!(%peer, "client ended the handshake"),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => debug!(%peer, "client hung up during the handshake"),
+        Err(e) => warn!(%peer, error = %e, "handshake failed"),
+    }
+}
+
+/// Serves one negotiated session until the client leaves, the server stops
+/// or the connection idles out.
+async fn serve<R, W>(
     mut rd: R,
-    mut wr: W,
+    wr: W,
+    session: Session,
     peer: String,
     ctx: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
@@ -80,35 +118,6 @@ pub(super) async fn connection<R, W>(
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let negotiate = async {
-        match ctx.limits.handshake_timeout {
-            Some(limit) => {
-                tokio::time::timeout(limit, handshake(&mut rd, &mut wr, &ctx.infos)).await.map_err(|_| {
-                    io::Error::new(io::ErrorKind::TimedOut, format!("not finished within {}s", limit.as_secs()))
-                })?
-            }
-            None => handshake(&mut rd, &mut wr, &ctx.infos).await,
-        }
-    };
-    let session = tokio::select! {
-        r = negotiate => r,
-        _ = stop.changed() => return,
-    };
-    let session = match session {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            debug!(%peer, "client ended the handshake");
-            return;
-        }
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            debug!(%peer, "client hung up during the handshake");
-            return;
-        }
-        Err(e) => {
-            warn!(%peer, error = %e, "handshake failed");
-            return;
-        }
-    };
     let export = ctx.exports[session.export].clone();
     info!(%peer, export = %export.info.name, structured = session.structured_replies, "client connected");
     export.metrics.connections.fetch_add(1, Ordering::Relaxed);
@@ -150,40 +159,78 @@ async fn idle(last_activity: &AtomicU64, limit: Option<Duration>) -> &'static st
     }
 }
 
-async fn handshake<R, W>(rd: &mut R, wr: &mut W, infos: &[ExportInfo]) -> io::Result<Option<Session>>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    wr.write_all(&greeting()).await?;
-    wr.flush().await?;
+/// A finished handshake: the session and the stream it runs over.
+enum Negotiated<S> {
+    Plain(S, Session),
+    Tls(Box<tokio_rustls::server::TlsStream<S>>, Session),
+}
+
+/// How one round of option haggling ended.
+enum Haggled {
+    Transmit(Session),
+    StartTls,
+    Close,
+}
+
+/// The handshake: greeting, client flags, options — in plain text, then over
+/// TLS if the client asks for it (`None`: the client ended it).
+async fn negotiate<S: Stream>(mut stream: S, ctx: &Shared) -> io::Result<Option<Negotiated<S>>> {
+    stream.write_all(&greeting()).await?;
+    stream.flush().await?;
     let mut flags = [0u8; 4];
-    rd.read_exact(&mut flags).await?;
-    let mut negotiation = Negotiation::new(flags).map_err(protocol)?;
+    stream.read_exact(&mut flags).await?;
+    let mut negotiation = Negotiation::new(flags).map_err(protocol)?.with_tls(ctx.tls_mode);
+    match haggle(&mut stream, &mut negotiation, &ctx.infos).await? {
+        Haggled::Transmit(session) => Ok(Some(Negotiated::Plain(stream, session))),
+        Haggled::Close => Ok(None),
+        Haggled::StartTls => {
+            let acceptor = ctx.tls.clone().expect("STARTTLS is acknowledged only with TLS set up");
+            let mut stream = acceptor
+                .accept(stream)
+                .await
+                .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, format!("TLS handshake: {e}")))?;
+            match haggle(&mut stream, &mut negotiation, &ctx.infos).await? {
+                Haggled::Transmit(session) => Ok(Some(Negotiated::Tls(Box::new(stream), session))),
+                Haggled::Close => Ok(None),
+                Haggled::StartTls => unreachable!("STARTTLS is acknowledged once"),
+            }
+        }
+    }
+}
+
+/// Reads options and answers them until one ends the haggling.
+async fn haggle<S>(stream: &mut S, negotiation: &mut Negotiation, infos: &[ExportInfo]) -> io::Result<Haggled>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let mut header = [0u8; OptionHeader::LEN];
     let mut data = Vec::new();
     let mut out = Vec::new();
     loop {
-        rd.read_exact(&mut header).await?;
+        stream.read_exact(&mut header).await?;
         let h = OptionHeader::decode(&header).map_err(protocol)?;
         data.resize(h.length as usize, 0);
-        rd.read_exact(&mut data).await?;
+        stream.read_exact(&mut data).await?;
         out.clear();
         let outcome = negotiation.handle(h, &data, infos, &mut out);
         let sent = async {
-            wr.write_all(&out).await?;
-            wr.flush().await
+            stream.write_all(&out).await?;
+            stream.flush().await
         };
         match outcome {
             Outcome::Continue => sent.await?,
             Outcome::Transmit(s) => {
                 sent.await?;
-                return Ok(Some(s));
+                return Ok(Haggled::Transmit(s));
+            }
+            Outcome::StartTls => {
+                sent.await?;
+                return Ok(Haggled::StartTls);
             }
             Outcome::Close => {
                 // Clients may hang up after NBD_OPT_ABORT without reading our ACK.
                 let _ = sent.await;
-                return Ok(None);
+                return Ok(Haggled::Close);
             }
         }
     }

@@ -6,39 +6,66 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, UnixListener};
+use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
 use super::connection::connection;
 use super::Shared;
 
-/// A listener whose connections split into a reader and a writer half.
-pub(super) trait Listener: Send + 'static {
+/// A client's byte stream, split into a reader and a writer half once the
+/// handshake (and any TLS upgrade) is done.
+pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     type Read: AsyncRead + Unpin + Send + 'static;
     type Write: AsyncWrite + Unpin + Send + 'static;
-    fn accept(&self) -> impl Future<Output = io::Result<(Self::Read, Self::Write, String)>> + Send;
+    fn into_halves(self) -> (Self::Read, Self::Write);
+}
+
+impl Stream for TcpStream {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+}
+
+impl Stream for UnixStream {
+    type Read = tokio::net::unix::OwnedReadHalf;
+    type Write = tokio::net::unix::OwnedWriteHalf;
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+}
+
+impl<S: Stream> Stream for tokio_rustls::server::TlsStream<S> {
+    type Read = ReadHalf<Self>;
+    type Write = WriteHalf<Self>;
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
+
+/// A listener of TCP or Unix connections.
+pub(super) trait Listener: Send + 'static {
+    type Stream: Stream;
+    fn accept(&self) -> impl Future<Output = io::Result<(Self::Stream, String)>> + Send;
 }
 
 impl Listener for TcpListener {
-    type Read = tokio::net::tcp::OwnedReadHalf;
-    type Write = tokio::net::tcp::OwnedWriteHalf;
-    async fn accept(&self) -> io::Result<(Self::Read, Self::Write, String)> {
+    type Stream = TcpStream;
+    async fn accept(&self) -> io::Result<(TcpStream, String)> {
         let (stream, peer) = TcpListener::accept(self).await?;
         let _ = stream.set_nodelay(true);
-        let (rd, wr) = stream.into_split();
-        Ok((rd, wr, peer.to_string()))
+        Ok((stream, peer.to_string()))
     }
 }
 
 impl Listener for UnixListener {
-    type Read = tokio::net::unix::OwnedReadHalf;
-    type Write = tokio::net::unix::OwnedWriteHalf;
-    async fn accept(&self) -> io::Result<(Self::Read, Self::Write, String)> {
+    type Stream = UnixStream;
+    async fn accept(&self) -> io::Result<(UnixStream, String)> {
         let (stream, _) = UnixListener::accept(self).await?;
-        let (rd, wr) = stream.into_split();
-        Ok((rd, wr, "unix".into()))
+        Ok((stream, "unix".into()))
     }
 }
 
@@ -51,12 +78,12 @@ pub(super) async fn accept_loop<L: Listener>(
     loop {
         tokio::select! {
             r = l.accept() => match r {
-                Ok((rd, wr, peer)) => {
+                Ok((stream, peer)) => {
                     let Ok(permit) = ctx.limits.connections.clone().try_acquire_owned() else {
                         warn!(%peer, "connection refused: server.max_connections reached");
                         continue;
                     };
-                    let conn = connection(rd, wr, peer, ctx.clone(), stop.clone(), drain.clone());
+                    let conn = connection(stream, peer, ctx.clone(), stop.clone(), drain.clone());
                     tokio::spawn(async move {
                         conn.await;
                         drop(permit);

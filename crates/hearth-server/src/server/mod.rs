@@ -4,8 +4,8 @@
 //! A map of the module:
 //! - `listener`: one accept loop for TCP and Unix listeners, with the
 //!   connection limit;
-//! - `connection`: one client — handshake, request framing and per-connection
-//!   limits, the reply writer;
+//! - `connection`: one client — handshake (upgraded to TLS on STARTTLS),
+//!   request framing and per-connection limits, the reply writer;
 //! - `commands`: one function per NBD command;
 //! - `hints`: what a connection's hints say about its client's cache;
 //! - `background`: the export's low-priority reads (reloads, prefetches).
@@ -22,12 +22,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+use hearth_nbd::handshake::Tls;
 use hearth_nbd::{tflags, ExportInfo};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
 use tracing::{error, info, warn};
 
-use crate::config::Config;
+use crate::config::{Config, TlsMode};
 use crate::Export;
 
 /// Nanoseconds since the server process first asked: the prefetchers' clock.
@@ -48,6 +51,8 @@ pub struct Server {
     unix: Vec<(UnixListener, PathBuf)>,
     metrics: Option<TcpListener>,
     limits: Limits,
+    tls_mode: Tls,
+    tls: Option<TlsAcceptor>,
 }
 
 /// What one client may take of the server.
@@ -153,7 +158,14 @@ impl Server {
             max_client_buffers: config.server.max_client_buffers().map_err(anyhow::Error::msg)?,
             connections: Arc::new(Semaphore::new(config.server.max_connections)),
         };
-        Ok(Server { exports: Arc::new(exports), infos, tcp, unix, metrics, limits })
+        let tls = match &config.server.tls_certificates {
+            Some(dir) if config.server.tls != TlsMode::Off => {
+                Some(crate::tls::acceptor(dir, config.server.tls_verify_peer).context("server.tls_certificates")?)
+            }
+            _ => None,
+        };
+        let tls_mode = config.server.tls.negotiation();
+        Ok(Server { exports: Arc::new(exports), infos, tcp, unix, metrics, limits, tls_mode, tls })
     }
 
     pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
@@ -173,7 +185,13 @@ impl Server {
         // Every connection holds a clone; recv() returns None once all are gone.
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
         let metrics_task = self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone())));
-        let ctx = Arc::new(Shared { exports: self.exports.clone(), infos: self.infos, limits: self.limits });
+        let ctx = Arc::new(Shared {
+            exports: self.exports.clone(),
+            infos: self.infos,
+            limits: self.limits,
+            tls_mode: self.tls_mode,
+            tls: self.tls,
+        });
         for l in self.tcp {
             tokio::spawn(listener::accept_loop(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
         }
@@ -236,6 +254,9 @@ struct Shared {
     exports: Arc<Vec<Arc<Export>>>,
     infos: Arc<Vec<ExportInfo>>,
     limits: Limits,
+    tls_mode: Tls,
+    /// Set when `tls_mode` is not `Off`.
+    tls: Option<TlsAcceptor>,
 }
 
 #[cfg(test)]
@@ -335,14 +356,20 @@ mod tests {
             max_client_buffers: 1 << 10,
             connections: Arc::new(Semaphore::new(1)),
         };
-        let shared = Arc::new(Shared { exports: Arc::new(vec![export]), infos: Arc::new(vec![info]), limits });
+        let shared = Arc::new(Shared {
+            exports: Arc::new(vec![export]),
+            infos: Arc::new(vec![info]),
+            limits,
+            tls_mode: Tls::Off,
+            tls: None,
+        });
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         theirs.set_nonblocking(true).unwrap();
         let (stop, stop_rx) = watch::channel(false);
         let (drain, _) = mpsc::channel(1);
         rt.spawn(async move {
-            let (rd, wr) = tokio::net::UnixStream::from_std(theirs).unwrap().into_split();
-            connection::connection(rd, wr, "in-process".into(), shared, stop_rx, drain).await;
+            let stream = tokio::net::UnixStream::from_std(theirs).unwrap();
+            connection::connection(stream, "in-process".into(), shared, stop_rx, drain).await;
             drop(stop);
         });
         ours

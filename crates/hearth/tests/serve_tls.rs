@@ -1,0 +1,182 @@
+//! TLS (NBD_OPT_STARTTLS) against real clients: nbdinfo with `nbds://` URIs
+//! and `tls-certificates=`, qemu-io with a `tls-creds-x509` object, and the
+//! refusals an operator relies on — a plain-text client when TLS is
+//! required, a client without a certificate or with one from another CA
+//! when peers are verified. Certificates are made for each test (rcgen).
+
+mod serve_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rcgen::{
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+};
+use serve_support::{have, run, Server};
+
+/// A CA, and a certificate and key signed by it.
+struct Authority {
+    cert: Certificate,
+    key: KeyPair,
+}
+
+impl Authority {
+    fn new(name: &str) -> Authority {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        Authority { cert, key }
+    }
+
+    /// Writes `{prefix}-cert.pem` and `{prefix}-key.pem` signed by this CA,
+    /// and the CA's own `ca-cert.pem`, into `dir`.
+    fn issue(&self, dir: &Path, prefix: &str, names: &[&str], usage: ExtendedKeyUsagePurpose) {
+        let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, names.first().copied().unwrap_or(prefix));
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(format!("{prefix}-cert.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{prefix}-key.pem")), key.serialize_pem()).unwrap();
+        self.trust(dir);
+    }
+
+    fn trust(&self, dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("ca-cert.pem"), self.cert.pem()).unwrap();
+    }
+}
+
+/// Certificate directories in qemu/nbdkit/libnbd layout.
+struct Pki {
+    _root: tempfile::TempDir,
+    server: PathBuf,
+    /// A client certificate from the server's CA.
+    client: PathBuf,
+    /// Trusts the server's CA but holds no certificate of its own.
+    anonymous: PathBuf,
+    /// A client certificate from another CA.
+    rogue: PathBuf,
+}
+
+fn pki() -> Pki {
+    let root = tempfile::tempdir().unwrap();
+    let ca = Authority::new("Hearth test CA");
+    let server = root.path().join("server");
+    ca.issue(&server, "server", &["127.0.0.1", "localhost"], ExtendedKeyUsagePurpose::ServerAuth);
+    let client = root.path().join("client");
+    ca.issue(&client, "client", &["hearth-test-client"], ExtendedKeyUsagePurpose::ClientAuth);
+    let anonymous = root.path().join("anonymous");
+    ca.trust(&anonymous);
+    let rogue = root.path().join("rogue");
+    Authority::new("Another CA").issue(&rogue, "client", &["intruder"], ExtendedKeyUsagePurpose::ClientAuth);
+    ca.trust(&rogue); // it trusts the server; the server must not trust it
+    Pki { _root: root, server, client, anonymous, rogue }
+}
+
+fn start(pki: &Pki, log_dir: &Path, extra: &[&str]) -> Server {
+    let mut args = vec!["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0"];
+    args.extend(["--tls-certificates", pki.server.to_str().unwrap()]);
+    args.extend(extra);
+    Server::start(&args, &log_dir.join("log"))
+}
+
+fn tls_uri(server: &Server, certificates: &Path) -> String {
+    format!("nbds://{}/hearth?tls-certificates={}", server.tcp.unwrap(), certificates.display())
+}
+
+fn nbdinfo(uri: &str) -> std::process::Output {
+    Command::new("nbdinfo").arg(uri).output().unwrap()
+}
+
+#[test]
+fn required_tls_serves_real_clients_and_refuses_plain_text() {
+    if !have("nbdinfo") || !have("qemu-io") {
+        return;
+    }
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(&pki, dir.path(), &["--tls", "require"]);
+
+    let out = run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.anonymous)));
+    assert!(out.contains("export-size: 4194304"), "{out}");
+
+    // qemu-io writes and reads back over TLS (GnuTLS on its side).
+    let addr = server.tcp.unwrap();
+    let image = format!("driver=nbd,host={},port={},export=hearth,tls-creds=tls0", addr.ip(), addr.port());
+    let creds = format!("tls-creds-x509,id=tls0,endpoint=client,dir={}", pki.anonymous.display());
+    let qemu_io = |commands: &[&str]| {
+        let mut cmd = Command::new("qemu-io");
+        cmd.args(["--object", &creds, "--image-opts", &image]);
+        for c in commands {
+            cmd.args(["-c", c]);
+        }
+        run(&mut cmd)
+    };
+    qemu_io(&["write -P 0xa7 65536 131072", "flush"]);
+    let out = qemu_io(&["read -P 0xa7 65536 131072", "read -P 0 0 65536"]);
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+
+    // A plain-text client learns nothing and gets nothing.
+    let plain = nbdinfo(&format!("nbd://{addr}/hearth"));
+    assert!(!plain.status.success(), "a plain-text client must be refused when TLS is required");
+    let listed = Command::new("nbdinfo").args(["--list", &format!("nbd://{addr}/")]).output().unwrap();
+    let listed_out = String::from_utf8_lossy(&listed.stdout);
+    assert!(!listed_out.contains("export=\"hearth\""), "exports listed in plain text:\n{listed_out}");
+    assert!(server.alive(), "refusals must not take the server down");
+    let out = run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.anonymous)));
+    assert!(out.contains("export-size: 4194304"), "still serving over TLS: {out}");
+}
+
+#[test]
+fn optional_tls_lets_the_client_choose() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(&pki, dir.path(), &["--tls", "on"]);
+    let addr = server.tcp.unwrap();
+    assert!(run(Command::new("nbdinfo").arg(format!("nbd://{addr}/hearth"))).contains("export-size: 4194304"));
+    assert!(run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.anonymous))).contains("export-size: 4194304"));
+}
+
+#[test]
+fn verified_peers_need_a_certificate_from_the_servers_ca() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(&pki, dir.path(), &["--tls", "require", "--tls-verify-peer"]);
+    let out = run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.client)));
+    assert!(out.contains("export-size: 4194304"), "{out}");
+    for (who, certificates) in [("no certificate", &pki.anonymous), ("another CA's certificate", &pki.rogue)] {
+        let refused = nbdinfo(&tls_uri(&server, certificates));
+        assert!(!refused.status.success(), "a client with {who} must be refused");
+    }
+    assert!(server.alive());
+    let log = server.log_text();
+    assert!(log.contains("TLS handshake"), "the refusal is logged:\n{log}");
+}
+
+#[test]
+fn tls_settings_are_checked_before_serving() {
+    let pki = pki();
+    let hearth = env!("CARGO_BIN_EXE_hearth");
+    let base = ["serve", "--backend", "memory", "--size", "1MiB", "--listen", "127.0.0.1:0"];
+    let fails = |extra: &[&str], want: &str| {
+        let out = Command::new(hearth).args(base).args(extra).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{extra:?}: want {want:?} in:\n{err}");
+    };
+    fails(&["--tls", "require"], "server.tls_certificates: required");
+    fails(&["--tls", "sometimes"], "is not off, on or require");
+    fails(&["--tls-verify-peer", "--tls-certificates", pki.server.to_str().unwrap()], "server.tls is \"off\"");
+    let empty = tempfile::tempdir().unwrap();
+    fails(&["--tls", "on", "--tls-certificates", empty.path().to_str().unwrap()], "server-cert.pem");
+}
