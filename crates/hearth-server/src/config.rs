@@ -58,6 +58,12 @@ pub struct ServerConfig {
     /// Accept only clients presenting a certificate signed by `ca-cert.pem`.
     #[serde(default)]
     pub tls_verify_peer: bool,
+    /// TCP client addresses or CIDR blocks allowed to connect; empty = all.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// TCP client addresses or CIDR blocks refused (over `allow`).
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -106,6 +112,8 @@ impl Default for ServerConfig {
             tls: TlsMode::Off,
             tls_certificates: None,
             tls_verify_peer: false,
+            allow: Vec::new(),
+            deny: Vec::new(),
         }
     }
 }
@@ -196,6 +204,10 @@ pub struct ExportConfig {
     pub direct: bool,
     #[serde(default)]
     pub read_only: bool,
+    /// Client addresses or CIDR blocks that may use this export (within the
+    /// server's `allow`/`deny`); empty = all. Others do not see it.
+    #[serde(default)]
+    pub allow: Vec<String>,
     /// Cache capacity; 0 disables caching. Default 64 MiB.
     pub cache_size: Option<SizeValue>,
     /// Policy spec for `hearth_policy::build`, e.g. `"lru"` or `"mq:m=8"`.
@@ -335,11 +347,13 @@ impl Config {
             }
             _ => {}
         }
+        crate::access::Access::parse(&self.server.allow, &self.server.deny, "server.")?;
         if self.server.tls_verify_peer && self.server.tls == TlsMode::Off {
             return Err("server.tls_verify_peer: needs server.tls \"on\" or \"require\"".into());
         }
         for (i, e) in self.exports.iter().enumerate() {
             let at = |key: &str| format!("export[{i}] ({:?}).{key}", e.name);
+            crate::access::Access::parse(&e.allow, &[], &at(""))?;
             if self.exports[..i].iter().any(|o| o.name == e.name) {
                 return Err(format!("{}: duplicate export name", at("name")));
             }

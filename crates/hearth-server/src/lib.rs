@@ -4,6 +4,7 @@
 //!
 //! The protocol itself lives in `hearth-nbd`; this crate does the I/O.
 
+pub mod access;
 pub mod backend;
 pub mod cache;
 pub mod config;

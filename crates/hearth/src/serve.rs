@@ -66,6 +66,12 @@ pub struct ServeArgs {
     /// Accept only clients presenting a certificate signed by ca-cert.pem.
     #[arg(long)]
     tls_verify_peer: bool,
+    /// TCP client address or CIDR block allowed to connect, repeatable (default: all).
+    #[arg(long, value_name = "CIDR")]
+    allow: Vec<String>,
+    /// TCP client address or CIDR block refused, repeatable (over --allow).
+    #[arg(long, value_name = "CIDR")]
+    deny: Vec<String>,
     /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
     #[arg(long, default_value = "info")]
     log: String,
@@ -194,6 +200,7 @@ impl ServeArgs {
                     size: text(&self.export.size),
                     direct: self.export.direct,
                     read_only: self.export.read_only,
+                    allow: Vec::new(),
                     cache_size: text(&self.export.cache_size),
                     policy: self.export.policy.clone(),
                     placement: self.export.placement.clone(),
@@ -256,6 +263,8 @@ impl ServeArgs {
             config.server.tls_certificates = self.tls_certificates.clone();
         }
         config.server.tls_verify_peer |= self.tls_verify_peer;
+        config.server.allow.extend(self.allow.iter().cloned());
+        config.server.deny.extend(self.deny.iter().cloned());
         let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());
         config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         Ok(config)

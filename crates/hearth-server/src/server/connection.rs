@@ -21,7 +21,7 @@ use tracing::{debug, info, warn};
 use super::background;
 use super::commands::{self, Job};
 use super::hints::ClientView;
-use super::listener::Stream;
+use super::listener::{Peer, Stream};
 use super::{server_clock_ns, Limits, Shared};
 use crate::Export;
 
@@ -72,17 +72,19 @@ impl Conn {
 
 pub(super) async fn connection<S: Stream>(
     stream: S,
-    peer: String,
+    peer: Peer,
     ctx: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
 ) {
+    let visible = Visible::to(&ctx, &peer);
+    let peer = peer.name;
     let negotiate = async {
         match ctx.limits.handshake_timeout {
-            Some(limit) => tokio::time::timeout(limit, negotiate(stream, &ctx)).await.map_err(|_| {
+            Some(limit) => tokio::time::timeout(limit, negotiate(stream, &ctx, &visible)).await.map_err(|_| {
                 io::Error::new(io::ErrorKind::TimedOut, format!("not finished within {}s", limit.as_secs()))
             })?,
-            None => negotiate(stream, &ctx).await,
+            None => negotiate(stream, &ctx, &visible).await,
         }
     };
     let negotiated = tokio::select! {
@@ -172,16 +174,50 @@ enum Haggled {
     Close,
 }
 
+/// The exports one client may see (those whose allow list admits it).
+enum Visible {
+    All,
+    /// Indexes into the server's exports, and their infos.
+    Some(Vec<usize>, Vec<ExportInfo>),
+}
+
+impl Visible {
+    fn to(ctx: &Shared, peer: &Peer) -> Visible {
+        if ctx.export_access.iter().all(|a| a.permits(peer.ip)) {
+            return Visible::All;
+        }
+        let indexes: Vec<usize> = (0..ctx.infos.len()).filter(|&i| ctx.export_access[i].permits(peer.ip)).collect();
+        let infos = indexes.iter().map(|&i| ctx.infos[i].clone()).collect();
+        Visible::Some(indexes, infos)
+    }
+
+    fn infos<'a>(&'a self, ctx: &'a Shared) -> &'a [ExportInfo] {
+        match self {
+            Visible::All => &ctx.infos,
+            Visible::Some(_, infos) => infos,
+        }
+    }
+
+    /// The session with its export numbered as the server numbers it.
+    fn session(&self, mut session: Session) -> Session {
+        if let Visible::Some(indexes, _) = self {
+            session.export = indexes[session.export];
+        }
+        session
+    }
+}
+
 /// The handshake: greeting, client flags, options — in plain text, then over
 /// TLS if the client asks for it (`None`: the client ended it).
-async fn negotiate<S: Stream>(mut stream: S, ctx: &Shared) -> io::Result<Option<Negotiated<S>>> {
+async fn negotiate<S: Stream>(mut stream: S, ctx: &Shared, visible: &Visible) -> io::Result<Option<Negotiated<S>>> {
+    let infos = visible.infos(ctx);
     stream.write_all(&greeting()).await?;
     stream.flush().await?;
     let mut flags = [0u8; 4];
     stream.read_exact(&mut flags).await?;
     let mut negotiation = Negotiation::new(flags).map_err(protocol)?.with_tls(ctx.tls_mode);
-    match haggle(&mut stream, &mut negotiation, &ctx.infos).await? {
-        Haggled::Transmit(session) => Ok(Some(Negotiated::Plain(stream, session))),
+    match haggle(&mut stream, &mut negotiation, infos).await? {
+        Haggled::Transmit(session) => Ok(Some(Negotiated::Plain(stream, visible.session(session)))),
         Haggled::Close => Ok(None),
         Haggled::StartTls => {
             let acceptor = ctx.tls.clone().expect("STARTTLS is acknowledged only with TLS set up");
@@ -189,8 +225,8 @@ async fn negotiate<S: Stream>(mut stream: S, ctx: &Shared) -> io::Result<Option<
                 .accept(stream)
                 .await
                 .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, format!("TLS handshake: {e}")))?;
-            match haggle(&mut stream, &mut negotiation, &ctx.infos).await? {
-                Haggled::Transmit(session) => Ok(Some(Negotiated::Tls(Box::new(stream), session))),
+            match haggle(&mut stream, &mut negotiation, infos).await? {
+                Haggled::Transmit(session) => Ok(Some(Negotiated::Tls(Box::new(stream), visible.session(session)))),
                 Haggled::Close => Ok(None),
                 Haggled::StartTls => unreachable!("STARTTLS is acknowledged once"),
             }

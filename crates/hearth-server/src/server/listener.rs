@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,26 +47,32 @@ impl<S: Stream> Stream for tokio_rustls::server::TlsStream<S> {
     }
 }
 
+/// Who connected: an address for TCP clients, for access rules and logs.
+pub(super) struct Peer {
+    pub(super) ip: Option<IpAddr>,
+    pub(super) name: String,
+}
+
 /// A listener of TCP or Unix connections.
 pub(super) trait Listener: Send + 'static {
     type Stream: Stream;
-    fn accept(&self) -> impl Future<Output = io::Result<(Self::Stream, String)>> + Send;
+    fn accept(&self) -> impl Future<Output = io::Result<(Self::Stream, Peer)>> + Send;
 }
 
 impl Listener for TcpListener {
     type Stream = TcpStream;
-    async fn accept(&self) -> io::Result<(TcpStream, String)> {
+    async fn accept(&self) -> io::Result<(TcpStream, Peer)> {
         let (stream, peer) = TcpListener::accept(self).await?;
         let _ = stream.set_nodelay(true);
-        Ok((stream, peer.to_string()))
+        Ok((stream, Peer { ip: Some(peer.ip()), name: peer.to_string() }))
     }
 }
 
 impl Listener for UnixListener {
     type Stream = UnixStream;
-    async fn accept(&self) -> io::Result<(UnixStream, String)> {
+    async fn accept(&self) -> io::Result<(UnixStream, Peer)> {
         let (stream, _) = UnixListener::accept(self).await?;
-        Ok((stream, "unix".into()))
+        Ok((stream, Peer { ip: None, name: "unix".into() }))
     }
 }
 
@@ -79,8 +86,12 @@ pub(super) async fn accept_loop<L: Listener>(
         tokio::select! {
             r = l.accept() => match r {
                 Ok((stream, peer)) => {
+                    if !ctx.access.permits(peer.ip) {
+                        warn!(peer = %peer.name, "connection refused: address not allowed (server.allow/deny)");
+                        continue;
+                    }
                     let Ok(permit) = ctx.limits.connections.clone().try_acquire_owned() else {
-                        warn!(%peer, "connection refused: server.max_connections reached");
+                        warn!(peer = %peer.name, "connection refused: server.max_connections reached");
                         continue;
                     };
                     let conn = connection(stream, peer, ctx.clone(), stop.clone(), drain.clone());

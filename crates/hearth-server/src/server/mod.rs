@@ -30,6 +30,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tracing::{error, info, warn};
 
+use crate::access::Access;
 use crate::config::{Config, TlsMode};
 use crate::Export;
 
@@ -53,6 +54,8 @@ pub struct Server {
     limits: Limits,
     tls_mode: Tls,
     tls: Option<TlsAcceptor>,
+    access: Access,
+    export_access: Vec<Access>,
 }
 
 /// What one client may take of the server.
@@ -165,7 +168,25 @@ impl Server {
             _ => None,
         };
         let tls_mode = config.server.tls.negotiation();
-        Ok(Server { exports: Arc::new(exports), infos, tcp, unix, metrics, limits, tls_mode, tls })
+        let access = Access::parse(&config.server.allow, &config.server.deny, "server.").map_err(anyhow::Error::msg)?;
+        let export_access = config
+            .exports
+            .iter()
+            .map(|e| Access::parse(&e.allow, &[], &format!("export {:?}: ", e.name)))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?;
+        Ok(Server {
+            exports: Arc::new(exports),
+            infos,
+            tcp,
+            unix,
+            metrics,
+            limits,
+            tls_mode,
+            tls,
+            access,
+            export_access,
+        })
     }
 
     pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
@@ -191,6 +212,8 @@ impl Server {
             limits: self.limits,
             tls_mode: self.tls_mode,
             tls: self.tls,
+            access: self.access,
+            export_access: self.export_access,
         });
         for l in self.tcp {
             tokio::spawn(listener::accept_loop(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
@@ -257,6 +280,10 @@ struct Shared {
     tls_mode: Tls,
     /// Set when `tls_mode` is not `Off`.
     tls: Option<TlsAcceptor>,
+    /// Who may connect at all (TCP addresses).
+    access: Access,
+    /// Who may use each export, in export order.
+    export_access: Vec<Access>,
 }
 
 #[cfg(test)]
@@ -362,6 +389,8 @@ mod tests {
             limits,
             tls_mode: Tls::Off,
             tls: None,
+            access: Access::default(),
+            export_access: vec![Access::default()],
         });
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         theirs.set_nonblocking(true).unwrap();
@@ -369,7 +398,8 @@ mod tests {
         let (drain, _) = mpsc::channel(1);
         rt.spawn(async move {
             let stream = tokio::net::UnixStream::from_std(theirs).unwrap();
-            connection::connection(stream, "in-process".into(), shared, stop_rx, drain).await;
+            let peer = listener::Peer { ip: None, name: "in-process".into() };
+            connection::connection(stream, peer, shared, stop_rx, drain).await;
             drop(stop);
         });
         ours

@@ -1,0 +1,111 @@
+//! Access control by client address against the real server: the server's
+//! allow/deny lists refuse a connection at accept (with a log line), an
+//! export's allow list hides it from other clients, and allowed clients are
+//! unaffected. Clients come from different loopback addresses (127.0.0.x).
+
+mod serve_support;
+
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use serve_support::raw::{self, OPT_GO, REP_ACK, REP_ERR_UNKNOWN, REP_INFO};
+use serve_support::{have, run, Server};
+
+/// A TCP connection to `addr` from the local address `source`.
+fn connect_from(source: &str, addr: SocketAddr) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+    let stream = rt
+        .block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::new(source.parse::<IpAddr>().unwrap(), 0))?;
+            socket.connect(addr).await
+        })
+        .unwrap();
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+}
+
+/// Greeting, flags, then GO to `export`; returns the last reply type.
+fn go_from(source: &str, addr: SocketAddr, export: &str) -> u32 {
+    let mut s = connect_from(source, addr);
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting).unwrap();
+    std::io::Write::write_all(&mut s, &3u32.to_be_bytes()).unwrap();
+    raw::send_option(&mut s, OPT_GO, &raw::go_data(export));
+    loop {
+        let (_, kind, _) = raw::option_reply(&mut s);
+        if kind != REP_INFO {
+            return kind;
+        }
+    }
+}
+
+fn start(dir: &std::path::Path) -> Server {
+    let config = dir.join("hearth.toml");
+    std::fs::write(
+        &config,
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+allow = ["127.0.0.0/8"]
+deny = ["127.0.0.3"]
+
+[[export]]
+name = "open"
+backend = "memory"
+size = "1MiB"
+
+[[export]]
+name = "inner"
+backend = "memory"
+size = "2MiB"
+allow = ["127.0.0.2/32"]
+"#,
+    )
+    .unwrap();
+    Server::start(&["--config", config.to_str().unwrap()], &dir.join("log"))
+}
+
+#[test]
+fn addresses_are_refused_at_accept_and_exports_hidden_by_their_allow_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(dir.path());
+    let addr = server.tcp.unwrap();
+
+    // 127.0.0.2 may use both exports.
+    assert_eq!(go_from("127.0.0.2", addr, "inner"), REP_ACK);
+    assert_eq!(go_from("127.0.0.2", addr, "open"), REP_ACK);
+    // 127.0.0.1 may use "open" only; "inner" does not exist for it.
+    assert_eq!(go_from("127.0.0.1", addr, "open"), REP_ACK);
+    assert_eq!(go_from("127.0.0.1", addr, "inner"), REP_ERR_UNKNOWN);
+
+    // 127.0.0.3 is denied: closed before the greeting.
+    let mut denied = connect_from("127.0.0.3", addr);
+    assert!(raw::closed(&mut denied), "a denied address must be closed at accept");
+    std::thread::sleep(Duration::from_millis(100));
+    let log = server.log_text();
+    assert!(log.contains("connection refused: address not allowed") && log.contains("127.0.0.3"), "{log}");
+    assert!(server.alive());
+
+    if have("nbdinfo") {
+        let listed = run(Command::new("nbdinfo").args(["--list", &format!("nbd://{addr}/")]));
+        assert!(listed.contains("export=\"open\"") && !listed.contains("export=\"inner\""), "{listed}");
+        let out = run(Command::new("nbdinfo").arg(format!("nbd://{addr}/open")));
+        assert!(out.contains("export-size: 1048576"), "{out}");
+    }
+}
+
+#[test]
+fn bad_address_lists_are_named_before_serving() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["serve", "--backend", "memory", "--size", "1MiB", "--listen", "127.0.0.1:0"])
+        .args(["--allow", "10.0.0.0/8", "--allow", "10.0.0.0/33"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("server.allow[1]: \"10.0.0.0/33\""), "{err}");
+}
