@@ -22,8 +22,8 @@ use hearth_nbd::{
     FLAG_C_FIXED_NEWSTYLE, FLAG_FIXED_NEWSTYLE, INIT_PASSWD, OPTS_MAGIC, REPLY_MAGIC, SIMPLE_REPLY_MAGIC,
 };
 
-trait Stream: Read + Write {}
-impl<T: Read + Write> Stream for T {}
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
 
 pub struct Client {
     stream: Box<dyn Stream>,
@@ -49,7 +49,7 @@ impl Client {
 
     /// Negotiates over any byte stream already connected to a server (an
     /// in-process socket pair in tests, a tunnel).
-    pub fn over(stream: impl Read + Write + 'static, export: &str) -> io::Result<Client> {
+    pub fn over(stream: impl Read + Write + Send + 'static, export: &str) -> io::Result<Client> {
         Client::handshake(Box::new(stream), export)
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use hearth_placement::Placement;
 use serde::Deserialize;
 
+use crate::backend::nbd::{NbdBackend, Upstream};
 use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
 use crate::cache::{BlockCache, WriteMode};
 
@@ -179,6 +180,8 @@ pub enum BackendKind {
     Sparse,
     /// RAM, lost at exit (tests, benchmarks).
     Memory,
+    /// Another NBD server (`upstream`): a caching proxy.
+    Nbd,
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -229,6 +232,11 @@ pub struct ExportConfig {
     pub write_mode: WriteModeConfig,
     /// Write-back only: flush once more than this is dirty. Default half the cache.
     pub dirty_limit: Option<SizeValue>,
+    /// The NBD server behind a `nbd` backend: `nbd://host[:port]/export`
+    /// or `nbd+unix:///export?socket=PATH`.
+    pub upstream: Option<String>,
+    /// Connections to `upstream` (backend calls at once). Default 4.
+    pub upstream_connections: Option<usize>,
     /// Slow-device simulation: latency added to every backend call, e.g. `"2ms"`.
     pub latency: Option<String>,
     /// Slow-device simulation: backend bytes per second, e.g. `"100MiB"`.
@@ -379,7 +387,27 @@ impl Config {
                 BackendKind::Memory if e.direct => {
                     return Err(format!("{}: not used by backend \"memory\"", at("direct")))
                 }
+                BackendKind::Nbd => {
+                    let Some(uri) = &e.upstream else {
+                        return Err(format!("{}: required for backend \"nbd\"", at("upstream")));
+                    };
+                    Upstream::parse(uri).map_err(|m| format!("{}: {m}", at("upstream")))?;
+                    for (set, key) in [(e.path.is_some(), "path"), (e.size.is_some(), "size"), (e.direct, "direct")] {
+                        if set {
+                            return Err(format!(
+                                "{}: not used by backend \"nbd\" (the upstream has the size)",
+                                at(key)
+                            ));
+                        }
+                    }
+                    if e.upstream_connections == Some(0) {
+                        return Err(format!("{}: must be positive", at("upstream_connections")));
+                    }
+                }
                 _ => {}
+            }
+            if e.backend != BackendKind::Nbd && (e.upstream.is_some() || e.upstream_connections.is_some()) {
+                return Err(format!("{}: only for backend \"nbd\"", at("upstream")));
             }
             if let Some(s) = &e.size {
                 let size = s.bytes().map_err(|m| format!("{}: {m}", at("size")))?;
@@ -474,6 +502,11 @@ impl ExportConfig {
                 Box::new(FileBackend::sparse(self.path.as_ref().expect("validated"), size()?, self.direct)?)
             }
             BackendKind::Memory => Box::new(MemoryBackend::new(size()?)),
+            BackendKind::Nbd => {
+                let upstream =
+                    Upstream::parse(self.upstream.as_deref().expect("validated")).map_err(anyhow::Error::msg)?;
+                Box::new(NbdBackend::connect(upstream, self.upstream_connections.unwrap_or(4))?)
+            }
         };
         let latency = self.latency().map_err(anyhow::Error::msg)?;
         let bandwidth = self.bandwidth.as_ref().map(SizeValue::bytes).transpose().map_err(anyhow::Error::msg)?;

@@ -21,6 +21,8 @@ enum BackendArg {
     Sparse,
     /// RAM of --size bytes, lost at exit.
     Memory,
+    /// Another NBD server (--upstream): a caching proxy.
+    Nbd,
 }
 
 #[derive(Args, Debug)]
@@ -97,6 +99,12 @@ struct ExportFlags {
     /// Export size for sparse and memory backends, e.g. 1GiB.
     #[arg(long, conflicts_with = "config")]
     size: Option<String>,
+    /// The NBD server behind --backend nbd: nbd://host[:port]/export or nbd+unix:///export?socket=PATH.
+    #[arg(long, value_name = "URI", conflicts_with = "config")]
+    upstream: Option<String>,
+    /// Connections to the upstream (backend calls at once) [default: 4].
+    #[arg(long, value_name = "N", conflicts_with = "config")]
+    upstream_connections: Option<usize>,
     /// Open the backing file with O_DIRECT.
     #[arg(long, conflicts_with = "config")]
     direct: bool,
@@ -195,7 +203,10 @@ impl ServeArgs {
                         None | Some(BackendArg::File) => BackendKind::File,
                         Some(BackendArg::Sparse) => BackendKind::Sparse,
                         Some(BackendArg::Memory) => BackendKind::Memory,
+                        Some(BackendArg::Nbd) => BackendKind::Nbd,
                     },
+                    upstream: self.export.upstream.clone(),
+                    upstream_connections: self.export.upstream_connections,
                     path: self.export.path.clone(),
                     size: text(&self.export.size),
                     direct: self.export.direct,

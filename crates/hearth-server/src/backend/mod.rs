@@ -1,7 +1,10 @@
-//! Storage behind an export: a file or block device, an in-memory buffer, and
-//! a wrapper that makes any backend slow (so cache effects show on a laptop).
+//! Storage behind an export: a file or block device, an in-memory buffer,
+//! another NBD server ([`nbd`]), and a wrapper that makes any backend slow
+//! (so cache effects show on a laptop).
 //!
 //! Backends are called from blocking threads and must allow concurrent calls.
+
+pub mod nbd;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};

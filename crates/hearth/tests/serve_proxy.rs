@@ -1,0 +1,170 @@
+//! `hearth serve --backend nbd`: a caching proxy in front of a real NBD
+//! server (nbdkit's file plugin). Reads come through byte-identical, writes
+//! reach the upstream's file, and an upstream restart in the middle of a
+//! client's session costs a retry inside the proxy, not an error.
+
+mod serve_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hearth_client::Client;
+use serve_support::{have, pattern, run, Server};
+
+const SIZE: usize = 8 << 20;
+
+/// `nbdkit file` serving `image` on a Unix socket, in the foreground.
+struct Nbdkit {
+    child: Child,
+}
+
+impl Nbdkit {
+    fn start(image: &Path, socket: &Path) -> Nbdkit {
+        let child = Command::new("nbdkit")
+            .args(["-f", "-U"])
+            .arg(socket)
+            .arg("file")
+            .arg(image)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting nbdkit");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::os::unix::net::UnixStream::connect(socket).is_err() {
+            assert!(Instant::now() < deadline, "nbdkit did not start listening on {}", socket.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Nbdkit { child }
+    }
+
+    /// Kills it (a crash, as far as its clients can tell) and removes its
+    /// socket so that a new one can listen there.
+    fn kill(mut self, socket: &Path) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(socket);
+    }
+}
+
+impl Drop for Nbdkit {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    image: PathBuf,
+    upstream_socket: PathBuf,
+    data: Vec<u8>,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("upstream.img");
+    let data = pattern(SIZE, 11);
+    std::fs::write(&image, &data).unwrap();
+    let upstream_socket = dir.path().join("upstream.sock");
+    Setup { dir, image, upstream_socket, data }
+}
+
+fn proxy(s: &Setup, cache_size: &str) -> Server {
+    let upstream = format!("nbd+unix:///?socket={}", s.upstream_socket.display());
+    let socket = s.dir.path().join("proxy.sock");
+    let args = ["--backend", "nbd", "--upstream", &upstream, "--cache-size", cache_size, "--unix"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.push(socket.to_str().unwrap());
+    Server::start(&args, &s.dir.path().join("proxy.log"))
+}
+
+#[test]
+fn reads_and_writes_pass_through_the_proxy_byte_identical() {
+    if !have("nbdkit") || !have("nbdcopy") || !have("qemu-io") {
+        return;
+    }
+    let s = setup();
+    let _upstream = Nbdkit::start(&s.image, &s.upstream_socket);
+    let server = proxy(&s, "2MiB");
+    let uri = server.uri("hearth");
+
+    let out = s.dir.path().join("copy.bin");
+    run(Command::new("nbdcopy").arg(&uri).arg(&out));
+    assert!(std::fs::read(&out).unwrap() == s.data, "the proxy's bytes differ from the upstream's");
+
+    // A write through the proxy lands in the upstream's file.
+    run(Command::new("qemu-io").args(["-f", "raw", "-c", "write -P 0x5a 1M 64k", &uri]));
+    let image = std::fs::read(&s.image).unwrap();
+    assert!(image[1 << 20..(1 << 20) + (64 << 10)].iter().all(|&b| b == 0x5a), "write not in the upstream");
+    assert_eq!(image[..1 << 20], s.data[..1 << 20], "bytes around the write unchanged");
+    let read = run(Command::new("qemu-io").args(["-f", "raw", "-c", "read -P 0x5a 1M 64k", &uri]));
+    assert!(!read.contains("Pattern verification failed"), "{read}");
+}
+
+#[test]
+fn an_upstream_restart_costs_a_retry_not_an_error() {
+    if !have("nbdkit") {
+        return;
+    }
+    let s = setup();
+    let upstream = Nbdkit::start(&s.image, &s.upstream_socket);
+    // No cache, so every read after the restart must reach the upstream.
+    let server = proxy(&s, "0");
+    let mut client = Client::connect_unix(server.unix.as_ref().unwrap(), "hearth").unwrap();
+    assert_eq!(client.read(0, 65536).unwrap(), s.data[..65536]);
+
+    upstream.kill(&s.upstream_socket);
+    // A read while the upstream is down; it comes back on the same socket.
+    let at = 4 << 20;
+    let reader = std::thread::spawn(move || {
+        let data = client.read(at, 65536);
+        (client, data)
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    let _upstream = Nbdkit::start(&s.image, &s.upstream_socket);
+    let (mut client, across) = reader.join().unwrap();
+    let across = across.unwrap_or_else(|e| panic!("read across the restart: {e}\n{}", server.log_text()));
+    assert_eq!(across, s.data[at as usize..at as usize + 65536], "read across the restart");
+    client.write(at, &[0xc3; 4096], false).unwrap();
+    client.flush().unwrap();
+    assert!(std::fs::read(&s.image).unwrap()[at as usize..at as usize + 4096].iter().all(|&b| b == 0xc3));
+    let log = server.log_text();
+    assert!(log.contains("upstream connection lost; retrying"), "the retry is logged:\n{log}");
+}
+
+#[test]
+fn a_flush_after_the_upstream_lost_unflushed_writes_fails_once() {
+    if !have("nbdkit") {
+        return;
+    }
+    let s = setup();
+    let upstream = Nbdkit::start(&s.image, &s.upstream_socket);
+    let server = proxy(&s, "0");
+    let mut client = Client::connect_unix(server.unix.as_ref().unwrap(), "hearth").unwrap();
+    client.write(0, &[7; 4096], false).unwrap();
+    upstream.kill(&s.upstream_socket);
+    let _upstream = Nbdkit::start(&s.image, &s.upstream_socket);
+    assert!(client.flush().is_err(), "the upstream may have dropped the write: FLUSH must not succeed");
+    client.write(8192, &[8; 4096], false).unwrap();
+    client.flush().expect("once reported, later writes and flushes go on");
+    assert!(std::fs::read(&s.image).unwrap()[8192..12288].iter().all(|&b| b == 8));
+}
+
+#[test]
+fn a_missing_upstream_is_named_at_start() {
+    let s = setup();
+    let upstream = format!("nbd+unix:///?socket={}", s.upstream_socket.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["serve", "--backend", "nbd", "--upstream", &upstream, "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("cannot reach upstream nbd+unix:///?socket="), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["serve", "--backend", "nbd", "--upstream", "http://x/y", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("upstream: \"http://x/y\": not an NBD URI"), "{err}");
+}
