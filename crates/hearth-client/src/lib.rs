@@ -17,10 +17,8 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use hearth_nbd::hints::{self, Hint};
-use hearth_nbd::{cmd_flags, opt, rep, Command, Request};
-use hearth_nbd::{
-    FLAG_C_FIXED_NEWSTYLE, FLAG_FIXED_NEWSTYLE, INIT_PASSWD, OPTS_MAGIC, REPLY_MAGIC, SIMPLE_REPLY_MAGIC,
-};
+use hearth_nbd::{client, cmd_flags, opt, rep, Command, Request};
+use hearth_nbd::{FLAG_C_FIXED_NEWSTYLE, SIMPLE_REPLY_MAGIC};
 
 trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
@@ -34,6 +32,10 @@ pub struct Client {
 
 fn invalid(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+fn protocol(e: hearth_nbd::ProtocolError) -> io::Error {
+    invalid(e.0)
 }
 
 impl Client {
@@ -65,30 +67,21 @@ impl Client {
     fn handshake(mut stream: Box<dyn Stream>, export: &str) -> io::Result<Client> {
         let mut greeting = [0u8; 18];
         stream.read_exact(&mut greeting)?;
-        let flags = u16::from_be_bytes([greeting[16], greeting[17]]);
-        if greeting[..8] != INIT_PASSWD.to_be_bytes()
-            || greeting[8..16] != OPTS_MAGIC.to_be_bytes()
-            || flags & FLAG_FIXED_NEWSTYLE == 0
-        {
-            return Err(invalid("not a fixed-newstyle NBD server".into()));
-        }
+        client::check_greeting(&greeting).map_err(protocol)?;
         stream.write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes())?;
         let mut c = Client { stream, cookie: 0, hints: false, size: 0 };
         c.send_option(opt::HEARTH_HINTS, &[])?;
         c.hints = c.option_reply(opt::HEARTH_HINTS)?.0 == rep::ACK;
-        let mut go = Vec::new();
-        go.extend_from_slice(&(export.len() as u32).to_be_bytes());
-        go.extend_from_slice(export.as_bytes());
-        go.extend_from_slice(&0u16.to_be_bytes());
-        c.send_option(opt::GO, &go)?;
+        c.send_option(opt::GO, &client::go_data(export, &[]))?;
         loop {
             let (kind, data) = c.option_reply(opt::GO)?;
             match kind {
                 rep::ACK => return Ok(c),
-                rep::INFO if data.len() >= 12 && data[..2] == [0, 0] => {
-                    c.size = u64::from_be_bytes(data[2..10].try_into().expect("8 bytes"));
+                rep::INFO => {
+                    if let Some((size, _flags)) = client::export_info(&data) {
+                        c.size = size;
+                    }
                 }
-                rep::INFO => {}
                 k if k & (1 << 31) != 0 => {
                     return Err(invalid(format!(
                         "server refused export {export:?}: {}",
@@ -102,29 +95,17 @@ impl Client {
 
     fn send_option(&mut self, option: u32, data: &[u8]) -> io::Result<()> {
         let mut b = Vec::with_capacity(16 + data.len());
-        b.extend_from_slice(&OPTS_MAGIC.to_be_bytes());
-        b.extend_from_slice(&option.to_be_bytes());
-        b.extend_from_slice(&(data.len() as u32).to_be_bytes());
-        b.extend_from_slice(data);
+        client::put_option(&mut b, option, data);
         self.stream.write_all(&b)
     }
 
     fn option_reply(&mut self, option: u32) -> io::Result<(u32, Vec<u8>)> {
-        let mut h = [0u8; 20];
+        let mut h = [0u8; client::OptionReply::LEN];
         self.stream.read_exact(&mut h)?;
-        let magic = u64::from_be_bytes(h[..8].try_into().expect("8 bytes"));
-        let got = u32::from_be_bytes(h[8..12].try_into().expect("4 bytes"));
-        if magic != REPLY_MAGIC || got != option {
-            return Err(invalid(format!("bad option reply (magic {magic:#x}, option {got})")));
-        }
-        let kind = u32::from_be_bytes(h[12..16].try_into().expect("4 bytes"));
-        let len = u32::from_be_bytes(h[16..20].try_into().expect("4 bytes"));
-        if len > hearth_nbd::handshake::MAX_OPTION_DATA {
-            return Err(invalid(format!("option reply of {len} bytes")));
-        }
-        let mut data = vec![0u8; len as usize];
+        let reply = client::OptionReply::decode(&h, option).map_err(protocol)?;
+        let mut data = vec![0u8; reply.length as usize];
         self.stream.read_exact(&mut data)?;
-        Ok((kind, data))
+        Ok((reply.kind, data))
     }
 
     /// Sends one request and waits for its reply; `into` receives read data.

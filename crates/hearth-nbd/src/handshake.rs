@@ -464,30 +464,17 @@ mod tests {
     }
 
     /// Splits a stream of option replies into (option, type, data).
-    fn replies(mut b: &[u8]) -> Vec<(u32, u32, Vec<u8>)> {
-        let mut v = Vec::new();
-        while !b.is_empty() {
-            assert_eq!(&b[..8], &[0, 0x03, 0xe8, 0x89, 0x04, 0x55, 0x65, 0xa9], "reply magic");
-            let len = u32::from_be_bytes(b[16..20].try_into().unwrap()) as usize;
-            v.push((
-                u32::from_be_bytes(b[8..12].try_into().unwrap()),
-                u32::from_be_bytes(b[12..16].try_into().unwrap()),
-                b[20..20 + len].to_vec(),
-            ));
-            b = &b[20 + len..];
-        }
-        v
+    /// (option, reply type, data) of every reply in `b`, parsed as a client does.
+    fn replies(b: &[u8]) -> Vec<(u32, u32, Vec<u8>)> {
+        let option = if b.len() >= 12 { be_u32(b, 8) } else { 0 };
+        crate::client::split_replies(b, option)
+            .unwrap()
+            .into_iter()
+            .map(|(r, d)| (r.option, r.kind, d.to_vec()))
+            .collect()
     }
 
-    fn go_data(name: &str, requests: &[u16]) -> Vec<u8> {
-        let mut d = (name.len() as u32).to_be_bytes().to_vec();
-        d.extend_from_slice(name.as_bytes());
-        d.extend_from_slice(&(requests.len() as u16).to_be_bytes());
-        for r in requests {
-            d.extend_from_slice(&r.to_be_bytes());
-        }
-        d
-    }
+    use crate::client::go_data;
 
     fn run(n: &mut Negotiation, option: u32, data: &[u8]) -> (Outcome, Vec<u8>) {
         let mut out = Vec::new();

@@ -10,7 +10,10 @@
 //! - [`transmission`]: request decoding and validation, simple and structured
 //!   reply encoding.
 //! - [`hints`]: the payload of Hearth's negotiated cache-hint command.
+//! - [`client`]: the client's half of the handshake (what it sends, how it
+//!   reads the answers).
 
+pub mod client;
 pub mod handshake;
 pub mod hints;
 pub mod transmission;
