@@ -39,6 +39,16 @@ impl Stream for UnixStream {
     }
 }
 
+/// An in-memory pipe: a connection tested without sockets.
+#[cfg(test)]
+impl Stream for tokio::io::DuplexStream {
+    type Read = ReadHalf<Self>;
+    type Write = WriteHalf<Self>;
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
+
 impl<S: Stream> Stream for tokio_rustls::server::TlsStream<S> {
     type Read = ReadHalf<Self>;
     type Write = WriteHalf<Self>;

@@ -288,15 +288,17 @@ struct Shared {
 
 #[cfg(test)]
 mod tests {
-    //! A connection driven in-process by the Rust client (`hearth-client`)
-    //! over a socket pair: both sides of the handshake and the transmission
-    //! loop, no listener.
+    //! Connections driven in-process, no listener: by the Rust client
+    //! (`hearth-client`) over a socket pair, and by raw protocol bytes over
+    //! an in-memory pipe (`tokio::io::duplex`), no socket at all.
 
     use std::io;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::thread::ThreadId;
 
     use hearth_placement::Placement;
+
+    use hearth_nbd::{Command, Request};
 
     use super::*;
     use crate::backend::{Backend, MemoryBackend};
@@ -341,19 +343,14 @@ mod tests {
         }
     }
 
-    /// One write-back export with eviction-based placement over `backend`,
-    /// served to one in-process client; returns the client's side.
-    fn serve_one(backend: Watched, cache_blocks: u64, rt: &tokio::runtime::Runtime) -> std::os::unix::net::UnixStream {
+    /// One write-back export "disk" with eviction-based placement over
+    /// `backend`, as the server's shared state.
+    fn shared_for(backend: Box<dyn Backend>, cache_blocks: u64) -> Arc<Shared> {
         let size = backend.size();
         let policy = hearth_policy::build("lru", cache_blocks * BS).unwrap();
         let mode = WriteMode::Back { dirty_limit: cache_blocks * BS };
-        let cache = BlockCache::with_placement(
-            Box::new(backend),
-            policy,
-            BS as u32,
-            mode,
-            Placement::Eviction { reload_threshold: 0 },
-        );
+        let cache =
+            BlockCache::with_placement(backend, policy, BS as u32, mode, Placement::Eviction { reload_threshold: 0 });
         let info = ExportInfo {
             name: "disk".into(),
             description: String::new(),
@@ -383,7 +380,7 @@ mod tests {
             max_client_buffers: 1 << 10,
             connections: Arc::new(Semaphore::new(1)),
         };
-        let shared = Arc::new(Shared {
+        Arc::new(Shared {
             exports: Arc::new(vec![export]),
             infos: Arc::new(vec![info]),
             limits,
@@ -391,17 +388,32 @@ mod tests {
             tls: None,
             access: Access::default(),
             export_access: vec![Access::default()],
-        });
-        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-        theirs.set_nonblocking(true).unwrap();
+        })
+    }
+
+    /// Runs one connection over `stream` on `rt`, as the listener would.
+    fn spawn_connection<S: listener::Stream>(
+        stream: S,
+        shared: Arc<Shared>,
+        rt: &tokio::runtime::Runtime,
+    ) -> tokio::task::JoinHandle<()> {
         let (stop, stop_rx) = watch::channel(false);
         let (drain, _) = mpsc::channel(1);
         rt.spawn(async move {
-            let stream = tokio::net::UnixStream::from_std(theirs).unwrap();
             let peer = listener::Peer { ip: None, name: "in-process".into() };
             connection::connection(stream, peer, shared, stop_rx, drain).await;
             drop(stop);
-        });
+        })
+    }
+
+    /// `backend` served to one in-process client over a socket pair;
+    /// returns the client's side.
+    fn serve_one(backend: Watched, cache_blocks: u64, rt: &tokio::runtime::Runtime) -> std::os::unix::net::UnixStream {
+        let shared = shared_for(Box::new(backend), cache_blocks);
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        theirs.set_nonblocking(true).unwrap();
+        let _guard = rt.enter();
+        spawn_connection(tokio::net::UnixStream::from_std(theirs).unwrap(), shared, rt);
         ours
     }
 
@@ -440,5 +452,85 @@ mod tests {
         });
         client.join().unwrap();
         assert_eq!(calls_on_async_thread.load(Ordering::Relaxed), 0, "backend calls made on the async thread");
+    }
+
+    /// Sends `requests` (header and any payload) and reads as many simple
+    /// replies, in whatever order they complete: cookie -> (error, data).
+    async fn exchange(
+        c: &mut tokio::io::DuplexStream,
+        requests: &[(Request, Vec<u8>)],
+    ) -> std::collections::HashMap<u64, (u32, Vec<u8>)> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        for (r, payload) in requests {
+            c.write_all(&r.encode()).await.unwrap();
+            c.write_all(payload).await.unwrap();
+        }
+        let mut replies = std::collections::HashMap::new();
+        for _ in requests {
+            let mut h = [0u8; 16];
+            c.read_exact(&mut h).await.unwrap();
+            assert_eq!(u32::from_be_bytes(h[..4].try_into().unwrap()), hearth_nbd::SIMPLE_REPLY_MAGIC);
+            let error = u32::from_be_bytes(h[4..8].try_into().unwrap());
+            let cookie = u64::from_be_bytes(h[8..].try_into().unwrap());
+            let (req, _) = requests.iter().find(|(r, _)| r.cookie == cookie).expect("a reply to a request sent");
+            let mut data = vec![0u8; if error == 0 && req.command == Command::Read { req.length as usize } else { 0 }];
+            c.read_exact(&mut data).await.unwrap();
+            replies.insert(cookie, (error, data));
+        }
+        replies
+    }
+
+    #[test]
+    fn a_connection_runs_over_an_in_memory_pipe() {
+        use hearth_nbd::{client, opt, rep, Errno, FLAG_C_FIXED_NEWSTYLE};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let shared = shared_for(Box::new(MemoryBackend::new(64 * BS)), 16);
+        let (mut c, theirs) = tokio::io::duplex(1 << 16);
+        let served = spawn_connection(theirs, shared, &rt);
+        rt.block_on(async move {
+            let mut greeting = [0u8; 18];
+            c.read_exact(&mut greeting).await.unwrap();
+            client::check_greeting(&greeting).unwrap();
+            c.write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes()).await.unwrap();
+            let mut go = Vec::new();
+            client::put_option(&mut go, opt::GO, &client::go_data("disk", &[]));
+            c.write_all(&go).await.unwrap();
+            let mut size = None;
+            loop {
+                let mut h = [0u8; client::OptionReply::LEN];
+                c.read_exact(&mut h).await.unwrap();
+                let reply = client::OptionReply::decode(&h, opt::GO).unwrap();
+                let mut data = vec![0u8; reply.length as usize];
+                c.read_exact(&mut data).await.unwrap();
+                assert!(!reply.is_error(), "GO refused: {}", String::from_utf8_lossy(&data));
+                size = size.or(client::export_info(&data).map(|(s, _)| s));
+                if reply.kind == rep::ACK {
+                    break;
+                }
+            }
+            assert_eq!(size, Some(64 * BS));
+
+            let request = |command, cookie, offset, length| Request { flags: 0, command, cookie, offset, length };
+            let block = vec![0x5a; BS as usize];
+            let wrote = exchange(&mut c, &[(request(Command::Write, 1, 3 * BS, BS as u32), block.clone())]).await;
+            assert_eq!(wrote[&1], (0, vec![]));
+            // Pipelined: a read of what was written, one past the end, a flush.
+            let replies = exchange(
+                &mut c,
+                &[
+                    (request(Command::Read, 2, 3 * BS, BS as u32), vec![]),
+                    (request(Command::Read, 3, 64 * BS, BS as u32), vec![]),
+                    (request(Command::Flush, 4, 0, 0), vec![]),
+                ],
+            )
+            .await;
+            assert_eq!(replies[&2], (0, block));
+            assert_eq!(replies[&3].0, Errno::Inval as u32);
+            assert_eq!(replies[&4], (0, vec![]));
+            drop(c);
+            served.await.unwrap();
+        });
     }
 }
