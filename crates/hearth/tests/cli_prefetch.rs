@@ -1,16 +1,8 @@
 //! `hearth prefetch` end to end: generate a trace, read it back, compare
 //! schemes, and reject bad input with a message naming the place.
 
-use std::process::{Command, Output};
-
-fn hearth(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hearth")).args(args).output().expect("run hearth")
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "hearth failed: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+mod cli_support;
+use cli_support::*;
 
 #[test]
 fn gen_then_sim_from_the_trace_matches_sim_from_the_generator() {

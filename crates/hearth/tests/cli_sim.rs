@@ -1,20 +1,7 @@
 //! The `hearth` binary end to end on the bundled trace and on broken input.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn hearth(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hearth")).args(args).output().expect("run hearth")
-}
-
-fn repo_file(rel: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel).to_string_lossy().into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "hearth failed: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+mod cli_support;
+use cli_support::*;
 
 #[test]
 fn sim_json_on_bundled_trace_is_consistent() {

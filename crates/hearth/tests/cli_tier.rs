@@ -1,20 +1,7 @@
 //! `hearth tier` end to end: simulation output, plans, devices files, bad input.
 
-use std::process::{Command, Output};
-
-fn hearth(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hearth")).args(args).output().expect("run hearth")
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "hearth failed: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    assert!(!o.status.success(), "hearth should have failed");
-    String::from_utf8(o.stderr.clone()).unwrap()
-}
+mod cli_support;
+use cli_support::*;
 
 const CHAINS: &[&str] = &["synth:chains", "--requests", "6000", "--os-cache", "1MiB"];
 
@@ -74,22 +61,22 @@ fn bad_input_is_named() {
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
     args.extend(["--slow", "floppy"]);
-    let err = stderr(&hearth(&args));
+    let err = failure(&hearth(&args));
     assert!(err.contains("--slow") && err.contains("floppy") && err.contains("nvme"), "{err}");
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
     args.extend(["--fast-capacity", "150%"]);
-    assert!(stderr(&hearth(&args)).contains("--fast-capacity"));
+    assert!(failure(&hearth(&args)).contains("--fast-capacity"));
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
     args.extend(["--cdp", "ccdp0"]);
-    assert!(stderr(&hearth(&args)).contains("ccdp0"));
+    assert!(failure(&hearth(&args)).contains("ccdp0"));
     let dir = tempfile::tempdir().unwrap();
     let devices = dir.path().join("d.toml");
     std::fs::write(&devices, "[device.x]\nlatency = 3\n").unwrap();
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
     args.extend(["--devices", devices.to_str().unwrap()]);
-    let err = stderr(&hearth(&args));
+    let err = failure(&hearth(&args));
     assert!(err.contains("d.toml") && err.contains("latency"), "{err}");
 }

@@ -1,34 +1,13 @@
 //! `hearth trace` end to end: every number is checked against a count made
 //! here through `hearth_trace`, or by hand.
 
+mod cli_support;
+use cli_support::*;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use hearth_core::{Access, Op, NEVER};
 use hearth_trace::{accesses, fill_next_access, open, sample, Mode};
-
-fn hearth(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hearth")).args(args).output().expect("run hearth")
-}
-
-/// The cloudPhysicsIO trace in libCacheSim's formats, beside the checkout.
-fn shared(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(name).to_string_lossy().into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "hearth failed: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn failure(o: &Output) -> String {
-    assert!(!o.status.success(), "hearth should have failed: {}", String::from_utf8_lossy(&o.stdout));
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// Every access of a trace, with next accesses filled in memory.
 fn filled(trace: &str, mode: Mode, keep: impl Fn(u64) -> bool) -> Vec<Access> {

@@ -1,17 +1,10 @@
 //! `hearth warmup sim` and `hearth analyze --reaccess` end to end on a small
 //! hand-made CloudPhysics CSV.
 
+mod cli_support;
+use cli_support::*;
+
 use std::fmt::Write as _;
-use std::process::{Command, Output};
-
-fn hearth(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hearth")).args(args).output().expect("run hearth")
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "hearth failed: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
 
 /// Three 60-second "days"; each second reads one of the same 20 blocks
 /// (4 KiB = 8 sectors), cycling, so a 20-block cache warmed from the
