@@ -5,6 +5,8 @@
 //! Backends are called from blocking threads and must allow concurrent calls.
 
 pub mod nbd;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};

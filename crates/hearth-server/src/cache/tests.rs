@@ -1,4 +1,5 @@
 use super::*;
+use crate::backend::testing::{Pause, TestBackend};
 use crate::backend::MemoryBackend;
 use std::sync::Arc;
 
@@ -15,86 +16,13 @@ fn setup(size: u64, blocks: u64, mode: WriteMode) -> (Arc<MemoryBackend>, BlockC
     (backend, cache)
 }
 
-/// Completes each call after a pseudo-random 0..400 µs, so concurrent
-/// calls finish in an order different from the one they took effect in.
-struct Jitter(Arc<MemoryBackend>, AtomicU64);
-
-impl Jitter {
-    fn pause(&self) {
-        let n = self.1.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        std::thread::sleep(std::time::Duration::from_micros((n >> 40) % 400));
-    }
-}
-
-impl Backend for Jitter {
-    fn size(&self) -> u64 {
-        self.0.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let r = self.0.read_at(buf, offset);
-        self.pause();
-        r
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let r = self.0.write_at(buf, offset);
-        self.pause();
-        r
-    }
-    fn flush(&self) -> io::Result<()> {
-        Ok(())
-    }
-    fn describe(&self) -> String {
-        "jitter".into()
-    }
-}
-
-/// A memory backend with switches: the next write is held 300 ms before
-/// it lands, or every write fails.
-#[derive(Clone)]
-struct Faulty {
-    memory: Arc<MemoryBackend>,
-    hold_next: Arc<std::sync::atomic::AtomicBool>,
-    fail_writes: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Backend for Faulty {
-    fn size(&self) -> u64 {
-        self.memory.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.memory.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if self.fail_writes.load(Ordering::SeqCst) {
-            return Err(io::Error::other("injected write error"));
-        }
-        if self.hold_next.swap(false, Ordering::SeqCst) {
-            std::thread::sleep(std::time::Duration::from_millis(300));
-        }
-        self.memory.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        Ok(())
-    }
-    fn describe(&self) -> String {
-        "faulty".into()
-    }
-}
-
-/// A zeroed `blocks`-block memory backend behind a [`Faulty`] switchboard.
-fn faulty(blocks: u64) -> (Arc<MemoryBackend>, Faulty, Box<dyn Backend>) {
-    let memory = Arc::new(MemoryBackend::new(blocks * u64::from(BS)));
-    let faults = Faulty { memory: memory.clone(), hold_next: Default::default(), fail_writes: Default::default() };
-    (memory, faults.clone(), Box::new(faults))
-}
-
 /// A cache over a jittery backend, or over one with a fixed 200 µs
 /// latency (which widens the window between a read and its fill).
 fn setup_racy(size: u64, blocks: u64, mode: WriteMode, jitter: bool) -> (Arc<MemoryBackend>, BlockCache) {
     let backend = Arc::new(MemoryBackend::new(size));
     let policy = hearth_policy::build("lru", blocks * u64::from(BS)).unwrap();
     let racy: Box<dyn Backend> = if jitter {
-        Box::new(Jitter(backend.clone(), AtomicU64::new(0)))
+        Box::new(TestBackend::over(backend.clone()).pausing(Pause::AfterEachCall { max_us: 400 }))
     } else {
         let latency = std::time::Duration::from_micros(200);
         Box::new(crate::backend::SlowBackend::new(Box::new(backend.clone()), latency, None))
@@ -288,30 +216,11 @@ fn concurrent_reads_and_writes_keep_cache_and_backend_equal() {
 /// show as a lost update.
 #[test]
 fn write_back_never_lands_an_older_copy_after_a_newer_one() {
-    struct LateWrites(Arc<MemoryBackend>, AtomicU64);
-    impl Backend for LateWrites {
-        fn size(&self) -> u64 {
-            self.0.size()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            self.0.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            let n = self.1.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            std::thread::sleep(std::time::Duration::from_micros((n >> 40) % 300));
-            self.0.write_at(buf, offset)
-        }
-        fn flush(&self) -> io::Result<()> {
-            Ok(())
-        }
-        fn describe(&self) -> String {
-            "late writes".into()
-        }
-    }
     const BLOCKS: u64 = 48;
     let memory = Arc::new(MemoryBackend::new(BLOCKS * 4096));
     let policy = hearth_policy::build("lru", 12 * 4096).unwrap();
-    let backend: Box<dyn Backend> = Box::new(LateWrites(memory.clone(), AtomicU64::new(0)));
+    let backend: Box<dyn Backend> =
+        Box::new(TestBackend::over(memory.clone()).pausing(Pause::BeforeWrites { max_us: 300 }));
     let cache = Arc::new(BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 6 * 4096 }));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let background: Vec<_> = (0..2)
@@ -381,12 +290,13 @@ fn write_back_never_lands_an_older_copy_after_a_newer_one() {
 /// so the backend ends with 2, not with the older 1 landing last.
 #[test]
 fn write_backs_under_the_lock_wait_for_an_unlocked_copy_of_the_same_block() {
-    let (memory, faults, backend) = faulty(16);
-    let hold_next = faults.hold_next.clone();
+    let faulty = TestBackend::new(16 * 4096);
+    let (memory, switches) = (faulty.memory.clone(), faulty.switches.clone());
+    let backend = Box::new(faulty);
     let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
     let cache = Arc::new(BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 1 << 20 }));
     cache.write(0, &[1u8; 4096], false).unwrap();
-    hold_next.store(true, Ordering::SeqCst); // the flush's write of block 0
+    switches.hold_next_write.store(true, Ordering::SeqCst); // the flush's write of block 0
     let flusher = {
         let cache = cache.clone();
         std::thread::spawn(move || cache.flush().unwrap())
@@ -407,7 +317,7 @@ fn write_backs_under_the_lock_wait_for_an_unlocked_copy_of_the_same_block() {
     // FUA write-back waits too, and the block must not be left clean with
     // the older copy on the backend.
     cache.write(5 * 4096, &[1u8; 4096], false).unwrap();
-    hold_next.store(true, Ordering::SeqCst);
+    switches.hold_next_write.store(true, Ordering::SeqCst);
     let flusher = {
         let cache = cache.clone();
         std::thread::spawn(move || cache.flush().unwrap())
@@ -428,10 +338,11 @@ fn write_backs_under_the_lock_wait_for_an_unlocked_copy_of_the_same_block() {
 /// FLUSH fails until the backend takes it, and then it is on the backend.
 #[test]
 fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
-    let (memory, faults, backend) = faulty(16);
-    let failing = faults.fail_writes.clone();
+    let faulty = TestBackend::new(16 * 4096);
+    let (memory, switches) = (faulty.memory.clone(), faulty.switches.clone());
+    let failing = &switches.fail_writes;
     let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
-    let cache = BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 1 << 20 });
+    let cache = BlockCache::new(Box::new(faulty.clone()), policy, BS, WriteMode::Back { dirty_limit: 1 << 20 });
     cache.write(0, &[1u8; 4096], false).unwrap();
     cache.write(4096, &[2u8; 4096], false).unwrap();
     failing.store(true, Ordering::SeqCst);
@@ -455,7 +366,7 @@ fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
     // With the backend refusing for good, stranded data is bounded by the
     // dirty limit: past it, writes fail instead of piling up in memory.
     let cache = BlockCache::new(
-        Box::new(Faulty { memory: memory.clone(), ..faults }),
+        Box::new(faulty),
         hearth_policy::build("lru", 2 * 4096).unwrap(),
         BS,
         WriteMode::Back { dirty_limit: 2 * 4096 },

@@ -292,56 +292,18 @@ mod tests {
     //! (`hearth-client`) over a socket pair, and by raw protocol bytes over
     //! an in-memory pipe (`tokio::io::duplex`), no socket at all.
 
-    use std::io;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::thread::ThreadId;
+    use std::sync::atomic::Ordering;
 
     use hearth_placement::Placement;
 
     use hearth_nbd::{Command, Request};
 
     use super::*;
+    use crate::backend::testing::TestBackend;
     use crate::backend::{Backend, MemoryBackend};
     use crate::cache::{BlockCache, WriteMode};
 
     const BS: u64 = 4096;
-
-    /// A memory backend that counts calls made on one thread: the thread
-    /// running the connection's async tasks, which must never wait for it.
-    struct Watched {
-        inner: MemoryBackend,
-        async_thread: ThreadId,
-        calls_on_async_thread: Arc<AtomicUsize>,
-    }
-
-    impl Watched {
-        fn check(&self) {
-            if std::thread::current().id() == self.async_thread {
-                self.calls_on_async_thread.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    impl Backend for Watched {
-        fn size(&self) -> u64 {
-            self.inner.size()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            self.check();
-            self.inner.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            self.check();
-            self.inner.write_at(buf, offset)
-        }
-        fn flush(&self) -> io::Result<()> {
-            self.check();
-            self.inner.flush()
-        }
-        fn describe(&self) -> String {
-            "watched memory".into()
-        }
-    }
 
     /// One write-back export "disk" with eviction-based placement over
     /// `backend`, as the server's shared state.
@@ -408,7 +370,11 @@ mod tests {
 
     /// `backend` served to one in-process client over a socket pair;
     /// returns the client's side.
-    fn serve_one(backend: Watched, cache_blocks: u64, rt: &tokio::runtime::Runtime) -> std::os::unix::net::UnixStream {
+    fn serve_one(
+        backend: TestBackend,
+        cache_blocks: u64,
+        rt: &tokio::runtime::Runtime,
+    ) -> std::os::unix::net::UnixStream {
         let shared = shared_for(Box::new(backend), cache_blocks);
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         theirs.set_nonblocking(true).unwrap();
@@ -421,12 +387,8 @@ mod tests {
     fn no_backend_call_runs_on_the_async_thread() {
         // One thread runs every async task; backend calls belong on others.
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let calls_on_async_thread = Arc::new(AtomicUsize::new(0));
-        let backend = Watched {
-            inner: MemoryBackend::new(64 * BS),
-            async_thread: std::thread::current().id(),
-            calls_on_async_thread: calls_on_async_thread.clone(),
-        };
+        let backend = TestBackend::new(64 * BS).watching(std::thread::current().id());
+        let switches = backend.switches.clone();
         let stream = serve_one(backend, 4, &rt);
         let client = std::thread::spawn(move || {
             let mut c = hearth_client::Client::over(stream, "disk").unwrap();
@@ -451,7 +413,8 @@ mod tests {
             }
         });
         client.join().unwrap();
-        assert_eq!(calls_on_async_thread.load(Ordering::Relaxed), 0, "backend calls made on the async thread");
+        let calls_on_async_thread = switches.calls_on_watched_thread.load(Ordering::Relaxed);
+        assert_eq!(calls_on_async_thread, 0, "backend calls made on the async thread");
     }
 
     /// Sends `requests` (header and any payload) and reads as many simple
