@@ -1,32 +1,37 @@
 //! The Hearth NBD storage server: exports served over TCP and Unix sockets,
-//! each a [`cache::BlockCache`] (any policy from `hearth-policy`) in front of
+//! each a block cache (any policy from `hearth-policy`) in front of
 //! a [`backend::Backend`], with Prometheus metrics and a TOML config.
 //!
 //! The protocol itself lives in `hearth-nbd`; this crate does the I/O.
+//!
+//! Public: what a program embedding the server needs — [`Config`] and
+//! [`Server`], the [`backend`]s (and the [`tier`]ed one) a cache can front,
+//! and [`warmup`]'s log. The connection, cache and metrics machinery is
+//! internal.
 
-pub mod access;
+mod access;
 pub mod backend;
-pub mod cache;
+mod cache;
 pub mod config;
-pub mod metrics;
-pub mod server;
+mod metrics;
+mod server;
 pub mod tier;
-pub mod tls;
+mod tls;
 pub mod warmup;
 
 pub use config::Config;
 pub use server::Server;
 
 /// A low-priority backend read for the export's background threads.
-pub struct Background {
-    pub kind: BackgroundKind,
-    pub block: u64,
+pub(crate) struct Background {
+    pub(crate) kind: BackgroundKind,
+    pub(crate) block: u64,
     /// The connection whose request or hint it came from.
-    pub origin: std::sync::Arc<Origin>,
+    pub(crate) origin: std::sync::Arc<Origin>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackgroundKind {
+pub(crate) enum BackgroundKind {
     /// Data of a block placed when its client evicted it.
     Reload,
     /// A block a prefetcher predicted.
@@ -37,28 +42,28 @@ pub enum BackgroundKind {
 /// (bounded per connection) and whether it has closed (its reads are then
 /// skipped).
 #[derive(Default)]
-pub struct Origin {
-    pub queued: std::sync::atomic::AtomicUsize,
-    pub closed: std::sync::atomic::AtomicBool,
+pub(crate) struct Origin {
+    pub(crate) queued: std::sync::atomic::AtomicUsize,
+    pub(crate) closed: std::sync::atomic::AtomicBool,
 }
 
 /// One served export: what clients are told, the cache in front of its
 /// backend, and its counters.
-pub struct Export {
-    pub info: hearth_nbd::ExportInfo,
-    pub cache: cache::BlockCache,
-    pub metrics: metrics::ExportMetrics,
+pub(crate) struct Export {
+    pub(crate) info: hearth_nbd::ExportInfo,
+    pub(crate) cache: cache::BlockCache,
+    pub(crate) metrics: metrics::ExportMetrics,
     /// Background reads (eviction reloads, prefetches) for one thread that
     /// issues them one at a time, so demand reads go first.
-    pub background: std::sync::mpsc::SyncSender<Background>,
+    pub(crate) background: std::sync::mpsc::SyncSender<Background>,
     /// Eviction reloads dropped: the queue was full or their connection closed.
-    pub reloads_dropped: std::sync::atomic::AtomicU64,
+    pub(crate) reloads_dropped: std::sync::atomic::AtomicU64,
     /// The prefetcher, when the export has one (`prefetch = "quickmine"`).
-    pub prefetcher: Option<std::sync::Mutex<Box<dyn hearth_prefetch::Prefetcher>>>,
-    pub prefetch_stats: metrics::PrefetchCounters,
+    pub(crate) prefetcher: Option<std::sync::Mutex<Box<dyn hearth_prefetch::Prefetcher>>>,
+    pub(crate) prefetch_stats: metrics::PrefetchCounters,
     /// The warmup monitor logging this export's cache (`[export.warmup]`).
-    pub warmup: Option<std::sync::Arc<warmup::Monitor>>,
+    pub(crate) warmup: Option<std::sync::Arc<warmup::Monitor>>,
     /// NBD_CMD_CACHE requests running at once on this export, whichever
     /// connections sent them (as many as `background_reads`).
-    pub cache_lanes: std::sync::Arc<tokio::sync::Semaphore>,
+    pub(crate) cache_lanes: std::sync::Arc<tokio::sync::Semaphore>,
 }

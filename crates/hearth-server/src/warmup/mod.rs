@@ -3,13 +3,14 @@
 //! or restarted cache from that log.
 //!
 //! The log format, its recovery and the pre-load plan are `hearth_warmup`'s
-//! sans-I/O core ([`LogWriter`], [`Recovery`], [`plan_preload`]); this module
+//! sans-I/O core ([`LogWriter`](hearth_warmup::log::LogWriter), [`Recovery`](hearth_warmup::log::Recovery),
+//! [`plan_preload`](hearth_warmup::plan::plan_preload)); this module
 //! only does their I/O:
 //!
 //! 1. [`WarmupLog::open`] reads the volume's header and every slot into a
-//!    [`Recovery`]. A missing, corrupt or incompatible log is not an error:
+//!    `Recovery`. A missing, corrupt or incompatible log is not an error:
 //!    the export starts with on-demand warmup and a warning, and a new log.
-//! 2. [`WarmupLog::preload`] executes a [`Plan`] (newest unique blocks up to
+//! 2. [`WarmupLog::preload`] executes a [`Plan`](hearth_warmup::plan::Plan) (newest unique blocks up to
 //!    the budget, newest first): blocks whose logged data the log vouches for
 //!    come from the volume, the others from the backend, so the cache never
 //!    receives stale data. It runs before [`WarmupLog::start`], which is
@@ -17,7 +18,7 @@
 //! 3. [`WarmupLog::start`] makes the resumed log's Open record (or a new
 //!    header) durable — before the export serves, as the format requires —
 //!    and returns the [`Monitor`]: the cache reports read fills and client
-//!    writes to it ([`ContentLog`]) under its lock, the records collect in the
+//!    writes to it (its `ContentLog`) under its lock, the records collect in the
 //!    staging buffer, and full buffers go to a background thread that writes
 //!    them sequentially. NBD FLUSH makes the log durable; only a clean
 //!    shutdown seals it. (A seal at FLUSH would vouch for records that a
@@ -173,7 +174,7 @@ fn progress_bar(total: u64) -> indicatif::ProgressBar {
 }
 
 /// The warmup families of the metrics page, for exports with a monitor.
-pub fn render_metrics(out: &mut String, exports: &[Arc<crate::Export>]) {
+pub(crate) fn render_metrics(out: &mut String, exports: &[Arc<crate::Export>]) {
     use std::fmt::Write as _;
     type Family = (&'static str, &'static str, &'static str, fn(&Monitor) -> f64);
     let families: [Family; 7] = [
