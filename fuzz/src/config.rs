@@ -1,47 +1,64 @@
 //! `hearth.toml` (hearth-server's `Config::parse` + `Config::validate`), as
-//! `hearth serve` loads it. Nothing is opened: `validate` only checks.
+//! `hearth serve` loads it. Nothing is opened: `validate` only checks and
+//! parses.
 
-use hearth_server::config::{parse_duration, Config, SizeValue};
+use hearth_server::config::{parse_duration, BackendSpec, Config, SizeValue};
 
 pub fn config(data: &[u8]) {
     // Config::load reads the file with read_to_string: non-UTF-8 never gets here.
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let mut c = match Config::parse(text) {
+    let c = match Config::parse(text) {
         Ok(c) => c,
         Err(e) => {
-            assert!(!e.is_empty(), "empty parse error");
+            assert!(!e.to_string().is_empty(), "empty parse error");
             return;
         }
     };
     let exports = c.exports.len();
+    // The raw values, for the parsers on their own below.
+    let raw: Vec<_> = c
+        .exports
+        .iter()
+        .map(|e| {
+            (
+                [
+                    e.size.clone(),
+                    e.cache_size.clone(),
+                    e.block_size.clone(),
+                    e.dirty_limit.clone(),
+                    e.bandwidth.clone(),
+                ],
+                e.latency.clone(),
+            )
+        })
+        .collect();
     match c.validate() {
-        Err(e) => assert!(!e.is_empty(), "empty validation error"),
-        Ok(()) => {
+        Err(e) => assert!(!e.to_string().is_empty(), "empty validation error"),
+        Ok(settings) => {
+            assert_eq!(settings.exports.len(), exports);
             assert!(exports > 0);
-            assert!(!c.server.listen.is_empty() || !c.server.unix.is_empty(), "no listener after validate");
-            for (i, e) in c.exports.iter().enumerate() {
-                assert!(c.exports[..i].iter().all(|o| o.name != e.name), "duplicate names validated");
+            let server = &settings.server;
+            assert!(!server.listen.is_empty() || !server.unix.is_empty(), "no listener after validate");
+            for (i, e) in settings.exports.iter().enumerate() {
+                assert!(settings.exports[..i].iter().all(|o| o.name != e.name), "duplicate names validated");
                 assert!(e.name.len() <= hearth_nbd::MAX_STRING);
-                let bs = e.block_size().expect("validated block size");
-                assert!(bs.is_power_of_two() && (512..=1 << 20).contains(&bs));
-                e.cache_bytes().expect("validated cache size");
-                e.write_mode().expect("validated write mode");
-                e.latency().expect("validated latency");
-                assert!((1..=256).contains(&e.background_reads()));
-                if let Some(s) = &e.size {
-                    assert!(s.bytes().expect("validated size") > 0);
+                assert!(e.block_size.is_power_of_two() && (512..=1 << 20).contains(&e.block_size));
+                assert!((1..=256).contains(&e.background_reads));
+                match e.backend {
+                    BackendSpec::Sparse { size, .. } | BackendSpec::Memory { size } => assert!(size > 0),
+                    BackendSpec::File { .. } | BackendSpec::Nbd { .. } => {}
                 }
             }
         }
     }
     // The size and duration parsers on their own, on every string value.
-    for e in &c.exports {
-        for s in [&e.size, &e.cache_size, &e.block_size, &e.dirty_limit, &e.bandwidth].into_iter().flatten() {
+    for (sizes, latency) in &raw {
+        for s in sizes.iter().flatten() {
             if let SizeValue::Text(t) = s {
                 let _ = hearth_core::parse_bytes(t);
             }
         }
-        if let Some(l) = &e.latency {
+        if let Some(l) = latency {
             let _ = parse_duration(l);
         }
     }

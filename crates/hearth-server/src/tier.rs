@@ -679,19 +679,17 @@ mod tests {
                 plan.display()
             )
         };
-        let mut config = crate::Config::parse(&toml(4096)).unwrap();
-        config.validate().unwrap();
-        let cache = config.exports[0].open().unwrap();
+        let settings = crate::Config::parse(&toml(4096)).unwrap().validate().unwrap();
+        let cache = settings.exports[0].open().unwrap();
         assert!(cache.describe_backend().contains("tier (fast"), "{}", cache.describe_backend());
-        let mut config = crate::Config::parse(&toml(512)).unwrap();
-        config.validate().unwrap();
-        let err = config.exports[0].open().err().unwrap().to_string();
+        let settings = crate::Config::parse(&toml(512)).unwrap().validate().unwrap();
+        let err = settings.exports[0].open().err().unwrap().to_string();
         assert!(err.contains("plan.json") && err.contains("block size 512"), "{err}");
         let err = crate::Config::parse(
             "[[export]]\nname = \"t\"\n[export.tier]\nfast_path = \"x\"\nfast_size = 1\nspeed = 2\n",
         )
-        .err()
-        .unwrap();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("speed"), "{err}");
     }
 

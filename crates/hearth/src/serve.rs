@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use hearth_server::config::{BackendKind, Config, ExportConfig, SizeValue, TierExportConfig, TlsMode, WriteModeConfig};
+use hearth_server::config::{
+    BackendKind, Config, ExportConfig, Settings, SizeValue, TierExportConfig, TlsMode, WriteModeConfig,
+};
 use hearth_server::warmup::{WarmupConfig, WarmupMode};
 use hearth_server::Server;
 use tracing_subscriber::EnvFilter;
@@ -191,7 +193,7 @@ enum WarmupModeArg {
 }
 
 impl ServeArgs {
-    fn config(&self) -> anyhow::Result<Config> {
+    fn config(&self) -> anyhow::Result<Settings> {
         let mut config = match &self.config {
             Some(path) => Config::load(path)?,
             None => {
@@ -277,8 +279,7 @@ impl ServeArgs {
         config.server.allow.extend(self.allow.iter().cloned());
         config.server.deny.extend(self.deny.iter().cloned());
         let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());
-        config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
-        Ok(config)
+        config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))
     }
 }
 

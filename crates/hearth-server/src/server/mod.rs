@@ -31,7 +31,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{error, info, warn};
 
 use crate::access::Access;
-use crate::config::{Config, TlsMode};
+use crate::config::{Settings, TlsMode};
 use crate::Export;
 
 /// Nanoseconds since the server process first asked: the prefetchers' clock.
@@ -70,10 +70,9 @@ struct Limits {
 }
 
 impl Server {
-    /// Opens every export and binds every listener (call after
-    /// `Config::validate`).
-    pub async fn bind(config: &Config) -> anyhow::Result<Server> {
-        let max_request = config.server.max_request().map_err(anyhow::Error::msg)?;
+    /// Opens every export and binds every listener.
+    pub async fn bind(config: &Settings) -> anyhow::Result<Server> {
+        let max_request = config.server.max_request;
         let mut exports = Vec::new();
         for (i, e) in config.exports.iter().enumerate() {
             let cache = e.open().map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
@@ -100,21 +99,15 @@ impl Server {
             };
             info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = ?cache.mode(), "export ready");
             let warmup = match &e.warmup {
-                Some(w) => {
-                    let cache_bytes = e.cache_bytes().map_err(anyhow::Error::msg)?;
-                    let settings = w
-                        .settings(cache_bytes)
-                        .map_err(|(key, m)| anyhow::anyhow!("export[{i}] ({:?}).warmup.{key}: {m}", e.name))?;
-                    let persistent = e.path.as_deref().filter(|_| e.backend != crate::config::BackendKind::Memory);
-                    let monitor = crate::warmup::start_export(&e.name, &settings, &cache, persistent)
-                        .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
-                    Some(monitor)
-                }
+                Some(settings) => Some(
+                    crate::warmup::start_export(&e.name, settings, &cache, e.backend_file())
+                        .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?,
+                ),
                 None => None,
             };
             let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
             let prefetcher = e
-                .prefetcher(cache.block_size() as u32)
+                .prefetcher()
                 .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?
                 .map(std::sync::Mutex::new);
             let export = Arc::new(Export {
@@ -126,9 +119,9 @@ impl Server {
                 prefetcher,
                 prefetch_stats: Default::default(),
                 warmup,
-                cache_lanes: Arc::new(Semaphore::new(e.background_reads())),
+                cache_lanes: Arc::new(Semaphore::new(e.background_reads)),
             });
-            background::spawn_background(Arc::downgrade(&export), queue, e.background_reads())?;
+            background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)?;
             exports.push(export);
         }
         let mut tcp = Vec::new();
@@ -153,12 +146,11 @@ impl Server {
             None => None,
         };
         let infos = Arc::new(exports.iter().map(|e| e.info.clone()).collect());
-        let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
         let limits = Limits {
-            handshake_timeout: seconds(config.server.handshake_timeout),
-            idle_timeout: seconds(config.server.idle_timeout),
+            handshake_timeout: config.server.handshake_timeout,
+            idle_timeout: config.server.idle_timeout,
             max_request,
-            max_client_buffers: config.server.max_client_buffers().map_err(anyhow::Error::msg)?,
+            max_client_buffers: config.server.max_client_buffers,
             connections: Arc::new(Semaphore::new(config.server.max_connections)),
         };
         let tls = match &config.server.tls_certificates {
@@ -168,13 +160,8 @@ impl Server {
             _ => None,
         };
         let tls_mode = config.server.tls.negotiation();
-        let access = Access::parse(&config.server.allow, &config.server.deny, "server.").map_err(anyhow::Error::msg)?;
-        let export_access = config
-            .exports
-            .iter()
-            .map(|e| Access::parse(&e.allow, &[], &format!("export {:?}: ", e.name)))
-            .collect::<Result<_, _>>()
-            .map_err(anyhow::Error::msg)?;
+        let access = config.server.access.clone();
+        let export_access = config.exports.iter().map(|e| e.access.clone()).collect();
         Ok(Server {
             exports: Arc::new(exports),
             infos,

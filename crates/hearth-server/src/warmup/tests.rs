@@ -263,16 +263,16 @@ fn missing_corrupt_or_incompatible_logs_start_on_demand_with_a_new_log() {
 #[test]
 fn config_file_table_validates_and_errors_name_the_key() {
     let text = "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n[export.warmup]\nlog = \"/tmp/w\"\n";
-    let mut c = crate::Config::parse(&format!("{text}mode = \"data\"\npreload = true\n")).unwrap();
-    c.validate().unwrap();
-    assert_eq!(c.exports[0].warmup.as_ref().map(|w| (w.mode, w.preload)), Some((WarmupMode::Data, true)));
-    let mut c = crate::Config::parse(&format!("{text}budget = \"many\"\n")).unwrap();
-    let e = c.validate().unwrap_err();
+    let c = crate::Config::parse(&format!("{text}mode = \"data\"\npreload = true\n")).unwrap();
+    let settings = c.validate().unwrap();
+    assert_eq!(settings.exports[0].warmup.as_ref().map(|w| (w.mode, w.preload)), Some((WarmupMode::Data, true)));
+    let c = crate::Config::parse(&format!("{text}budget = \"many\"\n")).unwrap();
+    let e = c.validate().unwrap_err().to_string();
     assert!(e.starts_with("export[0] (\"a\").warmup.budget:"), "{e}");
     let two = format!("{text}{}", text.replace("name = \"a\"", "name = \"b\""));
-    let e = crate::Config::parse(&two).unwrap().validate().unwrap_err();
+    let e = crate::Config::parse(&two).unwrap().validate().unwrap_err().to_string();
     assert!(e.starts_with("export[1] (\"b\").warmup.log: /tmp/w is export[0]'s warmup log too"), "{e}");
-    let e = crate::Config::parse(&format!("{text}buffer = 1\n")).unwrap_err();
+    let e = crate::Config::parse(&format!("{text}buffer = 1\n")).unwrap_err().to_string();
     assert!(e.contains("buffer"), "{e}");
 }
 

@@ -1,0 +1,309 @@
+//! `hearth.toml`: listeners and exports. This module holds the file's raw
+//! values as serde reads them; parsing reports the line and key of a syntax
+//! or unknown-key error. [`Config::validate`] (in `spec`) turns them into
+//! [`Settings`], naming `export[i] ("name").key` for a bad value, and `open`
+//! opens what a validated export describes.
+
+mod open;
+mod spec;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use spec::{
+    BackendSpec, ExportSpec, ServerSettings, Settings, TierSpec, DEFAULT_MAX_CLIENT_BUFFERS, DEFAULT_MAX_REQUEST,
+};
+
+/// Why a configuration cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading config {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// TOML syntax, an unknown key or a value of the wrong type; the message
+    /// has the line, column and key.
+    #[error("{}{message}", path.as_ref().map(|p| format!("config {}: ", p.display())).unwrap_or_default())]
+    Syntax { path: Option<PathBuf>, message: String },
+    #[error("no [[export]] defined")]
+    NoExports,
+    /// A bad value or a rule between values; `key` is `server.key` or
+    /// `export[i] ("name").key`.
+    #[error("{key}: {message}")]
+    Invalid { key: String, message: String },
+    /// A bad `allow`/`deny` entry (the message names its list and index).
+    #[error("{0}")]
+    Access(String),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default, rename = "export")]
+    pub exports: Vec<ExportConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// TCP addresses (`host:port`; port 0 picks a free one).
+    #[serde(default)]
+    pub listen: Vec<String>,
+    /// Unix socket paths.
+    #[serde(default)]
+    pub unix: Vec<PathBuf>,
+    /// `host:port` for the Prometheus endpoint (`/metrics`).
+    pub metrics: Option<String>,
+    /// Seconds a client may take to finish the handshake before it is
+    /// disconnected, so idle or trickling sockets cannot pile up; 0 = no limit.
+    #[serde(default = "default_handshake_timeout")]
+    pub handshake_timeout: u64,
+    /// Seconds a connection may stay idle (no request arriving, no reply
+    /// leaving) before it is closed; 0 = never (the default, as nbdkit).
+    #[serde(default)]
+    pub idle_timeout: u64,
+    /// Client connections served at once; one more is closed at accept.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Largest READ or WRITE accepted, advertised as the maximum block size
+    /// (NBD_INFO_BLOCK_SIZE). Default 64 MiB (what nbdkit accepts), at most 1 GiB.
+    pub max_request: Option<SizeValue>,
+    /// Client buffers a connection may name in BUFFER hints (its client
+    /// content tracking table holds 8 bytes per buffer); a hint naming a
+    /// buffer beyond it is refused with EINVAL. Default 1 Mi (4 GiB of 4 KiB pages).
+    pub max_client_buffers: Option<u64>,
+    /// TLS (NBD_OPT_STARTTLS): "off" (default), "on" (at the client's
+    /// choice) or "require" (nothing but STARTTLS before the upgrade).
+    #[serde(default)]
+    pub tls: TlsMode,
+    /// Directory holding `server-cert.pem` and `server-key.pem`, and
+    /// `ca-cert.pem` to verify clients with: qemu-nbd's and nbdkit's layout.
+    pub tls_certificates: Option<PathBuf>,
+    /// Accept only clients presenting a certificate signed by `ca-cert.pem`.
+    #[serde(default)]
+    pub tls_verify_peer: bool,
+    /// TCP client addresses or CIDR blocks allowed to connect; empty = all.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// TCP client addresses or CIDR blocks refused (over `allow`).
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    #[default]
+    Off,
+    On,
+    Require,
+}
+
+impl TlsMode {
+    pub fn negotiation(self) -> hearth_nbd::handshake::Tls {
+        use hearth_nbd::handshake::Tls;
+        match self {
+            TlsMode::Off => Tls::Off,
+            TlsMode::On => Tls::On,
+            TlsMode::Require => Tls::Require,
+        }
+    }
+}
+
+impl std::str::FromStr for TlsMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<TlsMode, String> {
+        match s {
+            "off" => Ok(TlsMode::Off),
+            "on" => Ok(TlsMode::On),
+            "require" => Ok(TlsMode::Require),
+            _ => Err(format!("{s:?} is not off, on or require")),
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: Vec::new(),
+            unix: Vec::new(),
+            metrics: None,
+            handshake_timeout: default_handshake_timeout(),
+            idle_timeout: 0,
+            max_connections: default_max_connections(),
+            max_request: None,
+            max_client_buffers: None,
+            tls: TlsMode::Off,
+            tls_certificates: None,
+            tls_verify_peer: false,
+            allow: Vec::new(),
+            deny: Vec::new(),
+        }
+    }
+}
+
+fn default_handshake_timeout() -> u64 {
+    30
+}
+
+fn default_max_connections() -> usize {
+    256
+}
+
+/// A size: an integer number of bytes or a string such as `"64MiB"`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    pub fn bytes(&self) -> Result<u64, String> {
+        match self {
+            SizeValue::Bytes(b) => Ok(*b),
+            SizeValue::Text(t) => hearth_core::parse_bytes(t),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// An existing file or block device.
+    #[default]
+    File,
+    /// A file created sparse with `size` if it does not exist.
+    Sparse,
+    /// RAM, lost at exit (tests, benchmarks).
+    Memory,
+    /// Another NBD server (`upstream`): a caching proxy.
+    Nbd,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteModeConfig {
+    #[default]
+    Through,
+    Back,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub backend: BackendKind,
+    pub path: Option<PathBuf>,
+    pub size: Option<SizeValue>,
+    /// Open the file with O_DIRECT (bypass the page cache).
+    #[serde(default)]
+    pub direct: bool,
+    #[serde(default)]
+    pub read_only: bool,
+    /// Client addresses or CIDR blocks that may use this export (within the
+    /// server's `allow`/`deny`); empty = all. Others do not see it.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Cache capacity; 0 disables caching. Default 64 MiB.
+    pub cache_size: Option<SizeValue>,
+    /// Policy spec for `hearth_policy::build`, e.g. `"lru"` or `"mq:m=8"`.
+    pub policy: Option<String>,
+    /// When blocks enter the cache: `"ac"` (on access, default) or `"ev"` /
+    /// `"ev:THRESHOLD"` (when a client reports evicting them, through the
+    /// cache-hint extension; see docs/nbd-extension.md).
+    pub placement: Option<String>,
+    /// Prefetcher spec (`hearth prefetch schemes`), e.g. `"quickmine"` or
+    /// `"seq"`; default none. Contexts come from the hint extension, one per
+    /// connection for clients that do not send them.
+    pub prefetch: Option<String>,
+    /// Background reads (prefetches, eviction-based reloads) in flight at
+    /// once: the device parallelism they may use. Default 8.
+    pub background_reads: Option<usize>,
+    /// Cache block size (power of two, 512 B to 1 MiB). Default 4 KiB.
+    pub block_size: Option<SizeValue>,
+    #[serde(default)]
+    pub write_mode: WriteModeConfig,
+    /// Write-back only: flush once more than this is dirty. Default half the cache.
+    pub dirty_limit: Option<SizeValue>,
+    /// The NBD server behind a `nbd` backend: `nbd://host[:port]/export`
+    /// or `nbd+unix:///export?socket=PATH`.
+    pub upstream: Option<String>,
+    /// Connections to `upstream` (backend calls at once). Default 4.
+    pub upstream_connections: Option<usize>,
+    /// Slow-device simulation: latency added to every backend call, e.g. `"2ms"`.
+    pub latency: Option<String>,
+    /// Slow-device simulation: backend bytes per second, e.g. `"100MiB"`.
+    pub bandwidth: Option<SizeValue>,
+    /// Two-tier storage: a fast file in front of this backend (`[export.tier]`).
+    pub tier: Option<TierExportConfig>,
+    /// Cache warmup: log what the cache loads, pre-load it at start (`[export.warmup]`).
+    pub warmup: Option<crate::warmup::WarmupConfig>,
+}
+
+/// `[export.tier]`: the export's backend becomes the slow tier (after any
+/// latency/bandwidth simulation) behind a fast file; see `crate::tier`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierExportConfig {
+    /// The fast file, created sparse with `fast_size` if missing.
+    pub fast_path: PathBuf,
+    pub fast_size: SizeValue,
+    /// The block map's journal; default `fast_path` + `.journal`.
+    pub journal: Option<PathBuf>,
+    /// A partition plan from `hearth tier plan`, migrated in the background.
+    pub plan: Option<PathBuf>,
+    /// Migration bytes per second; default 16 MiB.
+    pub migrate_bandwidth: Option<SizeValue>,
+    /// Migrate only after clients have been quiet this long; default "10ms".
+    pub idle: Option<String>,
+    /// Log client requests here as a trace for `hearth tier plan`.
+    pub access_log: Option<PathBuf>,
+}
+
+/// The default policy: MQ once it is registered, LRU until then.
+pub fn default_policy() -> &'static str {
+    if hearth_policy::names().contains(&"mq") {
+        "mq"
+    } else {
+        "lru"
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Config::parse(&text).map_err(|e| match e {
+            ConfigError::Syntax { message, .. } => ConfigError::Syntax { path: Some(path.into()), message },
+            other => other,
+        })
+    }
+
+    /// Parses TOML; errors carry line, column and the offending key.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Syntax { path: None, message: e.to_string() })
+    }
+}
+
+/// `"250us"`, `"2ms"`, `"1.5s"`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?} (use e.g. 250us, 2ms, 1s)"))?;
+    let scale = match unit.trim() {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        other => return Err(format!("bad duration unit {other:?} in {s:?} (use ns, us, ms or s)")),
+    };
+    Duration::try_from_secs_f64(v * scale).map_err(|_| format!("duration {s:?} is out of range"))
+}

@@ -1,0 +1,84 @@
+//! Opening what a validated export describes: its backend (with any
+//! slow-device simulation and fast tier in front), its policy and its cache.
+
+use std::sync::Arc;
+
+use super::{BackendSpec, ExportSpec, TierSpec};
+use crate::backend::nbd::NbdBackend;
+use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
+use crate::cache::BlockCache;
+use crate::tier::{Migrator, TierBackend};
+
+impl ExportSpec {
+    /// Opens the backend and builds the cache in front of it.
+    pub(crate) fn open(&self) -> anyhow::Result<BlockCache> {
+        let mut backend: Box<dyn Backend> = match &self.backend {
+            BackendSpec::File { path, direct } => Box::new(FileBackend::open(path, self.read_only, *direct)?),
+            BackendSpec::Sparse { path, size, direct } => Box::new(FileBackend::sparse(path, *size, *direct)?),
+            BackendSpec::Memory { size } => Box::new(MemoryBackend::new(*size)),
+            BackendSpec::Nbd { upstream, connections } => {
+                Box::new(NbdBackend::connect(upstream.clone(), *connections)?)
+            }
+        };
+        if !self.latency.is_zero() || self.bandwidth.is_some() {
+            backend = Box::new(SlowBackend::new(backend, self.latency, self.bandwidth));
+        }
+        if let Some(tier) = &self.tier {
+            backend = tier.open(backend, u64::from(self.block_size))?;
+        }
+        let policy = hearth_policy::build(&self.policy, self.cache_bytes).map_err(anyhow::Error::msg)?;
+        Ok(BlockCache::with_placement(backend, policy, self.block_size, self.write_mode, self.placement))
+    }
+
+    /// The export's prefetcher, if any. Offline miners (C-Miner*) have no
+    /// training trace in the server and start empty.
+    pub(crate) fn prefetcher(&self) -> anyhow::Result<Option<Box<dyn hearth_prefetch::Prefetcher>>> {
+        let Some(spec) = &self.prefetch else { return Ok(None) };
+        hearth_prefetch::build(spec, self.block_size, &[]).map(Some).map_err(anyhow::Error::msg)
+    }
+
+    /// The backend file the warmup log must match, `None` for one in memory
+    /// or behind another server.
+    pub(crate) fn backend_file(&self) -> Option<&std::path::Path> {
+        match &self.backend {
+            BackendSpec::File { path, .. } | BackendSpec::Sparse { path, .. } => Some(path),
+            BackendSpec::Memory { .. } | BackendSpec::Nbd { .. } => None,
+        }
+    }
+}
+
+impl TierSpec {
+    /// Wraps `slow` into the two-tier backend and starts migrating the plan.
+    fn open(&self, slow: Box<dyn Backend>, block_size: u64) -> anyhow::Result<Box<dyn Backend>> {
+        let blocks_in_export = slow.size().div_ceil(block_size);
+        let fast = Box::new(FileBackend::sparse(&self.fast_path, self.fast_size, false)?);
+        let mut tier = TierBackend::open(fast, slow, block_size, &self.journal)?;
+        if let Some(path) = &self.access_log {
+            tier = tier.with_access_log(path)?;
+        }
+        let tier = Arc::new(tier);
+        if let Some(path) = &self.plan {
+            let plan = hearth_tier::plan::Plan::load(path).map_err(anyhow::Error::msg)?;
+            if u64::from(plan.block_size) != block_size {
+                anyhow::bail!(
+                    "{}: plan block size {} differs from the export's {block_size}",
+                    path.display(),
+                    plan.block_size
+                );
+            }
+            let (blocks, beyond): (Vec<u64>, Vec<u64>) = plan.blocks().partition(|&b| b < blocks_in_export);
+            if !beyond.is_empty() {
+                tracing::warn!(
+                    plan = %path.display(),
+                    skipped = beyond.len(),
+                    of = beyond.len() + blocks.len(),
+                    export_blocks = blocks_in_export,
+                    "plan blocks beyond the export's end are skipped (was the plan learned from another device?)"
+                );
+            }
+            // Detached: it runs until the plan is migrated; a crash midway is safe.
+            drop(Migrator::spawn(tier.clone(), blocks, self.migrate_bandwidth, self.idle));
+        }
+        Ok(Box::new(tier))
+    }
+}

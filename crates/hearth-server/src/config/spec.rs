@@ -1,0 +1,342 @@
+//! The validated configuration: [`Config::validate`] turns the file's raw
+//! values into [`Settings`], every size, duration and choice parsed once
+//! and defaults applied, so nothing downstream parses again or can fail on
+//! a value.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hearth_placement::Placement;
+
+use super::{
+    default_policy, parse_duration, BackendKind, Config, ConfigError, ExportConfig, ServerConfig, SizeValue,
+    TierExportConfig, TlsMode, WriteModeConfig,
+};
+use crate::access::Access;
+use crate::backend::nbd::Upstream;
+use crate::cache::WriteMode;
+use crate::warmup::WarmupSettings;
+
+/// A configuration ready to serve.
+#[derive(Debug)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub exports: Vec<ExportSpec>,
+}
+
+/// `[server]`, validated.
+#[derive(Debug)]
+pub struct ServerSettings {
+    /// TCP addresses; `127.0.0.1:10809` when neither these nor `unix` are given.
+    pub listen: Vec<String>,
+    pub unix: Vec<PathBuf>,
+    pub metrics: Option<String>,
+    pub handshake_timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub max_connections: usize,
+    pub max_request: u32,
+    pub max_client_buffers: u64,
+    pub tls: TlsMode,
+    /// Present exactly when `tls` is not off.
+    pub tls_certificates: Option<PathBuf>,
+    pub tls_verify_peer: bool,
+    pub(crate) access: Access,
+}
+
+/// Where an export's data lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendSpec {
+    File { path: PathBuf, direct: bool },
+    Sparse { path: PathBuf, size: u64, direct: bool },
+    Memory { size: u64 },
+    Nbd { upstream: Upstream, connections: usize },
+}
+
+/// One `[[export]]`, validated.
+#[derive(Debug)]
+pub struct ExportSpec {
+    pub name: String,
+    pub description: String,
+    pub read_only: bool,
+    pub backend: BackendSpec,
+    /// Power of two, 512 B to 1 MiB.
+    pub block_size: u32,
+    pub cache_bytes: u64,
+    /// A spec `hearth_policy::build` accepts for `cache_bytes`.
+    pub policy: String,
+    pub placement: Placement,
+    /// A prefetcher spec `hearth_prefetch::build` accepts; `None` for none.
+    pub prefetch: Option<String>,
+    /// 1 to 256.
+    pub background_reads: usize,
+    pub latency: Duration,
+    pub bandwidth: Option<u64>,
+    pub tier: Option<TierSpec>,
+    pub warmup: Option<WarmupSettings>,
+    pub(crate) write_mode: WriteMode,
+    pub(crate) access: Access,
+}
+
+/// `[export.tier]`, validated.
+#[derive(Debug)]
+pub struct TierSpec {
+    pub fast_path: PathBuf,
+    pub fast_size: u64,
+    pub journal: PathBuf,
+    pub plan: Option<PathBuf>,
+    pub migrate_bandwidth: u64,
+    pub idle: Duration,
+    pub access_log: Option<PathBuf>,
+}
+
+/// Default and ceiling of `server.max_request`.
+pub const DEFAULT_MAX_REQUEST: u32 = 64 << 20;
+const MAX_MAX_REQUEST: u64 = 1 << 30;
+/// Default of `server.max_client_buffers`.
+pub const DEFAULT_MAX_CLIENT_BUFFERS: u64 = 1 << 20;
+
+impl Config {
+    /// Checks every value and the rules between them; an error names the key
+    /// as `server.key` or `export[i] ("name").key`.
+    pub fn validate(self) -> Result<Settings, ConfigError> {
+        if self.exports.is_empty() {
+            return Err(ConfigError::NoExports);
+        }
+        let server = server_settings(self.server)?;
+        let mut exports: Vec<ExportSpec> = Vec::with_capacity(self.exports.len());
+        for (i, e) in self.exports.into_iter().enumerate() {
+            let spec = export_spec(i, e, &exports)?;
+            exports.push(spec);
+        }
+        Ok(Settings { server, exports })
+    }
+}
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), message: message.into() }
+}
+
+fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
+    let mut listen = s.listen;
+    if listen.is_empty() && s.unix.is_empty() {
+        listen.push("127.0.0.1:10809".into());
+    }
+    let max_request = match &s.max_request {
+        None => DEFAULT_MAX_REQUEST,
+        Some(v) => {
+            let bytes = v.bytes().map_err(|m| invalid("server.max_request", m))?;
+            if !(4096..=MAX_MAX_REQUEST).contains(&bytes) {
+                return Err(invalid("server.max_request", format!("{bytes} bytes is outside 4KiB..1GiB")));
+            }
+            bytes as u32
+        }
+    };
+    let max_client_buffers = s.max_client_buffers.unwrap_or(DEFAULT_MAX_CLIENT_BUFFERS);
+    if !(1..=hearth_placement::MAX_SLOTS).contains(&max_client_buffers) {
+        return Err(invalid(
+            "server.max_client_buffers",
+            format!("{max_client_buffers} is outside 1..={}", hearth_placement::MAX_SLOTS),
+        ));
+    }
+    if s.max_connections == 0 {
+        return Err(invalid("server.max_connections", "must be positive"));
+    }
+    match (s.tls, &s.tls_certificates) {
+        (TlsMode::Off, Some(_)) => return Err(invalid("server.tls_certificates", "given, but server.tls is \"off\"")),
+        (TlsMode::On | TlsMode::Require, None) => {
+            return Err(invalid("server.tls_certificates", "required when server.tls is \"on\" or \"require\""))
+        }
+        _ => {}
+    }
+    if s.tls_verify_peer && s.tls == TlsMode::Off {
+        return Err(invalid("server.tls_verify_peer", "needs server.tls \"on\" or \"require\""));
+    }
+    let access = Access::parse(&s.allow, &s.deny, "server.").map_err(ConfigError::Access)?;
+    let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+    Ok(ServerSettings {
+        listen,
+        unix: s.unix,
+        metrics: s.metrics,
+        handshake_timeout: seconds(s.handshake_timeout),
+        idle_timeout: seconds(s.idle_timeout),
+        max_connections: s.max_connections,
+        max_request,
+        max_client_buffers,
+        tls: s.tls,
+        tls_certificates: s.tls_certificates,
+        tls_verify_peer: s.tls_verify_peer,
+        access,
+    })
+}
+
+/// Validates export `i`; `earlier` are the exports before it.
+fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<ExportSpec, ConfigError> {
+    let at = |key: &str| format!("export[{i}] ({:?}).{key}", e.name);
+    let access = Access::parse(&e.allow, &[], &at("")).map_err(ConfigError::Access)?;
+    if earlier.iter().any(|o| o.name == e.name) {
+        return Err(invalid(at("name"), "duplicate export name"));
+    }
+    if e.name.len() > hearth_nbd::MAX_STRING {
+        return Err(invalid(at("name"), "longer than 4096 bytes"));
+    }
+    let size = match &e.size {
+        None => None,
+        Some(s) => {
+            let size = s.bytes().map_err(|m| invalid(at("size"), m))?;
+            if size == 0 {
+                return Err(invalid(at("size"), "must be positive"));
+            }
+            Some(size)
+        }
+    };
+    let backend = backend_spec(&e, size, &at)?;
+    let block_size = block_size(&e.block_size).map_err(|m| invalid(at("block_size"), m))?;
+    let cache_bytes =
+        e.cache_size.as_ref().map_or(Ok(64 << 20), SizeValue::bytes).map_err(|m| invalid(at("cache_size"), m))?;
+    let policy = e.policy.clone().unwrap_or_else(|| default_policy().into());
+    hearth_policy::build(&policy, cache_bytes).map_err(|m| invalid(at("policy"), m))?;
+    let placement = placement(e.placement.as_deref()).map_err(|m| invalid(at("placement"), m))?;
+    let prefetch = e.prefetch.clone().filter(|p| p != "none");
+    if let Some(spec) = &prefetch {
+        hearth_prefetch::build(spec, 4096, &[]).map_err(|m| invalid(at("prefetch"), m))?;
+    }
+    let background_reads = e.background_reads.unwrap_or(8);
+    if !(1..=256).contains(&background_reads) {
+        return Err(invalid(at("background_reads"), "must be 1 to 256"));
+    }
+    let write_mode = match e.write_mode {
+        WriteModeConfig::Through if e.dirty_limit.is_some() => {
+            return Err(invalid(at("dirty_limit"), "only used with write_mode = \"back\""))
+        }
+        WriteModeConfig::Through => WriteMode::Through,
+        WriteModeConfig::Back => {
+            let dirty_limit = match &e.dirty_limit {
+                Some(v) => v.bytes().map_err(|m| invalid(at("dirty_limit"), m))?,
+                None => cache_bytes / 2,
+            };
+            if cache_bytes < u64::from(block_size) {
+                return Err(invalid(at("cache_size"), "write_mode \"back\" needs a cache of at least one block"));
+            }
+            if dirty_limit > cache_bytes {
+                return Err(invalid(at("dirty_limit"), "larger than cache_size"));
+            }
+            WriteMode::Back { dirty_limit }
+        }
+    };
+    let latency =
+        e.latency.as_deref().map_or(Ok(Duration::ZERO), parse_duration).map_err(|m| invalid(at("latency"), m))?;
+    let warmup = match &e.warmup {
+        None => None,
+        Some(w) => {
+            let settings = w.settings(cache_bytes).map_err(|(key, m)| invalid(at(&format!("warmup.{key}")), m))?;
+            // Two writers on one log, or a log over the data, destroy each other.
+            let shared = earlier.iter().position(|o| o.warmup.as_ref().is_some_and(|ow| ow.log == settings.log));
+            if let Some(j) = shared {
+                return Err(invalid(at("warmup.log"), format!("{} is export[{j}]'s warmup log too", w.log.display())));
+            }
+            if e.path.as_ref() == Some(&w.log) {
+                return Err(invalid(at("warmup.log"), format!("{} is the export's own backend", w.log.display())));
+            }
+            Some(settings)
+        }
+    };
+    let bandwidth = e.bandwidth.as_ref().map(SizeValue::bytes).transpose().map_err(|m| invalid(at("bandwidth"), m))?;
+    let tier = e.tier.as_ref().map(|t| tier_spec(t, &at)).transpose()?;
+    Ok(ExportSpec {
+        name: e.name,
+        description: e.description,
+        read_only: e.read_only,
+        backend,
+        block_size,
+        cache_bytes,
+        policy,
+        placement,
+        prefetch,
+        background_reads,
+        latency,
+        bandwidth,
+        tier,
+        warmup,
+        write_mode,
+        access,
+    })
+}
+
+fn backend_spec(e: &ExportConfig, size: Option<u64>, at: &dyn Fn(&str) -> String) -> Result<BackendSpec, ConfigError> {
+    let kind = format!("{:?}", e.backend).to_lowercase();
+    if e.backend != BackendKind::Nbd && (e.upstream.is_some() || e.upstream_connections.is_some()) {
+        return Err(invalid(at("upstream"), "only for backend \"nbd\""));
+    }
+    let required = |key: &str| invalid(at(key), format!("required for backend \"{kind}\""));
+    Ok(match e.backend {
+        BackendKind::File => {
+            if size.is_some() {
+                return Err(invalid(at("size"), "a file backend takes its size from the file"));
+            }
+            BackendSpec::File { path: e.path.clone().ok_or_else(|| required("path"))?, direct: e.direct }
+        }
+        BackendKind::Sparse => {
+            let path = e.path.clone().ok_or_else(|| required("path"))?;
+            BackendSpec::Sparse { path, size: size.ok_or_else(|| required("size"))?, direct: e.direct }
+        }
+        BackendKind::Memory => {
+            let size = size.ok_or_else(|| required("size"))?;
+            for (set, key) in [(e.path.is_some(), "path"), (e.direct, "direct")] {
+                if set {
+                    return Err(invalid(at(key), "not used by backend \"memory\""));
+                }
+            }
+            BackendSpec::Memory { size }
+        }
+        BackendKind::Nbd => {
+            let uri = e.upstream.as_deref().ok_or_else(|| required("upstream"))?;
+            let upstream = Upstream::parse(uri).map_err(|m| invalid(at("upstream"), m))?;
+            for (set, key) in [(e.path.is_some(), "path"), (size.is_some(), "size"), (e.direct, "direct")] {
+                if set {
+                    return Err(invalid(at(key), "not used by backend \"nbd\" (the upstream has the size)"));
+                }
+            }
+            let connections = e.upstream_connections.unwrap_or(4);
+            if connections == 0 {
+                return Err(invalid(at("upstream_connections"), "must be positive"));
+            }
+            BackendSpec::Nbd { upstream, connections }
+        }
+    })
+}
+
+fn block_size(v: &Option<SizeValue>) -> Result<u32, String> {
+    let bs = v.as_ref().map_or(Ok(4096), SizeValue::bytes)?;
+    if !bs.is_power_of_two() || !(512..=1 << 20).contains(&bs) {
+        return Err(format!("{bs} is not a power of two between 512 B and 1 MiB"));
+    }
+    Ok(bs as u32)
+}
+
+fn placement(spec: Option<&str>) -> Result<Placement, String> {
+    match spec.unwrap_or("ac").parse()? {
+        // DEMOTE needs the client to ship evicted data, which NBD has no command for.
+        Placement::Demote => Err("\"demote\" is simulator-only; the server supports \"ac\" and \"ev\"".into()),
+        p => Ok(p),
+    }
+}
+
+fn tier_spec(t: &TierExportConfig, at: &dyn Fn(&str) -> String) -> Result<TierSpec, ConfigError> {
+    Ok(TierSpec {
+        fast_path: t.fast_path.clone(),
+        fast_size: t.fast_size.bytes().map_err(|m| invalid(at("tier.fast_size"), m))?,
+        journal: t.journal.clone().unwrap_or_else(|| PathBuf::from(format!("{}.journal", t.fast_path.display()))),
+        plan: t.plan.clone(),
+        migrate_bandwidth: t
+            .migrate_bandwidth
+            .as_ref()
+            .map_or(Ok(16 << 20), SizeValue::bytes)
+            .map_err(|m| invalid(at("tier.migrate_bandwidth"), m))?,
+        idle: t
+            .idle
+            .as_deref()
+            .map_or(Ok(Duration::from_millis(10)), parse_duration)
+            .map_err(|m| invalid(at("tier.idle"), m))?,
+        access_log: t.access_log.clone(),
+    })
+}

@@ -1,0 +1,72 @@
+use super::*;
+
+#[test]
+fn full_config_parses_and_validates() {
+    let c = Config::parse(
+        r#"
+        [server]
+        listen = ["127.0.0.1:0"]
+        unix = ["/tmp/h.sock"]
+        metrics = "127.0.0.1:0"
+
+        [[export]]
+        name = "disk"
+        backend = "memory"
+        size = "8MiB"
+        cache_size = 1048576
+        policy = "lru"
+        block_size = "4KiB"
+        write_mode = "back"
+        dirty_limit = "256KiB"
+        latency = "1ms"
+        bandwidth = "100MiB"
+        "#,
+    )
+    .unwrap();
+    let settings = c.validate().unwrap();
+    assert_eq!(settings.server.listen, ["127.0.0.1:0"]);
+    let e = &settings.exports[0];
+    assert_eq!(e.write_mode, crate::cache::WriteMode::Back { dirty_limit: 256 << 10 });
+    assert_eq!(e.latency, Duration::from_millis(1));
+    assert_eq!((e.block_size, e.cache_bytes, e.bandwidth), (4096, 1 << 20, Some(100 << 20)));
+    assert_eq!(e.backend, BackendSpec::Memory { size: 8 << 20 });
+    let cache = e.open().unwrap();
+    assert_eq!(cache.size(), 8 << 20);
+}
+
+#[test]
+fn errors_name_the_key() {
+    let e = Config::parse("[[export]]\nname = \"a\"\ncache = \"1MiB\"\n").unwrap_err().to_string();
+    assert!(e.contains("line 3") && e.contains("cache"), "{e}");
+    let c =
+        Config::parse("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nblock_size = 1000\n").unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.starts_with("export[0] (\"a\").block_size:"), "{e}");
+    let c =
+        Config::parse("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\npolicy = \"nope\"\n").unwrap();
+    assert!(c.validate().unwrap_err().to_string().contains(".policy:"));
+    let c = Config::parse("[[export]]\nname = \"a\"\nbackend = \"sparse\"\nsize = \"1MiB\"\n").unwrap();
+    assert!(c.validate().unwrap_err().to_string().contains(".path: required"));
+    let c = Config::parse("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nlatency = \"3 parsecs\"\n")
+        .unwrap();
+    assert!(c.validate().unwrap_err().to_string().contains(".latency:"));
+    let e = Config::parse("[[export]]\nname = \"a\"\nbackend = \"tape\"\n").unwrap_err().to_string();
+    assert!(e.contains("tape"), "{e}");
+    let c = Config::parse("").unwrap();
+    assert!(c.validate().unwrap_err().to_string().contains("no [[export]]"));
+}
+
+/// Found by fuzzing (fuzz/regressions/server_config): each panicked or
+/// tried to allocate 64 GB inside `validate`.
+#[test]
+fn fuzzed_configs_are_errors_not_panics() {
+    for (value, key) in [
+        ("latency = \"18446744073709551616s\"", ".latency:"),
+        ("latency = \"27777777777777777777s\"", ".latency:"),
+        ("policy = \"fbr:cmax=4000000000\"", ".policy:"),
+    ] {
+        let c = Config::parse(&format!("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = 1\n{value}\n")).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains(key), "{value}: {e}");
+    }
+}
