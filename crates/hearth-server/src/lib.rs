@@ -13,6 +13,7 @@ mod access;
 pub mod backend;
 mod cache;
 pub mod config;
+mod error;
 mod metrics;
 mod server;
 pub mod tier;
@@ -20,6 +21,7 @@ mod tls;
 pub mod warmup;
 
 pub use config::Config;
+pub use error::{OpenError, ServeError, TlsError};
 pub use server::Server;
 
 /// A low-priority backend read for the export's background threads.

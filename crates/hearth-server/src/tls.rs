@@ -16,38 +16,44 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
+use crate::error::TlsError;
+
 /// Reads the certificates in `dir`; with `verify_peer`, clients must present
 /// a certificate signed by `ca-cert.pem`. Errors name the file.
-pub fn acceptor(dir: &Path, verify_peer: bool) -> anyhow::Result<TlsAcceptor> {
+pub fn acceptor(dir: &Path, verify_peer: bool) -> Result<TlsAcceptor, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cert_path = dir.join("server-cert.pem");
     let certs = CertificateDer::pem_file_iter(&cert_path)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| anyhow::anyhow!("{}: {e}", cert_path.display()))?;
+        .map_err(|e| tls_error(&cert_path, e))?;
     if certs.is_empty() {
-        anyhow::bail!("{}: no certificate in it", cert_path.display());
+        return Err(tls_error(&cert_path, "no certificate in it"));
     }
     let key_path = dir.join("server-key.pem");
-    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| anyhow::anyhow!("{}: {e}", key_path.display()))?;
-    let builder = ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
+    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| tls_error(&key_path, e))?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_error(dir, e))?;
     let builder = if verify_peer {
         let ca_path = dir.join("ca-cert.pem");
         let mut roots = RootCertStore::empty();
-        for cert in
-            CertificateDer::pem_file_iter(&ca_path).map_err(|e| anyhow::anyhow!("{}: {e}", ca_path.display()))?
-        {
-            let cert = cert.map_err(|e| anyhow::anyhow!("{}: {e}", ca_path.display()))?;
-            roots.add(cert).map_err(|e| anyhow::anyhow!("{}: {e}", ca_path.display()))?;
+        for cert in CertificateDer::pem_file_iter(&ca_path).map_err(|e| tls_error(&ca_path, e))? {
+            let cert = cert.map_err(|e| tls_error(&ca_path, e))?;
+            roots.add(cert).map_err(|e| tls_error(&ca_path, e))?;
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
             .build()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", ca_path.display()))?;
+            .map_err(|e| tls_error(&ca_path, e))?;
         builder.with_client_cert_verifier(verifier)
     } else {
         builder.with_no_client_auth()
     };
     let config = builder
         .with_single_cert(certs, key)
-        .map_err(|e| anyhow::anyhow!("{} and {}: {e}", cert_path.display(), key_path.display()))?;
+        .map_err(|e| TlsError { path: cert_path.clone(), message: format!("with {}: {e}", key_path.display()) })?;
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+fn tls_error(path: &Path, e: impl std::fmt::Display) -> TlsError {
+    TlsError { path: path.into(), message: e.to_string() }
 }

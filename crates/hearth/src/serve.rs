@@ -317,7 +317,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                     _ = int.recv() => tracing::info!("SIGINT received"),
                 }
             })
-            .await
+            .await?;
+        anyhow::Ok(())
     });
     // Requests of closed connections may still run on the blocking pool;
     // their replies go nowhere, and the data is flushed: do not wait long.

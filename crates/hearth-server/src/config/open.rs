@@ -7,11 +7,12 @@ use super::{BackendSpec, ExportSpec, TierSpec};
 use crate::backend::nbd::NbdBackend;
 use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
 use crate::cache::BlockCache;
+use crate::error::OpenError;
 use crate::tier::{Migrator, TierBackend};
 
 impl ExportSpec {
     /// Opens the backend and builds the cache in front of it.
-    pub(crate) fn open(&self) -> anyhow::Result<BlockCache> {
+    pub(crate) fn open(&self) -> Result<BlockCache, OpenError> {
         let mut backend: Box<dyn Backend> = match &self.backend {
             BackendSpec::File { path, direct } => Box::new(FileBackend::open(path, self.read_only, *direct)?),
             BackendSpec::Sparse { path, size, direct } => Box::new(FileBackend::sparse(path, *size, *direct)?),
@@ -26,15 +27,15 @@ impl ExportSpec {
         if let Some(tier) = &self.tier {
             backend = tier.open(backend, u64::from(self.block_size))?;
         }
-        let policy = hearth_policy::build(&self.policy, self.cache_bytes).map_err(anyhow::Error::msg)?;
+        let policy = hearth_policy::build(&self.policy, self.cache_bytes).map_err(OpenError::Spec)?;
         Ok(BlockCache::with_placement(backend, policy, self.block_size, self.write_mode, self.placement))
     }
 
     /// The export's prefetcher, if any. Offline miners (C-Miner*) have no
     /// training trace in the server and start empty.
-    pub(crate) fn prefetcher(&self) -> anyhow::Result<Option<Box<dyn hearth_prefetch::Prefetcher>>> {
+    pub(crate) fn prefetcher(&self) -> Result<Option<Box<dyn hearth_prefetch::Prefetcher>>, OpenError> {
         let Some(spec) = &self.prefetch else { return Ok(None) };
-        hearth_prefetch::build(spec, self.block_size, &[]).map(Some).map_err(anyhow::Error::msg)
+        hearth_prefetch::build(spec, self.block_size, &[]).map(Some).map_err(OpenError::Spec)
     }
 
     /// The backend file the warmup log must match, `None` for one in memory
@@ -49,7 +50,7 @@ impl ExportSpec {
 
 impl TierSpec {
     /// Wraps `slow` into the two-tier backend and starts migrating the plan.
-    fn open(&self, slow: Box<dyn Backend>, block_size: u64) -> anyhow::Result<Box<dyn Backend>> {
+    fn open(&self, slow: Box<dyn Backend>, block_size: u64) -> Result<Box<dyn Backend>, OpenError> {
         let blocks_in_export = slow.size().div_ceil(block_size);
         let fast = Box::new(FileBackend::sparse(&self.fast_path, self.fast_size, false)?);
         let mut tier = TierBackend::open(fast, slow, block_size, &self.journal)?;
@@ -58,13 +59,13 @@ impl TierSpec {
         }
         let tier = Arc::new(tier);
         if let Some(path) = &self.plan {
-            let plan = hearth_tier::plan::Plan::load(path).map_err(anyhow::Error::msg)?;
+            let plan_error = |message| OpenError::Plan { path: path.clone(), message };
+            let plan = hearth_tier::plan::Plan::load(path).map_err(plan_error)?;
             if u64::from(plan.block_size) != block_size {
-                anyhow::bail!(
-                    "{}: plan block size {} differs from the export's {block_size}",
-                    path.display(),
+                return Err(plan_error(format!(
+                    "plan block size {} differs from the export's {block_size}",
                     plan.block_size
-                );
+                )));
             }
             let (blocks, beyond): (Vec<u64>, Vec<u64>) = plan.blocks().partition(|&b| b < blocks_in_export);
             if !beyond.is_empty() {

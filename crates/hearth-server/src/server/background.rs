@@ -22,7 +22,7 @@ pub(super) fn spawn_background(
     export: std::sync::Weak<Export>,
     queue: std::sync::mpsc::Receiver<Background>,
     threads: usize,
-) -> anyhow::Result<()> {
+) -> std::io::Result<()> {
     let queue = Arc::new(std::sync::Mutex::new(queue));
     for _ in 0..threads {
         let (export, queue) = (export.clone(), queue.clone());

@@ -22,7 +22,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use hearth_nbd::handshake::Tls;
 use hearth_nbd::{tflags, ExportInfo};
 use tokio::net::{TcpListener, UnixListener};
@@ -32,6 +31,7 @@ use tracing::{error, info, warn};
 
 use crate::access::Access;
 use crate::config::{Settings, TlsMode};
+use crate::error::ServeError;
 use crate::Export;
 
 /// Nanoseconds since the server process first asked: the prefetchers' clock.
@@ -71,11 +71,12 @@ struct Limits {
 
 impl Server {
     /// Opens every export and binds every listener.
-    pub async fn bind(config: &Settings) -> anyhow::Result<Server> {
+    pub async fn bind(config: &Settings) -> Result<Server, ServeError> {
         let max_request = config.server.max_request;
         let mut exports = Vec::new();
         for (i, e) in config.exports.iter().enumerate() {
-            let cache = e.open().map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?;
+            let failed = |source| ServeError::Export { index: i, name: e.name.clone(), source };
+            let cache = e.open().map_err(failed)?;
             let mut flags = tflags::HAS_FLAGS
                 | tflags::SEND_FLUSH
                 | tflags::SEND_CACHE
@@ -101,15 +102,12 @@ impl Server {
             let warmup = match &e.warmup {
                 Some(settings) => Some(
                     crate::warmup::start_export(&e.name, settings, &cache, e.backend_file())
-                        .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?,
+                        .map_err(|err| failed(err.into()))?,
                 ),
                 None => None,
             };
             let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
-            let prefetcher = e
-                .prefetcher()
-                .map_err(|err| anyhow::anyhow!("export[{i}] ({:?}): {err}", e.name))?
-                .map(std::sync::Mutex::new);
+            let prefetcher = e.prefetcher().map_err(failed)?.map(std::sync::Mutex::new);
             let export = Arc::new(Export {
                 info,
                 cache,
@@ -121,12 +119,17 @@ impl Server {
                 warmup,
                 cache_lanes: Arc::new(Semaphore::new(e.background_reads)),
             });
-            background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)?;
+            background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)
+                .map_err(ServeError::Thread)?;
             exports.push(export);
         }
         let mut tcp = Vec::new();
         for addr in &config.server.listen {
-            let l = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("server.listen {addr:?}: {e}"))?;
+            let l = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
+                what: "server.listen",
+                address: format!("{addr:?}"),
+                source,
+            })?;
             tcp.push(l);
         }
         let mut unix = Vec::new();
@@ -136,13 +139,19 @@ impl Server {
                 // A stale socket from a previous run; anything else we refuse to touch.
                 let _ = std::fs::remove_file(path);
             }
-            let l = UnixListener::bind(path).map_err(|e| anyhow::anyhow!("server.unix {}: {e}", path.display()))?;
+            let l = UnixListener::bind(path).map_err(|source| ServeError::Bind {
+                what: "server.unix",
+                address: path.display().to_string(),
+                source,
+            })?;
             unix.push((l, path.clone()));
         }
         let metrics = match &config.server.metrics {
-            Some(addr) => {
-                Some(TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("server.metrics {addr:?}: {e}"))?)
-            }
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
+                what: "server.metrics",
+                address: format!("{addr:?}"),
+                source,
+            })?),
             None => None,
         };
         let infos = Arc::new(exports.iter().map(|e| e.info.clone()).collect());
@@ -155,7 +164,7 @@ impl Server {
         };
         let tls = match &config.server.tls_certificates {
             Some(dir) if config.server.tls != TlsMode::Off => {
-                Some(crate::tls::acceptor(dir, config.server.tls_verify_peer).context("server.tls_certificates")?)
+                Some(crate::tls::acceptor(dir, config.server.tls_verify_peer).map_err(ServeError::Tls)?)
             }
             _ => None,
         };
@@ -188,7 +197,7 @@ impl Server {
 
     /// Serves until `shutdown` resolves, then stops accepting, lets
     /// in-flight requests finish and flushes every export.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let (stop_tx, stop_rx) = watch::channel(false);
         // Every connection holds a clone; recv() returns None once all are gone.
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
@@ -255,7 +264,7 @@ impl Server {
         if failed.is_empty() {
             Ok(())
         } else {
-            anyhow::bail!("flush failed for export(s) {}", failed.join(", "))
+            Err(ServeError::Flush(failed))
         }
     }
 }
