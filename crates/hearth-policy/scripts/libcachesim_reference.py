@@ -4,8 +4,7 @@
 Usage: libcachesim_reference.py TRACE SIZES POLICIES
   TRACE     path to a .oracleGeneral.bin trace (24-byte records)
   SIZES     comma-separated cache sizes in bytes
-  POLICIES  comma-separated Hearth policy names (lru, fifo, clock, lfu, arc,
-            slru, lirs, opt)
+  POLICIES  comma-separated Hearth policy specs (the keys of CLASSES)
 
 Prints {"requests": N, "misses": {"lru": {"134217728": 93374, ...}, ...}}.
 Exits with status 3 when the libcachesim package cannot be imported, so the
@@ -19,7 +18,7 @@ import sys
 
 NOT_INSTALLED = 3
 
-# Hearth registry name -> libcachesim class name.
+# Hearth policy spec -> libcachesim class name.
 CLASSES = {
     "lru": "LRU",
     "fifo": "FIFO",
@@ -29,6 +28,12 @@ CLASSES = {
     "slru": "SLRU",
     "lirs": "LIRS",
     "opt": "Belady",
+    "s3fifo": "S3FIFO",
+    "sieve": "Sieve",
+    "lruk": "LRUK",
+    "gdsf": "GDSF",
+    # libCacheSim's counting, which Hearth's default sketch does not follow.
+    "wtinylfu:freq=exact": "WTinyLFU",
 }
 
 

@@ -22,11 +22,37 @@ fn trace_path() -> PathBuf {
 const MIB: u64 = 1024 * 1024;
 /// Policies whose miss counts must equal libCacheSim's exactly (the issue
 /// asks this of LRU and FIFO; the others matched exactly when written).
-const EXACT: &[&str] = &["lru", "fifo", "clock", "lfu", "arc", "slru", "lirs", "opt"];
-/// Allowed relative difference for any other compared policy.
+const EXACT: &[&str] =
+    &["lru", "fifo", "clock", "lfu", "arc", "slru", "lirs", "opt", "s3fifo", "sieve", "wtinylfu:freq=exact", "lruk"];
+/// Allowed relative difference for any other compared policy: `gdsf`, which
+/// makes room before pricing a newcomer where libCacheSim prices it first
+/// (see gdsf.rs).
 const TOLERANCE: f64 = 0.005;
-/// Hearth names with a libCacheSim counterpart in the reference script.
-const COMPARED: &[&str] = &["lru", "fifo", "clock", "lfu", "arc", "slru", "lirs", "opt"];
+/// Hearth specs with a libCacheSim counterpart in the reference script.
+/// Left out because libCacheSim has another algorithm under the same name:
+/// - plain `wtinylfu`: its Caffeine sketch is not the estimator libCacheSim's
+///   WTinyLFU uses (see wtinylfu.rs); `freq=exact` counts as libCacheSim does
+///   and checks everything else;
+/// - `lfuda` (the paper's LFU-DA, priority = count + L): libCacheSim's LFUDA
+///   adds L to the priority at every hit instead, with L the lowest resident
+///   priority rather than the last victim's. Re-simulating that formula
+///   reproduces libCacheSim's counts exactly; Hearth's differ by -6.9% to
+///   +1.0% at 128 MiB..1 GiB.
+const COMPARED: &[&str] = &[
+    "lru",
+    "fifo",
+    "clock",
+    "lfu",
+    "arc",
+    "slru",
+    "lirs",
+    "opt",
+    "s3fifo",
+    "sieve",
+    "wtinylfu:freq=exact",
+    "lruk",
+    "gdsf",
+];
 
 /// The trace through Hearth's own reader, with next-use times for OPT.
 fn load_oracle_general(path: &Path) -> Vec<Access> {
@@ -53,7 +79,11 @@ fn our_misses(spec: &str, capacity: u64, trace: &[Access]) -> u64 {
 fn miss_counts_match_libcachesim() {
     let sizes: Vec<u64> = (1..=8).map(|i| i * 128 * MIB).collect();
     let registered = hearth_policy::names();
-    let policies: Vec<&str> = COMPARED.iter().copied().filter(|p| registered.contains(p)).collect();
+    let policies: Vec<&str> = COMPARED
+        .iter()
+        .copied()
+        .filter(|spec| registered.iter().any(|name| spec.split(':').next() == Some(name)))
+        .collect();
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/libcachesim_reference.py");
     let python = std::env::var("HEARTH_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -89,7 +119,7 @@ fn miss_counts_match_libcachesim() {
     );
 
     let mut failures = Vec::new();
-    println!("{:<6} {:>9} {:>9} {:>9} {:>8}", "policy", "size_MiB", "hearth", "libcsim", "diff_%");
+    println!("{:<20} {:>9} {:>9} {:>9} {:>8}", "policy", "size_MiB", "hearth", "libcsim", "diff_%");
     for &policy in &policies {
         for &size in &sizes {
             let theirs = reference["misses"][policy][size.to_string()]
@@ -97,7 +127,7 @@ fn miss_counts_match_libcachesim() {
                 .unwrap_or_else(|| panic!("reference has no miss count for {policy} at {size}"));
             let ours = our_misses(policy, size, &trace);
             let diff = (ours as f64 - theirs as f64) / theirs as f64;
-            println!("{policy:<6} {:>9} {ours:>9} {theirs:>9} {:>8.3}", size / MIB, diff * 100.0);
+            println!("{policy:<20} {:>9} {ours:>9} {theirs:>9} {:>8.3}", size / MIB, diff * 100.0);
             let ok = if EXACT.contains(&policy) { ours == theirs } else { diff.abs() <= TOLERANCE };
             if !ok {
                 failures.push(format!("{policy} at {} MiB: hearth {ours} misses, libCacheSim {theirs}", size / MIB));

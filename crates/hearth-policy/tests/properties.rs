@@ -1,5 +1,5 @@
 //! Properties every registered policy must keep on random traces, plus
-//! reference checks: LRU against a naive list, OPT against everyone.
+//! reference checks: LRU and MRU against a naive list, OPT against everyone.
 
 use std::collections::HashSet;
 
@@ -17,8 +17,20 @@ enum Step {
 }
 
 /// Non-default parameterisations checked alongside every registered name.
-const EXTRA_SPECS: &[&str] =
-    &["arc:step=size", "lfu:aging=da", "lfu:aging=5", "clock:bits=3", "slru:segments=1", "slru:segments=3"];
+const EXTRA_SPECS: &[&str] = &[
+    "arc:step=size",
+    "lfu:aging=da",
+    "lfu:aging=5",
+    "clock:bits=3",
+    "slru:segments=1",
+    "slru:segments=3",
+    "s3fifo:small=0.25,ghost=0.5,threshold=1",
+    "s3fifo:small=0.3,ghost=0",
+    "wtinylfu:freq=exact,window=0.3",
+    "wtinylfu:window=0.25,protected=0.5",
+    "lruk:k=1",
+    "lruk:k=3",
+];
 
 /// Every registered policy by name, plus [`EXTRA_SPECS`].
 fn all_specs() -> Vec<&'static str> {
@@ -135,6 +147,45 @@ fn check_invariants(policy: &mut dyn Policy, steps: &[Step], size_of: &[u32]) ->
     Ok(())
 }
 
+/// Drives policy `name` and a naive recency list (most recent first) through
+/// `keys`, evicting from the list's most recent end if `evict_most_recent`
+/// (MRU) or its least recent end (LRU), and checks both hit and evict alike.
+fn matches_naive_list(
+    name: &str,
+    evict_most_recent: bool,
+    size_of: &[u32],
+    keys: &[Key],
+    capacity: u64,
+) -> Result<(), TestCaseError> {
+    let mut policy = hearth_policy::build(name, capacity).unwrap();
+    let mut naive: Vec<Key> = Vec::new();
+    let mut evicted = Vec::new();
+    for (t, &key) in keys.iter().enumerate() {
+        let size = size_of[key as usize];
+        let expected_hit = match naive.iter().position(|&k| k == key) {
+            Some(pos) => {
+                naive.remove(pos);
+                naive.insert(0, key);
+                true
+            }
+            None => false,
+        };
+        let mut expected_evicted = Vec::new();
+        if !expected_hit && u64::from(size) <= capacity {
+            let used = |v: &Vec<Key>| v.iter().map(|&k| u64::from(size_of[k as usize])).sum::<u64>();
+            while used(&naive) + u64::from(size) > capacity {
+                expected_evicted.push(if evict_most_recent { naive.remove(0) } else { naive.pop().unwrap() });
+            }
+            naive.insert(0, key);
+        }
+        evicted.clear();
+        let hit = policy.access(&access(key, size, t as u64), &mut evicted);
+        prop_assert_eq!(hit, expected_hit, "{} step {} key {}", name, t, key);
+        prop_assert_eq!(&evicted, &expected_evicted, "{} step {} key {}", name, t, key);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
@@ -152,39 +203,14 @@ proptest! {
     }
 
     #[test]
-    fn lru_matches_a_naive_list(
+    fn lru_and_mru_match_a_naive_list(
         (size_of, keys) in (1u64..40).prop_flat_map(|n| {
             (prop::collection::vec(1u32..=16, n as usize), prop::collection::vec(0..n, 1..400))
         }),
         capacity in 1u64..=64,
     ) {
-        let mut lru = hearth_policy::build("lru", capacity).unwrap();
-        // Most recent first.
-        let mut naive: Vec<Key> = Vec::new();
-        let mut evicted = Vec::new();
-        for (t, &key) in keys.iter().enumerate() {
-            let size = size_of[key as usize];
-            let expected_hit = match naive.iter().position(|&k| k == key) {
-                Some(pos) => {
-                    naive.remove(pos);
-                    naive.insert(0, key);
-                    true
-                }
-                None => false,
-            };
-            let mut expected_evicted = Vec::new();
-            if !expected_hit && u64::from(size) <= capacity {
-                let used = |v: &Vec<Key>| v.iter().map(|&k| u64::from(size_of[k as usize])).sum::<u64>();
-                while used(&naive) + u64::from(size) > capacity {
-                    expected_evicted.push(naive.pop().unwrap());
-                }
-                naive.insert(0, key);
-            }
-            evicted.clear();
-            let hit = lru.access(&access(key, size, t as u64), &mut evicted);
-            prop_assert_eq!(hit, expected_hit, "step {} key {}", t, key);
-            prop_assert_eq!(&evicted, &expected_evicted, "step {} key {}", t, key);
-        }
+        matches_naive_list("lru", false, &size_of, &keys, capacity)?;
+        matches_naive_list("mru", true, &size_of, &keys, capacity)?;
     }
 
     #[test]

@@ -1,0 +1,99 @@
+//! Most recently used: evict the item requested (or inserted) last, as
+//! libCacheSim's `MRU` does. Poor for most workloads, but suited to a loop
+//! larger than the cache: LRU misses every request there, while MRU gives up
+//! the item just used and keeps the rest for the next time around.
+
+use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: Key,
+    size: u32,
+}
+
+pub struct Mru {
+    capacity: u64,
+    used: u64,
+    index: KeyMap<u32>,
+    slab: Slab<Entry>,
+    /// Most recently used at the head, where victims come from.
+    stack: List,
+}
+
+impl Mru {
+    pub fn new(capacity: u64) -> Self {
+        Mru { capacity, used: 0, index: key_map(1024), slab: Slab::default(), stack: List::new() }
+    }
+}
+
+impl Policy for Mru {
+    fn name(&self) -> String {
+        "MRU".into()
+    }
+    indexed_residency!();
+    fn lookup(&mut self, a: &Access) -> bool {
+        match self.index.get(&a.key) {
+            Some(&i) => {
+                self.slab.move_to_front(&mut self.stack, i);
+                true
+            }
+            None => false,
+        }
+    }
+    fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
+        self.make_room(a, evicted);
+        let i = self.slab.alloc(Entry { key: a.key, size: a.size });
+        self.slab.push_front(&mut self.stack, i);
+        self.index.insert(a.key, i);
+        self.used += u64::from(a.size);
+    }
+    fn evict(&mut self, _now: &Access) -> Option<Key> {
+        let i = self.slab.pop_front(&mut self.stack)?;
+        let e = self.slab.release(i);
+        self.index.remove(&e.key);
+        self.used -= u64::from(e.size);
+        Some(e.key)
+    }
+    fn remove(&mut self, key: Key) -> bool {
+        let Some(i) = self.index.remove(&key) else { return false };
+        self.slab.unlink(&mut self.stack, i);
+        let e = self.slab.release(i);
+        self.used -= u64::from(e.size);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(mru: &mut Mru, key: Key) -> (bool, Vec<Key>) {
+        let mut evicted = Vec::new();
+        let hit = mru.access(&Access { key, size: 1, ..Access::default() }, &mut evicted);
+        (hit, evicted)
+    }
+
+    #[test]
+    fn evicts_the_most_recently_used() {
+        let mut mru = Mru::new(3);
+        for key in [0, 1, 2] {
+            request(&mut mru, key);
+        }
+        assert_eq!(request(&mut mru, 3).1, vec![2]);
+        assert!(request(&mut mru, 0).0);
+        assert_eq!(request(&mut mru, 4).1, vec![0]);
+    }
+
+    #[test]
+    fn a_loop_larger_than_the_cache_still_hits() {
+        let mut mru = Mru::new(3);
+        let mut hits = 0;
+        for _ in 0..3 {
+            for key in 0..4 {
+                hits += usize::from(request(&mut mru, key).0);
+            }
+        }
+        // LRU misses all 12 requests; MRU hits three of four after the first round.
+        assert_eq!(hits, 6);
+    }
+}
