@@ -79,7 +79,8 @@ measure() {
         out=$(run "$hearth" sim "$trace" -p "$policy" -s "${mib}MiB" --threads 1 -q --csv)
         miss=$(echo "$out" | awk -F, '$2 ~ /^[A-Z0-9]+$/ && $4 > 0 {printf "%.4f", 1 - $6}')
     else
-        out=$(run "$cachesim" "$trace" oracleGeneralBin "$policy" "${mib}MB")
+        # cachesim writes a result/ directory into its working directory.
+        out=$(cd "$WORK" && run "$cachesim" "$trace" oracleGeneralBin "$policy" "${mib}MB")
         miss=$(echo "$out" | sed -n 's/.* req, miss ratio \([0-9.]*\),.*/\1/p' | tail -1)
     fi
     echo "$out" | awk -v miss="$miss" '/^TIME/ {printf "%s %d %s\n", $2, $3, miss}'
