@@ -55,7 +55,12 @@ pub struct Replayer {
 impl Replayer {
     /// A replayer for `job`; fails if its policy spec is invalid.
     pub fn new(job: &Job, counting: Counting) -> Result<Replayer, String> {
-        let policy = hearth_policy::build(&job.policy, job.cache_bytes)?;
+        Ok(Replayer::with_policy(hearth_policy::build(&job.policy, job.cache_bytes)?, counting))
+    }
+
+    /// A replayer for a policy built elsewhere (one not in the registry,
+    /// such as a binding's plugin), counted exactly as [`Replayer::new`]'s.
+    pub fn with_policy(policy: Box<dyn Policy>, counting: Counting) -> Replayer {
         let result = SimResult {
             policy: policy.name(),
             cache_bytes: policy.capacity(),
@@ -65,7 +70,7 @@ impl Replayer {
             hit_bytes: 0,
             interval_miss_ratios: Vec::new(),
         };
-        Ok(Replayer { policy, evicted: Vec::with_capacity(64), counting, seen: 0, result, window: (0, 0) })
+        Replayer { policy, evicted: Vec::with_capacity(64), counting, seen: 0, result, window: (0, 0) }
     }
 
     /// Replays `accesses` in order.

@@ -1,0 +1,635 @@
+//! `hearth._native`: the Rust half of the `hearth` Python package.
+//!
+//! Every simulation here runs through the same library code as `hearth sim`
+//! and `hearth mrc` (`hearth_sim::stream::run_streaming`, the one-pass curves
+//! of `hearth_sim::mrc`), streaming the trace in chunks, with the GIL released.
+//! Policies written in Python (see `plugin.rs`) run on the caller's thread
+//! with the GIL held. The pure-Python half (`python/hearth/`) turns the rows
+//! returned here into DataFrames and runs sweeps.
+
+mod plugin;
+mod source;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hearth_core::{Access, Key, Op, Policy, NEVER};
+use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
+use hearth_sim::stream::{run_pipelined, run_streaming, Counting, Replayer};
+use hearth_sim::{parse_sizes, CacheSize, Job, SimResult};
+use hearth_trace::{Format, TraceError};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyType};
+
+use plugin::{ErrorSlot, PyPolicy};
+use source::{arg, Failure, ModeArg, Streamed, TraceSpec, Warmup};
+
+/// Converts a failure to the package's exceptions (`hearth._errors`), whose
+/// text is the CLI's (`hearth: error: <text>`).
+fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
+    let errors = py.import("hearth._errors").ok();
+    let class = |name: &str| errors.as_ref().and_then(|m| m.getattr(name).ok());
+    match f {
+        Failure::Arg(msg) => match class("ConfigError") {
+            Some(c) => c.call1((msg,)).map_or_else(|e| e, PyErr::from_value),
+            None => PyValueError::new_err(msg),
+        },
+        Failure::Trace(e) => trace_error(py, &e, class),
+    }
+}
+
+fn trace_error<'py>(py: Python<'py>, e: &TraceError, class: impl Fn(&str) -> Option<Bound<'py, PyAny>>) -> PyErr {
+    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    let msg = e.to_string();
+    let file = e.file().display().to_string();
+    let made = (|| -> PyResult<PyErr> {
+        let exc = match io {
+            Some(io) => {
+                let c = class("TraceIOError").ok_or_else(|| PyOSError::new_err(msg.clone()))?;
+                let exc = c.call1((msg.clone(),))?;
+                exc.setattr("errno", io.raw_os_error())?;
+                exc.setattr("filename", &file)?;
+                exc
+            }
+            None => {
+                let c = class("TraceError").ok_or_else(|| PyValueError::new_err(msg.clone()))?;
+                c.call1((msg.clone(),))?
+            }
+        };
+        exc.setattr("file", &file)?;
+        exc.setattr("line", e.line())?;
+        exc.setattr("byte_offset", e.byte_offset())?;
+        exc.setattr("reason", e.message())?;
+        Ok(PyErr::from_value(exc))
+    })();
+    let _ = py;
+    made.unwrap_or_else(|e| e)
+}
+
+fn parse_mode(mode: Option<&str>) -> PyResult<Option<ModeArg>> {
+    match mode.map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(None),
+        Some("block") => Ok(Some(ModeArg::Block)),
+        Some("object") => Ok(Some(ModeArg::Object)),
+        Some(other) => Err(PyValueError::new_err(format!("mode must be 'block' or 'object', not {other:?}"))),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn trace_spec(
+    py: Python<'_>,
+    trace: &str,
+    format: Option<&str>,
+    mode: Option<&str>,
+    block_size: &str,
+    requests: usize,
+    seed: u64,
+) -> PyResult<TraceSpec> {
+    let format = format.map(str::parse::<Format>).transpose().map_err(|m| to_pyerr(py, Failure::Arg(m)))?;
+    let block_size = hearth_core::parse_bytes(block_size).map_err(|m| to_pyerr(py, arg(format!("block_size: {m}"))))?;
+    Ok(TraceSpec {
+        trace: PathBuf::from(trace),
+        format,
+        mode: parse_mode(mode)?,
+        block_size,
+        requests,
+        seed,
+        cancel: Arc::new(AtomicBool::new(false)),
+    })
+}
+
+/// Runs `f` on a thread of its own while this one, without the GIL, waits
+/// for it and checks for signals every 100 ms: on Ctrl-C `cancel` ends the
+/// trace's passes, and the signal's exception (KeyboardInterrupt) is raised.
+fn interruptible<T: Send>(py: Python<'_>, cancel: &AtomicBool, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    std::thread::scope(|s| {
+        let handle = s.spawn(f);
+        loop {
+            let finished = py.detach(|| {
+                for _ in 0..20 {
+                    if handle.is_finished() {
+                        return true;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                false
+            });
+            if finished {
+                return Ok(handle.join().expect("the simulation thread panicked"));
+            }
+            if let Err(e) = py.check_signals() {
+                cancel.store(true, Ordering::Relaxed);
+                py.detach(move || {
+                    let _ = handle.join();
+                });
+                return Err(e);
+            }
+        }
+    })
+}
+
+fn threads(threads: Option<usize>) -> usize {
+    threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1)
+}
+
+/// A `--json` row: `trace` and the `SimResult` fields.
+fn row<'py>(py: Python<'py>, trace: &str, r: &SimResult) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("trace", trace)?;
+    d.set_item("policy", &r.policy)?;
+    d.set_item("cache_bytes", r.cache_bytes)?;
+    d.set_item("requests", r.requests)?;
+    d.set_item("hits", r.hits)?;
+    d.set_item("bytes", r.bytes)?;
+    d.set_item("hit_bytes", r.hit_bytes)?;
+    if !r.interval_miss_ratios.is_empty() {
+        d.set_item("interval_miss_ratios", r.interval_miss_ratios.clone())?;
+    }
+    Ok(d)
+}
+
+/// The registered policies as (name, description) pairs.
+#[pyfunction]
+fn policies() -> Vec<(&'static str, &'static str)> {
+    hearth_policy::describe()
+}
+
+/// One (policy, size) simulation of a `sim` call.
+enum SimJob {
+    Builtin(Job),
+    /// A Python policy: its factory's index and the capacity.
+    Plugin(usize, u64),
+}
+
+/// Runs policies over traces at cache sizes, as `hearth sim --json`: one
+/// dict per (trace, size, policy), sizes outer, policies inner. `policies`
+/// holds spec strings (comma lists allowed, `all` for every registered one)
+/// and Python policy factories (called with the capacity in bytes).
+#[pyfunction]
+#[pyo3(signature = (traces, policies, sizes, *, mode=None, warmup=None, interval=None, format=None,
+                    block_size="4KiB", requests=1_000_000, seed=42, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn sim<'py>(
+    py: Python<'py>,
+    traces: Vec<String>,
+    policies: Vec<Bound<'py, PyAny>>,
+    sizes: &str,
+    mode: Option<&str>,
+    warmup: Option<&str>,
+    interval: Option<u64>,
+    format: Option<&str>,
+    block_size: &str,
+    requests: usize,
+    seed: u64,
+    threads: Option<usize>,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let fail = |f: Failure| to_pyerr(py, f);
+    // Policies in order: spec strings or factories.
+    let mut entries: Vec<Result<String, usize>> = Vec::new();
+    let mut factories: Vec<Bound<'py, PyAny>> = Vec::new();
+    for p in &policies {
+        if let Ok(s) = p.cast::<PyString>() {
+            let pieces: Vec<String> = s.to_str()?.split(',').map(|x| x.trim().to_string()).collect();
+            if pieces.iter().any(|x| x == "all") {
+                entries.extend(hearth_policy::names().into_iter().map(|n| Ok(n.to_string())));
+            } else {
+                entries.extend(hearth_policy::join_specs(&pieces).into_iter().map(Ok));
+            }
+        } else if p.is_callable() {
+            entries.push(Err(factories.len()));
+            factories.push(p.clone());
+        } else {
+            let ty = p.get_type().name()?;
+            return Err(PyValueError::new_err(format!(
+                "a policy is a spec string ('lru', 'mq:m=8') or a Python policy class, not a {ty} instance"
+            )));
+        }
+    }
+    if entries.is_empty() {
+        return Err(fail(arg("no policies given")));
+    }
+    let sizes = parse_sizes(sizes).map_err(|m| fail(arg(format!("sizes: {m}"))))?;
+    for spec in entries.iter().filter_map(|e| e.as_ref().ok()) {
+        hearth_policy::build(spec, 1 << 20).map_err(|m| fail(Failure::Arg(m)))?;
+    }
+    let warmup = warmup.map(Warmup::parse).transpose().map_err(|m| fail(Failure::Arg(m)))?;
+    let totals = sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_))) || matches!(warmup, Some(Warmup::Share(_)));
+    let next_access = entries.iter().any(|e| e.as_ref().is_ok_and(|p| hearth_policy::is_offline(p)));
+    let threads = self::threads(threads);
+
+    let mut rows = Vec::new();
+    for trace in &traces {
+        let spec = trace_spec(py, trace, format, mode, block_size, requests, seed)?;
+        // The first pass and every built-in policy, without the GIL.
+        let (streamed, jobs, counting, mut results) = interruptible(py, &spec.cancel, || -> Result<_, Failure> {
+            let streamed = Streamed::open(&spec, totals, next_access)?;
+            let mut jobs = Vec::new();
+            for size in &sizes {
+                let cache_bytes =
+                    size.resolve(streamed.footprint_bytes(), streamed.block_size()).map_err(Failure::Arg)?;
+                jobs.extend(entries.iter().map(|e| match e {
+                    Ok(p) => SimJob::Builtin(Job { policy: p.clone(), cache_bytes }),
+                    Err(i) => SimJob::Plugin(*i, cache_bytes),
+                }));
+            }
+            let counting = Counting {
+                warmup: warmup.map_or(0, |w| w.accesses(streamed.scan.as_ref().map_or(0, |s| s.accesses))),
+                interval,
+            };
+            let builtin: Vec<Job> = jobs
+                .iter()
+                .filter_map(|j| match j {
+                    SimJob::Builtin(job) => Some(job.clone()),
+                    SimJob::Plugin(..) => None,
+                })
+                .collect();
+            let results = if builtin.is_empty() {
+                Vec::new()
+            } else {
+                run_streaming(streamed.accesses()?, &builtin, counting, threads, &|_| {})?
+            };
+            Ok((streamed, jobs, counting, results))
+        })?
+        .map_err(fail)?;
+        // Python policies, on this thread with the GIL held.
+        let plugin_jobs: Vec<(usize, u64)> = jobs
+            .iter()
+            .filter_map(|j| match j {
+                SimJob::Plugin(i, c) => Some((*i, *c)),
+                SimJob::Builtin(_) => None,
+            })
+            .collect();
+        let mut plugin_results = run_plugins(py, &streamed, &factories, &plugin_jobs, counting)?.into_iter();
+        let mut builtin_results = std::mem::take(&mut results).into_iter();
+        let ordered: Vec<SimResult> = jobs
+            .iter()
+            .map(|j| match j {
+                SimJob::Builtin(_) => builtin_results.next().expect("one result per built-in job"),
+                SimJob::Plugin(..) => plugin_results.next().expect("one result per plugin job"),
+            })
+            .collect();
+        if ordered.first().is_none_or(|r| r.requests == 0 && counting.warmup == 0) {
+            return Err(fail(arg(format!("{} holds no requests", streamed.path().display()))));
+        }
+        for r in &ordered {
+            rows.push(row(py, trace, r)?);
+        }
+    }
+    Ok(rows)
+}
+
+/// Accesses fed to Python policies between checks for errors and Ctrl-C.
+const PLUGIN_CHUNK: usize = 4096;
+
+/// Replays one pass of the trace through fresh instances of Python policies.
+fn run_plugins(
+    py: Python<'_>,
+    streamed: &Streamed<'_>,
+    factories: &[Bound<'_, PyAny>],
+    jobs: &[(usize, u64)],
+    counting: Counting,
+) -> PyResult<Vec<SimResult>> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let error: ErrorSlot = Arc::new(Mutex::new(None));
+    let mut replayers = Vec::with_capacity(jobs.len());
+    for &(i, capacity) in jobs {
+        let obj = factories[i].call1((capacity,))?;
+        let policy = PyPolicy::new(py, obj.unbind(), capacity, error.clone())?;
+        replayers.push(Replayer::with_policy(Box::new(policy), counting));
+    }
+    let mut stream = streamed.accesses().map_err(|f| to_pyerr(py, f))?;
+    let mut chunk: Vec<Access> = Vec::with_capacity(PLUGIN_CHUNK);
+    loop {
+        chunk.clear();
+        for a in stream.by_ref().take(PLUGIN_CHUNK) {
+            chunk.push(a.map_err(|e| to_pyerr(py, Failure::Trace(e)))?);
+        }
+        if chunk.is_empty() {
+            break;
+        }
+        for r in &mut replayers {
+            r.feed(&chunk);
+            if let Some(e) = error.lock().unwrap().take() {
+                return Err(e);
+            }
+        }
+        py.check_signals()?;
+    }
+    Ok(replayers.into_iter().map(Replayer::finish).collect())
+}
+
+/// The default `hearth mrc` grid: 40 sizes, evenly spaced on a log scale
+/// from 0.1% of the footprint to all of it.
+fn default_grid() -> Vec<CacheSize> {
+    const POINTS: usize = 40;
+    const FROM: f64 = 0.001;
+    let step = (1.0 / FROM).ln() / (POINTS - 1) as f64;
+    (0..POINTS).map(|i| CacheSize::Footprint((FROM.ln() + step * i as f64).exp().min(1.0))).collect()
+}
+
+/// One method's curve for one policy: method, sampling rate, seconds, points.
+type Curve = (String, f64, f64, Vec<SimResult>);
+
+/// Miss-ratio curves as `hearth mrc --json`, one dict per point with the
+/// curve's `method`, `rate` and `seconds`.
+#[pyfunction]
+#[pyo3(signature = (trace, methods, policies, sizes=None, *, rate="1%", shards_items=None, mode=None, format=None,
+                    block_size="4KiB", requests=1_000_000, seed=42, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn mrc<'py>(
+    py: Python<'py>,
+    trace: &str,
+    methods: Vec<String>,
+    policies: Vec<String>,
+    sizes: Option<&str>,
+    rate: &str,
+    shards_items: Option<usize>,
+    mode: Option<&str>,
+    format: Option<&str>,
+    block_size: &str,
+    requests: usize,
+    seed: u64,
+    threads: Option<usize>,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let fail = |f: Failure| to_pyerr(py, f);
+    let spec = trace_spec(py, trace, format, mode, block_size, requests, seed)?;
+    let threads = self::threads(threads);
+    let rate = hearth_trace::sample::parse_rate(rate).map_err(|m| fail(arg(format!("rate: {m}"))))?;
+    let sizes = match sizes {
+        Some(s) => parse_sizes(s).map_err(|m| fail(arg(format!("sizes: {m}"))))?,
+        None => default_grid(),
+    };
+    let policies = hearth_policy::join_specs(&policies);
+    for p in &policies {
+        hearth_policy::build(p, 1 << 20).map_err(|m| fail(Failure::Arg(m)))?;
+    }
+    for m in &methods {
+        if !["exact", "shards", "mini", "full"].contains(&m.as_str()) {
+            return Err(fail(arg(format!("unknown method {m:?} (known: exact, shards, mini, full)"))));
+        }
+    }
+    let simulates = methods.iter().any(|m| m == "mini" || m == "full");
+    let totals = sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_)));
+    let next_access = simulates && policies.iter().any(|p| hearth_policy::is_offline(p));
+    let curves = interruptible(py, &spec.cancel, || -> Result<Vec<Curve>, Failure> {
+        let trace = Streamed::open(&spec, totals, next_access)?;
+        let cache_bytes = sizes
+            .iter()
+            .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
+            .collect::<Result<Vec<u64>, String>>()
+            .map_err(Failure::Arg)?;
+        let jobs: Vec<Job> = policies
+            .iter()
+            .flat_map(|p| cache_bytes.iter().map(|&c| Job { policy: p.clone(), cache_bytes: c }))
+            .collect();
+        let unit = u64::from(trace.block_size().unwrap_or(1));
+        let mut curves = Vec::new();
+        for method in &methods {
+            let started = Instant::now();
+            let (r, results) = match method.as_str() {
+                "exact" => {
+                    let mut sd = if trace.records_next_access() {
+                        StackDistances::with_next_uses(&cache_bytes)
+                    } else {
+                        StackDistances::new(&cache_bytes)
+                    };
+                    run_pipelined(trace.accesses()?, |chunk| chunk.iter().for_each(|a| sd.access(a)))?;
+                    (1.0, sd.results())
+                }
+                "shards" => {
+                    let m = shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
+                    let mut shards = Shards::new(m, &cache_bytes).map_err(Failure::Arg)?;
+                    run_pipelined(trace.accesses()?, |chunk| chunk.iter().for_each(|a| shards.access(a)))?;
+                    (shards.rate(), shards.results())
+                }
+                "mini" => {
+                    (rate, hearth_sim::minisim::run_miniature(trace.accesses()?, &jobs, rate, unit, threads, &|_| {})?)
+                }
+                _ => (1.0, run_streaming(trace.accesses()?, &jobs, Counting::default(), threads, &|_| {})?),
+            };
+            let seconds = started.elapsed().as_secs_f64();
+            if results.first().is_some_and(|r| r.requests == 0) {
+                return Err(arg(format!("{} holds no requests", trace.path().display())));
+            }
+            for points in results.chunks(cache_bytes.len()) {
+                curves.push((method.clone(), r, seconds, points.to_vec()));
+            }
+        }
+        Ok(curves)
+    })?
+    .map_err(fail)?;
+    let mut rows = Vec::new();
+    for (method, rate, seconds, points) in curves {
+        for p in &points {
+            let d = row(py, trace, p)?;
+            d.set_item("method", &method)?;
+            d.set_item("rate", rate)?;
+            d.set_item("seconds", seconds)?;
+            rows.push(d);
+        }
+    }
+    Ok(rows)
+}
+
+/// The `hearth analyze --json` report of a trace, as a JSON string.
+#[pyfunction]
+#[pyo3(signature = (trace, *, mode=None, format=None, block_size="4KiB", requests=1_000_000, seed=42))]
+fn analyze(
+    py: Python<'_>,
+    trace: &str,
+    mode: Option<&str>,
+    format: Option<&str>,
+    block_size: &str,
+    requests: usize,
+    seed: u64,
+) -> PyResult<String> {
+    let spec = trace_spec(py, trace, format, mode, block_size, requests, seed)?;
+    interruptible(py, &spec.cancel, || -> Result<String, Failure> {
+        let (reader, mode) = spec.open()?;
+        let report = hearth_analyze::analyze(reader, mode)?;
+        serde_json::to_string(&report).map_err(|e| arg(e.to_string()))
+    })?
+    .map_err(|f| to_pyerr(py, f))
+}
+
+struct CacheState {
+    policy: Box<dyn Policy>,
+    evicted: Vec<Key>,
+    vtime: u64,
+    requests: u64,
+    hits: u64,
+    bytes: u64,
+    hit_bytes: u64,
+}
+
+/// A cache driven one request at a time from Python.
+///
+/// Cache(policy, size): `policy` is a spec string ("lru", "mq:m=8") or a
+/// policy written in Python: a class (called with the capacity in bytes) or
+/// an instance, or a factory called with the capacity, whose objects have
+/// methods hit(key, size), miss(key, size) and
+/// evict(key, size) -> key (see hearth.Policy). `size` is bytes (an int) or
+/// a byte size string ("64MiB").
+///
+/// A Cache belongs to the thread that made it.
+#[pyclass(module = "hearth._native", unsendable)]
+struct Cache {
+    state: CacheState,
+    error: ErrorSlot,
+}
+
+impl Cache {
+    fn take_error(&self) -> PyResult<()> {
+        match self.error.lock().unwrap().take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+#[pymethods]
+impl Cache {
+    #[new]
+    fn new(py: Python<'_>, policy: &Bound<'_, PyAny>, size: &Bound<'_, PyAny>) -> PyResult<Cache> {
+        let capacity: u64 = match size.cast::<PyString>() {
+            Ok(s) => hearth_core::parse_bytes(s.to_str()?).map_err(|m| to_pyerr(py, arg(format!("size: {m}"))))?,
+            Err(_) => size.extract()?,
+        };
+        if capacity == 0 {
+            return Err(to_pyerr(py, arg("size: a cache holds at least one byte")));
+        }
+        let error: ErrorSlot = Arc::new(Mutex::new(None));
+        let policy: Box<dyn Policy> = if let Ok(spec) = policy.cast::<PyString>() {
+            hearth_policy::build(spec.to_str()?, capacity).map_err(|m| to_pyerr(py, Failure::Arg(m)))?
+        } else if policy.is_instance_of::<PyType>() || (policy.is_callable() && !policy.hasattr("hit")?) {
+            let obj = policy.call1((capacity,))?;
+            Box::new(PyPolicy::new(py, obj.unbind(), capacity, error.clone())?)
+        } else {
+            Box::new(PyPolicy::new(py, policy.clone().unbind(), capacity, error.clone())?)
+        };
+        let state = CacheState { policy, evicted: Vec::new(), vtime: 0, requests: 0, hits: 0, bytes: 0, hit_bytes: 0 };
+        Ok(Cache { state, error })
+    }
+
+    /// Requests `key` of `size` bytes: a hit returns True; a miss admits the
+    /// key (unless larger than the cache), evicting as the policy chooses,
+    /// and returns False. `next_access` (the logical time of the key's next
+    /// request) matters only to OPT.
+    #[pyo3(signature = (key, size=1, next_access=None))]
+    fn access(&mut self, key: u64, size: u32, next_access: Option<u64>) -> PyResult<bool> {
+        let hit = {
+            let s = &mut self.state;
+            let a =
+                Access { key, size, vtime: s.vtime, next_access: next_access.unwrap_or(NEVER), op: Op::Read, ctx: 0 };
+            s.vtime += 1;
+            let CacheState { policy, evicted, .. } = &mut *s;
+            evicted.clear();
+            let hit = policy.access(&a, evicted);
+            s.requests += 1;
+            s.bytes += u64::from(size);
+            if hit {
+                s.hits += 1;
+                s.hit_bytes += u64::from(size);
+            }
+            hit
+        };
+        self.take_error()?;
+        Ok(hit)
+    }
+
+    /// Drops `key` if resident; returns whether it was.
+    fn remove(&mut self, key: u64) -> PyResult<bool> {
+        let was = self.state.policy.remove(key);
+        self.take_error()?;
+        Ok(was)
+    }
+
+    /// Keys evicted by the last access().
+    #[getter]
+    fn last_evicted(&self) -> Vec<u64> {
+        self.state.evicted.clone()
+    }
+
+    /// The policy's report name ("LRU", or the plugin's name).
+    #[getter]
+    fn name(&self) -> String {
+        self.state.policy.name()
+    }
+
+    /// Capacity in bytes.
+    #[getter]
+    fn capacity(&self) -> u64 {
+        self.state.policy.capacity()
+    }
+
+    /// Bytes held now.
+    #[getter]
+    fn occupancy(&self) -> u64 {
+        self.state.policy.occupancy()
+    }
+
+    /// Requests so far.
+    #[getter]
+    fn requests(&self) -> u64 {
+        self.state.requests
+    }
+
+    /// Hits so far.
+    #[getter]
+    fn hits(&self) -> u64 {
+        self.state.hits
+    }
+
+    /// Misses so far.
+    #[getter]
+    fn misses(&self) -> u64 {
+        self.state.requests - self.state.hits
+    }
+
+    /// Bytes requested so far.
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.state.bytes
+    }
+
+    /// Bytes of hits so far.
+    #[getter]
+    fn hit_bytes(&self) -> u64 {
+        self.state.hit_bytes
+    }
+
+    fn __len__(&self) -> usize {
+        self.state.policy.len()
+    }
+
+    fn __contains__(&self, key: u64) -> bool {
+        self.state.policy.contains(key)
+    }
+
+    fn __repr__(&self) -> String {
+        let s = &self.state;
+        format!(
+            "Cache({}, {} bytes: {} items, {} requests, {} hits)",
+            s.policy.name(),
+            s.policy.capacity(),
+            s.policy.len(),
+            s.requests,
+            s.hits
+        )
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(sim, m)?)?;
+    m.add_function(wrap_pyfunction!(mrc, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_class::<Cache>()?;
+    Ok(())
+}
