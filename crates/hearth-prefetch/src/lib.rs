@@ -15,9 +15,12 @@
 //!   (context-aware online mining with throttling).
 //! - [`metrics`]: what a context-tagged trace looks like to a prefetcher
 //!   (sequential run length, interference, context length).
+//! - [`ceiling`]: the most a prefetcher could cut: each miss sorted by what
+//!   could have predicted it (its own template, another context, nothing).
 
 pub mod borg;
 pub mod cache;
+pub mod ceiling;
 pub mod cminer;
 pub mod metrics;
 pub mod quickmine;

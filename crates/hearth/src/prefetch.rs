@@ -24,10 +24,13 @@ pub enum PrefetchCmd {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Sequential run length, interference and context length of a workload.
+    /// Sequential run length, interference and context length of a workload,
+    /// and with --ceiling the most any prefetcher could cut at each cache size.
     Analyze {
         #[command(flatten)]
         source: Source,
+        #[command(flatten)]
+        ceiling: CeilingArgs,
         #[arg(long)]
         json: bool,
     },
@@ -86,6 +89,57 @@ impl Source {
     }
 }
 
+/// The ceiling oracle's settings (see `hearth_prefetch::ceiling`).
+#[derive(Args, Debug)]
+pub struct CeilingArgs {
+    /// Cache sizes to sort misses at: bytes (64MiB), blocks (5000blocks) or shares of the footprint (10%).
+    #[arg(long, value_name = "SIZES")]
+    ceiling: Option<String>,
+    /// Predict up to this many reads ahead of a context's demand.
+    #[arg(long, default_value_t = 3)]
+    lookahead: u32,
+    /// Main-cache policy, as in `prefetch sim`.
+    #[arg(long, default_value = "lru")]
+    policy: String,
+    /// Share of the I/Os used as warm-up before counting, as in `prefetch sim`.
+    #[arg(long, default_value_t = 0.3)]
+    warmup: f64,
+    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    block_size: u64,
+}
+
+impl CeilingArgs {
+    /// The ceiling at each size asked for, in order; empty without --ceiling.
+    fn run(&self, events: &[CtxEvent]) -> anyhow::Result<Vec<hearth_prefetch::ceiling::Ceiling>> {
+        let Some(sizes) = &self.ceiling else { return Ok(Vec::new()) };
+        let block_size =
+            u32::try_from(self.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")?;
+        let footprint = footprint(events, block_size);
+        let split = hearth_sim::prefetch::warmup_split(events, self.warmup);
+        parse_sizes(sizes)
+            .map_err(anyhow::Error::msg)
+            .context("--ceiling")?
+            .iter()
+            .map(|size| {
+                let bytes = size.resolve(footprint, Some(block_size)).map_err(anyhow::Error::msg)?;
+                hearth_prefetch::ceiling::ceiling(events, split, &self.policy, bytes, block_size, self.lookahead)
+                    .map_err(anyhow::Error::msg)
+            })
+            .collect()
+    }
+}
+
+/// Distinct blocks read or written, in bytes.
+fn footprint(events: &[CtxEvent], block_size: u32) -> u64 {
+    let mut distinct: KeyMap<()> = KeyMap::default();
+    for e in events {
+        if let CtxEvent::Io { block, .. } = e {
+            distinct.insert(*block, ());
+        }
+    }
+    distinct.len() as u64 * u64::from(block_size)
+}
+
 #[derive(Args, Debug)]
 pub struct SimArgs {
     #[command(flatten)]
@@ -128,11 +182,14 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
             eprintln!("wrote {} events ({name}) to {}", events.len(), output.display());
             Ok(())
         }
-        PrefetchCmd::Analyze { source, json } => {
+        PrefetchCmd::Analyze { source, ceiling, json } => {
             let (events, name) = source.events()?;
             let m = hearth_prefetch::metrics::analyze(&events);
+            let ceilings = ceiling.run(&events)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&m)?);
+                let mut v = serde_json::to_value(&m)?;
+                v["ceiling"] = serde_json::to_value(&ceilings)?;
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 println!("{name}");
                 println!("I/Os {}  contexts {}  mean open contexts {:.1}", m.ios, m.contexts, m.mean_open_contexts);
@@ -151,6 +208,9 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
                     let name = names.get(class as usize).copied().unwrap_or("");
                     println!("  class {class:>3} {name:<26} {contexts:>8} contexts, mean length {length:.1}");
                 }
+                if !ceilings.is_empty() {
+                    print_ceilings(&ceilings, &ceiling);
+                }
             }
             Ok(())
         }
@@ -166,18 +226,47 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
     }
 }
 
+fn print_ceilings(ceilings: &[hearth_prefetch::ceiling::Ceiling], args: &CeilingArgs) {
+    println!(
+        "\nmisses by what could predict them ({}, warm-up {:.0}%, lookahead 1..{}):",
+        args.policy,
+        args.warmup * 100.0,
+        args.lookahead
+    );
+    println!(
+        "{:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>9} {:>13} {:>13}",
+        "cache",
+        "misses",
+        "in context",
+        "other ctx",
+        "seen else",
+        "first touch",
+        "writes",
+        "in-ctx cut %",
+        "any-ctx cut %"
+    );
+    for c in ceilings {
+        println!(
+            "{:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>9} {:>13.1} {:>13.1}",
+            format_bytes(c.cache_bytes),
+            c.misses,
+            c.in_context,
+            c.other_context,
+            c.seen_elsewhere,
+            c.first_touch,
+            c.write_misses,
+            c.in_context_cut(),
+            c.any_context_cut()
+        );
+    }
+}
+
 /// Runs every scheme of `args` over `events`; returns the footprint, the
 /// cache size and the outcomes in scheme order.
 fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64, Vec<Outcome>)> {
     let block_size =
         u32::try_from(args.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")?;
-    let mut distinct: KeyMap<()> = KeyMap::default();
-    for e in events {
-        if let CtxEvent::Io { block, .. } = e {
-            distinct.insert(*block, ());
-        }
-    }
-    let footprint = distinct.len() as u64 * u64::from(block_size);
+    let footprint = footprint(events, block_size);
     let sizes = parse_sizes(&args.cache).map_err(anyhow::Error::msg).context("--cache")?;
     let [size] = sizes.as_slice() else { anyhow::bail!("--cache takes one size, got {}", sizes.len()) };
     let cache_bytes = size.resolve(footprint, Some(block_size)).map_err(anyhow::Error::msg)?;

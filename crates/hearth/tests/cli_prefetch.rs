@@ -43,3 +43,31 @@ fn bad_traces_and_specs_are_named() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("no parameter \"lookahead\""), "{err}");
 }
+
+/// The ceiling sorts exactly the misses `prefetch sim` counts without
+/// prefetching, and its classes add up to them.
+#[test]
+fn the_ceiling_sorts_the_misses_prefetch_sim_counts() {
+    let workload = ["--workload", "rubis", "--clients", "20", "--transactions", "300", "--seed", "4"];
+    let analyze = [&["prefetch", "analyze", "--json", "--ceiling", "5%,20%"][..], &workload[..]].concat();
+    let report: serde_json::Value = serde_json::from_str(&stdout(&hearth(&analyze))).unwrap();
+    let ceilings = report["ceiling"].as_array().unwrap();
+    assert_eq!(ceilings.len(), 2);
+    let sim = [&["prefetch", "sim", "--json", "-s", "none", "--cache", "20%"][..], &workload[..]].concat();
+    let sim: serde_json::Value = serde_json::from_str(&stdout(&hearth(&sim))).unwrap();
+    let c = &ceilings[1];
+    assert_eq!(c["cache_bytes"], sim["cache_bytes"]);
+    assert_eq!(c["misses"], sim["results"][0]["stats"]["misses"]);
+    assert_eq!(c["accesses"], sim["results"][0]["stats"]["accesses"]);
+    for c in ceilings {
+        let n = |k: &str| c[k].as_u64().unwrap();
+        let parts = ["in_context", "other_context", "seen_elsewhere", "first_touch", "write_misses"].map(n);
+        assert_eq!(parts.iter().sum::<u64>(), n("misses"), "{c}");
+        assert!(n("in_context") > 0 && n("first_touch") > 0, "{c}");
+    }
+    // A larger cache misses less.
+    let n = |i: usize, k: &str| ceilings[i][k].as_u64().unwrap();
+    assert!(n(1, "misses") < n(0, "misses"));
+    let bad = hearth(&[&["prefetch", "analyze", "--ceiling", "10%", "--lookahead", "0"][..], &workload[..]].concat());
+    assert!(failure(&bad).contains("lookahead"));
+}
