@@ -139,6 +139,10 @@ struct ExportFlags {
     /// Write-back: flush once this much is dirty. Default half the cache.
     #[arg(long, requires = "write_back", conflicts_with = "config")]
     dirty_limit: Option<String>,
+    /// Write-back: background cleaning writes dirty data back once it has waited this long,
+    /// e.g. 30s (the default); 0 turns cleaning off.
+    #[arg(long, requires = "write_back", conflicts_with = "config")]
+    dirty_max_age: Option<String>,
     /// Simulated slow device: latency added to each backend call, e.g. 2ms.
     #[arg(long, conflicts_with = "config")]
     latency: Option<String>,
@@ -222,6 +226,7 @@ impl ServeArgs {
                     block_size: text(&self.export.block_size),
                     write_mode: if self.export.write_back { WriteModeConfig::Back } else { WriteModeConfig::Through },
                     dirty_limit: text(&self.export.dirty_limit),
+                    dirty_max_age: self.export.dirty_max_age.clone(),
                     latency: self.export.latency.clone(),
                     bandwidth: text(&self.export.bandwidth),
                     tier: self.export.tier_fast_path.clone().map(|fast_path| TierExportConfig {

@@ -49,6 +49,7 @@
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy};
 use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
@@ -128,6 +129,9 @@ struct Inner {
     free: Vec<Box<[u8]>>,
     /// Dirty blocks, each with the sequence number of its latest write.
     dirty: FxHashMap<Key, u64>,
+    /// When the oldest block still dirty was dirtied, or earlier (reset when
+    /// everything is written back): what background cleaning goes by.
+    dirty_since: Option<Instant>,
     /// Evicted dirty blocks whose write-back failed: neither cached nor dirty,
     /// but still the only copy of their data.
     stranded: FxHashMap<Key, Box<[u8]>>,
@@ -204,6 +208,7 @@ impl BlockCache {
                 blocks: FxHashMap::default(),
                 free: Vec::new(),
                 dirty: FxHashMap::default(),
+                dirty_since: None,
                 stranded: FxHashMap::default(),
                 write_seq: 0,
                 prefetched: FxHashSet::default(),

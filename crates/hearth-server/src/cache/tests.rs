@@ -534,3 +534,22 @@ fn a_dropped_prefetch_releases_its_claim() {
     assert_eq!(cache.classify_demand(21), Class::Promote);
     assert_eq!(cache.placement_stats().reloads_skipped, 0, "no eviction reload was involved");
 }
+
+/// Background cleaning writes dirty data back without a FLUSH, and the age
+/// it goes by starts with the oldest write still dirty.
+#[test]
+fn cleaning_writes_dirty_blocks_back_and_resets_their_age() {
+    let (backend, cache) = setup(16 * 4096, 8, WriteMode::Back { dirty_limit: 1 << 20 });
+    assert_eq!(cache.dirty_age(), None);
+    cache.write(4096, &[7u8; 4096], false).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    cache.write(2 * 4096, &[8u8; 4096], false).unwrap();
+    let age = cache.dirty_age().expect("dirty data has an age");
+    assert!(age >= std::time::Duration::from_millis(20), "the age is the oldest write's: {age:?}");
+    assert_ne!(backend.snapshot()[4096..2 * 4096], [7u8; 4096], "not written back before cleaning");
+    cache.clean().unwrap();
+    let disk = backend.snapshot();
+    assert!(disk[4096..2 * 4096].iter().all(|&b| b == 7) && disk[2 * 4096..3 * 4096].iter().all(|&b| b == 8));
+    assert_eq!(cache.dirty_age(), None);
+    assert_eq!(cached(&cache, 4096, 4096), Some(vec![7u8; 4096]), "cleaning keeps the blocks cached");
+}

@@ -115,6 +115,7 @@ impl BlockCache {
     }
 
     pub(super) fn mark_dirty(inner: &mut Inner, block: u64) {
+        inner.dirty_since.get_or_insert_with(Instant::now);
         inner.write_seq += 1;
         inner.dirty.insert(block, inner.write_seq);
     }
@@ -203,10 +204,32 @@ impl BlockCache {
         match self.mode {
             WriteMode::Through => self.backend_flush(),
             WriteMode::Back { .. } => {
-                self.write_stranded(&mut self.lock(), None)?;
-                self.write_back_unlocked()?;
+                self.clean()?;
                 self.backend_flush()
             }
         }
+    }
+
+    /// Writes every dirty (and stranded) block to the backend, without the
+    /// backend cache flush that FLUSH adds: background cleaning, so that
+    /// acknowledged data does not wait for a FLUSH or the dirty limit.
+    pub fn clean(&self) -> io::Result<()> {
+        let started = Instant::now();
+        self.write_stranded(&mut self.lock(), None)?;
+        self.write_back_unlocked()?;
+        let mut inner = self.lock();
+        // What is dirty now was written during this pass.
+        inner.dirty_since = (!inner.dirty.is_empty() || !inner.stranded.is_empty()).then_some(started);
+        Ok(())
+    }
+
+    /// How long the oldest dirty or stranded block has waited for the
+    /// backend, at most; `None` if there is none.
+    pub fn dirty_age(&self) -> Option<Duration> {
+        let mut inner = self.lock();
+        if inner.dirty.is_empty() && inner.stranded.is_empty() {
+            inner.dirty_since = None;
+        }
+        inner.dirty_since.map(|t| t.elapsed())
     }
 }

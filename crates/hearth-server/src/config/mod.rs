@@ -15,7 +15,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use spec::{
-    BackendSpec, ExportSpec, ServerSettings, Settings, TierSpec, DEFAULT_MAX_CLIENT_BUFFERS, DEFAULT_MAX_REQUEST,
+    BackendSpec, ExportSpec, ServerSettings, Settings, TierSpec, DEFAULT_DIRTY_MAX_AGE, DEFAULT_MAX_CLIENT_BUFFERS,
+    DEFAULT_MAX_REQUEST,
 };
 
 /// Why a configuration cannot be served.
@@ -233,6 +234,10 @@ pub struct ExportConfig {
     pub write_mode: WriteModeConfig,
     /// Write-back only: flush once more than this is dirty. Default half the cache.
     pub dirty_limit: Option<SizeValue>,
+    /// Write-back only: background cleaning writes dirty data back once it has
+    /// waited this long (as Linux's dirty_expire and bcache's writeback do), e.g.
+    /// "30s" (the default); "0" leaves it for FLUSH, the dirty limit and eviction.
+    pub dirty_max_age: Option<String>,
     /// The NBD server behind a `nbd` backend: `nbd://host[:port]/export`
     /// or `nbd+unix:///export?socket=PATH`.
     pub upstream: Option<String>,

@@ -73,9 +73,15 @@ pub struct ExportSpec {
     pub bandwidth: Option<u64>,
     pub tier: Option<TierSpec>,
     pub warmup: Option<WarmupSettings>,
+    /// Write-back: how long dirty data may wait before background cleaning
+    /// writes it back; `None` for write-through or when turned off.
+    pub dirty_max_age: Option<Duration>,
     pub(crate) write_mode: WriteMode,
     pub(crate) access: Access,
 }
+
+/// Default of `dirty_max_age`.
+pub const DEFAULT_DIRTY_MAX_AGE: Duration = Duration::from_secs(30);
 
 /// `[export.tier]`, validated.
 #[derive(Debug)]
@@ -223,6 +229,16 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
             WriteMode::Back { dirty_limit }
         }
     };
+    let dirty_max_age = match (&write_mode, e.dirty_max_age.as_deref()) {
+        (WriteMode::Through, Some(_)) => {
+            return Err(invalid(at("dirty_max_age"), "only used with write_mode = \"back\""))
+        }
+        (WriteMode::Through, None) => None,
+        (WriteMode::Back { .. }, None) => Some(DEFAULT_DIRTY_MAX_AGE),
+        (WriteMode::Back { .. }, Some(age)) => {
+            Some(parse_duration(age).map_err(|m| invalid(at("dirty_max_age"), m))?).filter(|d| !d.is_zero())
+        }
+    };
     let latency =
         e.latency.as_deref().map_or(Ok(Duration::ZERO), parse_duration).map_err(|m| invalid(at("latency"), m))?;
     let warmup = match &e.warmup {
@@ -257,6 +273,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         bandwidth,
         tier,
         warmup,
+        dirty_max_age,
         write_mode,
         access,
     })

@@ -70,3 +70,19 @@ fn fuzzed_configs_are_errors_not_panics() {
         assert!(e.contains(key), "{value}: {e}");
     }
 }
+
+#[test]
+fn dirty_max_age_defaults_for_write_back_and_is_refused_for_write_through() {
+    let export = "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n";
+    let age = |extra: &str| {
+        Config::parse(&format!("{export}{extra}")).unwrap().validate().map(|s| s.exports[0].dirty_max_age)
+    };
+    assert_eq!(age("").unwrap(), None);
+    assert_eq!(age("write_mode = \"back\"\n").unwrap(), Some(DEFAULT_DIRTY_MAX_AGE));
+    assert_eq!(age("write_mode = \"back\"\ndirty_max_age = \"2s\"\n").unwrap(), Some(Duration::from_secs(2)));
+    assert_eq!(age("write_mode = \"back\"\ndirty_max_age = \"0s\"\n").unwrap(), None);
+    let e = age("dirty_max_age = \"2s\"\n").unwrap_err().to_string();
+    assert!(e.contains(".dirty_max_age: only used with write_mode"), "{e}");
+    let e = age("write_mode = \"back\"\ndirty_max_age = \"soon\"\n").unwrap_err().to_string();
+    assert!(e.contains(".dirty_max_age:"), "{e}");
+}

@@ -5,6 +5,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::warn;
 
@@ -84,4 +85,26 @@ pub(super) fn write_back_held(export: &Arc<Export>) {
             }
         });
     }
+}
+
+/// Background cleaning of a write-back export: every quarter of `max_age`
+/// (at most a second), once dirty data has waited half of it, everything
+/// dirty is written back, so no acknowledged write waits much over three
+/// quarters of `max_age` for the backend. Ends with the export.
+pub(super) fn spawn_cleaner(export: std::sync::Weak<Export>, max_age: Duration) -> std::io::Result<()> {
+    let tick = (max_age / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    std::thread::Builder::new().name("hearth-cleaner".into()).spawn(move || loop {
+        std::thread::sleep(tick);
+        let Some(export) = export.upgrade() else { return };
+        if export.cache.dirty_age().is_none_or(|age| age < max_age / 2) {
+            continue;
+        }
+        match export.cache.clean() {
+            Ok(()) => {
+                export.metrics.cleanings.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => warn!(export = %export.info.name, error = %e, "background cleaning failed; retrying"),
+        }
+    })?;
+    Ok(())
 }

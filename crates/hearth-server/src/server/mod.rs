@@ -121,6 +121,9 @@ impl Server {
             });
             background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)
                 .map_err(ServeError::Thread)?;
+            if let Some(max_age) = e.dirty_max_age {
+                background::spawn_cleaner(Arc::downgrade(&export), max_age).map_err(ServeError::Thread)?;
+            }
             exports.push(export);
         }
         let mut tcp = Vec::new();

@@ -1,0 +1,62 @@
+//! Background cleaning in write-back: data a client wrote and never flushed
+//! reaches the backend file once it has waited `--dirty-max-age`, and not
+//! before; the passes are counted in /metrics.
+
+mod serve_support;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serve_support::raw::*;
+use serve_support::{metric, pattern, scrape, Server};
+
+/// Whether `file` holds `data` at `offset`.
+fn holds(file: &std::path::Path, offset: usize, data: &[u8]) -> bool {
+    std::fs::read(file).is_ok_and(|disk| disk.get(offset..offset + data.len()) == Some(data))
+}
+
+#[test]
+fn unflushed_writes_reach_the_backend_within_the_dirty_max_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk.img");
+    let args = [
+        "--name",
+        "disk",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--backend",
+        "sparse",
+        "--size",
+        "16MiB",
+        "--path",
+        disk.to_str().unwrap(),
+        "--cache-size",
+        "4MiB",
+        "--write-back",
+        "--dirty-max-age",
+        "2s",
+    ];
+    let server = Server::start(&args, &dir.path().join("log"));
+    let mut s = hello(server.tcp.unwrap(), 3);
+    go(&mut s);
+    let data = pattern(64 * 1024, 11);
+    let offset = 3 * 1024 * 1024;
+    request(&mut s, 0, CMD_WRITE, 1, offset as u64, data.len() as u32);
+    s.write_all(&data).unwrap();
+    assert_eq!(simple_reply(&mut s), (0, 1));
+    let written = Instant::now();
+    assert!(!holds(&disk, offset, &data), "write-back: the data is still only in the cache");
+    while !holds(&disk, offset, &data) {
+        assert!(written.elapsed() < Duration::from_secs(10), "dirty data never reached the backend");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = written.elapsed();
+    // Checked every half second once half the age has passed: 1 to 1.5 s, plus the write.
+    assert!(took >= Duration::from_millis(900), "cleaned after {took:?}, before half the age");
+    assert!(took < Duration::from_secs(4), "cleaned after {took:?}");
+    let page = scrape(server.metrics.as_ref().unwrap());
+    assert!(metric(&page, "hearth_cache_cleanings_total{export=\"disk\"}") >= 1.0);
+    assert!(metric(&page, "hearth_cache_writebacks_total{export=\"disk\"}") >= 16.0);
+}
