@@ -68,4 +68,6 @@ pub(crate) struct Export {
     /// NBD_CMD_CACHE requests running at once on this export, whichever
     /// connections sent them (as many as `background_reads`).
     pub(crate) cache_lanes: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Reads of long sequential streams bypass the cache (`sequential_cutoff`).
+    pub(crate) sequential: Option<std::sync::Mutex<server::SequentialCutoff>>,
 }

@@ -123,7 +123,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             e.metrics.bytes_written.load(Ordering::Relaxed)
         );
     }
-    let counters: [Counter; 18] = [
+    let counters: [Counter; 19] = [
         ("hearth_cache_hits_total", "Blocks served from the cache.", |e| e.cache.stats.hits.load(Ordering::Relaxed)),
         ("hearth_cache_misses_total", "Blocks read from the backend for a client.", |e| {
             e.cache.stats.misses.load(Ordering::Relaxed)
@@ -136,6 +136,9 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         }),
         ("hearth_cache_writebacks_total", "Dirty blocks written to the backend.", |e| {
             e.cache.stats.writebacks.load(Ordering::Relaxed)
+        }),
+        ("hearth_cache_bypassed_total", "Blocks read around the cache (sequential cutoff).", |e| {
+            e.cache.stats.bypassed.load(Ordering::Relaxed)
         }),
         ("hearth_cache_cleanings_total", "Background cleaning passes (dirty data older than dirty_max_age/2).", |e| {
             e.metrics.cleanings.load(Ordering::Relaxed)

@@ -143,6 +143,10 @@ struct ExportFlags {
     /// e.g. 30s (the default); 0 turns cleaning off.
     #[arg(long, requires = "write_back", conflicts_with = "config")]
     dirty_max_age: Option<String>,
+    /// Reads continuing a sequential stream past this many bytes bypass the cache, e.g. 4MiB
+    /// (bcache's default). Default: off.
+    #[arg(long, conflicts_with = "config")]
+    sequential_cutoff: Option<String>,
     /// Simulated slow device: latency added to each backend call, e.g. 2ms.
     #[arg(long, conflicts_with = "config")]
     latency: Option<String>,
@@ -227,6 +231,7 @@ impl ServeArgs {
                     write_mode: if self.export.write_back { WriteModeConfig::Back } else { WriteModeConfig::Through },
                     dirty_limit: text(&self.export.dirty_limit),
                     dirty_max_age: self.export.dirty_max_age.clone(),
+                    sequential_cutoff: text(&self.export.sequential_cutoff),
                     latency: self.export.latency.clone(),
                     bandwidth: text(&self.export.bandwidth),
                     tier: self.export.tier_fast_path.clone().map(|fast_path| TierExportConfig {

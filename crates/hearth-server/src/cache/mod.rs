@@ -110,6 +110,8 @@ pub struct CacheStats {
     pub backend_read_bytes: AtomicU64,
     pub backend_writes: AtomicU64,
     pub backend_flushes: AtomicU64,
+    /// Blocks read around the cache (sequential cutoff).
+    pub bypassed: AtomicU64,
 }
 
 #[derive(Clone, Copy, Default)]

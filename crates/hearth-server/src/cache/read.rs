@@ -63,6 +63,31 @@ impl BlockCache {
         true
     }
 
+    /// A read that leaves the cache as it was (sequential cutoff): cached
+    /// and stranded blocks are copied from memory, the others read from the
+    /// backend and not inserted; the policy is not told.
+    pub fn read_around(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let len = buf.len() as u64;
+        let mut uncached = Vec::new();
+        {
+            let inner = self.lock();
+            for b in self.block_range(offset, len) {
+                let (in_block, in_req, n) = self.overlap(b, offset, len);
+                match inner.blocks.get(&b).or_else(|| inner.stranded.get(&b)) {
+                    Some(data) => buf[in_req..in_req + n].copy_from_slice(&data[in_block..in_block + n]),
+                    None => uncached.push(b),
+                }
+            }
+        }
+        self.stats.bypassed.fetch_add(uncached.len() as u64, Ordering::Relaxed);
+        for run in uncached.chunk_by(|a, b| *b == a + 1) {
+            let start = (run[0] * self.block_size).max(offset);
+            let end = ((run[run.len() - 1] + 1) * self.block_size).min(offset + len);
+            self.backend_read(&mut buf[(start - offset) as usize..(end - offset) as usize], start)?;
+        }
+        Ok(())
+    }
+
     /// Reads through the cache: hits are copied, runs of missing blocks are
     /// fetched from the backend in one call each and inserted.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {

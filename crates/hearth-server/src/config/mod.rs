@@ -238,6 +238,10 @@ pub struct ExportConfig {
     /// waited this long (as Linux's dirty_expire and bcache's writeback do), e.g.
     /// "30s" (the default); "0" leaves it for FLUSH, the dirty limit and eviction.
     pub dirty_max_age: Option<String>,
+    /// Reads continuing a sequential stream past this many bytes bypass the
+    /// cache, as bcache's sequential_cutoff (whose default is 4 MiB); default
+    /// 0: off.
+    pub sequential_cutoff: Option<SizeValue>,
     /// The NBD server behind a `nbd` backend: `nbd://host[:port]/export`
     /// or `nbd+unix:///export?socket=PATH`.
     pub upstream: Option<String>,

@@ -76,6 +76,8 @@ pub struct ExportSpec {
     /// Write-back: how long dirty data may wait before background cleaning
     /// writes it back; `None` for write-through or when turned off.
     pub dirty_max_age: Option<Duration>,
+    /// Bytes a sequential stream reads before its reads bypass the cache; `None`: off.
+    pub sequential_cutoff: Option<u64>,
     pub(crate) write_mode: WriteMode,
     pub(crate) access: Access,
 }
@@ -239,6 +241,10 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
             Some(parse_duration(age).map_err(|m| invalid(at("dirty_max_age"), m))?).filter(|d| !d.is_zero())
         }
     };
+    let sequential_cutoff = match &e.sequential_cutoff {
+        None => None,
+        Some(v) => Some(v.bytes().map_err(|m| invalid(at("sequential_cutoff"), m))?).filter(|&b| b > 0),
+    };
     let latency =
         e.latency.as_deref().map_or(Ok(Duration::ZERO), parse_duration).map_err(|m| invalid(at("latency"), m))?;
     let warmup = match &e.warmup {
@@ -274,6 +280,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         tier,
         warmup,
         dirty_max_age,
+        sequential_cutoff,
         write_mode,
         access,
     })

@@ -69,7 +69,12 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     } else {
         reply.extend_from_slice(&simple_reply(req.cookie, None));
     }
-    if export.cache.read_cached(req.offset, len, &mut reply) {
+    // Every read counts towards its stream, cached or not.
+    let bypass = export
+        .sequential
+        .as_ref()
+        .is_some_and(|s| s.lock().unwrap_or_else(|e| e.into_inner()).bypass(req.offset, u64::from(req.length)));
+    if !bypass && export.cache.read_cached(req.offset, len, &mut reply) {
         return finish_read(&conn.replies, export, job, Ok(reply));
     }
     let header = reply.len();
@@ -77,7 +82,10 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     let worker = workers.clone().acquire_owned().await.expect("never closed");
     let (tx, session, export) = (conn.replies.clone(), *session, export.clone());
     tokio::task::spawn_blocking(move || {
-        let r = export.cache.read(req.offset, &mut reply[header..]).map(|()| reply).map_err(|e| {
+        let into = &mut reply[header..];
+        let read =
+            if bypass { export.cache.read_around(req.offset, into) } else { export.cache.read(req.offset, into) };
+        let r = read.map(|()| reply).map_err(|e| {
             warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
             let mut status = Vec::new();
             put_status(&mut status, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string())));

@@ -15,6 +15,7 @@ mod commands;
 mod connection;
 mod hints;
 mod listener;
+mod sequential;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -33,6 +34,7 @@ use crate::access::Access;
 use crate::config::{Settings, TlsMode};
 use crate::error::ServeError;
 use crate::Export;
+pub(crate) use sequential::SequentialCutoff;
 
 /// Nanoseconds since the server process first asked: the prefetchers' clock.
 fn server_clock_ns() -> u64 {
@@ -118,6 +120,7 @@ impl Server {
                 prefetch_stats: Default::default(),
                 warmup,
                 cache_lanes: Arc::new(Semaphore::new(e.background_reads)),
+                sequential: e.sequential_cutoff.map(|c| std::sync::Mutex::new(SequentialCutoff::new(c))),
             });
             background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)
                 .map_err(ServeError::Thread)?;
@@ -332,6 +335,7 @@ mod tests {
             prefetch_stats: Default::default(),
             warmup: None,
             cache_lanes: Arc::new(Semaphore::new(1)),
+            sequential: None,
         });
         background::spawn_background(Arc::downgrade(&export), queue, 1).unwrap();
         let limits = Limits {
