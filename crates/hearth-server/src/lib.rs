@@ -70,4 +70,6 @@ pub(crate) struct Export {
     pub(crate) cache_lanes: std::sync::Arc<tokio::sync::Semaphore>,
     /// Reads of long sequential streams bypass the cache (`sequential_cutoff`).
     pub(crate) sequential: Option<std::sync::Mutex<server::SequentialCutoff>>,
+    /// One permit per connection the export takes (`max_connections`), if limited.
+    pub(crate) connection_slots: Option<std::sync::Arc<tokio::sync::Semaphore>>,
 }

@@ -232,6 +232,8 @@ impl ServeArgs {
                     dirty_limit: text(&self.export.dirty_limit),
                     dirty_max_age: self.export.dirty_max_age.clone(),
                     sequential_cutoff: text(&self.export.sequential_cutoff),
+                    // One export from flags: the server's --max-connections is its limit.
+                    max_connections: None,
                     latency: self.export.latency.clone(),
                     bandwidth: text(&self.export.bandwidth),
                     tier: self.export.tier_fast_path.clone().map(|fast_path| TierExportConfig {

@@ -29,8 +29,9 @@ fn connect_from(source: &str, addr: SocketAddr) -> TcpStream {
     stream
 }
 
-/// Greeting, flags, then GO to `export`; returns the last reply type.
-fn go_from(source: &str, addr: SocketAddr, export: &str) -> u32 {
+/// Greeting, flags, then GO to `export`; returns the connection and the
+/// last reply type.
+fn open_from(source: &str, addr: SocketAddr, export: &str) -> (TcpStream, u32) {
     let mut s = connect_from(source, addr);
     let mut greeting = [0u8; 18];
     s.read_exact(&mut greeting).unwrap();
@@ -39,9 +40,13 @@ fn go_from(source: &str, addr: SocketAddr, export: &str) -> u32 {
     loop {
         let (_, kind, _) = raw::option_reply(&mut s);
         if kind != REP_INFO {
-            return kind;
+            return (s, kind);
         }
     }
+}
+
+fn go_from(source: &str, addr: SocketAddr, export: &str) -> u32 {
+    open_from(source, addr, export).1
 }
 
 fn start(dir: &std::path::Path) -> Server {
@@ -64,6 +69,12 @@ name = "inner"
 backend = "memory"
 size = "2MiB"
 allow = ["127.0.0.2/32"]
+
+[[export]]
+name = "single"
+backend = "memory"
+size = "1MiB"
+max_connections = 1
 "#,
     )
     .unwrap();
@@ -108,4 +119,36 @@ fn bad_address_lists_are_named_before_serving() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("server.allow[1]: \"10.0.0.0/33\""), "{err}");
+}
+
+#[test]
+fn an_export_past_its_max_connections_refuses_the_next_client_with_a_reason() {
+    const REP_ERR_POLICY: u32 = 0x8000_0002;
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(dir.path());
+    let addr = server.tcp.unwrap();
+    let (mut first, kind) = open_from("127.0.0.1", addr, "single");
+    assert_eq!(kind, REP_ACK);
+    // The export takes one connection: the next GO is refused, and closed.
+    let (mut second, kind) = open_from("127.0.0.1", addr, "single");
+    assert_eq!(kind, REP_ERR_POLICY);
+    assert!(raw::closed(&mut second));
+    // Other exports are unaffected.
+    assert_eq!(go_from("127.0.0.1", addr, "open"), REP_ACK);
+    raw::answers(&mut first, 0);
+    drop(first);
+    // Its slot is free once the first client leaves.
+    let mut again = None;
+    for _ in 0..50 {
+        let (s, kind) = open_from("127.0.0.1", addr, "single");
+        if kind == REP_ACK {
+            again = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    raw::answers(again.as_mut().expect("the slot came back"), 0);
+    let log = server.log_text();
+    assert!(log.contains("the export's max_connections reached"), "{log}");
+    assert!(server.alive());
 }

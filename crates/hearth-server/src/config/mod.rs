@@ -242,6 +242,10 @@ pub struct ExportConfig {
     /// cache, as bcache's sequential_cutoff (whose default is 4 MiB); default
     /// 0: off.
     pub sequential_cutoff: Option<SizeValue>,
+    /// Connections this export takes at once (within the server's
+    /// `max_connections`); a client choosing it past that is refused
+    /// (NBD_REP_ERR_POLICY) and closed. Default: no limit of its own.
+    pub max_connections: Option<usize>,
     /// The NBD server behind a `nbd` backend: `nbd://host[:port]/export`
     /// or `nbd+unix:///export?socket=PATH`.
     pub upstream: Option<String>,

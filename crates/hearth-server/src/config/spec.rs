@@ -78,6 +78,8 @@ pub struct ExportSpec {
     pub dirty_max_age: Option<Duration>,
     /// Bytes a sequential stream reads before its reads bypass the cache; `None`: off.
     pub sequential_cutoff: Option<u64>,
+    /// Connections the export takes at once; `None`: only the server's limit.
+    pub max_connections: Option<usize>,
     pub(crate) write_mode: WriteMode,
     pub(crate) access: Access,
 }
@@ -241,6 +243,9 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
             Some(parse_duration(age).map_err(|m| invalid(at("dirty_max_age"), m))?).filter(|d| !d.is_zero())
         }
     };
+    if e.max_connections == Some(0) {
+        return Err(invalid(at("max_connections"), "must be positive"));
+    }
     let sequential_cutoff = match &e.sequential_cutoff {
         None => None,
         Some(v) => Some(v.bytes().map_err(|m| invalid(at("sequential_cutoff"), m))?).filter(|&b| b > 0),
@@ -281,6 +286,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         warmup,
         dirty_max_age,
         sequential_cutoff,
+        max_connections: e.max_connections,
         write_mode,
         access,
     })

@@ -86,3 +86,11 @@ fn dirty_max_age_defaults_for_write_back_and_is_refused_for_write_through() {
     let e = age("write_mode = \"back\"\ndirty_max_age = \"soon\"\n").unwrap_err().to_string();
     assert!(e.contains(".dirty_max_age:"), "{e}");
 }
+
+#[test]
+fn an_export_connection_limit_must_be_positive() {
+    let export = "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n";
+    let limit = |v: &str| Config::parse(&format!("{export}max_connections = {v}\n")).unwrap().validate();
+    assert_eq!(limit("3").unwrap().exports[0].max_connections, Some(3));
+    assert!(limit("0").unwrap_err().to_string().contains(".max_connections: must be positive"));
+}

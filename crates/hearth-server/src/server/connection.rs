@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hearth_nbd::handshake::{greeting, Negotiation, OptionHeader, Outcome};
+use hearth_nbd::handshake::{greeting, put_reply, Negotiation, OptionHeader, Outcome};
 use hearth_nbd::{Command, ExportInfo, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
@@ -91,12 +91,13 @@ pub(super) async fn connection<S: Stream>(
         r = negotiate => r,
         _ = stop.changed() => return,
     };
+    // Each arm holds the export's connection slot (if it has a limit) until the session ends.
     match negotiated {
-        Ok(Some(Negotiated::Plain(stream, session))) => {
+        Ok(Some((Negotiated::Plain(stream, session), _slot))) => {
             let (rd, wr) = stream.into_halves();
             serve(rd, wr, session, peer, ctx, stop, drain).await
         }
-        Ok(Some(Negotiated::Tls(stream, session))) => {
+        Ok(Some((Negotiated::Tls(stream, session), _slot))) => {
             let (rd, wr) = (*stream).into_halves();
             serve(rd, wr, session, peer, ctx, stop, drain).await
         }
@@ -169,10 +170,14 @@ enum Negotiated<S> {
 
 /// How one round of option haggling ended.
 enum Haggled {
-    Transmit(Session),
+    /// With the export's connection slot, if it limits its connections.
+    Transmit(Session, Option<OwnedSemaphorePermit>),
     StartTls,
     Close,
 }
+
+/// A connection's claim on its export's `max_connections`.
+type Slot = Option<OwnedSemaphorePermit>;
 
 /// The exports one client may see (those whose allow list admits it).
 enum Visible {
@@ -208,16 +213,20 @@ impl Visible {
 }
 
 /// The handshake: greeting, client flags, options — in plain text, then over
-/// TLS if the client asks for it (`None`: the client ended it).
-async fn negotiate<S: Stream>(mut stream: S, ctx: &Shared, visible: &Visible) -> io::Result<Option<Negotiated<S>>> {
-    let infos = visible.infos(ctx);
+/// TLS if the client asks for it (`None`: the client ended it, or chose an
+/// export that has all the connections it takes).
+async fn negotiate<S: Stream>(
+    mut stream: S,
+    ctx: &Shared,
+    visible: &Visible,
+) -> io::Result<Option<(Negotiated<S>, Slot)>> {
     stream.write_all(&greeting()).await?;
     stream.flush().await?;
     let mut flags = [0u8; 4];
     stream.read_exact(&mut flags).await?;
     let mut negotiation = Negotiation::new(flags).map_err(protocol)?.with_tls(ctx.tls_mode);
-    match haggle(&mut stream, &mut negotiation, infos).await? {
-        Haggled::Transmit(session) => Ok(Some(Negotiated::Plain(stream, visible.session(session)))),
+    match haggle(&mut stream, &mut negotiation, ctx, visible).await? {
+        Haggled::Transmit(session, slot) => Ok(Some((Negotiated::Plain(stream, visible.session(session)), slot))),
         Haggled::Close => Ok(None),
         Haggled::StartTls => {
             let acceptor = ctx.tls.clone().expect("STARTTLS is acknowledged only with TLS set up");
@@ -225,8 +234,10 @@ async fn negotiate<S: Stream>(mut stream: S, ctx: &Shared, visible: &Visible) ->
                 .accept(stream)
                 .await
                 .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, format!("TLS handshake: {e}")))?;
-            match haggle(&mut stream, &mut negotiation, infos).await? {
-                Haggled::Transmit(session) => Ok(Some(Negotiated::Tls(Box::new(stream), visible.session(session)))),
+            match haggle(&mut stream, &mut negotiation, ctx, visible).await? {
+                Haggled::Transmit(session, slot) => {
+                    Ok(Some((Negotiated::Tls(Box::new(stream), visible.session(session)), slot)))
+                }
                 Haggled::Close => Ok(None),
                 Haggled::StartTls => unreachable!("STARTTLS is acknowledged once"),
             }
@@ -235,10 +246,16 @@ async fn negotiate<S: Stream>(mut stream: S, ctx: &Shared, visible: &Visible) ->
 }
 
 /// Reads options and answers them until one ends the haggling.
-async fn haggle<S>(stream: &mut S, negotiation: &mut Negotiation, infos: &[ExportInfo]) -> io::Result<Haggled>
+async fn haggle<S>(
+    stream: &mut S,
+    negotiation: &mut Negotiation,
+    ctx: &Shared,
+    visible: &Visible,
+) -> io::Result<Haggled>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let infos = visible.infos(ctx);
     let mut header = [0u8; OptionHeader::LEN];
     let mut data = Vec::new();
     let mut out = Vec::new();
@@ -248,7 +265,26 @@ where
         data.resize(h.length as usize, 0);
         stream.read_exact(&mut data).await?;
         out.clear();
-        let outcome = negotiation.handle(h, &data, infos, &mut out);
+        let mut outcome = negotiation.handle(h, &data, infos, &mut out);
+        let mut slot = None;
+        if let Outcome::Transmit(s) = outcome {
+            let export = &ctx.exports[visible.session(s).export];
+            if let Some(slots) = &export.connection_slots {
+                match slots.clone().try_acquire_owned() {
+                    Ok(permit) => slot = Some(permit),
+                    Err(_) => {
+                        warn!(export = %export.info.name, "connection refused: the export's max_connections reached");
+                        // EXPORT_NAME cannot carry an error: the connection just closes.
+                        out.clear();
+                        if h.option == hearth_nbd::opt::GO {
+                            let why = format!("export {:?} has all the connections it takes", export.info.name);
+                            put_reply(&mut out, h.option, hearth_nbd::rep::ERR_POLICY, why.as_bytes());
+                        }
+                        outcome = Outcome::Close;
+                    }
+                }
+            }
+        }
         let sent = async {
             stream.write_all(&out).await?;
             stream.flush().await
@@ -257,7 +293,7 @@ where
             Outcome::Continue => sent.await?,
             Outcome::Transmit(s) => {
                 sent.await?;
-                return Ok(Haggled::Transmit(s));
+                return Ok(Haggled::Transmit(s, slot));
             }
             Outcome::StartTls => {
                 sent.await?;

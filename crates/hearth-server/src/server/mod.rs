@@ -121,6 +121,7 @@ impl Server {
                 warmup,
                 cache_lanes: Arc::new(Semaphore::new(e.background_reads)),
                 sequential: e.sequential_cutoff.map(|c| std::sync::Mutex::new(SequentialCutoff::new(c))),
+                connection_slots: e.max_connections.map(|n| Arc::new(Semaphore::new(n))),
             });
             background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)
                 .map_err(ServeError::Thread)?;
@@ -336,6 +337,7 @@ mod tests {
             warmup: None,
             cache_lanes: Arc::new(Semaphore::new(1)),
             sequential: None,
+            connection_slots: None,
         });
         background::spawn_background(Arc::downgrade(&export), queue, 1).unwrap();
         let limits = Limits {
