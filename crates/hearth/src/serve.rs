@@ -136,6 +136,10 @@ struct ExportFlags {
     /// Write-back instead of write-through.
     #[arg(long, conflicts_with = "config")]
     write_back: bool,
+    /// Write-around instead of write-through: writes go to the backend and drop the blocks they
+    /// touch from the cache, so only reads fill it.
+    #[arg(long, conflicts_with_all = ["config", "write_back"])]
+    write_around: bool,
     /// Write-back: flush once this much is dirty. Default half the cache.
     #[arg(long, requires = "write_back", conflicts_with = "config")]
     dirty_limit: Option<String>,
@@ -228,7 +232,11 @@ impl ServeArgs {
                     prefetch: self.export.prefetch.clone(),
                     background_reads: self.export.background_reads,
                     block_size: text(&self.export.block_size),
-                    write_mode: if self.export.write_back { WriteModeConfig::Back } else { WriteModeConfig::Through },
+                    write_mode: match (self.export.write_back, self.export.write_around) {
+                        (true, _) => WriteModeConfig::Back,
+                        (false, true) => WriteModeConfig::Around,
+                        (false, false) => WriteModeConfig::Through,
+                    },
                     dirty_limit: text(&self.export.dirty_limit),
                     dirty_max_age: self.export.dirty_max_age.clone(),
                     sequential_cutoff: text(&self.export.sequential_cutoff),

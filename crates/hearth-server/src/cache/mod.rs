@@ -77,6 +77,10 @@ const WRITE_BACK_RUN: usize = 256;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteMode {
     Through,
+    /// Write-around (bcache's writearound): writes go to the backend and drop
+    /// the blocks they touch from the cache; only reads fill it, so data
+    /// written once and not read soon does not push out what is read.
+    Around,
     /// Write-back, flushing everything once more than this many bytes are dirty.
     Back {
         dirty_limit: u64,

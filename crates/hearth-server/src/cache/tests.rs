@@ -553,3 +553,21 @@ fn cleaning_writes_dirty_blocks_back_and_resets_their_age() {
     assert_eq!(cache.dirty_age(), None);
     assert_eq!(cached(&cache, 4096, 4096), Some(vec![7u8; 4096]), "cleaning keeps the blocks cached");
 }
+
+/// Write-around: a write reaches the backend and drops the cached copy;
+/// only reads fill the cache.
+#[test]
+fn write_around_writes_leave_the_cache_and_reads_fill_it() {
+    let (backend, cache) = setup(16 * 4096, 8, WriteMode::Around);
+    let mut buf = vec![0u8; 4096];
+    cache.read(4096, &mut buf).unwrap();
+    assert_eq!(cached(&cache, 4096, 4096), Some(expected(4096, 4096)), "a read fills the cache");
+    cache.write(4096, &[5u8; 4096], false).unwrap();
+    assert_eq!(cached(&cache, 4096, 4096), None, "the write dropped the cached copy");
+    assert!(backend.snapshot()[4096..2 * 4096].iter().all(|&b| b == 5), "the write is on the backend");
+    cache.write(3 * 4096, &[6u8; 4096], false).unwrap();
+    assert_eq!(cached(&cache, 3 * 4096, 4096), None, "a write does not allocate");
+    cache.read(4096, &mut buf).unwrap();
+    assert_eq!(buf, vec![5u8; 4096]);
+    assert_eq!(cached(&cache, 4096, 4096), Some(vec![5u8; 4096]));
+}

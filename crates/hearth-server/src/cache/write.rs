@@ -46,7 +46,7 @@ impl BlockCache {
         for b in range {
             let (in_block, in_req, n) = self.overlap(b, offset, len);
             let whole = in_block == 0 && n as u64 == self.block_len(b);
-            if raced || result.is_err() {
+            if raced || result.is_err() || self.mode == WriteMode::Around {
                 self.remove(&mut inner, b);
                 self.log_changed(b, None);
             } else {

@@ -110,7 +110,7 @@ impl BlockCache {
     pub(super) fn dirty_limit(&self) -> u64 {
         match self.mode {
             WriteMode::Back { dirty_limit } => dirty_limit,
-            WriteMode::Through => u64::MAX,
+            WriteMode::Through | WriteMode::Around => u64::MAX,
         }
     }
 
@@ -202,7 +202,7 @@ impl BlockCache {
     /// Makes every acknowledged write durable.
     pub fn flush(&self) -> io::Result<()> {
         match self.mode {
-            WriteMode::Through => self.backend_flush(),
+            WriteMode::Through | WriteMode::Around => self.backend_flush(),
             WriteMode::Back { .. } => {
                 self.clean()?;
                 self.backend_flush()

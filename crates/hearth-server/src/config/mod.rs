@@ -191,6 +191,8 @@ pub enum BackendKind {
 pub enum WriteModeConfig {
     #[default]
     Through,
+    /// Write-around: writes go to the backend and leave the cache.
+    Around,
     Back,
 }
 

@@ -219,6 +219,10 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
             return Err(invalid(at("dirty_limit"), "only used with write_mode = \"back\""))
         }
         WriteModeConfig::Through => WriteMode::Through,
+        WriteModeConfig::Around if e.dirty_limit.is_some() => {
+            return Err(invalid(at("dirty_limit"), "only used with write_mode = \"back\""))
+        }
+        WriteModeConfig::Around => WriteMode::Around,
         WriteModeConfig::Back => {
             let dirty_limit = match &e.dirty_limit {
                 Some(v) => v.bytes().map_err(|m| invalid(at("dirty_limit"), m))?,
@@ -234,10 +238,10 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         }
     };
     let dirty_max_age = match (&write_mode, e.dirty_max_age.as_deref()) {
-        (WriteMode::Through, Some(_)) => {
+        (WriteMode::Through | WriteMode::Around, Some(_)) => {
             return Err(invalid(at("dirty_max_age"), "only used with write_mode = \"back\""))
         }
-        (WriteMode::Through, None) => None,
+        (WriteMode::Through | WriteMode::Around, None) => None,
         (WriteMode::Back { .. }, None) => Some(DEFAULT_DIRTY_MAX_AGE),
         (WriteMode::Back { .. }, Some(age)) => {
             Some(parse_duration(age).map_err(|m| invalid(at("dirty_max_age"), m))?).filter(|d| !d.is_zero())

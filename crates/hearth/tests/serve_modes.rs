@@ -1,0 +1,60 @@
+//! Cache modes against the real server: write-around sends writes to the
+//! backend and drops the cached copy, so the next read misses and returns
+//! the new data.
+
+mod serve_support;
+
+use std::io::Write;
+use std::net::TcpStream;
+
+use serve_support::raw::*;
+use serve_support::{metric, scrape, Server};
+
+fn read(s: &mut TcpStream, offset: u64) -> Vec<u8> {
+    request(s, 0, CMD_READ, 1, offset, 4096);
+    assert_eq!(simple_reply(s), (0, 1));
+    read_data(s, 4096)
+}
+
+#[test]
+fn write_around_writes_drop_the_cached_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk.img");
+    let args = [
+        "--name",
+        "disk",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--backend",
+        "sparse",
+        "--size",
+        "16MiB",
+        "--path",
+        disk.to_str().unwrap(),
+        "--cache-size",
+        "4MiB",
+        "--write-around",
+    ];
+    let server = Server::start(&args, &dir.path().join("log"));
+    let url = server.metrics.clone().unwrap();
+    let counters = || {
+        let page = scrape(&url);
+        (
+            metric(&page, "hearth_cache_hits_total{export=\"disk\"}"),
+            metric(&page, "hearth_cache_misses_total{export=\"disk\"}"),
+        )
+    };
+    let mut s = hello(server.tcp.unwrap(), 3);
+    go(&mut s);
+    read(&mut s, 8192);
+    read(&mut s, 8192);
+    assert_eq!(counters(), (1.0, 1.0), "a read fills the cache");
+    request(&mut s, 0, CMD_WRITE, 2, 8192, 4096);
+    s.write_all(&[9u8; 4096]).unwrap();
+    assert_eq!(simple_reply(&mut s), (0, 2));
+    assert_eq!(std::fs::read(&disk).unwrap()[8192..12288], [9u8; 4096], "the write is on the backend at once");
+    assert_eq!(read(&mut s, 8192), vec![9u8; 4096]);
+    assert_eq!(counters(), (1.0, 2.0), "the write dropped the cached copy");
+}
