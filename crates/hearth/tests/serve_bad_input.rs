@@ -243,6 +243,12 @@ fn bad_config_is_refused_naming_the_key() {
             "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nbackground_reads = 0\n",
             "export[0] (\"a\").background_reads",
         ),
+        // An offline bound: a server cannot know next uses.
+        ("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\npolicy = \"opt\"\n", "offline bound"),
+        (
+            "[server]\nlisten = [\"127.0.0.1:99999\"]\n[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n",
+            "server.listen",
+        ),
     ];
     for (text, key) in cases {
         let path = dir.path().join("bad.toml");
@@ -253,7 +259,11 @@ fn bad_config_is_refused_naming_the_key() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{text} was accepted");
-        assert!(err.contains(key) && err.contains("bad.toml"), "error for {key} does not name it and the file: {err}");
+        // Validation names the file too; a bind error comes after it, naming the address.
+        let named = err.contains(key) && (err.contains("bad.toml") || key == "server.listen");
+        assert!(named, "error for {key} does not name it and the file: {err}");
+        // A listener that cannot bind fails before any export is opened.
+        assert!(!err.contains("export ready"), "{err}");
     }
     // Export flags describe the one export of a flag-configured server: with
     // a config file each is refused by name.

@@ -205,6 +205,12 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         e.cache_size.as_ref().map_or(Ok(64 << 20), SizeValue::bytes).map_err(|m| invalid(at("cache_size"), m))?;
     let policy = e.policy.clone().unwrap_or_else(|| default_policy().into());
     hearth_policy::build(&policy, cache_bytes).map_err(|m| invalid(at("policy"), m))?;
+    if policy.split([':', '+']).next() == Some("opt") {
+        return Err(invalid(
+            at("policy"),
+            "opt is an offline bound: it needs every request's next use, which a server cannot know",
+        ));
+    }
     let placement = placement(e.placement.as_deref()).map_err(|m| invalid(at("placement"), m))?;
     let prefetch = e.prefetch.clone().filter(|p| p != "none");
     if let Some(spec) = &prefetch {

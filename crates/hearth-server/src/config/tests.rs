@@ -94,3 +94,10 @@ fn an_export_connection_limit_must_be_positive() {
     assert_eq!(limit("3").unwrap().exports[0].max_connections, Some(3));
     assert!(limit("0").unwrap_err().to_string().contains(".max_connections: must be positive"));
 }
+
+#[test]
+fn the_offline_bound_is_not_a_server_policy() {
+    let export = "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n";
+    let e = Config::parse(&format!("{export}policy = \"opt\"\n")).unwrap().validate().unwrap_err().to_string();
+    assert!(e.contains(".policy: opt is an offline bound"), "{e}");
+}

@@ -72,9 +72,41 @@ struct Limits {
 }
 
 impl Server {
-    /// Opens every export and binds every listener.
+    /// Binds every listener, then opens every export (so a listener that
+    /// cannot bind fails before any backend is opened or pre-loaded).
     pub async fn bind(config: &Settings) -> Result<Server, ServeError> {
         let max_request = config.server.max_request;
+        let mut tcp = Vec::new();
+        for addr in &config.server.listen {
+            let l = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
+                what: "server.listen",
+                address: format!("{addr:?}"),
+                source,
+            })?;
+            tcp.push(l);
+        }
+        let mut unix = Vec::new();
+        for path in &config.server.unix {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            {
+                // A stale socket from a previous run; anything else we refuse to touch.
+                let _ = std::fs::remove_file(path);
+            }
+            let l = UnixListener::bind(path).map_err(|source| ServeError::Bind {
+                what: "server.unix",
+                address: path.display().to_string(),
+                source,
+            })?;
+            unix.push((l, path.clone()));
+        }
+        let metrics = match &config.server.metrics {
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
+                what: "server.metrics",
+                address: format!("{addr:?}"),
+                source,
+            })?),
+            None => None,
+        };
         let mut exports = Vec::new();
         for (i, e) in config.exports.iter().enumerate() {
             let failed = |source| ServeError::Export { index: i, name: e.name.clone(), source };
@@ -130,37 +162,6 @@ impl Server {
             }
             exports.push(export);
         }
-        let mut tcp = Vec::new();
-        for addr in &config.server.listen {
-            let l = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
-                what: "server.listen",
-                address: format!("{addr:?}"),
-                source,
-            })?;
-            tcp.push(l);
-        }
-        let mut unix = Vec::new();
-        for path in &config.server.unix {
-            if std::fs::symlink_metadata(path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-            {
-                // A stale socket from a previous run; anything else we refuse to touch.
-                let _ = std::fs::remove_file(path);
-            }
-            let l = UnixListener::bind(path).map_err(|source| ServeError::Bind {
-                what: "server.unix",
-                address: path.display().to_string(),
-                source,
-            })?;
-            unix.push((l, path.clone()));
-        }
-        let metrics = match &config.server.metrics {
-            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
-                what: "server.metrics",
-                address: format!("{addr:?}"),
-                source,
-            })?),
-            None => None,
-        };
         let infos = Arc::new(exports.iter().map(|e| e.info.clone()).collect());
         let limits = Limits {
             handshake_timeout: config.server.handshake_timeout,
