@@ -10,6 +10,7 @@
 //! internal.
 
 mod access;
+mod access_log;
 pub mod backend;
 mod cache;
 pub mod config;
@@ -72,4 +73,6 @@ pub(crate) struct Export {
     pub(crate) sequential: Option<std::sync::Mutex<server::SequentialCutoff>>,
     /// One permit per connection the export takes (`max_connections`), if limited.
     pub(crate) connection_slots: Option<std::sync::Arc<tokio::sync::Semaphore>>,
+    /// Every client READ and WRITE, hits included (`access_log`).
+    pub(crate) access_log: Option<std::sync::Arc<access_log::AccessLog>>,
 }

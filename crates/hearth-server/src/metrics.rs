@@ -123,7 +123,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             e.metrics.bytes_written.load(Ordering::Relaxed)
         );
     }
-    let counters: [Counter; 19] = [
+    let counters: [Counter; 20] = [
         ("hearth_cache_hits_total", "Blocks served from the cache.", |e| e.cache.stats.hits.load(Ordering::Relaxed)),
         ("hearth_cache_misses_total", "Blocks read from the backend for a client.", |e| {
             e.cache.stats.misses.load(Ordering::Relaxed)
@@ -139,6 +139,9 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         }),
         ("hearth_cache_bypassed_total", "Blocks read around the cache (sequential cutoff).", |e| {
             e.cache.stats.bypassed.load(Ordering::Relaxed)
+        }),
+        ("hearth_access_log_dropped_total", "Client requests the access log could not keep up with.", |e| {
+            e.access_log.as_ref().map_or(0, |l| l.dropped.load(Ordering::Relaxed))
         }),
         ("hearth_cache_cleanings_total", "Background cleaning passes (dirty data older than dirty_max_age/2).", |e| {
             e.metrics.cleanings.load(Ordering::Relaxed)

@@ -17,7 +17,7 @@
 //! first; one block at a time keeps the pause short).
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -86,8 +86,6 @@ pub struct TierBackend {
     epoch: Instant,
     pub fast_bytes_read: AtomicU64,
     pub slow_bytes_read: AtomicU64,
-    /// Client requests as a CloudPhysics CSV trace, for `hearth tier plan`.
-    access_log: Option<Mutex<BufWriter<File>>>,
 }
 
 impl TierBackend {
@@ -124,32 +122,7 @@ impl TierBackend {
             epoch: Instant::now(),
             fast_bytes_read: AtomicU64::new(0),
             slow_bytes_read: AtomicU64::new(0),
-            access_log: None,
         })
-    }
-
-    /// Appends every client read and write to `path` as a CloudPhysics CSV
-    /// trace (`version,time,op,size,lbn`, Unix seconds, 512-byte sectors),
-    /// so that `hearth tier plan` can learn a plan from the server's own
-    /// traffic. Lines reach the file on flush.
-    pub fn with_access_log(mut self, path: &Path) -> io::Result<TierBackend> {
-        let annotate = |e: io::Error| io::Error::new(e.kind(), format!("tier access log {}: {e}", path.display()));
-        let file = OpenOptions::new().create(true).append(true).open(path).map_err(annotate)?;
-        let mut log = BufWriter::new(file);
-        if log.get_ref().metadata().map_err(annotate)?.len() == 0 {
-            writeln!(log, "version,time,op,size,lbn").map_err(annotate)?;
-        }
-        self.access_log = Some(Mutex::new(log));
-        Ok(self)
-    }
-
-    fn log_access(&self, opcode: &str, offset: u64, len: usize) -> io::Result<()> {
-        let Some(log) = &self.access_log else { return Ok(()) };
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        // Sectors round the start down; the size grows to cover the same bytes.
-        let size = len as u64 + offset % 512;
-        let mut log = log.lock().expect("access log lock");
-        writeln!(log, "1,{}.{:06},{opcode},{size},{}", now.as_secs(), now.subsec_micros(), offset / 512)
     }
 
     pub fn slots(&self) -> u64 {
@@ -384,7 +357,6 @@ impl Backend for TierBackend {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.touch();
-        self.log_access("28", offset, buf.len())?;
         let map = self.map.read().expect("map lock");
         self.for_each_piece(&map, offset, buf.len() as u64, |slot, at, len| {
             let part = &mut buf[(at - offset) as usize..(at - offset + len) as usize];
@@ -403,7 +375,6 @@ impl Backend for TierBackend {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.touch();
-        self.log_access("2a", offset, buf.len())?;
         let map = self.map.read().expect("map lock");
         self.for_each_piece(&map, offset, buf.len() as u64, |slot, at, len| {
             let part = &buf[(at - offset) as usize..(at - offset + len) as usize];
@@ -415,9 +386,6 @@ impl Backend for TierBackend {
     }
 
     fn flush(&self) -> io::Result<()> {
-        if let Some(log) = &self.access_log {
-            log.lock().expect("access log lock").flush()?;
-        }
         self.fast.flush()?;
         self.slow.flush()
     }
@@ -691,25 +659,5 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("speed"), "{err}");
-    }
-
-    #[test]
-    fn the_access_log_is_a_trace_hearth_reads_back() {
-        let f = files();
-        let log = f.fast.with_file_name("access.csv");
-        let t = open(&f).with_access_log(&log).unwrap();
-        t.write_at(&[7; 1000], 3 * BS + 100).unwrap();
-        t.read_at(&mut [0; 4096], 9 * BS).unwrap();
-        t.flush().unwrap();
-        drop(t);
-        // A reopened log appends without a second header.
-        let t = open(&f).with_access_log(&log).unwrap();
-        t.read_at(&mut [0; 512], 0).unwrap();
-        t.flush().unwrap();
-        let reqs: Vec<_> = hearth_trace::open(&log, None).unwrap().collect::<Result<_, _>>().unwrap();
-        let got: Vec<_> = reqs.iter().map(|r| (r.op, r.offset, r.len)).collect();
-        use hearth_core::Op;
-        assert_eq!(got, vec![(Op::Write, 3 * BS, 1100), (Op::Read, 9 * BS, 4096), (Op::Read, 0, 512)]);
-        assert!(reqs[0].time_ns > 0 && reqs[2].time_ns >= reqs[0].time_ns);
     }
 }

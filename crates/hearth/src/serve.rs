@@ -151,6 +151,10 @@ struct ExportFlags {
     /// (bcache's default). Default: off.
     #[arg(long, conflicts_with = "config")]
     sequential_cutoff: Option<String>,
+    /// Log every client READ and WRITE (cache hits included) to this file as a CloudPhysics CSV
+    /// trace, for `hearth tier plan` or `hearth sim`.
+    #[arg(long, conflicts_with = "config")]
+    access_log: Option<PathBuf>,
     /// Simulated slow device: latency added to each backend call, e.g. 2ms.
     #[arg(long, conflicts_with = "config")]
     latency: Option<String>,
@@ -193,7 +197,7 @@ struct ExportFlags {
     /// Migrate only after clients have been quiet this long. Default 10ms.
     #[arg(long, requires = "tier_fast_path", conflicts_with = "config")]
     tier_idle: Option<String>,
-    /// Log client requests here as a CloudPhysics CSV trace for `hearth tier plan`.
+    /// The same as --access-log (kept for scripts written before it moved).
     #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
     tier_access_log: Option<PathBuf>,
 }
@@ -242,6 +246,7 @@ impl ServeArgs {
                     sequential_cutoff: text(&self.export.sequential_cutoff),
                     // One export from flags: the server's --max-connections is its limit.
                     max_connections: None,
+                    access_log: self.export.access_log.clone(),
                     latency: self.export.latency.clone(),
                     bandwidth: text(&self.export.bandwidth),
                     tier: self.export.tier_fast_path.clone().map(|fast_path| TierExportConfig {

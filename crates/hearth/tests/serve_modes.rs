@@ -58,3 +58,48 @@ fn write_around_writes_drop_the_cached_block() {
     assert_eq!(read(&mut s, 8192), vec![9u8; 4096]);
     assert_eq!(counters(), (1.0, 2.0), "the write dropped the cached copy");
 }
+
+/// The access log records every client request, cache hits included, as a
+/// trace `hearth` reads back.
+#[test]
+fn the_access_log_records_every_client_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.csv");
+    let args = [
+        "--name",
+        "disk",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--backend",
+        "memory",
+        "--size",
+        "16MiB",
+        "--cache-size",
+        "4MiB",
+        "--access-log",
+        log.to_str().unwrap(),
+    ];
+    let server = Server::start(&args, &dir.path().join("log"));
+    let mut s = hello(server.tcp.unwrap(), 3);
+    go(&mut s);
+    request(&mut s, 0, CMD_WRITE, 2, 8192, 4096);
+    s.write_all(&[9u8; 4096]).unwrap();
+    assert_eq!(simple_reply(&mut s), (0, 2));
+    read(&mut s, 8192);
+    read(&mut s, 8192);
+    read(&mut s, 1 << 20);
+    let page = scrape(server.metrics.as_ref().unwrap());
+    assert_eq!(metric(&page, "hearth_cache_hits_total{export=\"disk\"}"), 2.0, "two of the reads were hits");
+    request(&mut s, 0, CMD_FLUSH, 3, 0, 0);
+    assert_eq!(simple_reply(&mut s), (0, 3));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["trace", "head", log.to_str().unwrap(), "-n", "10"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let requests: Vec<_> = text.lines().skip(1).map(|l| l.split_whitespace().nth(3).unwrap()).collect();
+    assert_eq!(requests, ["write", "read", "read", "read"], "every request, hits included:\n{text}");
+}

@@ -248,6 +248,9 @@ pub struct ExportConfig {
     /// `max_connections`); a client choosing it past that is refused
     /// (NBD_REP_ERR_POLICY) and closed. Default: no limit of its own.
     pub max_connections: Option<usize>,
+    /// Log every client READ and WRITE (cache hits included) here, as a
+    /// CloudPhysics CSV trace for `hearth tier plan` or `hearth sim`.
+    pub access_log: Option<PathBuf>,
     /// The NBD server behind a `nbd` backend: `nbd://host[:port]/export`
     /// or `nbd+unix:///export?socket=PATH`.
     pub upstream: Option<String>,
@@ -279,7 +282,7 @@ pub struct TierExportConfig {
     pub migrate_bandwidth: Option<SizeValue>,
     /// Migrate only after clients have been quiet this long; default "10ms".
     pub idle: Option<String>,
-    /// Log client requests here as a trace for `hearth tier plan`.
+    /// The same as the export's `access_log` (kept for configs written before it moved).
     pub access_log: Option<PathBuf>,
 }
 

@@ -53,11 +53,7 @@ impl TierSpec {
     fn open(&self, slow: Box<dyn Backend>, block_size: u64) -> Result<Box<dyn Backend>, OpenError> {
         let blocks_in_export = slow.size().div_ceil(block_size);
         let fast = Box::new(FileBackend::sparse(&self.fast_path, self.fast_size, false)?);
-        let mut tier = TierBackend::open(fast, slow, block_size, &self.journal)?;
-        if let Some(path) = &self.access_log {
-            tier = tier.with_access_log(path)?;
-        }
-        let tier = Arc::new(tier);
+        let tier = Arc::new(TierBackend::open(fast, slow, block_size, &self.journal)?);
         if let Some(path) = &self.plan {
             let plan_error = |message| OpenError::Plan { path: path.clone(), message };
             let plan = hearth_tier::plan::Plan::load(path).map_err(plan_error)?;

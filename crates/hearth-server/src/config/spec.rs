@@ -80,6 +80,8 @@ pub struct ExportSpec {
     pub sequential_cutoff: Option<u64>,
     /// Connections the export takes at once; `None`: only the server's limit.
     pub max_connections: Option<usize>,
+    /// Every client request is logged here (`access_log`, or `[export.tier] access_log`).
+    pub access_log: Option<PathBuf>,
     pub(crate) write_mode: WriteMode,
     pub(crate) access: Access,
 }
@@ -96,7 +98,6 @@ pub struct TierSpec {
     pub plan: Option<PathBuf>,
     pub migrate_bandwidth: u64,
     pub idle: Duration,
-    pub access_log: Option<PathBuf>,
 }
 
 /// Default and ceiling of `server.max_request`.
@@ -297,6 +298,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         dirty_max_age,
         sequential_cutoff,
         max_connections: e.max_connections,
+        access_log: e.access_log.clone().or_else(|| e.tier.as_ref().and_then(|t| t.access_log.clone())),
         write_mode,
         access,
     })
@@ -377,6 +379,5 @@ fn tier_spec(t: &TierExportConfig, at: &dyn Fn(&str) -> String) -> Result<TierSp
             .as_deref()
             .map_or(Ok(Duration::from_millis(10)), parse_duration)
             .map_err(|m| invalid(at("tier.idle"), m))?,
-        access_log: t.access_log.clone(),
     })
 }

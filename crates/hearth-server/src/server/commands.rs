@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
+use hearth_core::Op;
 use hearth_nbd::{cmd_flags, Errno, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, Semaphore};
@@ -57,6 +58,9 @@ async fn on_worker(
 pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     let (session, export, req) = (&conn.session, &conn.export, job.req);
     let len = req.length as usize;
+    if let Some(log) = &export.access_log {
+        log.record(Op::Read, req.offset, req.length);
+    }
     // Header and data share one buffer: one write per reply.
     let mut reply = Vec::with_capacity(READ_HEADER_MAX + len);
     if len == 0 {
@@ -110,6 +114,9 @@ pub(super) async fn write<R: AsyncRead + Unpin>(
     if data.len() < len {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during a write payload"));
     }
+    if let Some(log) = &conn.export.access_log {
+        log.record(Op::Write, req.offset, req.length);
+    }
     on_worker(conn, job, workers, move |export| {
         let r = export.cache.write(req.offset, &data, req.fua());
         if r.is_ok() {
@@ -124,6 +131,9 @@ pub(super) async fn write<R: AsyncRead + Unpin>(
 pub(super) async fn flush(conn: &Conn, job: Job, workers: &Workers) {
     on_worker(conn, job, workers, |export| {
         let r = export.cache.flush();
+        if let Some(log) = &export.access_log {
+            log.flush();
+        }
         // The warmup log is best effort: its failure does not fail the FLUSH.
         if let Some(w) = &export.warmup {
             w.sync();

@@ -140,6 +140,10 @@ impl Server {
                 ),
                 None => None,
             };
+            let access_log = match &e.access_log {
+                Some(path) => Some(crate::access_log::AccessLog::open(path).map_err(|err| failed(err.into()))?),
+                None => None,
+            };
             let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
             let prefetcher = e.prefetcher().map_err(failed)?.map(std::sync::Mutex::new);
             let export = Arc::new(Export {
@@ -154,6 +158,7 @@ impl Server {
                 cache_lanes: Arc::new(Semaphore::new(e.background_reads)),
                 sequential: e.sequential_cutoff.map(|c| std::sync::Mutex::new(SequentialCutoff::new(c))),
                 connection_slots: e.max_connections.map(|n| Arc::new(Semaphore::new(n))),
+                access_log,
             });
             background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)
                 .map_err(ServeError::Thread)?;
@@ -242,6 +247,9 @@ impl Server {
             // requests of connections that just closed.
             let (export, (done, flushed)) = (e.clone(), tokio::sync::oneshot::channel());
             std::thread::spawn(move || done.send(export.cache.flush()));
+            if let Some(log) = e.access_log.clone() {
+                let _ = tokio::task::spawn_blocking(move || log.flush()).await;
+            }
             match flushed.await {
                 Ok(Ok(())) => {
                     info!(export = %e.info.name, "flushed");
@@ -339,6 +347,7 @@ mod tests {
             cache_lanes: Arc::new(Semaphore::new(1)),
             sequential: None,
             connection_slots: None,
+            access_log: None,
         });
         background::spawn_background(Arc::downgrade(&export), queue, 1).unwrap();
         let limits = Limits {
