@@ -56,18 +56,20 @@ struct ZstdFrames {
     frame: Option<ruzstd::StreamingDecoder<BufReader<File>, ruzstd::FrameDecoder>>,
     /// A frame was corrupt: nothing more is read.
     failed: bool,
+    /// A frame header was read: a bad one later is corruption, not another format.
+    decoded_a_frame: bool,
 }
 
 impl ZstdFrames {
     fn new(source: BufReader<File>) -> Self {
-        ZstdFrames { source: Some(source), frame: None, failed: false }
+        ZstdFrames { source: Some(source), frame: None, failed: false, decoded_a_frame: false }
     }
 }
 
 impl Read for ZstdFrames {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.failed {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "zstd: corrupt compressed data"));
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "zstd: corrupt or truncated compressed data"));
         }
         loop {
             if let Some(frame) = &mut self.frame {
@@ -79,7 +81,8 @@ impl Read for ZstdFrames {
                     Err(e) => {
                         self.frame = None;
                         self.failed = true;
-                        return Err(e);
+                        // ruzstd's errors print as Rust debug output: say it plainly.
+                        return Err(io::Error::new(e.kind(), "zstd: corrupt or truncated compressed data"));
                     }
                 };
                 if n > 0 || buf.is_empty() {
@@ -94,10 +97,17 @@ impl Read for ZstdFrames {
             if source.fill_buf()?.is_empty() {
                 return Ok(0);
             }
-            let frame = ruzstd::StreamingDecoder::new(source).map_err(|e| {
+            let first = !self.decoded_a_frame;
+            let frame = ruzstd::StreamingDecoder::new(source).map_err(|_| {
                 self.failed = true;
-                io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}"))
+                let what = if first {
+                    "not zstd-compressed data (no zstd frame header at its start)"
+                } else {
+                    "zstd: a corrupt frame header after the first frame"
+                };
+                io::Error::new(io::ErrorKind::InvalidData, what)
             })?;
+            self.decoded_a_frame = true;
             self.frame = Some(frame);
         }
     }

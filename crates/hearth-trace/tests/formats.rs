@@ -437,3 +437,27 @@ fn a_corrupt_zstd_frame_is_an_error_not_a_panic() {
         assert!(text.contains("corrupt-frame.trace.zst"), "{format:?}: {text}");
     }
 }
+
+/// A file named .zst that is not zstd, and a truncated one, fail with a
+/// plain sentence naming the file, not the decoder's debug output.
+#[test]
+fn zstd_errors_read_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.csv.zst");
+    std::fs::write(&plain, "version,time,op,size,lbn\n1,0.0,28,4096,0\n").unwrap();
+    let bundled =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cloudPhysicsIO.csv.zst")).unwrap();
+    let truncated = dir.path().join("truncated.csv.zst");
+    std::fs::write(&truncated, &bundled[..4096]).unwrap();
+    for (path, says) in
+        [(&plain, "not zstd-compressed data"), (&truncated, "zstd: corrupt or truncated compressed data")]
+    {
+        let err = match hearth_trace::open(path, Some(Format::CloudPhysicsCsv)) {
+            Err(e) => e,
+            Ok(reader) => reader.collect::<Result<Vec<_>, _>>().expect_err("an unreadable trace is an error"),
+        };
+        let text = err.to_string();
+        assert!(text.contains(path.file_name().unwrap().to_str().unwrap()) && text.contains(says), "{text}");
+        assert!(!text.contains("Error {") && !text.contains("BadMagicNumber"), "{text}");
+    }
+}
