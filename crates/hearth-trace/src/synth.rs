@@ -191,7 +191,8 @@ impl FromStr for Pattern {
         let mut parts = s.split(':');
         let kind = parts.next().unwrap_or_default();
         let args: Vec<&str> = parts.collect();
-        let usage = "expected zipf:<blocks>:<alpha>, uniform:<blocks>, scan[:<start>] or loop:<blocks>";
+        // `oltp` is the OLTP-like generator the simulator tries before these patterns.
+        let usage = "expected zipf:<blocks>:<alpha>, uniform:<blocks>, scan[:<start>], loop:<blocks> or oltp";
         let number = |i: usize, what: &str| -> Result<u64, String> {
             let text = args.get(i).ok_or_else(|| format!("{s:?}: missing {what}; {usage}"))?;
             text.parse().map_err(|e| format!("{s:?}: bad {what} {text:?}: {e}"))
