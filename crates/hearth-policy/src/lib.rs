@@ -25,11 +25,15 @@ macro_rules! indexed_residency {
     };
 }
 
+pub mod admission;
 mod arc;
+mod car;
 mod clock;
 mod fbr;
 mod fifo;
 mod gdsf;
+mod hyperbolic;
+mod lecar;
 mod lfu;
 mod lirs;
 mod lru;
@@ -37,17 +41,23 @@ mod lruk;
 mod mq;
 mod mru;
 mod opt;
+mod qdlp;
+mod random;
 mod s3fifo;
 mod sieve;
 mod slru;
 mod twoq;
 mod wtinylfu;
 
+pub use admission::{Admitted, Lehmer64};
 pub use arc::{Arc, Step as ArcStep};
+pub use car::Car;
 pub use clock::Clock;
 pub use fbr::Fbr;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
+pub use hyperbolic::Hyperbolic;
+pub use lecar::LeCaR;
 pub use lfu::{Aging, Lfu};
 pub use lirs::Lirs;
 pub use lru::Lru;
@@ -55,6 +65,8 @@ pub use lruk::LruK;
 pub use mq::Mq;
 pub use mru::Mru;
 pub use opt::Opt;
+pub use qdlp::Qdlp;
+pub use random::Random;
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use slru::Slru;
@@ -74,6 +86,15 @@ impl Params {
             None => Ok(default),
             Some((_, v)) => v.parse().map_err(|_| format!("bad value {v:?} for parameter {key:?}")),
         }
+    }
+    /// Parses a `key=value,key=value` tail.
+    fn parse(rest: &str) -> Result<Self, String> {
+        let mut params = Params::default();
+        for kv in rest.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| format!("policy parameter {kv:?} is not key=value"))?;
+            params.0.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        Ok(params)
     }
     fn check_known(&self, policy: &str, known: &[&str]) -> Result<(), String> {
         for (k, _) in &self.0 {
@@ -114,22 +135,32 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "lruk", params: &["k"], about: "LRU-K (O'Neil et al.): evict the oldest K-th most recent request, items with fewer than K requests first (k=2)", build: |c, p| Ok(Box::new(LruK::new(c, p.get("k", 2)?)?)) },
     Entry { name: "gdsf", params: &[], about: "GreedyDual-Size-Frequency (Cherkasova): evict the lowest L + requests x 1e6 / size, L rising to each victim's priority", build: |c, _| Ok(Box::new(Gdsf::new(c))) },
     Entry { name: "mru", params: &[], about: "most recently used: evict the item requested last (for loops larger than the cache)", build: |c, _| Ok(Box::new(Mru::new(c))) },
+    Entry { name: "qdlp", params: &["small", "ghost", "threshold"], about: "QD-LP-FIFO (Yang et al.): probationary FIFO drained first, items hit threshold times (1) move to a 2-bit CLOCK main cache of (1 - small) x capacity (0.1), others become ghosts (ghost x capacity bytes, 0.9) that re-enter the main cache", build: |c, p| Ok(Box::new(Qdlp::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?)?)) },
+    Entry { name: "random", params: &["seed"], about: "random replacement: a uniformly drawn resident item, seeded Lehmer64 (seed=S, default libCacheSim's state) so runs repeat", build: |c, p| Ok(Box::new(Random::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "hyperbolic", params: &["samples", "seed"], about: "Hyperbolic caching (Blankstein et al.): evict the lowest requests / time-in-cache among samples random items (64), seeded (seed=S)", build: |c, p| Ok(Box::new(Hyperbolic::new(c, p.get("samples", 64)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "car", params: &[], about: "CAR (Bansal & Modha): ARC's adaptation over two CLOCKs with reference bits, byte-sized ghosts, as libCacheSim", build: |c, _| Ok(Box::new(Car::new(c))) },
+    Entry { name: "lecar", params: &["seed"], about: "LeCaR (Vietri et al.): LRU and LFU experts, the victim drawn by weights that regret-driven ghost hits adjust; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(LeCaR::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     // registry: add policies above this line
 ];
 
-/// Builds a policy of `capacity` bytes from a spec like `"arc"` or `"mq:m=8"`.
+/// Builds a policy of `capacity` bytes from a spec like `"arc"` or `"mq:m=8"`,
+/// optionally behind an admission policy: `"lru+tinylfu"`,
+/// `"arc+prob:p=0.5,seed=1"` (see [`admission`](crate::admission)).
 pub fn build(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, String> {
+    match spec.split_once('+') {
+        Some((eviction, admission)) => admission::wrap(build_eviction(eviction, capacity)?, admission),
+        None => build_eviction(spec, capacity),
+    }
+}
+
+fn build_eviction(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, String> {
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
     let name = name.trim().to_ascii_lowercase();
     let entry = REGISTRY
         .iter()
         .find(|e| e.name == name)
         .ok_or_else(|| format!("unknown policy {name:?} (known: {})", names().join(", ")))?;
-    let mut params = Params::default();
-    for kv in rest.split(',').filter(|s| !s.trim().is_empty()) {
-        let (k, v) = kv.split_once('=').ok_or_else(|| format!("policy parameter {kv:?} is not key=value"))?;
-        params.0.push((k.trim().to_string(), v.trim().to_string()));
-    }
+    let params = Params::parse(rest)?;
     params.check_known(entry.name, entry.params)?;
     (entry.build)(capacity, &params)
 }
@@ -154,7 +185,8 @@ pub fn join_specs(pieces: &[String]) -> Vec<String> {
 /// Whether the policy `spec` names reads `Access::next_access` (OPT), so
 /// its driver must supply each access's next use.
 pub fn is_offline(spec: &str) -> bool {
-    let name = spec.split_once(':').map_or(spec, |(name, _)| name);
+    let eviction = spec.split_once('+').map_or(spec, |(eviction, _)| eviction);
+    let name = eviction.split_once(':').map_or(eviction, |(name, _)| name);
     name.trim().eq_ignore_ascii_case("opt")
 }
 
@@ -163,14 +195,75 @@ pub fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|e| e.name).collect()
 }
 
-/// `(name, description)` for help text.
+/// `(name, description)` for help text: every policy, then every admission
+/// policy as `+name` (composed after any policy, `lru+tinylfu`).
 pub fn describe() -> Vec<(&'static str, &'static str)> {
-    REGISTRY.iter().map(|e| (e.name, e.about)).collect()
+    REGISTRY
+        .iter()
+        .map(|e| (e.name, e.about))
+        .chain(admission::ADMISSIONERS.iter().map(|e| (e.plus, e.about)))
+        .collect()
+}
+
+/// The policies Hearth started with: the textbook set and Belady's OPT.
+const CLASSIC: &[&str] = &["lru", "fifo", "clock", "lfu", "slru", "2q", "arc", "lirs", "fbr", "mq", "opt"];
+
+/// Policy names of a comparison group: `classic` (LRU … MQ, then OPT),
+/// `modern` (every other registered policy, in registry order: S3-FIFO,
+/// SIEVE, W-TinyLFU, …) or `all` (registry order); `None` for another name.
+pub fn group(name: &str) -> Option<Vec<&'static str>> {
+    let classic = |n: &&'static str| CLASSIC.contains(n);
+    let all = names();
+    match name.trim().to_ascii_lowercase().as_str() {
+        "classic" => Some(CLASSIC.iter().copied().filter(|n| all.contains(n)).collect()),
+        "modern" => Some(all.into_iter().filter(|n| !classic(n)).collect()),
+        "all" => Some(all),
+        _ => None,
+    }
+}
+
+/// Every admission policy name (the part after `+` in a spec).
+pub fn admission_names() -> Vec<&'static str> {
+    admission::ADMISSIONERS.iter().map(|e| e.name).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_partition_the_registry() {
+        let classic = group("classic").unwrap();
+        let modern = group("modern").unwrap();
+        let all = group("ALL").unwrap();
+        assert_eq!(classic, CLASSIC, "every classic policy is registered");
+        assert_eq!(all, names());
+        assert_eq!(classic.len() + modern.len(), all.len());
+        assert!(modern.iter().all(|n| !classic.contains(n)));
+        for n in ["s3fifo", "sieve", "wtinylfu", "lruk", "gdsf", "mru", "lfuda"] {
+            assert!(modern.contains(&n), "{n} is modern");
+        }
+        assert_eq!(group("nope"), None);
+        for n in all {
+            build(n, 1 << 20).unwrap();
+        }
+    }
+
+    #[test]
+    fn admission_composes_with_every_policy() {
+        for n in names() {
+            for a in admission_names() {
+                let spec = format!("{n}+{a}");
+                let p = build(&spec, 1 << 20).unwrap_or_else(|e| panic!("{spec}: {e}"));
+                assert!(p.name().ends_with(&format!("+{a}")), "{spec}");
+            }
+        }
+        assert!(is_offline("opt+tinylfu") && is_offline("OPT") && !is_offline("lru+prob:p=0.5"));
+        let pieces: Vec<String> = ["lru", "arc+prob:p=0.5", "seed=1"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(join_specs(&pieces), vec!["lru", "arc+prob:p=0.5,seed=1"]);
+        let names: Vec<&str> = describe().into_iter().map(|(n, _)| n).collect();
+        assert!(names.contains(&"+tinylfu") && names.contains(&"+adaptsize"));
+    }
 
     #[test]
     fn comma_split_specs_keep_their_parameters() {

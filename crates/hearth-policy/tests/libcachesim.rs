@@ -22,12 +22,56 @@ fn trace_path() -> PathBuf {
 const MIB: u64 = 1024 * 1024;
 /// Policies whose miss counts must equal libCacheSim's exactly (the issue
 /// asks this of LRU and FIFO; the others matched exactly when written).
-const EXACT: &[&str] =
-    &["lru", "fifo", "clock", "lfu", "arc", "slru", "lirs", "opt", "s3fifo", "sieve", "wtinylfu:freq=exact", "lruk"];
-/// Allowed relative difference for any other compared policy: `gdsf`, which
-/// makes room before pricing a newcomer where libCacheSim prices it first
-/// (see gdsf.rs).
+const EXACT: &[&str] = &[
+    "lru",
+    "fifo",
+    "clock",
+    "lfu",
+    "arc",
+    "slru",
+    "lirs",
+    "opt",
+    "s3fifo",
+    "sieve",
+    "wtinylfu:freq=exact",
+    "lruk",
+    "lru+tinylfu",
+    "fifo+tinylfu",
+    "arc+tinylfu",
+    "s3fifo+tinylfu",
+    "lru+size:max=16384",
+    "lru+prob",
+    "lru+prob:p=0.3",
+    "lru+sizeprob",
+    "lru+sizeprob:exponent=0.0001",
+    "lru+adaptsize",
+    // Its draws come from libCacheSim's generator at its fresh-process state.
+    "lecar",
+];
+/// Allowed relative difference (the issue's 0.5%) for any other compared
+/// policy: `gdsf`, which makes room before pricing a newcomer where
+/// libCacheSim prices it first (see gdsf.rs), and `hyperbolic`, whose random
+/// samples are drawn differently (see [`RANDOMIZED`]).
 const TOLERANCE: f64 = 0.005;
+/// Policies whose victims are random draws. Besides the usual check of the
+/// default seed's run, the test prints the mean and standard deviation of
+/// Hearth's runs over [`SEEDS`] seeds and the z-score of libCacheSim's run.
+/// libCacheSim does not draw uniformly over items but over the non-empty
+/// buckets of its hash table (which it shrinks until a few draws find one),
+/// then within the bucket's chain, so an item sharing its bucket is drawn
+/// less often, by a weight fixed by the hash of its id; Hearth draws
+/// uniformly (random.rs). Measured at 128 MiB..1 GiB:
+/// - `hyperbolic` (64 samples): means within 0.19% (z -2.7..10.6), the
+///   default seed within the usual 0.5%;
+/// - `random`: libCacheSim misses 0.04% to 0.62% less than Hearth's mean, z
+///   from -0.7 to -5.6, always below: a systematic effect of its weighted
+///   draw, which one sample per eviction does not average out as 64 do. It
+///   is in [`NOT_ASSERTED`] with that cause rather than under a wider
+///   tolerance.
+const RANDOMIZED: &[&str] = &["random", "hyperbolic"];
+/// Compared and printed, not asserted (see [`RANDOMIZED`]).
+const NOT_ASSERTED: &[&str] = &["random"];
+const SEEDS: u64 = 16;
 /// Hearth specs with a libCacheSim counterpart in the reference script.
 /// Left out because libCacheSim has another algorithm under the same name:
 /// - plain `wtinylfu`: its Caffeine sketch is not the estimator libCacheSim's
@@ -52,6 +96,22 @@ const COMPARED: &[&str] = &[
     "wtinylfu:freq=exact",
     "lruk",
     "gdsf",
+    "random",
+    "hyperbolic",
+    "lecar",
+    // Admission policies (POLICY+ADMISSION): the random ones use libCacheSim's
+    // generator from its fresh-process state (the script runs each in a new
+    // interpreter), so they are deterministic too.
+    "lru+tinylfu",
+    "fifo+tinylfu",
+    "arc+tinylfu",
+    "s3fifo+tinylfu",
+    "lru+size:max=16384",
+    "lru+prob",
+    "lru+prob:p=0.3",
+    "lru+sizeprob",
+    "lru+sizeprob:exponent=0.0001",
+    "lru+adaptsize",
 ];
 
 /// The trace through Hearth's own reader, with next-use times for OPT.
@@ -82,7 +142,7 @@ fn miss_counts_match_libcachesim() {
     let policies: Vec<&str> = COMPARED
         .iter()
         .copied()
-        .filter(|spec| registered.iter().any(|name| spec.split(':').next() == Some(name)))
+        .filter(|spec| registered.iter().any(|name| spec.split([':', '+']).next() == Some(name)))
         .collect();
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/libcachesim_reference.py");
@@ -125,14 +185,86 @@ fn miss_counts_match_libcachesim() {
             let theirs = reference["misses"][policy][size.to_string()]
                 .as_u64()
                 .unwrap_or_else(|| panic!("reference has no miss count for {policy} at {size}"));
+            if RANDOMIZED.contains(&policy) {
+                let runs: Vec<f64> =
+                    (1..=SEEDS).map(|s| our_misses(&format!("{policy}:seed={s}"), size, &trace) as f64).collect();
+                let mean = runs.iter().sum::<f64>() / runs.len() as f64;
+                let sd = (runs.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (runs.len() - 1) as f64).sqrt();
+                let z = (theirs as f64 - mean) / sd;
+                println!(
+                    "{policy:<20} {:>9} {mean:>9.0} {theirs:>9} {:>8.3} (mean of {SEEDS} seeds, sd {sd:.0}, z {z:.2})",
+                    size / MIB,
+                    (mean / theirs as f64 - 1.0) * 100.0
+                );
+            }
             let ours = our_misses(policy, size, &trace);
             let diff = (ours as f64 - theirs as f64) / theirs as f64;
             println!("{policy:<20} {:>9} {ours:>9} {theirs:>9} {:>8.3}", size / MIB, diff * 100.0);
-            let ok = if EXACT.contains(&policy) { ours == theirs } else { diff.abs() <= TOLERANCE };
+            let ok = if EXACT.contains(&policy) {
+                ours == theirs
+            } else {
+                NOT_ASSERTED.contains(&policy) || diff.abs() <= TOLERANCE
+            };
             if !ok {
                 failures.push(format!("{policy} at {} MiB: hearth {ours} misses, libCacheSim {theirs}", size / MIB));
             }
         }
     }
     assert!(failures.is_empty(), "miss counts differ from libCacheSim:\n{}", failures.join("\n"));
+}
+
+/// Hearth specs checked against libCacheSim's `cachesim` command for the
+/// policies its Python package does not expose, with cachesim's name.
+const CLI_COMPARED: &[(&str, &str)] = &[("qdlp", "qdlp"), ("car", "car")];
+
+/// The same comparison through libCacheSim's own `cachesim` binary (from a
+/// libCacheSim 0.3.5 build, path in `LIBCACHESIM_CACHESIM`), for policies
+/// the Python package lacks. cachesim prints miss ratios to 4 decimals, so
+/// counts are equal up to that rounding (±0.00005 x requests, 6 misses
+/// here). Skipped when the variable is unset: CI pins the Python package,
+/// not a libCacheSim build.
+#[test]
+fn miss_counts_match_libcachesim_cachesim() {
+    let Ok(bin) = std::env::var("LIBCACHESIM_CACHESIM") else {
+        println!("skipped: LIBCACHESIM_CACHESIM is not set");
+        return;
+    };
+    let sizes: Vec<u64> = (1..=8).map(|i| i * 128 * MIB).collect();
+    let trace = load_oracle_general(&trace_path());
+    let n = trace.len() as f64;
+    let sizes_arg = sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let mut failures = Vec::new();
+    for &(spec, theirs_name) in CLI_COMPARED {
+        // cachesim writes a result/ directory where it runs.
+        let scratch = std::env::temp_dir().join(format!("hearth-cachesim-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).unwrap();
+        let out = Command::new(&bin)
+            .current_dir(&scratch)
+            .arg(trace_path())
+            .args(["oracleGeneral", theirs_name, &sizes_arg, "--num-thread", "1"])
+            .output()
+            .expect("running cachesim");
+        assert!(out.status.success(), "cachesim failed: {}", String::from_utf8_lossy(&out.stderr));
+        let _ = std::fs::remove_dir_all(&scratch);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let ratios: Vec<f64> = text
+            .lines()
+            .filter_map(|l| l.split("miss ratio ").nth(1))
+            .map(|r| r.split(',').next().unwrap().trim().parse().unwrap())
+            .collect();
+        assert_eq!(ratios.len(), sizes.len(), "cachesim output:\n{text}");
+        for (&size, &ratio) in sizes.iter().zip(&ratios) {
+            let ours = our_misses(spec, size, &trace);
+            let theirs = ratio * n;
+            println!(
+                "{spec:<20} {:>9} {ours:>9} {theirs:>11.1} {:>8.3}",
+                size / MIB,
+                (ours as f64 / theirs - 1.0) * 100.0
+            );
+            if (ours as f64 - theirs).abs() > 0.00005 * n + 0.5 {
+                failures.push(format!("{spec} at {} MiB: hearth {ours}, cachesim {theirs:.0}", size / MIB));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "miss counts differ from cachesim:\n{}", failures.join("\n"));
 }

@@ -30,6 +30,25 @@ const EXTRA_SPECS: &[&str] = &[
     "wtinylfu:window=0.25,protected=0.5",
     "lruk:k=1",
     "lruk:k=3",
+    "qdlp:small=0.3,ghost=0,threshold=2",
+    "qdlp:small=0.5,ghost=2",
+    "random:seed=7",
+    "hyperbolic:samples=2,seed=3",
+    "lecar:seed=99",
+];
+
+/// Eviction policies behind admission policies. Not held to OPT's bound:
+/// a cache that may refuse an item can beat demand-paging OPT (capacity 1,
+/// `a b a`: refusing `b` keeps `a`).
+const ADMISSION_SPECS: &[&str] = &[
+    "lru+tinylfu",
+    "s3fifo+bloom",
+    "lirs+tinylfu",
+    "fifo+size:max=12",
+    "arc+prob:p=0.5,seed=1",
+    "wtinylfu+sizeprob:exponent=0.05,seed=7",
+    "sieve+adaptsize:interval=10",
+    "opt+prob:p=0.7",
 ];
 
 /// Every registered policy by name, plus [`EXTRA_SPECS`].
@@ -196,7 +215,7 @@ proptest! {
         }),
         capacity in 1u64..=96,
     ) {
-        for name in all_specs() {
+        for name in all_specs().into_iter().chain(ADMISSION_SPECS.iter().copied()) {
             let mut policy = hearth_policy::build(name, capacity).unwrap();
             check_invariants(policy.as_mut(), &steps, &size_of)?;
         }
