@@ -163,7 +163,7 @@ pub struct Admitted {
 pub(crate) fn wrap(inner: Box<dyn Policy>, spec: &str) -> Result<Box<dyn Policy>, String> {
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
     let name = name.trim().to_ascii_lowercase();
-    let params = Params::parse(rest)?;
+    let params = Params::parse(&format!("+{name}"), rest)?;
     let (admission, label) = Admission::build(&name, &params)?;
     Ok(Box::new(Admitted { inner, admission, label }))
 }

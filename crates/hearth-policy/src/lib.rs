@@ -39,7 +39,6 @@ mod lirs;
 mod lru;
 mod lruk;
 mod mq;
-mod mru;
 mod opt;
 mod qdlp;
 mod random;
@@ -63,7 +62,6 @@ pub use lirs::Lirs;
 pub use lru::Lru;
 pub use lruk::LruK;
 pub use mq::Mq;
-pub use mru::Mru;
 pub use opt::Opt;
 pub use qdlp::Qdlp;
 pub use random::Random;
@@ -77,27 +75,34 @@ use hearth_core::Policy;
 
 /// Parameters parsed from a spec's `name:key=value,key=value` tail.
 #[derive(Debug, Default, Clone)]
-pub struct Params(Vec<(String, String)>);
+pub struct Params {
+    /// The policy (or admissioner) they belong to, for messages.
+    owner: String,
+    pairs: Vec<(String, String)>,
+}
 
 impl Params {
     /// The value of `key` parsed as `T`, or `default` if absent.
     pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, String> {
-        match self.0.iter().find(|(k, _)| k == key) {
+        match self.pairs.iter().find(|(k, _)| k == key) {
             None => Ok(default),
-            Some((_, v)) => v.parse().map_err(|_| format!("bad value {v:?} for parameter {key:?}")),
+            Some((_, v)) => v.parse().map_err(|_| format!("{}: bad value {v:?} for parameter {key:?}", self.owner)),
         }
     }
-    /// Parses a `key=value,key=value` tail.
-    fn parse(rest: &str) -> Result<Self, String> {
-        let mut params = Params::default();
+    /// Parses the `key=value,key=value` tail of `owner`'s spec.
+    fn parse(owner: &str, rest: &str) -> Result<Self, String> {
+        let mut params = Params { owner: owner.to_string(), pairs: Vec::new() };
         for kv in rest.split(',').filter(|s| !s.trim().is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(|| format!("policy parameter {kv:?} is not key=value"))?;
-            params.0.push((k.trim().to_string(), v.trim().to_string()));
+            params.pairs.push((k.trim().to_string(), v.trim().to_string()));
         }
         Ok(params)
     }
     fn check_known(&self, policy: &str, known: &[&str]) -> Result<(), String> {
-        for (k, _) in &self.0 {
+        for (k, _) in &self.pairs {
+            if known.is_empty() {
+                return Err(format!("policy {policy} takes no parameters (got {k:?})"));
+            }
             if !known.contains(&k.as_str()) {
                 return Err(format!("policy {policy} has no parameter {k:?} (known: {})", known.join(", ")));
             }
@@ -134,7 +139,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "lfuda", params: &[], about: "LFU with Dynamic Aging (Arlitt et al.): priority = count + priority of the last victim; the same as lfu:aging=da", build: |c, _| Ok(Box::new(Lfu::new(c, Aging::Dynamic))) },
     Entry { name: "lruk", params: &["k"], about: "LRU-K (O'Neil et al.): evict the oldest K-th most recent request, items with fewer than K requests first (k=2)", build: |c, p| Ok(Box::new(LruK::new(c, p.get("k", 2)?)?)) },
     Entry { name: "gdsf", params: &[], about: "GreedyDual-Size-Frequency (Cherkasova): evict the lowest L + requests x 1e6 / size, L rising to each victim's priority", build: |c, _| Ok(Box::new(Gdsf::new(c))) },
-    Entry { name: "mru", params: &[], about: "most recently used: evict the item requested last (for loops larger than the cache)", build: |c, _| Ok(Box::new(Mru::new(c))) },
+    Entry { name: "mru", params: &[], about: "most recently used: evict the item requested last (for loops larger than the cache)", build: |c, _| Ok(Box::new(Lru::mru(c))) },
     Entry { name: "qdlp", params: &["small", "ghost", "threshold"], about: "QD-LP-FIFO (Yang et al.): probationary FIFO drained first, items hit threshold times (1) move to a 2-bit CLOCK main cache of (1 - small) x capacity (0.1), others become ghosts (ghost x capacity bytes, 0.9) that re-enter the main cache", build: |c, p| Ok(Box::new(Qdlp::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?)?)) },
     Entry { name: "random", params: &["seed"], about: "random replacement: a uniformly drawn resident item, seeded Lehmer64 (seed=S, default libCacheSim's state) so runs repeat", build: |c, p| Ok(Box::new(Random::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "hyperbolic", params: &["samples", "seed"], about: "Hyperbolic caching (Blankstein et al.): evict the lowest requests / time-in-cache among samples random items (64), seeded (seed=S)", build: |c, p| Ok(Box::new(Hyperbolic::new(c, p.get("samples", 64)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
@@ -160,7 +165,7 @@ fn build_eviction(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, String> 
         .iter()
         .find(|e| e.name == name)
         .ok_or_else(|| format!("unknown policy {name:?} (known: {})", names().join(", ")))?;
-    let params = Params::parse(rest)?;
+    let params = Params::parse(entry.name, rest)?;
     params.check_known(entry.name, entry.params)?;
     (entry.build)(capacity, &params)
 }
@@ -275,5 +280,14 @@ mod tests {
         }
         // A stray key=value with no spec before it stays a (bad) spec of its own.
         assert_eq!(join_specs(&["m=8".to_string()]), vec!["m=8"]);
+    }
+
+    #[test]
+    fn parameter_errors_name_the_policy() {
+        let err = |spec: &str| build(spec, 1 << 20).err().unwrap();
+        assert_eq!(err("lru:foo=1"), "policy lru takes no parameters (got \"foo\")");
+        assert!(err("mq:m=abc").starts_with("mq: bad value \"abc\" for parameter \"m\""), "{}", err("mq:m=abc"));
+        assert!(err("mq:mm=3").contains("policy mq has no parameter \"mm\" (known: m, qout, lifetime)"));
+        assert!(err("lru+prob:p=x").starts_with("+prob: bad value"), "{}", err("lru+prob:p=x"));
     }
 }
