@@ -28,6 +28,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     }
     let (reader, mode) = args.trace.open()?;
     let report = hearth_analyze::analyze(reader, mode)?;
+    // As `sim` does: an all-zero report of nothing would read like a result.
+    anyhow::ensure!(report.requests > 0, "{} holds no requests", args.trace.trace.display());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

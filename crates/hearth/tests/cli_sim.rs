@@ -144,3 +144,16 @@ fn mrc_exact_equals_full_and_samples_come_close() {
     let table = stdout(&hearth(&args));
     assert!(table.contains("LRU shards 10%: mean absolute error"), "{table}");
 }
+
+/// An empty trace is refused by analyze as by sim, not reported as all zeros.
+#[test]
+fn analyze_refuses_an_empty_trace_as_sim_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let path = empty.to_str().unwrap();
+    for cmd in ["sim", "analyze"] {
+        let err = failure(&hearth(&[cmd, path]));
+        assert!(err.contains("empty.txt holds no requests"), "{cmd}: {err}");
+    }
+}
