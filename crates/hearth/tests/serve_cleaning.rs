@@ -8,7 +8,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use serve_support::raw::*;
-use serve_support::{metric, pattern, scrape, Server};
+use serve_support::{metric, pattern, scrape, start_disk};
 
 /// Whether `file` holds `data` at `offset`.
 fn holds(file: &std::path::Path, offset: usize, data: &[u8]) -> bool {
@@ -18,27 +18,7 @@ fn holds(file: &std::path::Path, offset: usize, data: &[u8]) -> bool {
 #[test]
 fn unflushed_writes_reach_the_backend_within_the_dirty_max_age() {
     let dir = tempfile::tempdir().unwrap();
-    let disk = dir.path().join("disk.img");
-    let args = [
-        "--name",
-        "disk",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics",
-        "127.0.0.1:0",
-        "--backend",
-        "sparse",
-        "--size",
-        "16MiB",
-        "--path",
-        disk.to_str().unwrap(),
-        "--cache-size",
-        "4MiB",
-        "--write-back",
-        "--dirty-max-age",
-        "2s",
-    ];
-    let server = Server::start(&args, &dir.path().join("log"));
+    let (server, disk) = start_disk(dir.path(), "4MiB", &["--write-back", "--dirty-max-age", "2s"]);
     let mut s = hello(server.tcp.unwrap(), 3);
     go(&mut s);
     let data = pattern(64 * 1024, 11);

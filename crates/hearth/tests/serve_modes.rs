@@ -8,7 +8,7 @@ use std::io::Write;
 use std::net::TcpStream;
 
 use serve_support::raw::*;
-use serve_support::{metric, scrape, Server};
+use serve_support::{metric, scrape, start_disk};
 
 fn read(s: &mut TcpStream, offset: u64) -> Vec<u8> {
     request(s, 0, CMD_READ, 1, offset, 4096);
@@ -19,25 +19,7 @@ fn read(s: &mut TcpStream, offset: u64) -> Vec<u8> {
 #[test]
 fn write_around_writes_drop_the_cached_block() {
     let dir = tempfile::tempdir().unwrap();
-    let disk = dir.path().join("disk.img");
-    let args = [
-        "--name",
-        "disk",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics",
-        "127.0.0.1:0",
-        "--backend",
-        "sparse",
-        "--size",
-        "16MiB",
-        "--path",
-        disk.to_str().unwrap(),
-        "--cache-size",
-        "4MiB",
-        "--write-around",
-    ];
-    let server = Server::start(&args, &dir.path().join("log"));
+    let (server, disk) = start_disk(dir.path(), "4MiB", &["--write-around"]);
     let url = server.metrics.clone().unwrap();
     let counters = || {
         let page = scrape(&url);
@@ -65,23 +47,7 @@ fn write_around_writes_drop_the_cached_block() {
 fn the_access_log_records_every_client_request() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.csv");
-    let args = [
-        "--name",
-        "disk",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics",
-        "127.0.0.1:0",
-        "--backend",
-        "memory",
-        "--size",
-        "16MiB",
-        "--cache-size",
-        "4MiB",
-        "--access-log",
-        log.to_str().unwrap(),
-    ];
-    let server = Server::start(&args, &dir.path().join("log"));
+    let (server, _) = start_disk(dir.path(), "4MiB", &["--access-log", log.to_str().unwrap()]);
     let mut s = hello(server.tcp.unwrap(), 3);
     go(&mut s);
     request(&mut s, 0, CMD_WRITE, 2, 8192, 4096);

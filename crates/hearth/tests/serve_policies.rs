@@ -7,7 +7,7 @@ mod serve_support;
 
 use std::process::Command;
 
-use serve_support::{have, metric, run, scrape, Server};
+use serve_support::{have, metric, run, scrape, start_disk};
 
 /// Writes 8 MiB through a 2 MiB cache, reads a hot 512 KiB region three
 /// times (policies that admit on the second miss, like `+tinylfu`, hit on the
@@ -15,28 +15,7 @@ use serve_support::{have, metric, run, scrape, Server};
 /// pattern, and returns the page of /metrics.
 fn serve_and_check(policy: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let backing = dir.path().join("backing.img");
-    let server = Server::start(
-        &[
-            "--backend",
-            "sparse",
-            "--path",
-            backing.to_str().unwrap(),
-            "--size",
-            "16MiB",
-            "--cache-size",
-            "2MiB",
-            "--policy",
-            policy,
-            "--name",
-            "disk",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics",
-            "127.0.0.1:0",
-        ],
-        &dir.path().join("log"),
-    );
+    let (server, backing) = start_disk(dir.path(), "2MiB", &["--policy", policy]);
     let uri = format!("nbd://{}/disk", server.tcp.unwrap());
     let before = scrape(server.metrics.as_deref().unwrap());
     let hits_before = metric(&before, "hearth_cache_hits_total{export=\"disk\"}");

@@ -165,3 +165,15 @@ pub fn metric(page: &str, prefix: &str) -> f64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no metric {prefix} in:\n{page}"))
 }
+
+/// A 16 MiB sparse export "disk", backed by `dir/disk.img`, with a cache of
+/// `cache_size`, on a free TCP port with /metrics, plus `extra` flags.
+/// Returns the server and the backing file.
+pub fn start_disk(dir: &Path, cache_size: &str, extra: &[&str]) -> (Server, PathBuf) {
+    let disk = dir.join("disk.img");
+    let mut args = vec!["--name", "disk", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"];
+    args.extend(["--backend", "sparse", "--size", "16MiB", "--path", disk.to_str().unwrap()]);
+    args.extend(["--cache-size", cache_size]);
+    args.extend(extra);
+    (Server::start(&args, &dir.join("log")), disk)
+}
