@@ -98,31 +98,44 @@ pub struct CeilingArgs {
     /// Predict up to this many reads ahead of a context's demand.
     #[arg(long, default_value_t = 3)]
     lookahead: u32,
-    /// Main-cache policy, as in `prefetch sim`.
+    #[command(flatten)]
+    replay: ReplayCache,
+}
+
+/// The cache a workload is replayed through, the same for `sim` and `analyze --ceiling`.
+#[derive(Args, Debug)]
+pub struct ReplayCache {
+    /// Main-cache policy.
     #[arg(long, default_value = "lru")]
     policy: String,
-    /// Share of the I/Os used as warm-up before counting, as in `prefetch sim`.
+    /// Share of the I/Os used as warm-up (and C-Miner* training) before counting.
     #[arg(long, default_value_t = 0.3)]
     warmup: f64,
+    /// Cache block size; the workload's block numbers count in it.
     #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
+}
+
+impl ReplayCache {
+    fn block_size(&self) -> anyhow::Result<u32> {
+        u32::try_from(self.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")
+    }
 }
 
 impl CeilingArgs {
     /// The ceiling at each size asked for, in order; empty without --ceiling.
     fn run(&self, events: &[CtxEvent]) -> anyhow::Result<Vec<hearth_prefetch::ceiling::Ceiling>> {
         let Some(sizes) = &self.ceiling else { return Ok(Vec::new()) };
-        let block_size =
-            u32::try_from(self.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")?;
+        let block_size = self.replay.block_size()?;
         let footprint = footprint(events, block_size);
-        let split = hearth_sim::prefetch::warmup_split(events, self.warmup);
+        let split = hearth_sim::prefetch::warmup_split(events, self.replay.warmup);
         parse_sizes(sizes)
             .map_err(anyhow::Error::msg)
             .context("--ceiling")?
             .iter()
             .map(|size| {
                 let bytes = size.resolve(footprint, Some(block_size)).map_err(anyhow::Error::msg)?;
-                hearth_prefetch::ceiling::ceiling(events, split, &self.policy, bytes, block_size, self.lookahead)
+                hearth_prefetch::ceiling::ceiling(events, split, &self.replay.policy, bytes, block_size, self.lookahead)
                     .map_err(anyhow::Error::msg)
             })
             .collect()
@@ -153,14 +166,8 @@ pub struct SimArgs {
     /// Share of the cache for prefetched blocks.
     #[arg(long, default_value_t = 0.04)]
     prefetch_fraction: f64,
-    /// Main-cache policy.
-    #[arg(long, default_value = "lru")]
-    policy: String,
-    /// Share of the I/Os used as warm-up (and C-Miner* training) before counting.
-    #[arg(long, default_value_t = 0.3)]
-    warmup: f64,
-    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
-    block_size: u64,
+    #[command(flatten)]
+    replay: ReplayCache,
     /// Time reads on a device with this latency (microseconds) and 500 MB/s; prefetches at low priority.
     #[arg(long)]
     device_latency_us: Option<u64>,
@@ -229,8 +236,8 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
 fn print_ceilings(ceilings: &[hearth_prefetch::ceiling::Ceiling], args: &CeilingArgs) {
     println!(
         "\nmisses by what could predict them ({}, warm-up {:.0}%, lookahead 1..{}):",
-        args.policy,
-        args.warmup * 100.0,
+        args.replay.policy,
+        args.replay.warmup * 100.0,
         args.lookahead
     );
     println!(
@@ -264,8 +271,7 @@ fn print_ceilings(ceilings: &[hearth_prefetch::ceiling::Ceiling], args: &Ceiling
 /// Runs every scheme of `args` over `events`; returns the footprint, the
 /// cache size and the outcomes in scheme order.
 fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64, Vec<Outcome>)> {
-    let block_size =
-        u32::try_from(args.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")?;
+    let block_size = args.replay.block_size()?;
     let footprint = footprint(events, block_size);
     let sizes = parse_sizes(&args.cache).map_err(anyhow::Error::msg).context("--cache")?;
     let [size] = sizes.as_slice() else { anyhow::bail!("--cache takes one size, got {}", sizes.len()) };
@@ -275,8 +281,8 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         cache_bytes,
         prefetch_fraction: args.prefetch_fraction,
         block_size,
-        main_policy: args.policy.clone(),
-        warmup: args.warmup,
+        main_policy: args.replay.policy.clone(),
+        warmup: args.replay.warmup,
         device,
     };
     // Validate every spec before the long runs.
@@ -321,7 +327,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             format_bytes(cache_bytes),
             100.0 * cache_bytes as f64 / footprint.max(1) as f64,
             100.0 * args.prefetch_fraction,
-            100.0 * args.warmup
+            100.0 * args.replay.warmup
         )?;
         writeln!(
             out,
