@@ -170,6 +170,27 @@ fn build_eviction(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, String> 
     (entry.build)(capacity, &params)
 }
 
+/// How a result row names the policy built from `spec` (whose `name()` is
+/// `name`): the name, with the parameters the spec gives after the part they
+/// belong to, so `mq` and `mq:m=4` are told apart (`MQ`, `MQ:m=4`,
+/// `LRU+prob:p=0.3`).
+pub fn label(spec: &str, name: &str) -> String {
+    let params = |part: &str| part.split_once(':').map(|(_, p)| p.trim().to_string()).filter(|p| !p.is_empty());
+    let (eviction, admission) = spec.split_once('+').map_or((spec, None), |(e, a)| (e, Some(a)));
+    let (evicts, admits) = name.split_once('+').map_or((name, None), |(e, a)| (e, Some(a)));
+    let mut out = evicts.to_string();
+    if let Some(p) = params(eviction) {
+        out = format!("{out}:{p}");
+    }
+    if let Some(a) = admits {
+        out = format!("{out}+{a}");
+        if let Some(p) = admission.and_then(params) {
+            out = format!("{out}:{p}");
+        }
+    }
+    out
+}
+
 /// Rejoins a comma-split list of specs: a piece with `=` but no `:` is one
 /// more parameter of the spec before it, so `lru,mq:m=8,lifetime=5000` is the
 /// two specs `lru` and `mq:m=8,lifetime=5000`.
@@ -289,5 +310,14 @@ mod tests {
         assert!(err("mq:m=abc").starts_with("mq: bad value \"abc\" for parameter \"m\""), "{}", err("mq:m=abc"));
         assert!(err("mq:mm=3").contains("policy mq has no parameter \"mm\" (known: m, qout, lifetime)"));
         assert!(err("lru+prob:p=x").starts_with("+prob: bad value"), "{}", err("lru+prob:p=x"));
+    }
+
+    #[test]
+    fn labels_tell_parameterised_specs_apart() {
+        let label_of = |spec: &str| label(spec, &build(spec, 1 << 20).unwrap().name());
+        assert_eq!(label_of("mq"), "MQ");
+        assert_eq!(label_of("mq:m=4,lifetime=100"), "MQ:m=4,lifetime=100");
+        assert_eq!(label_of("lru+tinylfu"), "LRU+tinylfu");
+        assert_eq!(label_of("2q:kin=0.25+prob:p=0.3"), "2Q:kin=0.25+prob:p=0.3");
     }
 }

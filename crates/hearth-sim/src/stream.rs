@@ -55,7 +55,9 @@ pub struct Replayer {
 impl Replayer {
     /// A replayer for `job`; fails if its policy spec is invalid.
     pub fn new(job: &Job, counting: Counting) -> Result<Replayer, String> {
-        Ok(Replayer::with_policy(hearth_policy::build(&job.policy, job.cache_bytes)?, counting))
+        let mut replayer = Replayer::with_policy(hearth_policy::build(&job.policy, job.cache_bytes)?, counting);
+        replayer.result.policy = hearth_policy::label(&job.policy, &replayer.result.policy);
+        Ok(replayer)
     }
 
     /// A replayer for a policy built elsewhere (one not in the registry,
