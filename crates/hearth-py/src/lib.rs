@@ -17,15 +17,17 @@ use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
 use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
+use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
+use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::stream::{run_pipelined, run_streaming, Counting, Replayer};
-use hearth_sim::{parse_sizes, CacheSize, Job, SimResult};
-use hearth_trace::{Format, TraceError};
+use hearth_sim::{mrc_grid, parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, TraceSource};
+use hearth_trace::TraceError;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
 use plugin::{ErrorSlot, PyPolicy};
-use source::{arg, Failure, ModeArg, Streamed, TraceSpec, Warmup};
+use source::{arg, cancel_flag, trace_source, Failure};
 
 /// Converts a failure to the package's exceptions (`hearth._errors`), whose
 /// text is the CLI's (`hearth: error: <text>`).
@@ -33,7 +35,7 @@ fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
     let errors = py.import("hearth._errors").ok();
     let class = |name: &str| errors.as_ref().and_then(|m| m.getattr(name).ok());
     match f {
-        Failure::Arg(msg) => match class("ConfigError") {
+        Failure::Invalid(msg) => match class("ConfigError") {
             Some(c) => c.call1((msg,)).map_or_else(|e| e, PyErr::from_value),
             None => PyValueError::new_err(msg),
         },
@@ -69,17 +71,9 @@ fn trace_error<'py>(py: Python<'py>, e: &TraceError, class: impl Fn(&str) -> Opt
     made.unwrap_or_else(|e| e)
 }
 
-fn parse_mode(mode: Option<&str>) -> PyResult<Option<ModeArg>> {
-    match mode.map(str::to_ascii_lowercase).as_deref() {
-        None => Ok(None),
-        Some("block") => Ok(Some(ModeArg::Block)),
-        Some("object") => Ok(Some(ModeArg::Object)),
-        Some(other) => Err(PyValueError::new_err(format!("mode must be 'block' or 'object', not {other:?}"))),
-    }
-}
-
+/// `source::trace_source` with its failure as a Python exception.
 #[allow(clippy::too_many_arguments)]
-fn trace_spec(
+fn source_of(
     py: Python<'_>,
     trace: &str,
     format: Option<&str>,
@@ -87,18 +81,8 @@ fn trace_spec(
     block_size: &str,
     requests: usize,
     seed: u64,
-) -> PyResult<TraceSpec> {
-    let format = format.map(str::parse::<Format>).transpose().map_err(|m| to_pyerr(py, Failure::Arg(m)))?;
-    let block_size = hearth_core::parse_bytes(block_size).map_err(|m| to_pyerr(py, arg(format!("block_size: {m}"))))?;
-    Ok(TraceSpec {
-        trace: PathBuf::from(trace),
-        format,
-        mode: parse_mode(mode)?,
-        block_size,
-        requests,
-        seed,
-        cancel: Arc::new(AtomicBool::new(false)),
-    })
+) -> PyResult<TraceSource> {
+    trace_source(trace, format, mode, block_size, requests, seed).map_err(|f| to_pyerr(py, f))
 }
 
 /// Runs `f` on a thread of its own while this one, without the GIL, waits
@@ -157,11 +141,13 @@ fn policies() -> Vec<(&'static str, &'static str)> {
     hearth_policy::describe()
 }
 
-/// One (policy, size) simulation of a `sim` call.
-enum SimJob {
-    Builtin(Job),
-    /// A Python policy: its factory's index and the capacity.
-    Plugin(usize, u64),
+/// The policy specs a spec string stands for, as `sim` and the command line
+/// read it: comma-separated, parameters joined to their policy, `all` for
+/// every registered policy.
+#[pyfunction]
+fn policy_list(spec: &str) -> Vec<String> {
+    let pieces: Vec<String> = spec.split(',').map(|x| x.trim().to_string()).collect();
+    policy_specs(&pieces)
 }
 
 /// Runs policies over traces at cache sizes, as `hearth sim --json`: one
@@ -192,12 +178,7 @@ fn sim<'py>(
     let mut factories: Vec<Bound<'py, PyAny>> = Vec::new();
     for p in &policies {
         if let Ok(s) = p.cast::<PyString>() {
-            let pieces: Vec<String> = s.to_str()?.split(',').map(|x| x.trim().to_string()).collect();
-            if pieces.iter().any(|x| x == "all") {
-                entries.extend(hearth_policy::names().into_iter().map(|n| Ok(n.to_string())));
-            } else {
-                entries.extend(hearth_policy::join_specs(&pieces).into_iter().map(Ok));
-            }
+            entries.extend(policy_list(s.to_str()?).into_iter().map(Ok));
         } else if p.is_callable() {
             entries.push(Err(factories.len()));
             factories.push(p.clone());
@@ -212,73 +193,66 @@ fn sim<'py>(
         return Err(fail(arg("no policies given")));
     }
     let sizes = parse_sizes(sizes).map_err(|m| fail(arg(format!("sizes: {m}"))))?;
-    for spec in entries.iter().filter_map(|e| e.as_ref().ok()) {
-        hearth_policy::build(spec, 1 << 20).map_err(|m| fail(Failure::Arg(m)))?;
-    }
-    let warmup = warmup.map(Warmup::parse).transpose().map_err(|m| fail(Failure::Arg(m)))?;
-    let totals = sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_))) || matches!(warmup, Some(Warmup::Share(_)));
-    let next_access = entries.iter().any(|e| e.as_ref().is_ok_and(|p| hearth_policy::is_offline(p)));
+    let builtin: Vec<String> = entries.iter().filter_map(|e| e.as_ref().ok().cloned()).collect();
+    check_policies(&builtin).map_err(fail)?;
+    let warmup = warmup.map(str::parse::<Warmup>).transpose().map_err(|m| fail(arg(format!("warmup: {m}"))))?;
+    let sim = Simulation { policies: builtin, sizes, warmup, interval };
     let threads = self::threads(threads);
 
     let mut rows = Vec::new();
     for trace in &traces {
-        let spec = trace_spec(py, trace, format, mode, block_size, requests, seed)?;
-        // The first pass and every built-in policy, without the GIL.
-        let (streamed, jobs, counting, mut results) = interruptible(py, &spec.cancel, || -> Result<_, Failure> {
-            let streamed = Streamed::open(&spec, totals, next_access)?;
-            let mut jobs = Vec::new();
-            for size in &sizes {
-                let cache_bytes =
-                    size.resolve(streamed.footprint_bytes(), streamed.block_size()).map_err(Failure::Arg)?;
-                jobs.extend(entries.iter().map(|e| match e {
-                    Ok(p) => SimJob::Builtin(Job { policy: p.clone(), cache_bytes }),
-                    Err(i) => SimJob::Plugin(*i, cache_bytes),
-                }));
-            }
-            let counting = Counting {
-                warmup: warmup.map_or(0, |w| w.accesses(streamed.scan.as_ref().map_or(0, |s| s.accesses))),
-                interval,
-            };
-            let builtin: Vec<Job> = jobs
-                .iter()
-                .filter_map(|j| match j {
-                    SimJob::Builtin(job) => Some(job.clone()),
-                    SimJob::Plugin(..) => None,
-                })
-                .collect();
-            let results = if builtin.is_empty() {
-                Vec::new()
-            } else {
-                run_streaming(streamed.accesses()?, &builtin, counting, threads, &|_| {})?
-            };
-            Ok((streamed, jobs, counting, results))
-        })?
-        .map_err(fail)?;
-        // Python policies, on this thread with the GIL held.
-        let plugin_jobs: Vec<(usize, u64)> = jobs
-            .iter()
-            .filter_map(|j| match j {
-                SimJob::Plugin(i, c) => Some((*i, *c)),
-                SimJob::Builtin(_) => None,
-            })
-            .collect();
-        let mut plugin_results = run_plugins(py, &streamed, &factories, &plugin_jobs, counting)?.into_iter();
-        let mut builtin_results = std::mem::take(&mut results).into_iter();
-        let ordered: Vec<SimResult> = jobs
-            .iter()
-            .map(|j| match j {
-                SimJob::Builtin(_) => builtin_results.next().expect("one result per built-in job"),
-                SimJob::Plugin(..) => plugin_results.next().expect("one result per plugin job"),
-            })
-            .collect();
-        if ordered.first().is_none_or(|r| r.requests == 0 && counting.warmup == 0) {
-            return Err(fail(arg(format!("{} holds no requests", streamed.path().display()))));
-        }
-        for r in &ordered {
+        let source = source_of(py, trace, format, mode, block_size, requests, seed)?;
+        let results = if factories.is_empty() {
+            // Built-in policies only: the command line's run, without the GIL.
+            interruptible(py, cancel_flag(&source), || simulate(&source, &sim, threads, &()))?.map_err(fail)?.results
+        } else {
+            with_plugins(py, &source, &sim, &entries, &factories, threads)?
+        };
+        for r in &results {
             rows.push(row(py, trace, r)?);
         }
     }
     Ok(rows)
+}
+
+/// A `sim` run of built-in and Python policies, in `entries`' order at each
+/// size: the first pass and the built-in policies without the GIL, then
+/// the Python policies on this thread with it.
+fn with_plugins(
+    py: Python<'_>,
+    source: &TraceSource,
+    sim: &Simulation,
+    entries: &[Result<String, usize>],
+    factories: &[Bound<'_, PyAny>],
+    threads: usize,
+) -> PyResult<Vec<SimResult>> {
+    let fail = |f: Failure| to_pyerr(py, f);
+    let (prepared, builtin) = interruptible(py, cancel_flag(source), || -> Result<_, Failure> {
+        let prepared = sim.prepare(source, &())?;
+        let jobs = prepared.jobs(&sim.policies);
+        let results = if jobs.is_empty() {
+            Vec::new()
+        } else {
+            run_streaming(prepared.trace.accesses()?, &jobs, prepared.counting, threads, &|_| {})?
+        };
+        Ok((prepared, results))
+    })?
+    .map_err(fail)?;
+    let plugin_jobs: Vec<(usize, u64)> = prepared
+        .order(entries.len())
+        .filter_map(|(s, e)| entries[e].as_ref().err().map(|&i| (i, prepared.cache_bytes[s])))
+        .collect();
+    let mut plugin_results = run_plugins(py, &prepared, factories, &plugin_jobs)?.into_iter();
+    let mut builtin_results = builtin.into_iter();
+    let ordered: Vec<SimResult> = prepared
+        .order(entries.len())
+        .map(|(_, e)| match entries[e] {
+            Ok(_) => builtin_results.next().expect("one result per built-in job"),
+            Err(_) => plugin_results.next().expect("one result per plugin job"),
+        })
+        .collect();
+    prepared.check(&ordered).map_err(fail)?;
+    Ok(ordered)
 }
 
 /// Accesses fed to Python policies between checks for errors and Ctrl-C.
@@ -287,14 +261,14 @@ const PLUGIN_CHUNK: usize = 4096;
 /// Replays one pass of the trace through fresh instances of Python policies.
 fn run_plugins(
     py: Python<'_>,
-    streamed: &Streamed<'_>,
+    prepared: &Prepared<'_>,
     factories: &[Bound<'_, PyAny>],
     jobs: &[(usize, u64)],
-    counting: Counting,
 ) -> PyResult<Vec<SimResult>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
+    let counting: Counting = prepared.counting;
     let error: ErrorSlot = Arc::new(Mutex::new(None));
     let mut replayers = Vec::with_capacity(jobs.len());
     for &(i, capacity) in jobs {
@@ -302,7 +276,7 @@ fn run_plugins(
         let policy = PyPolicy::new(py, obj.unbind(), capacity, error.clone())?;
         replayers.push(Replayer::with_policy(Box::new(policy), counting));
     }
-    let mut stream = streamed.accesses().map_err(|f| to_pyerr(py, f))?;
+    let mut stream = prepared.trace.accesses().map_err(|f| to_pyerr(py, f))?;
     let mut chunk: Vec<Access> = Vec::with_capacity(PLUGIN_CHUNK);
     loop {
         chunk.clear();
@@ -323,13 +297,29 @@ fn run_plugins(
     Ok(replayers.into_iter().map(Replayer::finish).collect())
 }
 
-/// The default `hearth mrc` grid: 40 sizes, evenly spaced on a log scale
-/// from 0.1% of the footprint to all of it.
-fn default_grid() -> Vec<CacheSize> {
-    const POINTS: usize = 40;
-    const FROM: f64 = 0.001;
-    let step = (1.0 / FROM).ln() / (POINTS - 1) as f64;
-    (0..POINTS).map(|i| CacheSize::Footprint((FROM.ln() + step * i as f64).exp().min(1.0))).collect()
+/// A sweep file (TOML, as `hearth sweep` reads it), read and checked by
+/// `hearth_sim::sweep`: a dict of `traces` (relative paths made relative to
+/// the file's directory), `policies` (expanded), `sizes`, and the optional
+/// `mode`, `warmup`, `format`, `block_size`, `requests`, `seed`, `output`
+/// and `workers` (None when not set).
+#[pyfunction]
+fn sweep_file<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let s = hearth_sim::sweep::Sweep::load(&path).map_err(|f| to_pyerr(py, f))?;
+    let d = PyDict::new(py);
+    let traces: Vec<String> = s.sources.iter().map(|t| t.trace.display().to_string()).collect();
+    d.set_item("traces", traces)?;
+    d.set_item("policies", &s.sim.policies)?;
+    d.set_item("sizes", &s.sizes)?;
+    d.set_item("mode", &s.mode)?;
+    d.set_item("warmup", &s.warmup)?;
+    d.set_item("format", &s.format)?;
+    d.set_item("block_size", &s.block_size)?;
+    let first = s.sources.first();
+    d.set_item("requests", first.map(|t| t.requests))?;
+    d.set_item("seed", first.map(|t| t.seed))?;
+    d.set_item("output", s.output.as_ref().map(|o| o.display().to_string()))?;
+    d.set_item("workers", s.workers)?;
+    Ok(d)
 }
 
 /// One method's curve for one policy: method, sampling rate, seconds, points.
@@ -357,17 +347,15 @@ fn mrc<'py>(
     threads: Option<usize>,
 ) -> PyResult<Vec<Bound<'py, PyDict>>> {
     let fail = |f: Failure| to_pyerr(py, f);
-    let spec = trace_spec(py, trace, format, mode, block_size, requests, seed)?;
+    let spec = source_of(py, trace, format, mode, block_size, requests, seed)?;
     let threads = self::threads(threads);
     let rate = hearth_trace::sample::parse_rate(rate).map_err(|m| fail(arg(format!("rate: {m}"))))?;
     let sizes = match sizes {
         Some(s) => parse_sizes(s).map_err(|m| fail(arg(format!("sizes: {m}"))))?,
-        None => default_grid(),
+        None => mrc_grid(),
     };
     let policies = hearth_policy::join_specs(&policies);
-    for p in &policies {
-        hearth_policy::build(p, 1 << 20).map_err(|m| fail(Failure::Arg(m)))?;
-    }
+    check_policies(&policies).map_err(fail)?;
     for m in &methods {
         if !["exact", "shards", "mini", "full"].contains(&m.as_str()) {
             return Err(fail(arg(format!("unknown method {m:?} (known: exact, shards, mini, full)"))));
@@ -376,13 +364,13 @@ fn mrc<'py>(
     let simulates = methods.iter().any(|m| m == "mini" || m == "full");
     let totals = sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_)));
     let next_access = simulates && policies.iter().any(|p| hearth_policy::is_offline(p));
-    let curves = interruptible(py, &spec.cancel, || -> Result<Vec<Curve>, Failure> {
-        let trace = Streamed::open(&spec, totals, next_access)?;
+    let curves = interruptible(py, cancel_flag(&spec), || -> Result<Vec<Curve>, Failure> {
+        let trace = Streamed::open(&spec, Needs { totals, next_access }, &())?;
         let cache_bytes = sizes
             .iter()
             .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
             .collect::<Result<Vec<u64>, String>>()
-            .map_err(Failure::Arg)?;
+            .map_err(Failure::Invalid)?;
         let jobs: Vec<Job> = policies
             .iter()
             .flat_map(|p| cache_bytes.iter().map(|&c| Job { policy: p.clone(), cache_bytes: c }))
@@ -403,7 +391,7 @@ fn mrc<'py>(
                 }
                 "shards" => {
                     let m = shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
-                    let mut shards = Shards::new(m, &cache_bytes).map_err(Failure::Arg)?;
+                    let mut shards = Shards::new(m, &cache_bytes).map_err(Failure::Invalid)?;
                     run_pipelined(trace.accesses()?, |chunk| chunk.iter().for_each(|a| shards.access(a)))?;
                     (shards.rate(), shards.results())
                 }
@@ -448,8 +436,8 @@ fn analyze(
     requests: usize,
     seed: u64,
 ) -> PyResult<String> {
-    let spec = trace_spec(py, trace, format, mode, block_size, requests, seed)?;
-    interruptible(py, &spec.cancel, || -> Result<String, Failure> {
+    let spec = source_of(py, trace, format, mode, block_size, requests, seed)?;
+    interruptible(py, cancel_flag(&spec), || -> Result<String, Failure> {
         let (reader, mode) = spec.open()?;
         let report = hearth_analyze::analyze(reader, mode)?;
         serde_json::to_string(&report).map_err(|e| arg(e.to_string()))
@@ -505,7 +493,7 @@ impl Cache {
         }
         let error: ErrorSlot = Arc::new(Mutex::new(None));
         let policy: Box<dyn Policy> = if let Ok(spec) = policy.cast::<PyString>() {
-            hearth_policy::build(spec.to_str()?, capacity).map_err(|m| to_pyerr(py, Failure::Arg(m)))?
+            hearth_policy::build(spec.to_str()?, capacity).map_err(|m| to_pyerr(py, Failure::Invalid(m)))?
         } else if policy.is_instance_of::<PyType>() || (policy.is_callable() && !policy.hasattr("hit")?) {
             let obj = policy.call1((capacity,))?;
             Box::new(PyPolicy::new(py, obj.unbind(), capacity, error.clone())?)
@@ -627,6 +615,8 @@ impl Cache {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_list, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_file, m)?)?;
     m.add_function(wrap_pyfunction!(sim, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;

@@ -6,17 +6,26 @@
 //! trace's length. [`Trace`] holds a whole trace in memory (40 bytes an
 //! access) for the studies that need random access to it (two-level runs,
 //! warmup) and as the reference the streaming path is tested against.
+//!
+//! Front ends (the `hearth` command line, the Python package) share
+//! [`source`] (opening a trace or a `synth:` workload, the first pass),
+//! [`run`] (policy lists, warm-up, [`simulate`]) and [`sweep`] (sweep files).
 
 pub mod device;
 pub mod hierarchy;
 pub mod minisim;
 pub mod mrc;
 pub mod prefetch;
+pub mod run;
 pub mod scan;
 mod size;
+pub mod source;
 pub mod stream;
+pub mod sweep;
 
-pub use size::{parse_sizes, CacheSize};
+pub use run::{simulate, Simulation, TraceRun};
+pub use size::{mrc_grid, parse_sizes, CacheSize, DEFAULT_SIZES, MRC_SIZES};
+pub use source::{SourceError, TraceSource};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

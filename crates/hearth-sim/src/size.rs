@@ -85,9 +85,39 @@ pub fn parse_sizes(list: &str) -> Result<Vec<CacheSize>, String> {
     Ok(out)
 }
 
+/// The sizes `hearth sim` runs when none are given.
+pub const DEFAULT_SIZES: &str = "1%,5%,10%,25%";
+/// The sizes of a miss-ratio curve made of full simulations (`hearth sim
+/// --mrc`) when none are given: shares of the footprint.
+pub const MRC_SIZES: &str = "0.5%,1%,2%,3%,5%,7.5%,10%,15%,20%,30%,50%,75%,100%";
+
+/// Points of [`mrc_grid`].
+pub const MRC_GRID_POINTS: usize = 40;
+/// The smallest share of the footprint in [`mrc_grid`].
+pub const MRC_GRID_FROM: f64 = 0.001;
+
+/// The one-pass curves' default grid (`hearth mrc`): [`MRC_GRID_POINTS`]
+/// sizes evenly spaced on a log scale from [`MRC_GRID_FROM`] of the
+/// footprint to all of it.
+pub fn mrc_grid() -> Vec<CacheSize> {
+    let step = (1.0 / MRC_GRID_FROM).ln() / (MRC_GRID_POINTS - 1) as f64;
+    (0..MRC_GRID_POINTS).map(|i| CacheSize::Footprint((MRC_GRID_FROM.ln() + step * i as f64).exp().min(1.0))).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mrc_grid_spans_a_thousandth_to_all_of_the_footprint() {
+        let grid = mrc_grid();
+        assert_eq!(grid.len(), MRC_GRID_POINTS);
+        let CacheSize::Footprint(first) = grid[0] else { panic!() };
+        let CacheSize::Footprint(last) = grid[MRC_GRID_POINTS - 1] else { panic!() };
+        assert!((first - 0.001).abs() < 1e-12 && (last - 1.0).abs() < 1e-12, "{first} {last}");
+        assert_eq!(parse_sizes(MRC_SIZES).unwrap().len(), 13);
+        assert_eq!(parse_sizes(DEFAULT_SIZES).unwrap().len(), 4);
+    }
 
     #[test]
     fn parses_bytes_blocks_shares_and_ranges() {

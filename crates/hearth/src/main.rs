@@ -9,7 +9,7 @@ mod progress;
 mod replay;
 mod serve;
 mod sim;
-mod streamed;
+mod sweep;
 mod tier;
 mod trace_args;
 mod trace_cmd;
@@ -32,6 +32,8 @@ struct Cli {
 enum Cmd {
     /// Replay a trace against replacement policies at one or more cache sizes.
     Sim(sim::SimArgs),
+    /// Run a sweep file (TOML: traces x policies x sizes) on a pool of threads into one table.
+    Sweep(sweep::SweepArgs),
     /// Miss-ratio curves in one pass: exact LRU, SHARDS, miniature simulation of any policy.
     Mrc(mrc::MrcArgs),
     /// Characterise a trace: mix, sizes, reuse and temporal distances, skew.
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd) -> anyhow::Result<()> {
     match cmd {
         Cmd::Sim(args) => sim::run(args),
+        Cmd::Sweep(args) => sweep::run(args),
         Cmd::Mrc(args) => mrc::run(args),
         Cmd::Analyze(args) => analyze::run(args),
         Cmd::Bench(cmd) => bench::run(cmd),

@@ -10,17 +10,13 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hearth_core::format_bytes;
 use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
+use hearth_sim::run::check_policies;
+use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::stream::{run_pipelined, run_streaming, Counting};
-use hearth_sim::{parse_sizes, CacheSize, Job, SimResult};
+use hearth_sim::{mrc_grid, parse_sizes, CacheSize, Job, SimResult};
 
 use crate::progress;
-use crate::streamed::{Needs, Streamed};
 use crate::trace_args::TraceArgs;
-
-/// The default grid: this many sizes, evenly spaced on a log scale from
-/// `GRID_FROM` of the footprint to all of it.
-const GRID_POINTS: usize = 40;
-const GRID_FROM: f64 = 0.001;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Method {
@@ -107,18 +103,17 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
     let rate = hearth_trace::sample::parse_rate(&args.rate).map_err(anyhow::Error::msg).context("--rate")?;
     let sizes = match &args.sizes {
         Some(spec) => parse_sizes(spec).map_err(anyhow::Error::msg).context("--sizes")?,
-        None => default_grid(),
+        None => mrc_grid(),
     };
     let policies = hearth_policy::join_specs(&args.policies);
-    for spec in &policies {
-        hearth_policy::build(spec, 1 << 20).map_err(anyhow::Error::msg)?;
-    }
+    check_policies(&policies)?;
     let simulates = args.method.iter().any(|m| matches!(m, Method::Mini | Method::Full));
     let needs = Needs {
         totals: sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_))),
         next_access: simulates && policies.iter().any(|p| hearth_policy::is_offline(p)),
     };
-    let trace = Streamed::open(&args.trace, needs, args.quiet)?;
+    let source = args.trace.source();
+    let trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet))?;
     let cache_bytes = sizes
         .iter()
         .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
@@ -178,11 +173,6 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
         }
     }
     report(&args, &curves)
-}
-
-fn default_grid() -> Vec<CacheSize> {
-    let step = (1.0 / GRID_FROM).ln() / (GRID_POINTS - 1) as f64;
-    (0..GRID_POINTS).map(|i| CacheSize::Footprint((GRID_FROM.ln() + step * i as f64).exp().min(1.0))).collect()
 }
 
 fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
@@ -261,18 +251,4 @@ fn write_errors(out: &mut impl Write, curves: &[Curve]) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_grid_spans_a_thousandth_to_all_of_the_footprint() {
-        let grid = default_grid();
-        assert_eq!(grid.len(), GRID_POINTS);
-        let CacheSize::Footprint(first) = grid[0] else { panic!() };
-        let CacheSize::Footprint(last) = grid[GRID_POINTS - 1] else { panic!() };
-        assert!((first - 0.001).abs() < 1e-12 && (last - 1.0).abs() < 1e-12, "{first} {last}");
-    }
 }

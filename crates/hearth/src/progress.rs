@@ -1,6 +1,39 @@
 //! Progress bars on stderr for long work (hidden when stderr is not a terminal).
 
+use std::sync::Mutex;
+
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+
+/// The library's progress reports as bars: a bar towards the total when a
+/// stage knows it, a counter otherwise.
+pub struct Bars {
+    quiet: bool,
+    current: Mutex<ProgressBar>,
+}
+
+impl Bars {
+    pub fn new(quiet: bool) -> Bars {
+        Bars { quiet, current: Mutex::new(ProgressBar::hidden()) }
+    }
+}
+
+impl hearth_sim::source::Progress for Bars {
+    fn begin(&self, stage: &str, total: Option<u64>) {
+        let bar = match total {
+            Some(total) => bar(total, stage, self.quiet),
+            None => counter(stage, self.quiet),
+        };
+        *self.current.lock().unwrap() = bar;
+    }
+
+    fn advance(&self, n: u64) {
+        self.current.lock().unwrap().inc(n);
+    }
+
+    fn end(&self) {
+        self.current.lock().unwrap().finish_and_clear();
+    }
+}
 
 /// A bar towards `total` requests.
 pub fn bar(total: u64, what: &str, quiet: bool) -> ProgressBar {

@@ -9,17 +9,15 @@ use hearth_core::format_bytes;
 use hearth_placement::Placement;
 use hearth_sim::device::Device;
 use hearth_sim::hierarchy::{HierarchyConfig, HierarchyResult, Timing};
-use hearth_sim::scan::Scan;
-use hearth_sim::stream::{run_streaming, Counting};
-use hearth_sim::{parse_sizes, CacheSize, Job, SimResult, Trace};
+use hearth_sim::run::{check_policies, policy_specs, Row, Warmup};
+use hearth_sim::{
+    parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, Trace, TraceRun, TraceSource, DEFAULT_SIZES,
+    MRC_SIZES,
+};
 use hearth_trace::buffered::BufferedAccess;
 
 use crate::progress;
-use crate::streamed::{Needs, Streamed};
 use crate::trace_args::TraceArgs;
-
-/// Cache sizes for a miss-ratio curve when none are given: shares of the footprint.
-const MRC_GRID: &str = "0.5%,1%,2%,3%,5%,7.5%,10%,15%,20%,30%,50%,75%,100%";
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -69,10 +67,11 @@ pub struct SimArgs {
 
 impl SimArgs {
     /// The trace options once for each trace named.
-    fn traces(&self) -> impl Iterator<Item = TraceArgs> + '_ {
+    fn sources(&self) -> impl Iterator<Item = TraceSource> + '_ {
+        let first = self.trace.source();
         std::iter::once(self.trace.trace.clone())
             .chain(self.more_traces.iter().cloned())
-            .map(|trace| TraceArgs { trace, ..self.trace.clone() })
+            .map(move |t| first.with_trace(t))
     }
 }
 
@@ -112,100 +111,31 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         return run_hierarchy(&args, client, threads);
     }
     let sizes_spec =
-        args.sizes.clone().unwrap_or_else(|| if args.mrc.is_some() { MRC_GRID } else { "1%,5%,10%,25%" }.into());
+        args.sizes.clone().unwrap_or_else(|| if args.mrc.is_some() { MRC_SIZES } else { DEFAULT_SIZES }.into());
     let sizes = parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")?;
     let policies = policy_specs(&args.policies);
-    for spec in &policies {
-        hearth_policy::build(spec, 1 << 20).map_err(anyhow::Error::msg)?;
-    }
-    let warmup: Option<Warmup> = args.warmup.as_deref().map(str::parse).transpose().context("--warmup")?;
-    let needs = Needs {
-        totals: sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_))) || matches!(warmup, Some(Warmup::Share(_))),
-        next_access: policies.iter().any(|p| hearth_policy::is_offline(p)),
-    };
-
+    check_policies(&policies)?;
+    let warmup: Option<Warmup> =
+        args.warmup.as_deref().map(str::parse).transpose().map_err(anyhow::Error::msg).context("--warmup")?;
+    let sim = Simulation { policies, sizes, warmup, interval: args.interval };
+    let progress = progress::Bars::new(args.quiet);
     let mut runs = Vec::new();
-    for trace_args in args.traces() {
-        let trace = Streamed::open(&trace_args, needs, args.quiet)?;
-        let mut jobs = Vec::new();
-        for size in &sizes {
-            let cache_bytes = size.resolve(trace.footprint_bytes(), trace.block_size()).map_err(anyhow::Error::msg)?;
-            jobs.extend(policies.iter().map(|p| Job { policy: p.clone(), cache_bytes }));
-        }
-        let counting = Counting {
-            warmup: warmup.map_or(0, |w| w.accesses(trace.scan.as_ref().map_or(0, |s| s.accesses))),
-            interval: args.interval,
-        };
-        let bar = match &trace.scan {
-            Some(scan) => progress::bar(scan.accesses * jobs.len() as u64, "simulating", args.quiet),
-            None => progress::counter("simulating", args.quiet),
-        };
-        let results = run_streaming(trace.accesses()?, &jobs, counting, threads, &|n| bar.inc(n))?;
-        bar.finish_and_clear();
-        if results.first().is_none_or(|r| r.requests == 0 && counting.warmup == 0) {
-            anyhow::bail!("{} holds no requests", trace_args.trace.display());
-        }
-        runs.push(TraceRun { name: trace_args.trace.display().to_string(), scan: trace.scan, results });
+    for source in args.sources() {
+        runs.push(simulate(&source, &sim, threads, &progress)?);
     }
-    report(&args, &sizes, &runs)
-}
-
-/// `--warmup`: a number of accesses or a share of the trace's.
-#[derive(Clone, Copy, Debug)]
-enum Warmup {
-    Accesses(u64),
-    Share(f64),
-}
-
-impl std::str::FromStr for Warmup {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<Warmup> {
-        if let Some(p) = s.strip_suffix('%') {
-            let pct: f64 = p.trim().parse().with_context(|| format!("bad percentage {s:?}"))?;
-            anyhow::ensure!((0.0..100.0).contains(&pct), "warm-up share {s:?} must be in [0%, 100%)");
-            return Ok(Warmup::Share(pct / 100.0));
-        }
-        s.trim()
-            .parse()
-            .map(Warmup::Accesses)
-            .with_context(|| format!("{s:?} is neither a count of requests nor a share like 10%"))
-    }
-}
-
-impl Warmup {
-    fn accesses(self, total: u64) -> u64 {
-        match self {
-            Warmup::Accesses(n) => n,
-            Warmup::Share(f) => (total as f64 * f).round() as u64,
-        }
-    }
-}
-
-/// One trace's results.
-struct TraceRun {
-    name: String,
-    scan: Option<Scan>,
-    results: Vec<SimResult>,
-}
-
-/// A result tagged with its trace, as JSON and CSV print it.
-#[derive(serde::Serialize)]
-struct Tagged<'a> {
-    trace: &'a str,
-    #[serde(flatten)]
-    result: &'a SimResult,
+    report(&args, &sim.sizes, &runs)
 }
 
 fn report(args: &SimArgs, sizes: &[CacheSize], runs: &[TraceRun]) -> anyhow::Result<()> {
     let out = std::io::stdout();
     let mut out = out.lock();
-    let tagged = || runs.iter().flat_map(|run| run.results.iter().map(|result| Tagged { trace: &run.name, result }));
+    let tagged = || runs.iter().flat_map(TraceRun::rows);
     if args.json {
         serde_json::to_writer_pretty(&mut out, &tagged().collect::<Vec<_>>())?;
         writeln!(out)?;
     } else if args.csv {
         writeln!(out, "trace,policy,cache_bytes,requests,hits,hit_ratio,bytes,hit_bytes,byte_hit_ratio")?;
-        for Tagged { trace, result: r } in tagged() {
+        for Row { trace, result: r } in tagged() {
             writeln!(
                 out,
                 "{},{},{},{},{},{:.6},{},{},{:.6}",
@@ -243,27 +173,18 @@ fn report(args: &SimArgs, sizes: &[CacheSize], runs: &[TraceRun]) -> anyhow::Res
     Ok(())
 }
 
-/// The policies named on the command line, `all` meaning every registered one.
-fn policy_specs(names: &[String]) -> Vec<String> {
-    if names.iter().any(|p| p == "all") {
-        hearth_policy::names().into_iter().map(String::from).collect()
-    } else {
-        hearth_policy::join_specs(names)
-    }
-}
-
 fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
     let counted = run.results.first().map_or(0, |r| r.requests);
     match &run.scan {
         Some(scan) => writeln!(
             out,
             "{}: {} accesses ({counted} counted), {} unique keys, footprint {}",
-            run.name,
+            run.trace,
             scan.accesses,
             scan.unique_keys,
             format_bytes(scan.footprint_bytes)
         )?,
-        None => writeln!(out, "{}: {counted} accesses counted", run.name)?,
+        None => writeln!(out, "{}: {counted} accesses counted", run.trace)?,
     }
     writeln!(
         out,
@@ -293,7 +214,7 @@ fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
 /// A series label: the policy, and the trace when there are several.
 fn label(runs: &[TraceRun], run: &TraceRun, r: &SimResult) -> String {
     if runs.len() > 1 {
-        format!("{} ({})", r.policy, run.name)
+        format!("{} ({})", r.policy, run.trace)
     } else {
         r.policy.clone()
     }
@@ -341,7 +262,7 @@ fn run_hierarchy(args: &SimArgs, client: &str, threads: usize) -> anyhow::Result
     if trace.accesses.is_empty() {
         anyhow::bail!("{} holds no requests", args.trace.trace.display());
     }
-    let sizes_spec = args.sizes.clone().unwrap_or_else(|| "1%,5%,10%,25%".into());
+    let sizes_spec = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.into());
     let mut jobs = Vec::new();
     for size in parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")? {
         let cache_bytes = size.resolve(trace.footprint_bytes, trace.block_size()).map_err(anyhow::Error::msg)?;
@@ -390,7 +311,7 @@ fn run_storage_level(args: &SimArgs, threads: usize) -> anyhow::Result<()> {
     let block_size = args.trace.block_size;
     let blocks: std::collections::HashSet<u64> = trace.iter().map(|a| a.block).collect();
     let footprint = blocks.len() as u64 * block_size;
-    let sizes_spec = args.sizes.clone().unwrap_or_else(|| "1%,5%,10%,25%".into());
+    let sizes_spec = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.into());
     let mut jobs = Vec::new();
     for size in parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")? {
         let cache_bytes = size.resolve(footprint, Some(block_size as u32)).map_err(anyhow::Error::msg)?;

@@ -1,11 +1,14 @@
-//! Trace options shared by every subcommand that reads a trace.
+//! Trace options shared by every subcommand that reads a trace: the command
+//! line's spelling of `hearth_sim::source::TraceSource`, which opens it.
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use hearth_trace::oltp::{Oltp, OltpConfig};
-use hearth_trace::synth::{Pattern, Synth};
-use hearth_trace::{Format, Mode, Request, TraceError};
+use hearth_sim::source::{ModeChoice, OptionNames, Requests, TraceSource, DEFAULT_REQUESTS, DEFAULT_SEED};
+use hearth_trace::{Format, Mode};
+
+/// How errors name the options below.
+pub const OPTION_NAMES: OptionNames = OptionNames { block_size: "--block-size", object_mode: "--mode object" };
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum ModeArg {
@@ -15,6 +18,15 @@ pub enum ModeArg {
     Object,
 }
 
+impl From<ModeArg> for ModeChoice {
+    fn from(m: ModeArg) -> ModeChoice {
+        match m {
+            ModeArg::Block => ModeChoice::Block,
+            ModeArg::Object => ModeChoice::Object,
+        }
+    }
+}
+
 #[derive(Args, Clone, Debug)]
 pub struct TraceArgs {
     /// Trace file: MSR/SNIA .csv, blkparse text, .vscsi, .spc, .oracleGeneral(.bin), one id per line .txt,
@@ -22,10 +34,10 @@ pub struct TraceArgs {
     /// synth:oltp, synth:zipf:BLOCKS:ALPHA, synth:uniform:BLOCKS, synth:loop:BLOCKS, synth:scan.
     pub trace: PathBuf,
     /// Requests to generate for a synth: workload.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = DEFAULT_REQUESTS)]
     pub requests: usize,
     /// Seed for a synth: workload.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,
     /// Trace format, when the file name does not tell (msr, blkparse, vscsi, spc, oracle, text, cpcsv).
     #[arg(long)]
@@ -38,54 +50,24 @@ pub struct TraceArgs {
     pub block_size: u64,
 }
 
-/// Requests from a trace file or a generator, read lazily.
-pub type Requests = Box<dyn Iterator<Item = Result<Request, TraceError>> + Send>;
-
 impl TraceArgs {
-    /// The trace file's format, as given or as its name tells (`None` for
-    /// a synthetic workload or a name that does not tell).
-    pub fn format(&self) -> Option<Format> {
-        if self.trace.to_str().is_some_and(|s| s.starts_with("synth:")) {
-            return None;
+    /// The trace and its options, for `hearth_sim`.
+    pub fn source(&self) -> TraceSource {
+        TraceSource {
+            trace: self.trace.clone(),
+            format: self.format,
+            mode: self.mode.map(ModeChoice::from),
+            block_size: self.block_size,
+            requests: self.requests,
+            seed: self.seed,
+            cancel: None,
+            names: OPTION_NAMES,
         }
-        self.format.or_else(|| Format::detect(&self.trace))
     }
 
     /// Opens the trace or generator (detecting a file's format unless given)
     /// and picks the mode.
     pub fn open(&self) -> anyhow::Result<(Requests, Mode)> {
-        let block_size = u32::try_from(self.block_size)
-            .ok()
-            .filter(|&b| b > 0)
-            .ok_or_else(|| anyhow::anyhow!("--block-size must be between 1 B and 4 GiB"))?;
-        if let Some(spec) = self.trace.to_str().and_then(|s| s.strip_prefix("synth:")) {
-            if matches!(self.mode, Some(ModeArg::Object)) {
-                anyhow::bail!("synthetic workloads are block traces; drop --mode object");
-            }
-            let n = self.requests;
-            let requests: Requests = if spec == "oltp" {
-                let cfg = OltpConfig { seed: self.seed, ..OltpConfig::default() };
-                Box::new(Oltp::new(cfg).map_err(anyhow::Error::msg)?.take(n).map(Ok))
-            } else {
-                let pattern: Pattern = spec.parse().map_err(anyhow::Error::msg)?;
-                let synth = Synth::new(pattern, self.seed).map_err(anyhow::Error::msg)?.block_size(block_size);
-                Box::new(synth.take(n).map(Ok))
-            };
-            return Ok((requests, Mode::Block { block_size }));
-        }
-        let reader = hearth_trace::open(&self.trace, self.format)?;
-        let format = reader.format();
-        let mode = match self.mode {
-            None => Mode::for_format(format, block_size),
-            Some(ModeArg::Object) => Mode::Object,
-            Some(ModeArg::Block) if format.is_object_trace() => {
-                anyhow::bail!(
-                    "{} is an object trace ({format}): its ids are not byte offsets, so use --mode object",
-                    self.trace.display()
-                )
-            }
-            Some(ModeArg::Block) => Mode::Block { block_size },
-        };
-        Ok((Box::new(reader), mode))
+        Ok(self.source().open()?)
     }
 }

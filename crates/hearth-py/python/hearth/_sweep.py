@@ -28,20 +28,13 @@ def tasks(
     A spec string naming several policies (``"lru,arc"``) is split; ``"all"``
     is every registered policy.
     """
-    from ._api import policies as registered
+    from . import _native
 
     pols: List[Any] = []
     for p in _policies(policies):
         if isinstance(p, str):
-            pieces = [x.strip() for x in p.split(",") if x.strip()]
-            # A `key=value` piece belongs to the spec before it (as on the command line).
-            for piece in pieces:
-                if piece == "all":
-                    pols.extend(registered()["name"])
-                elif "=" in piece and ":" not in piece and pols and isinstance(pols[-1], str) and ":" in pols[-1]:
-                    pols[-1] = pols[-1] + "," + piece
-                else:
-                    pols.append(piece)
+            # The command line's reading: comma lists, parameters, "all".
+            pols.extend(_native.policy_list(p))
         else:
             pols.append(p)
     size_spec = _sizes(sizes)
@@ -106,10 +99,11 @@ def _ray(
 
 
 def sweep(
-    traces: Union[TraceLike, Sequence[TraceLike]],
-    policies: Union[PolicyLike, Sequence[PolicyLike]],
-    sizes: SizesLike,
+    traces: Union[TraceLike, Sequence[TraceLike], None] = None,
+    policies: Union[PolicyLike, Sequence[PolicyLike], None] = None,
+    sizes: Optional[SizesLike] = None,
     *,
+    config: Union[str, "os.PathLike[str]", None] = None,
     engine: str = "local",
     address: Optional[str] = None,
     workers: Optional[int] = None,
@@ -133,6 +127,11 @@ def sweep(
         traces: trace paths (or ``synth:`` workloads).
         policies: spec strings and/or Python policy classes (see :func:`hearth.sim`).
         sizes: as for :func:`hearth.sim`.
+        config: a sweep file, as ``hearth sweep FILE`` reads it (TOML:
+            ``traces``, ``policies``, ``sizes``, and optionally ``mode``,
+            ``warmup``, ``format``, ``block_size``, ``requests``, ``seed``,
+            ``output``, ``workers``; paths relative to the file). Arguments
+            given here take precedence over the file's values.
         engine: ``"local"`` (a thread pool of ``workers`` threads, default one
             per core; the simulation releases the GIL) or ``"ray"`` (Ray
             tasks with ``num_cpus=1``).
@@ -144,7 +143,8 @@ def sweep(
             this many times.
         memory: Ray's memory reservation per task, in bytes (scheduling only).
         progress: show a tqdm bar (when tqdm is installed).
-        output: also write the result to this ``.parquet`` or ``.csv`` file.
+        output: also write the result to this ``.parquet``, ``.csv`` or
+            ``.json`` file (``hearth sweep``'s columns for the last two).
         ray_init: extra keyword arguments for ``ray.init``.
         **sim_options: passed to every :func:`hearth.sim` call (``mode``,
             ``warmup``, ``format``, ``block_size``, ``interval``, ...).
@@ -154,6 +154,20 @@ def sweep(
         numbers, in the same order (trace, then size, then policy) -- whatever
         the engine.
     """
+    if config is not None:
+        from . import _native
+
+        conf = _native.sweep_file(os.fspath(config))
+        traces = conf["traces"] if traces is None else traces
+        policies = conf["policies"] if policies is None else policies
+        sizes = conf["sizes"] if sizes is None else sizes
+        output = conf["output"] if output is None else output
+        workers = conf["workers"] if workers is None else workers
+        for key in ("mode", "warmup", "format", "block_size", "requests", "seed"):
+            if conf[key] is not None:
+                sim_options.setdefault(key, conf[key])
+    if traces is None or policies is None or sizes is None:
+        raise TypeError("sweep needs traces, policies and sizes, or a config file that gives them")
     if "threads" in sim_options:
         raise TypeError("sweep runs each task on one thread; use workers= for the local pool")
     todo = tasks(traces, policies, sizes)
@@ -209,4 +223,6 @@ def _writer(path: Union[str, "os.PathLike[str]"]) -> Any:
         return lambda df: df.to_parquet(p, index=False)
     if p.endswith(".csv"):
         return lambda df: df.to_csv(p, index=False)
-    raise ValueError(f"output must end in .parquet or .csv: {p!r}")
+    if p.endswith(".json"):
+        return lambda df: df.to_json(p, orient="records", indent=2)
+    raise ValueError(f"output must end in .parquet, .csv or .json: {p!r}")

@@ -1,0 +1,371 @@
+//! Opening a trace for simulation, with one set of rules for every front end
+//! (the command line, the Python package): a file in any format
+//! `hearth_trace` reads or a `synth:` workload, the block or object mode,
+//! and the first pass over it when one is needed (footprint, access count,
+//! next uses for offline policies), then as many fresh passes as the caller
+//! wants (a file is read again, a generator re-run from its seed).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use hearth_core::Access;
+use hearth_trace::oltp::{Oltp, OltpConfig};
+use hearth_trace::synth::{Pattern, Synth};
+use hearth_trace::{Format, Mode, Request, TraceError};
+
+use crate::scan::{scan, with_next_access, Scan};
+use crate::stream::StreamError;
+
+/// Why a trace could not be opened or simulated: a trace problem (its file
+/// and the place in it) or a bad setting.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<StreamError> for SourceError {
+    fn from(e: StreamError) -> Self {
+        match e {
+            StreamError::Trace(t) => SourceError::Trace(t),
+            StreamError::Policy(m) => SourceError::Invalid(m),
+        }
+    }
+}
+
+impl From<String> for SourceError {
+    fn from(m: String) -> Self {
+        SourceError::Invalid(m)
+    }
+}
+
+/// Block or object caching.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModeChoice {
+    /// Split each request into fixed-size blocks (a block cache).
+    Block,
+    /// One object per request, with its size (an object cache, as libCacheSim).
+    Object,
+}
+
+impl std::str::FromStr for ModeChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ModeChoice, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "block" => Ok(ModeChoice::Block),
+            "object" => Ok(ModeChoice::Object),
+            _ => Err(format!("mode must be 'block' or 'object', not {s:?}")),
+        }
+    }
+}
+
+/// How a front end spells the settings an error message asks the user to
+/// change (`--block-size` on the command line, `block_size` in Python).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionNames {
+    pub block_size: &'static str,
+    pub object_mode: &'static str,
+}
+
+impl Default for OptionNames {
+    fn default() -> Self {
+        OptionNames { block_size: "the block size", object_mode: "object mode" }
+    }
+}
+
+/// Requests generated for a `synth:` workload unless told otherwise.
+pub const DEFAULT_REQUESTS: usize = 1_000_000;
+/// Seed of a `synth:` workload unless told otherwise.
+pub const DEFAULT_SEED: u64 = 42;
+/// Block size in block mode unless told otherwise.
+pub const DEFAULT_BLOCK_SIZE: u64 = 4096;
+
+/// A trace and how to read it.
+#[derive(Clone, Debug)]
+pub struct TraceSource {
+    /// A trace file, or a synthetic workload: `synth:oltp`,
+    /// `synth:zipf:BLOCKS:ALPHA`, `synth:uniform:BLOCKS`, `synth:loop:BLOCKS`, `synth:scan`.
+    pub trace: PathBuf,
+    /// The file's format when its name does not tell.
+    pub format: Option<Format>,
+    /// Block or object caching; by default the format's (object for oracle and text traces).
+    pub mode: Option<ModeChoice>,
+    /// Block size for block mode.
+    pub block_size: u64,
+    /// Requests to generate for a `synth:` workload.
+    pub requests: usize,
+    /// Seed for a `synth:` workload.
+    pub seed: u64,
+    /// When set, every pass over the trace ends early once it is true.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Setting names for error messages.
+    pub names: OptionNames,
+}
+
+/// Requests from a trace file or a generator, read lazily.
+pub type Requests = Box<dyn Iterator<Item = Result<Request, TraceError>> + Send>;
+/// Accesses of one pass over a trace.
+pub type AccessStream<'a> = Box<dyn Iterator<Item = Result<Access, TraceError>> + Send + 'a>;
+
+impl TraceSource {
+    /// `trace` with the default settings.
+    pub fn new(trace: impl Into<PathBuf>) -> TraceSource {
+        TraceSource {
+            trace: trace.into(),
+            format: None,
+            mode: None,
+            block_size: DEFAULT_BLOCK_SIZE,
+            requests: DEFAULT_REQUESTS,
+            seed: DEFAULT_SEED,
+            cancel: None,
+            names: OptionNames::default(),
+        }
+    }
+
+    /// The same settings for another trace.
+    pub fn with_trace(&self, trace: impl Into<PathBuf>) -> TraceSource {
+        TraceSource { trace: trace.into(), ..self.clone() }
+    }
+
+    /// The workload of a `synth:` trace.
+    pub fn synth(&self) -> Option<&str> {
+        self.trace.to_str().and_then(|s| s.strip_prefix("synth:"))
+    }
+
+    /// The trace file's format, as given or as its name tells (`None` for a
+    /// synthetic workload or a name that does not tell).
+    pub fn format(&self) -> Option<Format> {
+        if self.synth().is_some() {
+            return None;
+        }
+        self.format.or_else(|| Format::detect(&self.trace))
+    }
+
+    /// Opens the trace or generator (detecting a file's format unless given)
+    /// and picks the mode. With `cancel` set, the requests stop once it is.
+    pub fn open(&self) -> Result<(Requests, Mode), SourceError> {
+        let (requests, mode) = self.open_uncancelled()?;
+        Ok(match &self.cancel {
+            Some(cancel) => {
+                let cancel = Arc::clone(cancel);
+                (Box::new(requests.take_while(move |_| !cancel.load(Ordering::Relaxed))), mode)
+            }
+            None => (requests, mode),
+        })
+    }
+
+    fn open_uncancelled(&self) -> Result<(Requests, Mode), SourceError> {
+        let invalid = SourceError::Invalid;
+        let block_size = u32::try_from(self.block_size)
+            .ok()
+            .filter(|&b| b > 0)
+            .ok_or_else(|| invalid(format!("{} must be between 1 B and 4 GiB", self.names.block_size)))?;
+        if let Some(spec) = self.synth() {
+            if self.mode == Some(ModeChoice::Object) {
+                return Err(invalid(format!("synthetic workloads are block traces; drop {}", self.names.object_mode)));
+            }
+            let n = self.requests;
+            let requests: Requests = if spec == "oltp" {
+                let cfg = OltpConfig { seed: self.seed, ..OltpConfig::default() };
+                Box::new(Oltp::new(cfg).map_err(invalid)?.take(n).map(Ok))
+            } else {
+                let pattern: Pattern = spec.parse().map_err(invalid)?;
+                let synth = Synth::new(pattern, self.seed).map_err(invalid)?.block_size(block_size);
+                Box::new(synth.take(n).map(Ok))
+            };
+            return Ok((requests, Mode::Block { block_size }));
+        }
+        let reader = hearth_trace::open(&self.trace, self.format)?;
+        let format = reader.format();
+        let mode = match self.mode {
+            None => Mode::for_format(format, block_size),
+            Some(ModeChoice::Object) => Mode::Object,
+            Some(ModeChoice::Block) if format.is_object_trace() => {
+                return Err(invalid(format!(
+                    "{} is an object trace ({format}): its ids are not byte offsets, so use {}",
+                    self.trace.display(),
+                    self.names.object_mode
+                )))
+            }
+            Some(ModeChoice::Block) => Mode::Block { block_size },
+        };
+        Ok((Box::new(reader), mode))
+    }
+
+    /// oracleGeneral traces carry each request's next use; in object mode
+    /// that is each access's.
+    pub fn records_next_access(&self, mode: Mode) -> bool {
+        mode == Mode::Object && self.format() == Some(Format::OracleGeneral)
+    }
+}
+
+/// Progress of long work, for a front end to show (a bar, a counter).
+/// Every method does nothing by default; `()` shows nothing.
+pub trait Progress: Sync {
+    /// A stage begins (`"reading"`, `"simulating"`...), with the units it
+    /// will count when known.
+    fn begin(&self, _stage: &str, _total: Option<u64>) {}
+    /// `n` more units of the current stage are done.
+    fn advance(&self, _n: u64) {}
+    /// The current stage is over.
+    fn end(&self) {}
+}
+
+impl Progress for () {}
+
+/// What the caller needs before its passes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Needs {
+    /// The footprint or the access count (sizes or warm-up as shares).
+    pub totals: bool,
+    /// Each access's next use (offline policies).
+    pub next_access: bool,
+}
+
+/// A trace ready to be streamed.
+pub struct Streamed<'a> {
+    source: &'a TraceSource,
+    pub mode: Mode,
+    /// The first pass, if one was needed.
+    pub scan: Option<Scan>,
+}
+
+impl<'a> Streamed<'a> {
+    /// Opens the trace and runs the first pass if `needs` asks for anything
+    /// the trace does not record itself.
+    pub fn open(source: &'a TraceSource, needs: Needs, progress: &dyn Progress) -> Result<Streamed<'a>, SourceError> {
+        let (requests, mode) = source.open()?;
+        let build_next = needs.next_access && !source.records_next_access(mode);
+        if !needs.totals && !build_next {
+            return Ok(Streamed { source, mode, scan: None });
+        }
+        progress.begin(if build_next { "reading (next uses for OPT)" } else { "reading" }, None);
+        let dir = std::env::temp_dir();
+        let accesses = hearth_trace::accesses(requests, mode);
+        let scan = scan(accesses, build_next.then_some(dir.as_path()), &|n| progress.advance(n))?;
+        progress.end();
+        Ok(Streamed { source, mode, scan: Some(scan) })
+    }
+
+    /// A fresh pass over the trace's accesses, with next uses filled when
+    /// the first pass built them.
+    pub fn accesses(&self) -> Result<AccessStream<'_>, SourceError> {
+        let (requests, _) = self.source.open()?;
+        let accesses = hearth_trace::accesses(requests, self.mode);
+        Ok(match self.scan.as_ref().and_then(|s| s.next_access.as_ref()) {
+            Some(column) => Box::new(with_next_access(accesses, column)?),
+            None => Box::new(accesses),
+        })
+    }
+
+    /// Whether every access of a pass carries its next use (from the trace
+    /// or the first pass's column).
+    pub fn records_next_access(&self) -> bool {
+        self.source.records_next_access(self.mode) || self.scan.as_ref().is_some_and(|s| s.next_access.is_some())
+    }
+
+    pub fn block_size(&self) -> Option<u32> {
+        match self.mode {
+            Mode::Block { block_size } => Some(block_size),
+            Mode::Object => None,
+        }
+    }
+
+    /// The footprint, which the first pass measured (callers ask for it
+    /// through [`Needs::totals`]).
+    pub fn footprint_bytes(&self) -> u64 {
+        self.scan.as_ref().map_or(0, |s| s.footprint_bytes)
+    }
+
+    /// Accesses counted by the first pass (0 without one).
+    pub fn accesses_counted(&self) -> u64 {
+        self.scan.as_ref().map_or(0, |s| s.accesses)
+    }
+
+    pub fn source(&self) -> &TraceSource {
+        self.source
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.source.trace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn python_names() -> OptionNames {
+        OptionNames { block_size: "block_size", object_mode: "mode='object'" }
+    }
+
+    #[test]
+    fn synthetic_workloads_are_block_traces_of_the_given_length() {
+        let mut s = TraceSource::new("synth:zipf:1000:0.9");
+        s.requests = 5000;
+        s.block_size = 512;
+        let (requests, mode) = s.open().unwrap();
+        assert_eq!(mode, Mode::Block { block_size: 512 });
+        assert_eq!(requests.count(), 5000);
+        assert_eq!(s.format(), None);
+        // The same seed gives the same requests; a pass is repeatable.
+        let keys = |s: &TraceSource| -> Vec<u64> {
+            let (r, m) = s.open().unwrap();
+            hearth_trace::accesses(r, m).map(|a| a.unwrap().key).take(100).collect()
+        };
+        assert_eq!(keys(&s), keys(&s));
+        s.seed = 7;
+        assert_ne!(keys(&s), keys(&TraceSource { seed: 42, ..s.clone() }));
+    }
+
+    #[test]
+    fn bad_settings_are_named_as_the_front_end_spells_them() {
+        let mut s = TraceSource::new("synth:scan");
+        s.mode = Some(ModeChoice::Object);
+        s.names = python_names();
+        let err = s.open().err().unwrap().to_string();
+        assert_eq!(err, "synthetic workloads are block traces; drop mode='object'");
+        let mut s = TraceSource::new("synth:scan");
+        s.block_size = 0;
+        s.names = OptionNames { block_size: "--block-size", object_mode: "--mode object" };
+        let err = s.open().err().unwrap().to_string();
+        assert_eq!(err, "--block-size must be between 1 B and 4 GiB");
+        assert!(TraceSource::new("synth:nope").open().is_err());
+        assert_eq!("Object".parse::<ModeChoice>(), Ok(ModeChoice::Object));
+        assert!("blocks".parse::<ModeChoice>().unwrap_err().contains("mode must be"));
+    }
+
+    #[test]
+    fn files_open_with_their_format_and_mode_and_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ids.txt");
+        std::fs::write(&path, "1\n2\n1\n3\n").unwrap();
+        let s = TraceSource::new(&path);
+        let (requests, mode) = s.open().unwrap();
+        assert_eq!((requests.count(), mode), (4, Mode::Object));
+        let block = TraceSource { mode: Some(ModeChoice::Block), ..s.clone() };
+        let err = block.open().err().unwrap().to_string();
+        assert!(err.contains("is an object trace") && err.contains("ids.txt"), "{err}");
+        let missing = s.with_trace(dir.path().join("nope.txt"));
+        assert!(matches!(missing.open(), Err(SourceError::Trace(_))));
+    }
+
+    #[test]
+    fn the_first_pass_runs_only_when_needed_and_cancel_ends_passes() {
+        let mut s = TraceSource::new("synth:loop:100");
+        s.requests = 1000;
+        let plain = Streamed::open(&s, Needs::default(), &()).unwrap();
+        assert!(plain.scan.is_none() && !plain.records_next_access());
+        let scanned = Streamed::open(&s, Needs { totals: true, next_access: true }, &()).unwrap();
+        assert_eq!((scanned.accesses_counted(), scanned.footprint_bytes()), (1000, 100 * 4096));
+        assert!(scanned.records_next_access());
+        let firsts: Vec<u64> = scanned.accesses().unwrap().take(2).map(|a| a.unwrap().next_access).collect();
+        assert_eq!(firsts, vec![100, 101]);
+        let cancel = Arc::new(AtomicBool::new(true));
+        let s = TraceSource { cancel: Some(cancel), ..s };
+        assert_eq!(Streamed::open(&s, Needs::default(), &()).unwrap().accesses().unwrap().count(), 0);
+    }
+}
