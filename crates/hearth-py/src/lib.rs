@@ -44,7 +44,7 @@ fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
 }
 
 fn trace_error<'py>(py: Python<'py>, e: &TraceError, class: impl Fn(&str) -> Option<Bound<'py, PyAny>>) -> PyErr {
-    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    let io = e.io_error();
     let msg = e.to_string();
     let file = e.file().display().to_string();
     let made = (|| -> PyResult<PyErr> {

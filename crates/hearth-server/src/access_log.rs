@@ -19,7 +19,12 @@ use hearth_core::Op;
 const QUEUE: usize = 1 << 16;
 
 enum Record {
-    Access { op: Op, offset: u64, len: u32, at: Duration },
+    Access {
+        op: Op,
+        offset: u64,
+        len: u32,
+        at: Duration,
+    },
     /// Write out what is buffered, then answer.
     Flush(mpsc::Sender<()>),
 }

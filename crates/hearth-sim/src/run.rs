@@ -10,16 +10,19 @@ use crate::source::{Needs, Progress, SourceError, Streamed, TraceSource};
 use crate::stream::{run_streaming, Counting};
 use crate::{Job, SimResult};
 
-/// The policy specs a list of names stands for: `all` (anywhere in the
-/// list) is every registered policy; otherwise the comma-split pieces are
-/// joined back into specs (`mq:m=8`, `lifetime=5000` is one spec). Every
+/// The policy specs a list of names stands for: the comma-split pieces are
+/// joined back into specs (`mq:m=8`, `lifetime=5000` is one spec), and a
+/// group — `classic`, `modern` or `all` — stands for its policies. Every
 /// front end expands policy lists here.
 pub fn policy_specs(names: &[String]) -> Vec<String> {
-    if names.iter().any(|p| p.trim() == "all") {
-        hearth_policy::names().into_iter().map(String::from).collect()
-    } else {
-        hearth_policy::join_specs(names)
+    let mut specs = Vec::new();
+    for spec in hearth_policy::join_specs(names) {
+        match hearth_policy::group(&spec) {
+            Some(members) => specs.extend(members.into_iter().map(String::from)),
+            None => specs.push(spec),
+        }
     }
+    specs
 }
 
 /// Checks that every spec names a registered policy with valid parameters.
@@ -190,8 +193,12 @@ mod tests {
 
     #[test]
     fn policy_lists_expand_all_and_join_parameters() {
-        let all = policy_specs(&strings(&["lru", "all"]));
+        let all = policy_specs(&strings(&["all"]));
         assert_eq!(all, hearth_policy::names().into_iter().map(String::from).collect::<Vec<_>>());
+        let groups = policy_specs(&strings(&["classic", "modern"]));
+        assert_eq!(groups.len(), all.len(), "classic and modern split all");
+        assert!(groups.iter().all(|g| all.contains(g)));
+        assert_eq!(policy_specs(&strings(&["lru", "modern"]))[0], "lru");
         assert_eq!(
             policy_specs(&strings(&["lru", "mq:m=8", "lifetime=5000"])),
             strings(&["lru", "mq:m=8,lifetime=5000"])

@@ -71,6 +71,11 @@ impl TraceError {
     pub fn message(&self) -> &str {
         &self.0.what
     }
+
+    /// The I/O error behind this one, if an I/O call failed (for its kind or errno).
+    pub fn io_error(&self) -> Option<&io::Error> {
+        self.0.io.as_ref()
+    }
 }
 
 impl fmt::Display for TraceError {
@@ -84,8 +89,7 @@ impl fmt::Display for TraceError {
     }
 }
 
-impl std::error::Error for TraceError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.io.as_ref().map(|e| e as _)
-    }
-}
+/// No `source()`: the message already ends with the I/O error's text, and
+/// a chain printer (anyhow's `{:#}`) would repeat it. [`TraceError::io_error`]
+/// gives the error itself.
+impl std::error::Error for TraceError {}

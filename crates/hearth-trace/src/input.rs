@@ -38,6 +38,10 @@ pub(crate) fn compression_of(name: &str) -> (Compression, &str) {
 /// Opens `path` for buffered reading, decompressing `.gz` and `.zst`.
 pub(crate) fn open_input(path: &Path) -> Result<Input, TraceError> {
     let file = File::open(path).map_err(|e| TraceError::io(path, Place::File, "cannot open", e))?;
+    // Linux opens a directory for reading; the first read would fail with EISDIR.
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(TraceError::new(path, Place::File, "is a directory, not a trace file"));
+    }
     let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     let buffered = BufReader::with_capacity(READ_BUFFER, file);
     Ok(match compression_of(&name).0 {

@@ -27,8 +27,8 @@ pub struct SimArgs {
     /// with their trace.
     #[arg(value_name = "MORE_TRACES")]
     more_traces: Vec<PathBuf>,
-    /// Policies to run, comma-separated, with optional parameters (`lfu:aging=1000`); `all` runs every
-    /// registered policy (see `hearth policies`).
+    /// Policies to run, comma-separated, with optional parameters (`lfu:aging=1000`) and admission
+    /// (`lru+tinylfu`); `classic`, `modern` and `all` stand for groups (see `hearth policies`).
     #[arg(short, long, value_delimiter = ',', default_value = "all")]
     policies: Vec<String>,
     /// Cache sizes, comma-separated: bytes (64MiB), blocks (5000blocks), share of footprint (5%),

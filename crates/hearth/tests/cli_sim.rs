@@ -157,3 +157,24 @@ fn analyze_refuses_an_empty_trace_as_sim_does() {
         assert!(err.contains("empty.txt holds no requests"), "{cmd}: {err}");
     }
 }
+
+/// Errors say their cause once, in words (issue 15): a missing file, a
+/// directory, a file named .zst that is not zstd.
+#[test]
+fn trace_errors_say_their_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.csv.zst");
+    std::fs::write(&plain, "version,time,op,size,lbn\n").unwrap();
+    let directory = dir.path().to_str().unwrap().to_string();
+    for (args, says) in [
+        (vec!["sim", "nosuch.csv"], "nosuch.csv: cannot open: No such file or directory"),
+        (vec!["sim", &directory, "--format", "text"], "is a directory, not a trace file"),
+        (vec!["sim", plain.to_str().unwrap()], "not zstd-compressed data"),
+    ] {
+        let err = failure(&hearth(&args));
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{err}");
+        let cause = says.rsplit(": ").next().unwrap();
+        assert_eq!(err.matches(cause).count(), 1, "the cause is said once: {err}");
+    }
+}

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
 use hearth_core::Op;
+use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
 use hearth_nbd::{cmd_flags, Errno, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, Semaphore};
