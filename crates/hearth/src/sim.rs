@@ -186,9 +186,11 @@ fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
         )?,
         None => writeln!(out, "{}: {counted} accesses counted", run.trace)?,
     }
+    // As wide as the longest name (`MQ:m=4,lifetime=100`), so the columns line up.
+    let width = run.results.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(10);
     writeln!(
         out,
-        "{:<10} {:>12} {:>12} {:>12} {:>10} {:>14}",
+        "{:<width$} {:>12} {:>12} {:>12} {:>10} {:>14}",
         "policy", "cache", "requests", "hits", "hit ratio", "byte hit ratio"
     )?;
     let mut last_size = None;
@@ -199,7 +201,7 @@ fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
         last_size = Some(r.cache_bytes);
         writeln!(
             out,
-            "{:<10} {:>12} {:>12} {:>12} {:>10.4} {:>14.4}",
+            "{:<width$} {:>12} {:>12} {:>12} {:>10.4} {:>14.4}",
             r.policy,
             format_bytes(r.cache_bytes),
             r.requests,

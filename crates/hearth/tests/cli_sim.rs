@@ -178,3 +178,16 @@ fn trace_errors_say_their_cause_once() {
         assert_eq!(err.matches(cause).count(), 1, "the cause is said once: {err}");
     }
 }
+
+/// Parameterised specs get rows of their own, and the table's columns line
+/// up however long their names are.
+#[test]
+fn parameterised_specs_get_their_own_aligned_rows() {
+    let trace = repo_file("data/cloudPhysicsIO.csv.zst");
+    let out = stdout(&hearth(&["sim", &trace, "-q", "-p", "mq,mq:m=4,lifetime=100", "-s", "1%"]));
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("MQ")).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows[1].starts_with("MQ:m=4,lifetime=100 "), "{out}");
+    let column = |l: &str| l.find(" MiB").unwrap();
+    assert_eq!(column(rows[0]), column(rows[1]), "{out}");
+}
