@@ -206,7 +206,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         e.cache_size.as_ref().map_or(Ok(64 << 20), SizeValue::bytes).map_err(|m| invalid(at("cache_size"), m))?;
     let policy = e.policy.clone().unwrap_or_else(|| default_policy().into());
     hearth_policy::build(&policy, cache_bytes).map_err(|m| invalid(at("policy"), m))?;
-    if policy.split([':', '+']).next() == Some("opt") {
+    if hearth_policy::is_offline(&policy) {
         return Err(invalid(
             at("policy"),
             "opt is an offline bound: it needs every request's next use, which a server cannot know",
@@ -222,13 +222,10 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         return Err(invalid(at("background_reads"), "must be 1 to 256"));
     }
     let write_mode = match e.write_mode {
-        WriteModeConfig::Through if e.dirty_limit.is_some() => {
+        WriteModeConfig::Through | WriteModeConfig::Around if e.dirty_limit.is_some() => {
             return Err(invalid(at("dirty_limit"), "only used with write_mode = \"back\""))
         }
         WriteModeConfig::Through => WriteMode::Through,
-        WriteModeConfig::Around if e.dirty_limit.is_some() => {
-            return Err(invalid(at("dirty_limit"), "only used with write_mode = \"back\""))
-        }
         WriteModeConfig::Around => WriteMode::Around,
         WriteModeConfig::Back => {
             let dirty_limit = match &e.dirty_limit {
