@@ -13,17 +13,11 @@ const MIB: u64 = 1 << 20;
 const HOT_START: u64 = 1024 * MIB;
 const HOT_CHUNKS: u64 = 100;
 
-fn read(s: &mut TcpStream, offset: u64, len: u64) {
-    request(s, 0, CMD_READ, 7, offset, len as u32);
-    assert_eq!(simple_reply(s), (0, 7));
-    read_data(s, len as usize);
-}
-
 /// Reads the hot set in 1 MiB pieces, in an order where no piece follows
 /// the one before it (so it never looks sequential).
 fn read_hot_set(s: &mut TcpStream) {
     for i in 0..HOT_CHUNKS {
-        read(s, HOT_START + (i * 37 % HOT_CHUNKS) * MIB, MIB);
+        read(s, HOT_START + (i * 37 % HOT_CHUNKS) * MIB, MIB as u32);
     }
 }
 
@@ -43,7 +37,7 @@ fn hot_misses_after_a_scan(extra: &[&str]) -> (f64, f64) {
     read_hot_set(&mut s);
     assert_eq!(misses(), before, "the hot set fits the cache");
     for offset in (0..2048 * MIB).step_by(MIB as usize) {
-        read(&mut s, offset, MIB);
+        read(&mut s, offset, MIB as u32);
     }
     let before = misses();
     read_hot_set(&mut s);

@@ -5,16 +5,9 @@
 mod serve_support;
 
 use std::io::Write;
-use std::net::TcpStream;
 
 use serve_support::raw::*;
 use serve_support::{metric, scrape, start_disk};
-
-fn read(s: &mut TcpStream, offset: u64) -> Vec<u8> {
-    request(s, 0, CMD_READ, 1, offset, 4096);
-    assert_eq!(simple_reply(s), (0, 1));
-    read_data(s, 4096)
-}
 
 #[test]
 fn write_around_writes_drop_the_cached_block() {
@@ -30,14 +23,14 @@ fn write_around_writes_drop_the_cached_block() {
     };
     let mut s = hello(server.tcp.unwrap(), 3);
     go(&mut s);
-    read(&mut s, 8192);
-    read(&mut s, 8192);
+    read(&mut s, 8192, 4096);
+    read(&mut s, 8192, 4096);
     assert_eq!(counters(), (1.0, 1.0), "a read fills the cache");
     request(&mut s, 0, CMD_WRITE, 2, 8192, 4096);
     s.write_all(&[9u8; 4096]).unwrap();
     assert_eq!(simple_reply(&mut s), (0, 2));
     assert_eq!(std::fs::read(&disk).unwrap()[8192..12288], [9u8; 4096], "the write is on the backend at once");
-    assert_eq!(read(&mut s, 8192), vec![9u8; 4096]);
+    assert_eq!(read(&mut s, 8192, 4096), vec![9u8; 4096]);
     assert_eq!(counters(), (1.0, 2.0), "the write dropped the cached copy");
 }
 
@@ -53,9 +46,9 @@ fn the_access_log_records_every_client_request() {
     request(&mut s, 0, CMD_WRITE, 2, 8192, 4096);
     s.write_all(&[9u8; 4096]).unwrap();
     assert_eq!(simple_reply(&mut s), (0, 2));
-    read(&mut s, 8192);
-    read(&mut s, 8192);
-    read(&mut s, 1 << 20);
+    read(&mut s, 8192, 4096);
+    read(&mut s, 8192, 4096);
+    read(&mut s, 1 << 20, 4096);
     let page = scrape(server.metrics.as_ref().unwrap());
     assert_eq!(metric(&page, "hearth_cache_hits_total{export=\"disk\"}"), 2.0, "two of the reads were hits");
     request(&mut s, 0, CMD_FLUSH, 3, 0, 0);

@@ -128,6 +128,13 @@ pub fn memory_kib(pid: u32, field: &str) -> u64 {
 }
 
 /// Reads `n` bytes of read-reply data.
+/// NBD_CMD_READ of `len` bytes at `offset`, which must succeed; returns the data.
+pub fn read(s: &mut TcpStream, offset: u64, len: u32) -> Vec<u8> {
+    request(s, 0, CMD_READ, 7, offset, len);
+    assert_eq!(simple_reply(s), (0, 7), "read of {len} bytes at {offset}");
+    read_data(s, len as usize)
+}
+
 pub fn read_data(s: &mut TcpStream, n: usize) -> Vec<u8> {
     let mut d = vec![0u8; n];
     s.read_exact(&mut d).unwrap();
