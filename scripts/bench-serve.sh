@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Benchmark `hearth serve` against nbdkit (memory plugin) and qemu-nbd (raw
-# file in /dev/shm), in one run, with fio's nbd engine over Unix sockets:
-#   - 4 KiB random reads, iodepth 32, on a working set that fits Hearth's cache
-#     (the export is filled and thus cached first): IOPS and p99 latency;
-#   - 1 MiB sequential reads, iodepth 8: MB/s.
-# Every server gets the same export size and the same fio jobs; ratios are
-# against nbdkit. Usage: scripts/bench-serve.sh [SIZE_MIB] [SECONDS]
+# Benchmark `hearth serve` against nbdkit (memory plugin), qemu-nbd (raw file
+# in /dev/shm) and fio on that /dev/shm file directly (the local limit), in
+# one run, with fio's nbd engine:
+#   patterns    4 KiB random read and write at iodepth 32 (IOPS, p99),
+#               1 MiB sequential read and write at iodepth 8 (MB/s);
+#   numjobs     1 and 4 (each fio job is its own NBD connection);
+#   transports  Unix socket and TCP on loopback.
+# Each cell runs every server once per round, servers alternating, for
+# ROUNDS rounds; the table shows each server's median (min..max) and its
+# ratio to nbdkit (median of the per-round ratios, min..max). Every export
+# is filled first, which also makes Hearth's cache (larger than the export)
+# hold all of it. The machine is shared and noisy: read ratios, not rates.
+#
+#   scripts/bench-serve.sh [SIZE_MIB] [SECONDS] [ROUNDS]
+# Environment, to run part of the matrix or compare builds:
+#   PATTERNS="randread randwrite read write"  JOBS="1 4"  TRANSPORTS="unix tcp"
+#   HEARTH_ARGS="--write-back"   extra `hearth serve` flags
+#   BASELINE=path/to/older/hearth   also run that binary, as "before"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SIZE_MIB=${1:-256}
-SECONDS_PER_JOB=${2:-10}
-for tool in fio nbdkit qemu-nbd jq; do
+SECONDS_PER_JOB=${2:-5}
+ROUNDS=${3:-3}
+PATTERNS=${PATTERNS:-randread randwrite read write}
+JOBS=${JOBS:-1 4}
+TRANSPORTS=${TRANSPORTS:-unix tcp}
+read -r -a HEARTH_ARGS <<<"${HEARTH_ARGS:-}"
+for tool in fio nbdkit qemu-nbd python3; do
     command -v "$tool" >/dev/null || { echo "bench-serve: $tool is not installed" >&2; exit 1; }
 done
 fio --enghelp=nbd >/dev/null 2>&1 || { echo "bench-serve: this fio lacks the nbd engine" >&2; exit 1; }
@@ -34,77 +50,128 @@ wait_for_socket() {
     echo "bench-serve: no socket at $1" >&2
     exit 1
 }
+wait_for_port() {
+    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+    echo "bench-serve: nothing listening on port $1" >&2
+    exit 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# Hearth: memory backend, cache larger than the export.
-"$HEARTH" serve --backend memory --size "${SIZE_MIB}MiB" --cache-size "$((SIZE_MIB + 64))MiB" \
-    --name disk --unix "$WORK/hearth.sock" --metrics 127.0.0.1:0 --log warn >"$WORK/hearth.out" 2>"$WORK/hearth.log" &
+declare -A URI
+SERVERS=()
+start_hearth() { # name binary
+    local port
+    port=$(free_port)
+    "$2" serve --backend memory --size "${SIZE_MIB}MiB" --cache-size "$((SIZE_MIB + 64))MiB" \
+        --name disk --unix "$WORK/$1.sock" --listen "127.0.0.1:$port" --metrics 127.0.0.1:0 --log warn \
+        "${HEARTH_ARGS[@]}" >"$WORK/$1.out" 2>"$WORK/$1.log" &
+    PIDS+=($!)
+    wait_for_socket "$WORK/$1.sock"
+    URI[$1-unix]="nbd+unix:///disk?socket=$WORK/$1.sock"
+    URI[$1-tcp]="nbd://127.0.0.1:$port/disk"
+    SERVERS+=("$1")
+}
+start_hearth hearth "$HEARTH"
+if [ -n "${BASELINE:-}" ]; then start_hearth before "$BASELINE"; fi
+
+port=$(free_port)
+nbdkit -f -U "$WORK/nbdkit.sock" memory "${SIZE_MIB}M" 2>"$WORK/nbdkit-unix.log" &
 PIDS+=($!)
-nbdkit -f -U "$WORK/nbdkit.sock" memory "${SIZE_MIB}M" 2>"$WORK/nbdkit.log" &
+nbdkit -f -i 127.0.0.1 -p "$port" memory "${SIZE_MIB}M" 2>"$WORK/nbdkit-tcp.log" &
 PIDS+=($!)
+URI[nbdkit-unix]="nbd+unix:///?socket=$WORK/nbdkit.sock"
+URI[nbdkit-tcp]="nbd://127.0.0.1:$port/"
+SERVERS+=(nbdkit)
+
 truncate -s "${SIZE_MIB}M" "$SHM"
-qemu-nbd -f raw -x disk -t --shared=16 --socket="$WORK/qemu.sock" "$SHM" 2>"$WORK/qemu.log" &
+port=$(free_port)
+qemu-nbd -f raw -x disk -t --shared=16 --socket="$WORK/qemu.sock" "$SHM" 2>"$WORK/qemu-unix.log" &
 PIDS+=($!)
-for s in hearth nbdkit qemu; do wait_for_socket "$WORK/$s.sock"; done
+qemu-nbd -f raw -x disk -t --shared=16 -b 127.0.0.1 -p "$port" "$SHM" 2>"$WORK/qemu-tcp.log" &
+PIDS+=($!)
+URI[qemu-nbd-unix]="nbd+unix:///disk?socket=$WORK/qemu.sock"
+URI[qemu-nbd-tcp]="nbd://127.0.0.1:$port/disk"
+SERVERS+=(qemu-nbd)
+wait_for_socket "$WORK/nbdkit.sock"
+wait_for_socket "$WORK/qemu.sock"
+wait_for_port "$port"
 
-declare -A URI=(
-    [hearth]="nbd+unix:///disk?socket=$WORK/hearth.sock"
-    [nbdkit]="nbd+unix:///?socket=$WORK/nbdkit.sock"
-    [qemu-nbd]="nbd+unix:///disk?socket=$WORK/qemu.sock"
-)
-ORDER=(hearth nbdkit qemu-nbd)
+echo "filling ${SIZE_MIB} MiB on each export (this also fills Hearth's cache) ..."
+for s in "${SERVERS[@]}"; do
+    for t in unix tcp; do
+        # The two nbdkit exports are separate memories; the others share one export per server.
+        [ "$t" = tcp ] && [ "$s" != nbdkit ] && continue
+        fio --name=fill --ioengine=nbd --uri="${URI[$s-$t]}" --rw=write --bs=1M --iodepth=8 \
+            --size="${SIZE_MIB}M" --output="$WORK/fill-$s-$t.txt" >/dev/null
+    done
+done
+dd if=/dev/urandom of="$SHM" bs=1M count="$SIZE_MIB" conv=notrunc status=none
 
-run_fio() { # name uri rw bs iodepth seconds -> json file
-    fio --name="$1" --ioengine=nbd --uri="$2" --rw="$3" --bs="$4" --iodepth="$5" \
-        --size="${SIZE_MIB}M" --runtime="$6" --time_based --group_reporting \
-        --output-format=json --output="$WORK/$1-$3.json" >/dev/null
+run_fio() { # out-file rw bs iodepth numjobs [fio engine options...]
+    local out=$1 rw=$2 bs=$3 depth=$4 jobs=$5
+    shift 5
+    fio --name=bench "$@" --rw="$rw" --bs="$bs" --iodepth="$depth" --numjobs="$jobs" \
+        --size="${SIZE_MIB}M" --runtime="$SECONDS_PER_JOB" --time_based --group_reporting \
+        --output-format=json --output="$out" >/dev/null
 }
 
-echo "filling ${SIZE_MIB} MiB on each server (this also warms Hearth's cache)..."
-for s in "${ORDER[@]}"; do
-    fio --name="fill-$s" --ioengine=nbd --uri="${URI[$s]}" --rw=write --bs=1M --iodepth=8 \
-        --size="${SIZE_MIB}M" --output="$WORK/fill-$s.txt" >/dev/null
+for pattern in $PATTERNS; do
+    case $pattern in
+    randread | randwrite) bs=4k depth=32 ;;
+    read | write) bs=1M depth=8 ;;
+    *) echo "bench-serve: unknown pattern $pattern" >&2; exit 1 ;;
+    esac
+    for jobs in $JOBS; do
+        for round in $(seq "$ROUNDS"); do
+            for t in $TRANSPORTS; do
+                for s in "${SERVERS[@]}"; do
+                    echo "round $round: $s $t $pattern $bs numjobs $jobs"
+                    run_fio "$WORK/r-$pattern-$jobs-$t-$s-$round.json" "$pattern" "$bs" "$depth" "$jobs" \
+                        --ioengine=nbd --uri="${URI[$s-$t]}"
+                done
+            done
+            # The local limit: the same jobs on the /dev/shm file, no NBD in between.
+            run_fio "$WORK/r-$pattern-$jobs-local-fio-$round.json" "$pattern" "$bs" "$depth" "$jobs" \
+                --ioengine=psync --filename="$SHM"
+        done
+    done
 done
 
-for s in "${ORDER[@]}"; do
-    echo "$s: 4 KiB random reads, iodepth 32, ${SECONDS_PER_JOB}s"
-    run_fio "$s" "${URI[$s]}" randread 4k 32 "$SECONDS_PER_JOB"
-    echo "$s: 1 MiB sequential reads, iodepth 8, ${SECONDS_PER_JOB}s"
-    run_fio "$s" "${URI[$s]}" read 1M 8 "$SECONDS_PER_JOB"
-done
+python3 - "$WORK" "$ROUNDS" "${SERVERS[*]}" "$PATTERNS" "$JOBS" "$TRANSPORTS" <<'PY'
+import json, statistics, sys
+work, rounds, servers, patterns, jobs, transports = sys.argv[1:]
+rounds, servers = int(rounds), servers.split()
 
-iops() { jq '.jobs[0].read.iops' "$WORK/$1-randread.json"; }
-p99_us() { jq '.jobs[0].read.clat_ns.percentile["99.000000"] / 1000' "$WORK/$1-randread.json"; }
-mbps() { jq '.jobs[0].read.bw_bytes / 1000000' "$WORK/$1-read.json"; }
+def rate(path, pattern):
+    job = json.load(open(path))["jobs"][0]
+    side = job["write" if "write" in pattern else "read"]
+    return side["iops"] if pattern.startswith("rand") else side["bw_bytes"] / 1e6
 
-BASE_IOPS=$(iops nbdkit)
-BASE_MBPS=$(mbps nbdkit)
-echo
-printf "%-9s %12s %10s %12s %12s %10s\n" server "4k IOPS" "p99 us" "IOPS ratio" "1M seq MB/s" "MB/s ratio"
-for s in "${ORDER[@]}"; do
-    printf "%-9s %12.0f %10.0f %11.2fx %12.0f %9.2fx\n" "$s" "$(iops "$s")" "$(p99_us "$s")" \
-        "$(jq -n "$(iops "$s") / $BASE_IOPS")" "$(mbps "$s")" "$(jq -n "$(mbps "$s") / $BASE_MBPS")"
-done
-# The cache's effect over a simulated slow device (1 ms per backend call,
-# 200 MiB/s): Hearth without a cache against Hearth with a warmed one.
-echo
-echo "slow device (1 ms + 200 MiB/s per backend call), 4 KiB random reads, iodepth 32:"
-for cache in 0 "$((SIZE_MIB + 64))MiB"; do
-    sock="$WORK/slow-$cache.sock"
-    "$HEARTH" serve --backend memory --size "${SIZE_MIB}MiB" --cache-size "$cache" --latency 1ms --bandwidth 200MiB \
-        --name disk --unix "$sock" --log warn >/dev/null 2>>"$WORK/slow.log" &
-    pid=$!
-    PIDS+=("$pid")
-    wait_for_socket "$sock"
-    uri="nbd+unix:///disk?socket=$sock"
-    fio --name=warm --ioengine=nbd --uri="$uri" --rw=read --bs=1M --iodepth=8 --size="${SIZE_MIB}M" >/dev/null
-    run_fio "slow-$cache" "$uri" randread 4k 32 "$SECONDS_PER_JOB"
-    kill "$pid"
-    wait "$pid" 2>/dev/null || true
-    printf "  cache %-8s %10.0f IOPS %10.0f us p99\n" "$cache" "$(iops "slow-$cache")" "$(p99_us "slow-$cache")"
-done
+def summary(xs):
+    return f"{statistics.median(xs):9.0f} ({min(xs):.0f}..{max(xs):.0f})"
 
-METRICS=$(sed -n 's/^metrics //p' "$WORK/hearth.out")
-curl -s "$METRICS" >"$WORK/metrics.txt"
-hits=$(sed -n 's/^hearth_cache_hits_total{export="disk"} //p' "$WORK/metrics.txt")
-misses=$(sed -n 's/^hearth_cache_misses_total{export="disk"} //p' "$WORK/metrics.txt")
-echo "ratios are against nbdkit; Hearth cache: $hits block hits, $misses block misses over the whole run"
+for pattern in patterns.split():
+    unit = "IOPS" if pattern.startswith("rand") else "MB/s"
+    bs = "4 KiB" if pattern.startswith("rand") else "1 MiB"
+    for nj in jobs.split():
+        local = [rate(f"{work}/r-{pattern}-{nj}-local-fio-{r}.json", pattern) for r in range(1, rounds + 1)]
+        print(f"\n{pattern} {bs}, numjobs {nj} ({unit}; ratio = per-round server/nbdkit, median (min..max))")
+        for t in transports.split():
+            base = [rate(f"{work}/r-{pattern}-{nj}-{t}-nbdkit-{r}.json", pattern) for r in range(1, rounds + 1)]
+            for s in servers:
+                xs = [rate(f"{work}/r-{pattern}-{nj}-{t}-{s}-{r}.json", pattern) for r in range(1, rounds + 1)]
+                ratios = [x / b for x, b in zip(xs, base)]
+                print(f"  {t:4} {s:9} {summary(xs)}   ratio {statistics.median(ratios):5.2f}x "
+                      f"({min(ratios):.2f}..{max(ratios):.2f})   local fio / server {statistics.median(local) / statistics.median(xs):5.2f}x")
+        print(f"  local fio on /dev/shm {summary(local)}")
+PY
+
+for s in "${SERVERS[@]}"; do
+    [ "$s" = nbdkit ] || [ "$s" = qemu-nbd ] && continue
+    metrics=$(sed -n 's/^metrics //p' "$WORK/$s.out")
+    [ -n "$metrics" ] || continue
+    curl -s "$metrics" >"$WORK/$s-metrics.txt" || continue
+    hits=$(sed -n 's/^hearth_cache_hits_total{export="disk"} //p' "$WORK/$s-metrics.txt")
+    misses=$(sed -n 's/^hearth_cache_misses_total{export="disk"} //p' "$WORK/$s-metrics.txt")
+    echo "$s cache over the whole run: $hits block hits, $misses block misses"
+done

@@ -7,6 +7,7 @@
 #   scripts/profile-serve.sh [RW] [BS] [IODEPTH] [SECONDS] [SERVE_ARGS...]
 #   scripts/profile-serve.sh randwrite 4k 32 10
 #   scripts/profile-serve.sh read 1M 8 10 --write-back
+#   TRANSPORT=tcp scripts/profile-serve.sh read 1M 8 10   # loopback TCP instead
 #
 # Output directory: $OUT (default /tmp/hearth-profile): perf.data, report.txt
 # (self time) and callers.txt (call graphs of the top frames). A flamegraph:
@@ -22,6 +23,7 @@ SECONDS_TO_RUN=${4:-10}
 shift $(($# < 4 ? $# : 4))
 OUT=${OUT:-/tmp/hearth-profile}
 SIZE_MIB=256
+TRANSPORT=${TRANSPORT:-unix}
 for tool in fio perf; do
     command -v "$tool" >/dev/null || { echo "profile-serve: $tool is not installed" >&2; exit 1; }
 done
@@ -31,12 +33,17 @@ HEARTH="${CARGO_TARGET_DIR:-target}/release/hearth"
 mkdir -p "$OUT"
 SOCK="$OUT/hearth.sock"
 rm -f "$SOCK"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$HEARTH" serve --backend memory --size "${SIZE_MIB}MiB" --cache-size "$((SIZE_MIB + 64))MiB" \
-    --name disk --unix "$SOCK" --log warn "$@" >"$OUT/hearth.out" 2>"$OUT/hearth.log" &
+    --name disk --unix "$SOCK" --listen "127.0.0.1:$PORT" --log warn "$@" >"$OUT/hearth.out" 2>"$OUT/hearth.log" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
-URI="nbd+unix:///disk?socket=$SOCK"
+case $TRANSPORT in
+unix) URI="nbd+unix:///disk?socket=$SOCK" ;;
+tcp) URI="nbd://127.0.0.1:$PORT/disk" ;;
+*) echo "profile-serve: TRANSPORT is unix or tcp" >&2; exit 1 ;;
+esac
 
 echo "filling ${SIZE_MIB} MiB (warms the cache) ..."
 fio --name=fill --ioengine=nbd --uri="$URI" --rw=write --bs=1M --iodepth=8 --size="${SIZE_MIB}M" >/dev/null

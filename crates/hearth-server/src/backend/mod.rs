@@ -42,6 +42,12 @@ pub trait Backend: Send + Sync {
         let _ = (offset, max);
         Ok(vec![Extent { len, hole: false }])
     }
+    /// Whether a call may wait on a device, a network or a timer. Calls to a
+    /// backend that never waits (RAM) may run on a connection's async task:
+    /// handing them to another thread would cost more than the call.
+    fn waits(&self) -> bool {
+        true
+    }
 }
 
 /// A run of bytes that is either allocated data or a hole (reads as zeroes).
@@ -305,6 +311,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     fn extents(&self, offset: u64, len: u64, max: usize) -> io::Result<Vec<Extent>> {
         (**self).extents(offset, len, max)
     }
+    fn waits(&self) -> bool {
+        (**self).waits()
+    }
 }
 
 /// A zero-filled buffer in RAM; counts calls so tests can see which requests
@@ -361,6 +370,9 @@ impl Backend for MemoryBackend {
     }
     fn describe(&self) -> String {
         format!("memory {}", hearth_core::format_bytes(self.size()))
+    }
+    fn waits(&self) -> bool {
+        false
     }
 }
 

@@ -39,9 +39,13 @@
 //! | | `read` (a miss, blocking pool) | to decide, not across the read | read; write-back of dirty victims |
 //! | | `preload`, `touch`, `read_backend`, `extents` (warmup, BLOCK_STATUS) | yes | `extents` writes dirty blocks first |
 //! | `write.rs` | `write` (blocking pool), `discard` (TRIM, WRITE_ZEROES) | write-through: not across the write | write; write-back of dirty victims |
-//! | `write_back.rs` | `flush`, `write_back_held` | not across FLUSH's runs | writes dirty and held blocks |
+//! | `write_back.rs` | `write_cached` (write-back writes that stay in memory, on the async reader) | briefly | never: dirty victims are held |
+//! | | `flush`, `write_back_held` | not across FLUSH's runs | writes dirty and held blocks |
 //! | `residency.rs` | `client_evicted`, `classify_demand`, `cached_or_prefetching`, `start_prefetch`, `cancel_prefetch`, `take_wasted` (async reader) | briefly | never: dirty victims are held |
 //! | | `prefetch`, `reload` (background threads) | to decide and to fill | read |
+//!
+//! A backend that never waits ([`Backend::waits`], RAM) may be called on any
+//! path, the async reader included.
 //!
 //! Still under the lock: eviction write-back on blocking-pool paths, FUA,
 //! zeroing and BLOCK_STATUS of dirty blocks, and retried stranded blocks.
@@ -268,6 +272,11 @@ impl BlockCache {
     }
     pub fn describe_backend(&self) -> String {
         self.backend.describe()
+    }
+    /// Whether backend calls may wait (see [`Backend::waits`]): if not, any
+    /// call may run on a connection's async task.
+    pub fn backend_waits(&self) -> bool {
+        self.backend.waits()
     }
     /// `(resident blocks, dirty blocks)`.
     pub fn occupancy(&self) -> (usize, usize) {

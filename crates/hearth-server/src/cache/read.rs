@@ -25,7 +25,7 @@ impl BlockCache {
             self.store(&mut inner, block, &data[..n], false);
             return true;
         }
-        self.insert(&mut inner, block, &data[..n], false)
+        self.insert(&mut inner, block, &data[..n], false, Victims::WriteBack)
     }
 
     /// Marks resident `block` as just used, without counting a hit: after a
@@ -160,7 +160,7 @@ impl BlockCache {
                 self.store(&mut inner, m.block, data, false);
                 true
             } else if m.place {
-                self.insert(&mut inner, m.block, data, false)
+                self.insert(&mut inner, m.block, data, false, Victims::WriteBack)
             } else {
                 false
             };
@@ -170,15 +170,16 @@ impl BlockCache {
         }
     }
 
-    /// Inserts `data` as `block`, evicting (and writing back dirty victims)
-    /// as the policy decides. Returns whether the block is now resident.
-    pub(super) fn insert(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) -> bool {
+    /// Inserts `data` as `block`, evicting (and writing back or holding
+    /// dirty victims) as the policy decides. Returns whether the block is
+    /// now resident.
+    pub(super) fn insert(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool, victims: Victims) -> bool {
         if inner.core.policy().capacity() < self.block_size {
             return false;
         }
         let a = Self::access(inner, block, self.block_size, Op::Write);
         inner.core.place(&a);
-        self.drop_victims(inner, Victims::WriteBack);
+        self.drop_victims(inner, victims);
         if !inner.core.policy().contains(block) {
             return false;
         }

@@ -571,3 +571,69 @@ fn write_around_writes_leave_the_cache_and_reads_fill_it() {
     assert_eq!(buf, vec![5u8; 4096]);
     assert_eq!(cached(&cache, 4096, 4096), Some(vec![5u8; 4096]));
 }
+
+#[test]
+fn write_back_writes_that_stay_in_memory_make_no_backend_call() {
+    let size = 64 * u64::from(BS);
+    let backend = TestBackend::new(size).watching(std::thread::current().id());
+    let switches = backend.switches.clone();
+    let memory = backend.memory.clone();
+    let policy = hearth_policy::build("lru", 4 * u64::from(BS)).unwrap();
+    let cache = BlockCache::new(Box::new(backend), policy, BS, WriteMode::Back { dirty_limit: 3 * u64::from(BS) });
+    let bs = BS as usize;
+    // Whole blocks need nothing from the backend; a partial write to an
+    // absent block needs its old bytes and is left, untouched, to `write`.
+    assert!(cache.write_cached(0, &vec![1; 2 * bs]));
+    assert!(!cache.write_cached(5 * u64::from(BS) + 10, &[9; 100]));
+    assert_eq!(cached(&cache, 5 * u64::from(BS), 1), None, "a refused write changes nothing");
+    // A partial write to a cached block stays in memory.
+    assert!(cache.write_cached(u64::from(BS) + 100, &[2; 50]));
+    // Past the dirty limit the write needs a write-back: refused.
+    assert!(cache.write_cached(2 * u64::from(BS), &vec![3; bs]));
+    assert!(!cache.write_cached(3 * u64::from(BS), &vec![4; bs]));
+    assert!(!cache.write_cached(3 * u64::from(BS), &vec![4; bs]));
+    assert_eq!(switches.calls_on_watched_thread.load(Ordering::Relaxed), 0, "no backend call so far");
+    assert!(!cache.take_held(), "nothing evicted yet");
+    assert_eq!(cache.occupancy(), (3, 3));
+    let mut block1 = vec![1u8; bs];
+    block1[100..150].fill(2);
+    assert_eq!(cached(&cache, u64::from(BS), bs), Some(block1.clone()));
+    assert!(memory.snapshot()[..3 * bs].iter().all(|&b| b == 0), "write-back: the backend has nothing yet");
+    cache.flush().unwrap();
+    assert_eq!(memory.snapshot()[bs..2 * bs], block1[..]);
+    assert_eq!(memory.snapshot()[2 * bs..3 * bs], vec![3u8; bs][..]);
+}
+
+#[test]
+fn a_write_in_memory_holds_dirty_victims_for_a_blocking_thread() {
+    let size = 64 * u64::from(BS);
+    let backend = TestBackend::new(size).watching(std::thread::current().id());
+    let switches = backend.switches.clone();
+    let memory = backend.memory.clone();
+    let policy = hearth_policy::build("lru", 2 * u64::from(BS)).unwrap();
+    let cache = BlockCache::new(Box::new(backend), policy, BS, WriteMode::Back { dirty_limit: 8 * u64::from(BS) });
+    let bs = BS as usize;
+    for b in 0..3u64 {
+        assert!(cache.write_cached(b * u64::from(BS), &vec![b as u8 + 1; bs]));
+    }
+    assert_eq!(switches.calls_on_watched_thread.load(Ordering::Relaxed), 0);
+    assert!(cache.take_held(), "block 0 was evicted dirty and held");
+    assert_eq!(cache.stranded(), 1);
+    // While a victim is held, writes go the blocking way.
+    assert!(!cache.write_cached(3 * u64::from(BS), &vec![4; bs]));
+    // The held block still reads back, and lands on the backend when written back.
+    let mut buf = vec![0u8; bs];
+    cache.read(0, &mut buf).unwrap();
+    assert_eq!(buf, vec![1u8; bs]);
+    std::thread::scope(|s| s.spawn(|| cache.write_back_held().unwrap()).join().unwrap());
+    assert_eq!(memory.snapshot()[..bs], vec![1u8; bs][..]);
+    assert_eq!(cache.stranded(), 0);
+    assert!(cache.write_cached(3 * u64::from(BS), &vec![4; bs]));
+}
+
+#[test]
+fn writes_in_memory_are_for_write_back_only() {
+    let (backend, cache) = setup(1 << 20, 64, WriteMode::Through);
+    assert!(!cache.write_cached(0, &[7; 4096]));
+    assert_eq!(backend.snapshot()[..4096], expected(0, 4096)[..], "nothing written");
+}

@@ -60,7 +60,7 @@ impl BlockCache {
                     if inner.core.policy().contains(b) {
                         self.store(&mut inner, b, &data[in_req..in_req + n], false);
                     } else {
-                        self.insert(&mut inner, b, &data[in_req..in_req + n], false);
+                        self.insert(&mut inner, b, &data[in_req..in_req + n], false, Victims::WriteBack);
                     }
                 }
                 let len = self.block_len(b) as usize;

@@ -23,8 +23,7 @@ impl BlockCache {
     }
 
     pub(super) fn write_back(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
-        let len = data.len() as u64;
-        let range = self.block_range(offset, len);
+        let range = self.block_range(offset, data.len() as u64);
         let mut inner = self.lock();
         if inner.stranded.len() as u64 * self.block_size > self.dirty_limit() {
             // The backend keeps refusing write-backs: retry them before taking on more,
@@ -32,48 +31,12 @@ impl BlockCache {
             self.write_stranded(&mut inner, None)?;
         }
         self.begin_write(&mut inner, range.clone());
-        let result = (|| -> io::Result<()> {
-            for b in range.clone() {
-                let (in_block, in_req, n) = self.overlap(b, offset, len);
-                let part = &data[in_req..in_req + n];
-                if !inner.core.policy().contains(b) && inner.partition.contains(b) {
-                    // A landed prefetch is clean and may be dropped from its partition at
-                    // any time: the write goes to the main cache instead.
-                    inner.prefetched.remove(&b);
-                    self.remove(&mut inner, b);
-                }
-                let a = Self::access(&mut inner, b, self.block_size, Op::Write);
-                inner.core.demand(&a);
-                let block_len = self.block_len(b) as usize;
-                if let Some(cached) = inner.blocks.get_mut(&b) {
-                    cached[in_block..in_block + n].copy_from_slice(part);
-                    self.log_changed(b, Some(&cached[..block_len]));
-                    Self::mark_dirty(&mut inner, b);
-                    continue;
-                }
-                let mut whole = vec![0u8; block_len];
-                if let Some(data) = inner.stranded.get(&b) {
-                    whole.copy_from_slice(&data[..block_len]);
-                } else if n < block_len {
-                    // Partial write of an absent block: read-modify-write.
-                    self.backend_read(&mut whole, b * self.block_size)?;
-                }
-                whole[in_block..in_block + n].copy_from_slice(part);
-                self.log_changed(b, Some(&whole));
-                if !self.insert(&mut inner, b, &whole, true) {
-                    // The policy declined the block: write it straight through.
-                    self.backend_write(&whole, b * self.block_size)?;
-                }
-                // Its data now lives in the cache or on the backend.
-                if let Some(buf) = inner.stranded.remove(&b) {
-                    inner.free.push(buf);
-                }
-            }
+        let result = self.write_blocks(&mut inner, offset, data, Victims::WriteBack).and_then(|()| {
             if fua {
                 self.write_dirty(&mut inner, range.clone())?;
             }
             Ok(())
-        })();
+        });
         self.end_write(&mut inner, range);
         let over_limit = inner.dirty.len() as u64 * self.block_size > self.dirty_limit();
         drop(inner);
@@ -83,6 +46,94 @@ impl BlockCache {
         }
         if over_limit {
             self.write_back_unlocked()?;
+        }
+        Ok(())
+    }
+
+    /// A write-back write done without any backend call, on the caller's
+    /// thread (a connection's async reader): only when every block it
+    /// touches is cached or written whole, nothing is held, and the dirty
+    /// blocks stay under the dirty limit. Dirty victims are held for
+    /// [`write_back_held`](Self::write_back_held), and until that has run
+    /// writes take the blocking path, so at most one write's victims wait.
+    /// Returns false, having changed nothing, when the write needs the
+    /// backend (then call [`write`](Self::write) on a blocking thread).
+    pub fn write_cached(&self, offset: u64, data: &[u8]) -> bool {
+        if !matches!(self.mode, WriteMode::Back { .. }) {
+            return false;
+        }
+        let len = data.len() as u64;
+        let range = self.block_range(offset, len);
+        let mut inner = self.lock();
+        let dirty_after = inner.dirty.len() as u64 + (range.end - range.start);
+        if !inner.stranded.is_empty() || dirty_after * self.block_size > self.dirty_limit() {
+            return false;
+        }
+        let in_memory = |b: u64| {
+            let (_, _, n) = self.overlap(b, offset, len);
+            n as u64 == self.block_len(b) || (inner.blocks.contains_key(&b) && inner.core.policy().contains(b))
+        };
+        if !range.clone().all(in_memory) {
+            return false;
+        }
+        self.begin_write(&mut inner, range.clone());
+        let written = self.write_blocks(&mut inner, offset, data, Victims::Hold);
+        self.end_write(&mut inner, range);
+        debug_assert!(written.is_ok(), "a held write makes no backend call");
+        written.is_ok()
+    }
+
+    /// The blocks of a write-back write, under the lock: cached blocks are
+    /// updated, absent ones inserted dirty (read-modify-write if partial).
+    /// A block the policy declines is written through, or with
+    /// [`Victims::Hold`] held like a dirty victim.
+    fn write_blocks(&self, inner: &mut Inner, offset: u64, data: &[u8], victims: Victims) -> io::Result<()> {
+        let len = data.len() as u64;
+        for b in self.block_range(offset, len) {
+            let (in_block, in_req, n) = self.overlap(b, offset, len);
+            let part = &data[in_req..in_req + n];
+            if !inner.core.policy().contains(b) && inner.partition.contains(b) {
+                // A landed prefetch is clean and may be dropped from its partition at
+                // any time: the write goes to the main cache instead.
+                inner.prefetched.remove(&b);
+                self.remove(inner, b);
+            }
+            let a = Self::access(inner, b, self.block_size, Op::Write);
+            inner.core.demand(&a);
+            let block_len = self.block_len(b) as usize;
+            if let Some(cached) = inner.blocks.get_mut(&b) {
+                cached[in_block..in_block + n].copy_from_slice(part);
+                self.log_changed(b, Some(&cached[..block_len]));
+                Self::mark_dirty(inner, b);
+                continue;
+            }
+            let mut whole = inner.free.pop().unwrap_or_else(|| vec![0u8; self.block_size as usize].into_boxed_slice());
+            if let Some(held) = inner.stranded.remove(&b) {
+                inner.free.push(std::mem::replace(&mut whole, held));
+            } else if n < block_len {
+                // Partial write of an absent block: read-modify-write.
+                if let Err(e) = self.backend_read(&mut whole[..block_len], b * self.block_size) {
+                    inner.free.push(whole);
+                    return Err(e);
+                }
+            }
+            whole[in_block..in_block + n].copy_from_slice(part);
+            self.log_changed(b, Some(&whole[..block_len]));
+            if self.insert(inner, b, &whole[..block_len], true, victims) {
+                inner.free.push(whole);
+            } else if victims == Victims::Hold {
+                // The policy declined the block: hold it until it can be written.
+                inner.stranded.insert(b, whole);
+                self.held.store(true, Ordering::Relaxed);
+            } else {
+                // The policy declined the block: write it straight through,
+                // or hold it if that fails (it may carry held data).
+                if let Err(e) = self.backend_write(&whole[..block_len], b * self.block_size) {
+                    inner.stranded.insert(b, whole);
+                    return Err(e);
+                }
+                inner.free.push(whole);
+            }
         }
         Ok(())
     }

@@ -1,7 +1,10 @@
 //! One function per NBD command. Each answers through its connection's
-//! reply queue; a command that may touch the backend runs on the blocking
+//! reply queue; a command that may wait for the backend runs on the blocking
 //! pool as one of the connection's workers, so a backend call never blocks
-//! the connection's async reader.
+//! the connection's async reader. What cannot wait runs on the reader
+//! itself, since handing it to another thread would cost more than doing
+//! it: reads served from the cache, write-back writes that stay in memory,
+//! and every request up to [`INLINE_MAX`] to a backend that never waits.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +27,9 @@ use crate::Export;
 const MAX_EXTENTS: usize = 256;
 /// Longest read reply header (a structured OFFSET_DATA chunk header).
 const READ_HEADER_MAX: usize = 28;
+/// Largest request the reader runs itself on a backend that never waits:
+/// past it, the copy alone would hold up the connection's next requests.
+const INLINE_MAX: u32 = 1 << 20;
 /// The step in which NBD_CMD_CACHE reads, checking between steps whether its
 /// connection is gone.
 const CACHE_STEP: u64 = 1 << 20;
@@ -36,6 +42,21 @@ pub(super) struct Job {
 }
 
 type Workers = Arc<Semaphore>;
+
+/// Whether `req` runs on the reader: its backend never waits and it is small.
+fn runs_inline(conn: &Conn, req: &Request) -> bool {
+    req.length <= INLINE_MAX && !conn.export.cache.backend_waits()
+}
+
+/// Runs `work` on the reader if it cannot wait, else on a worker, and
+/// replies with its status.
+async fn run(conn: &Conn, job: Job, workers: &Workers, work: impl FnOnce(&Export) -> io::Result<()> + Send + 'static) {
+    if runs_inline(conn, &job.req) {
+        let r = work(&conn.export);
+        return finish(&conn.replies, &conn.session, &conn.export, job, r);
+    }
+    on_worker(conn, job, workers, work).await
+}
 
 /// Runs `work` on the blocking pool as one of the connection's workers and
 /// replies with its status.
@@ -62,7 +83,7 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
         log.record(Op::Read, req.offset, req.length);
     }
     // Header and data share one buffer: one write per reply.
-    let mut reply = Vec::with_capacity(READ_HEADER_MAX + len);
+    let mut reply = conn.buffers.take(READ_HEADER_MAX + len);
     if len == 0 {
         // An OFFSET_DATA chunk must carry at least one byte.
         put_status(&mut reply, session, req.cookie, Ok(()));
@@ -83,21 +104,37 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     }
     let header = reply.len();
     reply.resize(header + len, 0);
+    if runs_inline(conn, &req) {
+        let r = read_through(export, session, &req, bypass, reply, header);
+        return finish_read(&conn.replies, export, job, r);
+    }
     let worker = workers.clone().acquire_owned().await.expect("never closed");
     let (tx, session, export) = (conn.replies.clone(), *session, export.clone());
     tokio::task::spawn_blocking(move || {
-        let into = &mut reply[header..];
-        let read =
-            if bypass { export.cache.read_around(req.offset, into) } else { export.cache.read(req.offset, into) };
-        let r = read.map(|()| reply).map_err(|e| {
-            warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
-            let mut status = Vec::new();
-            put_status(&mut status, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
-            status
-        });
+        let r = read_through(&export, &session, &req, bypass, reply, header);
         finish_read(&tx, &export, job, r);
         drop(worker);
     });
+}
+
+/// A read that may touch the backend, into `reply` after its `header`
+/// bytes: `Ok(header and data)` or `Err(error reply)`.
+fn read_through(
+    export: &Export,
+    session: &Session,
+    req: &Request,
+    bypass: bool,
+    mut reply: Vec<u8>,
+    header: usize,
+) -> Result<Vec<u8>, Vec<u8>> {
+    let into = &mut reply[header..];
+    let read = if bypass { export.cache.read_around(req.offset, into) } else { export.cache.read(req.offset, into) };
+    read.map(|()| reply).map_err(|e| {
+        warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
+        let mut status = Vec::new();
+        put_status(&mut status, session, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
+        status
+    })
 }
 
 /// NBD_CMD_WRITE: the payload is read here, written on a worker.
@@ -109,7 +146,7 @@ pub(super) async fn write<R: AsyncRead + Unpin>(
 ) -> io::Result<()> {
     let req = job.req;
     let len = req.length as usize;
-    let mut data = Vec::with_capacity(len);
+    let mut data = conn.buffers.take(len);
     (&mut *rd).take(len as u64).read_to_end(&mut data).await?;
     if data.len() < len {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during a write payload"));
@@ -117,17 +154,27 @@ pub(super) async fn write<R: AsyncRead + Unpin>(
     if let Some(log) = &conn.export.access_log {
         log.record(Op::Write, req.offset, req.length);
     }
-    on_worker(conn, job, workers, move |export| {
+    if !req.fua() && conn.export.cache.write_cached(req.offset, &data) {
+        conn.export.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
+        conn.buffers.give(data);
+        super::background::write_back_held(&conn.export);
+        finish(&conn.replies, &conn.session, &conn.export, job, Ok(()));
+        return Ok(());
+    }
+    let buffers = conn.buffers.clone();
+    run(conn, job, workers, move |export| {
         let r = export.cache.write(req.offset, &data, req.fua());
         if r.is_ok() {
             export.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
         }
+        buffers.give(data);
         r
     })
     .await;
     Ok(())
 }
 
+/// NBD_CMD_FLUSH, always on a worker: it also syncs the export's logs.
 pub(super) async fn flush(conn: &Conn, job: Job, workers: &Workers) {
     on_worker(conn, job, workers, |export| {
         let r = export.cache.flush();
@@ -145,13 +192,13 @@ pub(super) async fn flush(conn: &Conn, job: Job, workers: &Workers) {
 
 pub(super) async fn trim(conn: &Conn, job: Job, workers: &Workers) {
     let (offset, length, fua) = (job.req.offset, u64::from(job.req.length), job.req.fua());
-    on_worker(conn, job, workers, move |export| export.cache.discard(offset, length, true, true, fua)).await
+    run(conn, job, workers, move |export| export.cache.discard(offset, length, true, true, fua)).await
 }
 
 pub(super) async fn write_zeroes(conn: &Conn, job: Job, workers: &Workers) {
     let (offset, length, fua) = (job.req.offset, u64::from(job.req.length), job.req.fua());
     let may_trim = job.req.flags & cmd_flags::NO_HOLE == 0;
-    on_worker(conn, job, workers, move |export| export.cache.discard(offset, length, false, may_trim, fua)).await
+    run(conn, job, workers, move |export| export.cache.discard(offset, length, false, may_trim, fua)).await
 }
 
 /// NBD_CMD_CACHE may read up to the whole export: the export runs only a few

@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use hearth_nbd::handshake::{greeting, put_reply, Negotiation, OptionHeader, Outcome};
 use hearth_nbd::{Command, ExportInfo, Request, Session};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use super::background;
+use super::buffers::BufferPool;
 use super::commands::{self, Job};
 use super::hints::ClientView;
 use super::listener::{Peer, Stream};
@@ -35,6 +36,9 @@ const CONNECTION_BUDGET_KIB: u32 = 64 * 1024;
 const MAX_QUEUED_REQUESTS: usize = 1024;
 /// Requests of one connection running on the blocking pool at once.
 const MAX_BLOCKING_PER_CONNECTION: usize = 64;
+/// Bytes read from the socket at once: the headers of pipelined requests
+/// (and small payloads) arrive in one read instead of two per request.
+const READ_BUFFER: usize = 64 * 1024;
 /// How long a closing connection keeps trying to deliver queued replies to a
 /// client that does not read them.
 const REPLY_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
@@ -58,6 +62,8 @@ pub(super) struct Conn {
     pub(super) session: Session,
     pub(super) export: Arc<Export>,
     pub(super) replies: mpsc::UnboundedSender<Reply>,
+    /// Buffers for read replies and write payloads, back from the writer.
+    pub(super) buffers: Arc<BufferPool>,
     /// Set when the connection ends: CACHE work still running stops.
     pub(super) closed: Arc<AtomicBool>,
     /// `server_clock_ns` of the last request read or reply written.
@@ -110,7 +116,7 @@ pub(super) async fn connection<S: Stream>(
 /// Serves one negotiated session until the client leaves, the server stops
 /// or the connection idles out.
 async fn serve<R, W>(
-    mut rd: R,
+    rd: R,
     wr: W,
     session: Session,
     peer: String,
@@ -121,13 +127,16 @@ async fn serve<R, W>(
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let export = ctx.exports[session.export].clone();
     info!(%peer, export = %export.info.name, structured = session.structured_replies, "client connected");
     export.metrics.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::unbounded_channel();
     let last_activity = Arc::new(AtomicU64::new(server_clock_ns()));
-    let mut writer = tokio::spawn(write_replies(wr, rx, last_activity.clone()));
-    let conn = Conn { session, export: export.clone(), replies: tx, closed: Default::default(), last_activity };
+    let buffers = Arc::new(BufferPool::default());
+    let mut writer = tokio::spawn(write_replies(wr, rx, buffers.clone(), last_activity.clone()));
+    let conn =
+        Conn { session, export: export.clone(), replies: tx, buffers, closed: Default::default(), last_activity };
     let mut client = ClientView::new(&export, ctx.limits.max_client_buffers);
     let end = tokio::select! {
         r = transmission(&mut rd, &conn, &mut client, &ctx.limits) => r,
@@ -315,6 +324,7 @@ fn protocol(e: hearth_nbd::ProtocolError) -> io::Error {
 async fn write_replies<W: AsyncWrite + Unpin>(
     wr: W,
     mut rx: mpsc::UnboundedReceiver<Reply>,
+    buffers: Arc<BufferPool>,
     last_activity: Arc<AtomicU64>,
 ) {
     let mut out = BufWriter::with_capacity(256 * 1024, wr);
@@ -324,6 +334,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(
             if out.write_all(&reply.bytes).await.is_err() {
                 return;
             }
+            buffers.give(reply.bytes);
             match rx.try_recv() {
                 Ok(next) => reply = next,
                 Err(_) => break,

@@ -8,9 +8,11 @@
 //!   request framing and per-connection limits, the reply writer;
 //! - `commands`: one function per NBD command;
 //! - `hints`: what a connection's hints say about its client's cache;
-//! - `background`: the export's low-priority reads (reloads, prefetches).
+//! - `background`: the export's low-priority reads (reloads, prefetches);
+//! - `buffers`: payload buffers a connection reuses.
 
 mod background;
+mod buffers;
 mod commands;
 mod connection;
 mod hints;
