@@ -7,6 +7,10 @@ use std::sync::Mutex;
 
 /// Capacity one connection keeps for reuse; buffers past it are freed.
 const KEPT_BYTES: usize = 8 << 20;
+/// Most buffers kept (a request's search for one is a scan of these).
+const KEPT_BUFFERS: usize = 32;
+/// Smaller buffers (status replies) are not worth keeping.
+const SMALLEST_KEPT: usize = 4096;
 
 #[derive(Default)]
 pub(super) struct BufferPool {
@@ -23,7 +27,7 @@ impl BufferPool {
     /// An empty buffer with room for `capacity` bytes.
     pub(super) fn take(&self, capacity: usize) -> Vec<u8> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        match kept.buffers.iter().position(|b| b.capacity() >= capacity) {
+        match kept.buffers.iter().rposition(|b| b.capacity() >= capacity) {
             Some(i) => {
                 let buf = kept.buffers.swap_remove(i);
                 kept.bytes -= buf.capacity();
@@ -36,7 +40,8 @@ impl BufferPool {
     /// Keeps `buf` for a later [`take`](Self::take), if there is room.
     pub(super) fn give(&self, mut buf: Vec<u8>) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.bytes + buf.capacity() <= KEPT_BYTES {
+        let room = kept.buffers.len() < KEPT_BUFFERS && kept.bytes + buf.capacity() <= KEPT_BYTES;
+        if room && buf.capacity() >= SMALLEST_KEPT {
             buf.clear();
             kept.bytes += buf.capacity();
             kept.buffers.push(buf);
@@ -64,5 +69,13 @@ mod tests {
             pool.give(Vec::with_capacity(1 << 20));
         }
         assert!(pool.kept.lock().unwrap().bytes <= KEPT_BYTES);
+        let pool = BufferPool::default();
+        for _ in 0..100 {
+            pool.give(Vec::with_capacity(SMALLEST_KEPT));
+            pool.give(Vec::with_capacity(32));
+        }
+        let kept = pool.kept.lock().unwrap();
+        assert_eq!(kept.buffers.len(), KEPT_BUFFERS, "a bounded number, none of them small");
+        assert!(kept.buffers.iter().all(|b| b.capacity() >= SMALLEST_KEPT));
     }
 }
