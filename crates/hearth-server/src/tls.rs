@@ -57,3 +57,45 @@ pub fn acceptor(dir: &Path, verify_peer: bool) -> Result<TlsAcceptor, TlsError> 
 fn tls_error(path: &Path, e: impl std::fmt::Display) -> TlsError {
     TlsError { path: path.into(), message: e.to_string() }
 }
+
+/// The subject of a client's certificate as an RFC 4514 name
+/// (`CN=alice,O=Example,C=GB`: the last relative name first), what export
+/// identity lists are matched against; `None` if it cannot be read.
+pub(crate) fn identity(certificate: &CertificateDer<'_>) -> Option<String> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, cert) = X509Certificate::from_der(certificate.as_ref()).ok()?;
+    let registry = x509_parser::objects::oid_registry();
+    let mut names = Vec::new();
+    for rdn in cert.subject().iter_rdn() {
+        let mut parts = Vec::new();
+        for attribute in rdn.iter() {
+            let oid = attribute.attr_type();
+            let kind =
+                x509_parser::objects::oid2abbrev(oid, registry).map_or_else(|_| oid.to_id_string(), str::to_string);
+            // RFC 4514 escapes these in values.
+            let value = attribute.as_str().ok()?.replace('\\', "\\\\").replace(',', "\\,").replace('+', "\\+");
+            parts.push(format!("{kind}={value}"));
+        }
+        names.push(parts.join("+"));
+    }
+    names.reverse();
+    Some(names.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_is_the_subject_in_rfc_4514_order() {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        // Encoded in this order: C, O, CN (the most specific last, as CAs do).
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params.distinguished_name.push(rcgen::DnType::CountryName, "GB");
+        params.distinguished_name.push(rcgen::DnType::OrganizationName, "Example, Ltd");
+        params.distinguished_name.push(rcgen::DnType::CommonName, "alice");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(identity(cert.der()).as_deref(), Some("CN=alice,O=Example\\, Ltd,C=GB"));
+    }
+}

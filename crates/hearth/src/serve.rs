@@ -70,6 +70,11 @@ pub struct ServeArgs {
     /// Accept only clients presenting a certificate signed by ca-cert.pem.
     #[arg(long)]
     tls_verify_peer: bool,
+    /// Serve the export only to TLS clients whose verified certificate has this subject, e.g.
+    /// "CN=alice,O=Example" (RFC 4514; openssl's default order matches too), repeatable. Needs
+    /// --tls-verify-peer.
+    #[arg(long, value_name = "DN", conflicts_with = "config")]
+    tls_identity: Vec<String>,
     /// TCP client address or CIDR block allowed to connect, repeatable (default: all).
     #[arg(long, value_name = "CIDR")]
     allow: Vec<String>,
@@ -230,6 +235,7 @@ impl ServeArgs {
                     direct: self.export.direct,
                     read_only: self.export.read_only,
                     allow: Vec::new(),
+                    tls_identities: self.tls_identity.clone(),
                     cache_size: text(&self.export.cache_size),
                     policy: self.export.policy.clone(),
                     placement: self.export.placement.clone(),

@@ -54,6 +54,7 @@ impl Authority {
 /// Certificate directories in qemu/nbdkit/libnbd layout.
 struct Pki {
     _root: tempfile::TempDir,
+    ca: Authority,
     server: PathBuf,
     /// A client certificate from the server's CA.
     client: PathBuf,
@@ -75,7 +76,14 @@ fn pki() -> Pki {
     let rogue = root.path().join("rogue");
     Authority::new("Another CA").issue(&rogue, "client", &["intruder"], ExtendedKeyUsagePurpose::ClientAuth);
     ca.trust(&rogue); // it trusts the server; the server must not trust it
-    Pki { _root: root, server, client, anonymous, rogue }
+    Pki { _root: root, ca, server, client, anonymous, rogue }
+}
+
+impl Pki {
+    /// A client certificate from the server's CA with subject `CN={name}`, in `dir`.
+    fn issue_client(&self, dir: &Path, name: &str) {
+        self.ca.issue(dir, "client", &[name], ExtendedKeyUsagePurpose::ClientAuth);
+    }
 }
 
 fn start(pki: &Pki, log_dir: &Path, extra: &[&str]) -> Server {
@@ -165,6 +173,32 @@ fn verified_peers_need_a_certificate_from_the_servers_ca() {
 }
 
 #[test]
+fn an_export_serves_only_the_tls_identities_it_names() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let pki = pki();
+    // A second client of the same CA, under another name.
+    let bob = pki._root.path().join("bob");
+    pki.issue_client(&bob, "bob");
+    let dir = tempfile::tempdir().unwrap();
+    let mut server =
+        start(&pki, dir.path(), &["--tls", "require", "--tls-verify-peer", "--tls-identity", "CN=hearth-test-client"]);
+    let out = run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.client)));
+    assert!(out.contains("export-size: 4194304"), "{out}");
+    let refused = nbdinfo(&tls_uri(&server, &bob));
+    assert!(!refused.status.success(), "bob is verified but not named: the export must not exist for him");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("No such file or directory for export"),
+        "refused as an unknown export (NBD_REP_ERR_UNKNOWN):\n{err}"
+    );
+    assert!(server.alive());
+    let log = server.log_text();
+    assert!(log.contains("identity=CN=hearth-test-client") && log.contains("identity=CN=bob"), "{log}");
+}
+
+#[test]
 fn tls_settings_are_checked_before_serving() {
     let pki = pki();
     let hearth = env!("CARGO_BIN_EXE_hearth");
@@ -179,4 +213,14 @@ fn tls_settings_are_checked_before_serving() {
     fails(&["--tls-verify-peer", "--tls-certificates", pki.server.to_str().unwrap()], "server.tls is \"off\"");
     let empty = tempfile::tempdir().unwrap();
     fails(&["--tls", "on", "--tls-certificates", empty.path().to_str().unwrap()], "server-cert.pem");
+    let certificates = ["--tls", "require", "--tls-certificates", pki.server.to_str().unwrap()];
+    fails(
+        &[&certificates[..], &["--tls-identity", "CN=alice"]].concat(),
+        "tls_identities: needs server.tls_verify_peer",
+    );
+    let verified = [&certificates[..], &["--tls-verify-peer"]].concat();
+    fails(
+        &[&verified[..], &["--tls-identity", "alice"]].concat(),
+        "tls_identities[0]: \"alice\" is not a distinguished name",
+    );
 }

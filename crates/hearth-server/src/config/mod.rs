@@ -215,6 +215,11 @@ pub struct ExportConfig {
     /// server's `allow`/`deny`); empty = all. Others do not see it.
     #[serde(default)]
     pub allow: Vec<String>,
+    /// TLS client identities (subject names of verified client certificates,
+    /// e.g. `"CN=alice,O=Example"`) that may use this export; empty = any.
+    /// Needs `server.tls_verify_peer`. Others do not see it.
+    #[serde(default)]
+    pub tls_identities: Vec<String>,
     /// Cache capacity; 0 disables caching. Default 64 MiB.
     pub cache_size: Option<SizeValue>,
     /// Policy spec for `hearth_policy::build`, e.g. `"lru"` or `"mq:m=8"`.

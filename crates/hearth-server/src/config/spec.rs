@@ -117,6 +117,13 @@ impl Config {
         let mut exports: Vec<ExportSpec> = Vec::with_capacity(self.exports.len());
         for (i, e) in self.exports.into_iter().enumerate() {
             let spec = export_spec(i, e, &exports)?;
+            if spec.access.wants_identity() && !server.tls_verify_peer {
+                let key = format!("export[{i}] ({:?}).tls_identities", spec.name);
+                return Err(invalid(
+                    key,
+                    "needs server.tls_verify_peer: identities come from verified client certificates",
+                ));
+            }
             exports.push(spec);
         }
         Ok(Settings { server, exports })
@@ -183,7 +190,9 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
 /// Validates export `i`; `earlier` are the exports before it.
 fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<ExportSpec, ConfigError> {
     let at = |key: &str| format!("export[{i}] ({:?}).{key}", e.name);
-    let access = Access::parse(&e.allow, &[], &at("")).map_err(ConfigError::Access)?;
+    let access = Access::parse(&e.allow, &[], &at(""))
+        .and_then(|a| a.with_identities(&e.tls_identities, &at("tls_identities")))
+        .map_err(ConfigError::Access)?;
     if earlier.iter().any(|o| o.name == e.name) {
         return Err(invalid(at("name"), "duplicate export name"));
     }

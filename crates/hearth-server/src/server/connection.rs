@@ -8,6 +8,7 @@
 //! when done.
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -83,14 +84,13 @@ pub(super) async fn connection<S: Stream>(
     mut stop: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
 ) {
-    let visible = Visible::to(&ctx, &peer);
-    let peer = peer.name;
+    let (ip, peer) = (peer.ip, peer.name);
     let negotiate = async {
         match ctx.limits.handshake_timeout {
-            Some(limit) => tokio::time::timeout(limit, negotiate(stream, &ctx, &visible)).await.map_err(|_| {
+            Some(limit) => tokio::time::timeout(limit, negotiate(stream, &ctx, ip, &peer)).await.map_err(|_| {
                 io::Error::new(io::ErrorKind::TimedOut, format!("not finished within {}s", limit.as_secs()))
             })?,
-            None => negotiate(stream, &ctx, &visible).await,
+            None => negotiate(stream, &ctx, ip, &peer).await,
         }
     };
     let negotiated = tokio::select! {
@@ -188,7 +188,8 @@ enum Haggled {
 /// A connection's claim on its export's `max_connections`.
 type Slot = Option<OwnedSemaphorePermit>;
 
-/// The exports one client may see (those whose allow list admits it).
+/// The exports one client may see (those whose allow list admits its
+/// address and, after a TLS upgrade, its identity).
 enum Visible {
     All,
     /// Indexes into the server's exports, and their infos.
@@ -196,11 +197,12 @@ enum Visible {
 }
 
 impl Visible {
-    fn to(ctx: &Shared, peer: &Peer) -> Visible {
-        if ctx.export_access.iter().all(|a| a.permits(peer.ip)) {
+    fn to(ctx: &Shared, ip: Option<IpAddr>, identity: Option<&str>) -> Visible {
+        let admits = |i: usize| ctx.export_access[i].admits(ip, identity);
+        if (0..ctx.infos.len()).all(admits) {
             return Visible::All;
         }
-        let indexes: Vec<usize> = (0..ctx.infos.len()).filter(|&i| ctx.export_access[i].permits(peer.ip)).collect();
+        let indexes: Vec<usize> = (0..ctx.infos.len()).filter(|&i| admits(i)).collect();
         let infos = indexes.iter().map(|&i| ctx.infos[i].clone()).collect();
         Visible::Some(indexes, infos)
     }
@@ -227,8 +229,10 @@ impl Visible {
 async fn negotiate<S: Stream>(
     mut stream: S,
     ctx: &Shared,
-    visible: &Visible,
+    ip: Option<IpAddr>,
+    peer: &str,
 ) -> io::Result<Option<(Negotiated<S>, Slot)>> {
+    let visible = &Visible::to(ctx, ip, None);
     stream.write_all(&greeting()).await?;
     stream.flush().await?;
     let mut flags = [0u8; 4];
@@ -243,6 +247,12 @@ async fn negotiate<S: Stream>(
                 .accept(stream)
                 .await
                 .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, format!("TLS handshake: {e}")))?;
+            let certificate = stream.get_ref().1.peer_certificates().and_then(|c| c.first());
+            let identity = certificate.and_then(crate::tls::identity);
+            if let Some(identity) = &identity {
+                info!(%peer, %identity, "TLS client identified");
+            }
+            let visible = &Visible::to(ctx, ip, identity.as_deref());
             match haggle(&mut stream, &mut negotiation, ctx, visible).await? {
                 Haggled::Transmit(session, slot) => {
                     Ok(Some((Negotiated::Tls(Box::new(stream), visible.session(session)), slot)))
