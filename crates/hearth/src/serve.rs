@@ -25,6 +25,8 @@ enum BackendArg {
     Memory,
     /// Another NBD server (--upstream): a caching proxy.
     Nbd,
+    /// A file on a web server answering byte ranges (--upstream URL), read-only (--read-only).
+    Http,
 }
 
 #[derive(Args, Debug)]
@@ -106,7 +108,8 @@ struct ExportFlags {
     /// Export size for sparse and memory backends, e.g. 1GiB.
     #[arg(long, conflicts_with = "config")]
     size: Option<String>,
-    /// The NBD server behind --backend nbd: nbd://host[:port]/export or nbd+unix:///export?socket=PATH.
+    /// The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH) or
+    /// --backend http (an http:// or https:// URL).
     #[arg(long, value_name = "URI", conflicts_with = "config")]
     upstream: Option<String>,
     /// Connections to the upstream (backend calls at once) [default: 4].
@@ -227,6 +230,7 @@ impl ServeArgs {
                         Some(BackendArg::Sparse) => BackendKind::Sparse,
                         Some(BackendArg::Memory) => BackendKind::Memory,
                         Some(BackendArg::Nbd) => BackendKind::Nbd,
+                        Some(BackendArg::Http) => BackendKind::Http,
                     },
                     upstream: self.export.upstream.clone(),
                     upstream_connections: self.export.upstream_connections,

@@ -4,6 +4,7 @@
 //!
 //! Backends are called from blocking threads and must allow concurrent calls.
 
+pub mod http;
 pub mod nbd;
 #[cfg(test)]
 pub(crate) mod testing;

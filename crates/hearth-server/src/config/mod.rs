@@ -184,6 +184,9 @@ pub enum BackendKind {
     Memory,
     /// Another NBD server (`upstream`): a caching proxy.
     Nbd,
+    /// A file on a web server (`upstream`, an http:// or https:// URL that
+    /// answers byte ranges), read-only.
+    Http,
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::{BackendSpec, ExportSpec, TierSpec};
+use crate::backend::http::HttpBackend;
 use crate::backend::nbd::NbdBackend;
 use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
 use crate::cache::BlockCache;
@@ -20,6 +21,7 @@ impl ExportSpec {
             BackendSpec::Nbd { upstream, connections } => {
                 Box::new(NbdBackend::connect(upstream.clone(), *connections)?)
             }
+            BackendSpec::Http { url } => Box::new(HttpBackend::open(url)?),
         };
         if !self.latency.is_zero() || self.bandwidth.is_some() {
             backend = Box::new(SlowBackend::new(backend, self.latency, self.bandwidth));
@@ -43,7 +45,7 @@ impl ExportSpec {
     pub(crate) fn backend_file(&self) -> Option<&std::path::Path> {
         match &self.backend {
             BackendSpec::File { path, .. } | BackendSpec::Sparse { path, .. } => Some(path),
-            BackendSpec::Memory { .. } | BackendSpec::Nbd { .. } => None,
+            BackendSpec::Memory { .. } | BackendSpec::Nbd { .. } | BackendSpec::Http { .. } => None,
         }
     }
 }

@@ -50,6 +50,7 @@ pub enum BackendSpec {
     Sparse { path: PathBuf, size: u64, direct: bool },
     Memory { size: u64 },
     Nbd { upstream: Upstream, connections: usize },
+    Http { url: String },
 }
 
 /// One `[[export]]`, validated.
@@ -312,8 +313,11 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
 
 fn backend_spec(e: &ExportConfig, size: Option<u64>, at: &dyn Fn(&str) -> String) -> Result<BackendSpec, ConfigError> {
     let kind = format!("{:?}", e.backend).to_lowercase();
-    if e.backend != BackendKind::Nbd && (e.upstream.is_some() || e.upstream_connections.is_some()) {
-        return Err(invalid(at("upstream"), "only for backend \"nbd\""));
+    if e.backend != BackendKind::Nbd && e.upstream_connections.is_some() {
+        return Err(invalid(at("upstream_connections"), "only for backend \"nbd\""));
+    }
+    if !matches!(e.backend, BackendKind::Nbd | BackendKind::Http) && e.upstream.is_some() {
+        return Err(invalid(at("upstream"), "only for backends \"nbd\" and \"http\""));
     }
     let required = |key: &str| invalid(at(key), format!("required for backend \"{kind}\""));
     Ok(match e.backend {
@@ -349,6 +353,24 @@ fn backend_spec(e: &ExportConfig, size: Option<u64>, at: &dyn Fn(&str) -> String
                 return Err(invalid(at("upstream_connections"), "must be positive"));
             }
             BackendSpec::Nbd { upstream, connections }
+        }
+        BackendKind::Http => {
+            let url = e.upstream.clone().ok_or_else(|| required("upstream"))?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid(at("upstream"), format!("{url:?} is not an http:// or https:// URL")));
+            }
+            for (set, key) in [(e.path.is_some(), "path"), (size.is_some(), "size"), (e.direct, "direct")] {
+                if set {
+                    return Err(invalid(at(key), "not used by backend \"http\" (the server has the size)"));
+                }
+            }
+            if !e.read_only {
+                return Err(invalid(
+                    at("read_only"),
+                    "backend \"http\" is read-only: set read_only = true (--read-only)",
+                ));
+            }
+            BackendSpec::Http { url }
         }
     })
 }
