@@ -17,6 +17,8 @@
 #   PATTERNS="randread randwrite read write"  JOBS="1 4"  TRANSPORTS="unix tcp"
 #   HEARTH_ARGS="--write-back"   extra `hearth serve` flags
 #   BASELINE=path/to/older/hearth   also run that binary, as "before"
+#   BASELINE_ARGS="--what-if none"  flags for "before" instead of HEARTH_ARGS (the
+#                                   same binary with other flags measures their cost)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +29,7 @@ PATTERNS=${PATTERNS:-randread randwrite read write}
 JOBS=${JOBS:-1 4}
 TRANSPORTS=${TRANSPORTS:-unix tcp}
 read -r -a HEARTH_ARGS <<<"${HEARTH_ARGS:-}"
+read -r -a BASELINE_ARGS <<<"${BASELINE_ARGS:-${HEARTH_ARGS:-}}"
 for tool in fio nbdkit qemu-nbd python3; do
     command -v "$tool" >/dev/null || { echo "bench-serve: $tool is not installed" >&2; exit 1; }
 done
@@ -59,20 +62,21 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 declare -A URI
 SERVERS=()
-start_hearth() { # name binary
-    local port
+start_hearth() { # name binary flags...
+    local name=$1 binary=$2 port
+    shift 2
     port=$(free_port)
-    "$2" serve --backend memory --size "${SIZE_MIB}MiB" --cache-size "$((SIZE_MIB + 64))MiB" \
-        --name disk --unix "$WORK/$1.sock" --listen "127.0.0.1:$port" --metrics 127.0.0.1:0 --log warn \
-        "${HEARTH_ARGS[@]}" >"$WORK/$1.out" 2>"$WORK/$1.log" &
+    "$binary" serve --backend memory --size "${SIZE_MIB}MiB" --cache-size "$((SIZE_MIB + 64))MiB" \
+        --name disk --unix "$WORK/$name.sock" --listen "127.0.0.1:$port" --metrics 127.0.0.1:0 --log warn \
+        "$@" >"$WORK/$name.out" 2>"$WORK/$name.log" &
     PIDS+=($!)
-    wait_for_socket "$WORK/$1.sock"
-    URI[$1-unix]="nbd+unix:///disk?socket=$WORK/$1.sock"
-    URI[$1-tcp]="nbd://127.0.0.1:$port/disk"
-    SERVERS+=("$1")
+    wait_for_socket "$WORK/$name.sock"
+    URI[$name-unix]="nbd+unix:///disk?socket=$WORK/$name.sock"
+    URI[$name-tcp]="nbd://127.0.0.1:$port/disk"
+    SERVERS+=("$name")
 }
-start_hearth hearth "$HEARTH"
-if [ -n "${BASELINE:-}" ]; then start_hearth before "$BASELINE"; fi
+start_hearth hearth "$HEARTH" "${HEARTH_ARGS[@]}"
+if [ -n "${BASELINE:-}" ]; then start_hearth before "$BASELINE" "${BASELINE_ARGS[@]}"; fi
 
 port=$(free_port)
 nbdkit -f -U "$WORK/nbdkit.sock" memory "${SIZE_MIB}M" 2>"$WORK/nbdkit-unix.log" &

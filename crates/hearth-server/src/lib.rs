@@ -11,6 +11,7 @@
 
 mod access;
 mod access_log;
+pub mod advice;
 pub mod backend;
 mod cache;
 pub mod config;
@@ -75,4 +76,6 @@ pub(crate) struct Export {
     pub(crate) connection_slots: Option<std::sync::Arc<tokio::sync::Semaphore>>,
     /// Every client READ and WRITE, hits included (`access_log`).
     pub(crate) access_log: Option<std::sync::Arc<access_log::AccessLog>>,
+    /// Live advice: the LRU miss-ratio curve and what-if policies (`what_if`).
+    pub(crate) advisor: Option<advice::Advisor>,
 }

@@ -231,7 +231,89 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         }
     }
     crate::warmup::render_metrics(&mut out, exports);
+    render_advice(&mut out, exports);
     out
+}
+
+/// The real cache's block hit ratio for reads so far (0 before any read).
+fn measured_hit_ratio(e: &Export) -> f64 {
+    let hits = e.cache.stats.hits.load(Ordering::Relaxed) as f64;
+    let misses = e.cache.stats.misses.load(Ordering::Relaxed) as f64;
+    if hits + misses == 0.0 {
+        0.0
+    } else {
+        hits / (hits + misses)
+    }
+}
+
+/// Live advice gauges (`crate::advice`): 16 curve points and one per
+/// shadowed policy per export, so the label sets stay bounded.
+fn render_advice(out: &mut String, exports: &[Arc<Export>]) {
+    let advised: Vec<(&Arc<Export>, crate::advice::Advice)> =
+        exports.iter().filter_map(|e| e.advisor.as_ref().map(|a| (e, a.advice()))).collect();
+    if advised.is_empty() {
+        return;
+    }
+    let family = |out: &mut String, name: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    };
+    family(out, "hearth_advice_lru_hit_ratio", "Estimated LRU read hit ratio at other cache sizes (SHARDS).");
+    for (e, advice) in &advised {
+        for p in &advice.mrc {
+            let _ = writeln!(
+                out,
+                "hearth_advice_lru_hit_ratio{{export=\"{}\",cache_bytes=\"{}\"}} {}",
+                label(&e.info.name),
+                p.cache_bytes,
+                p.hit_ratio
+            );
+        }
+    }
+    family(out, "hearth_advice_policy_hit_ratio", "Predicted read hit ratio of each policy at the configured size.");
+    for (e, advice) in &advised {
+        for p in &advice.policies {
+            let _ = writeln!(
+                out,
+                "hearth_advice_policy_hit_ratio{{export=\"{}\",policy=\"{}\",configured=\"{}\"}} {}",
+                label(&e.info.name),
+                label(&p.policy),
+                p.configured,
+                p.hit_ratio
+            );
+        }
+    }
+    family(out, "hearth_advice_measured_hit_ratio", "The cache's own read hit ratio, as the predictions count it.");
+    for (e, _) in &advised {
+        let _ = writeln!(
+            out,
+            "hearth_advice_measured_hit_ratio{{export=\"{}\"}} {}",
+            label(&e.info.name),
+            measured_hit_ratio(e)
+        );
+    }
+    family(out, "hearth_advice_prediction_error", "Predicted minus measured hit ratio for the configured policy.");
+    for (e, advice) in &advised {
+        if let Some(p) = advice.policies.iter().find(|p| p.configured) {
+            let error = p.hit_ratio - measured_hit_ratio(e);
+            let _ = writeln!(out, "hearth_advice_prediction_error{{export=\"{}\"}} {error}", label(&e.info.name));
+        }
+    }
+}
+
+/// `GET /advice`: the same advice as JSON, per export.
+pub fn render_advice_json(exports: &[Arc<Export>]) -> String {
+    let exports: Vec<serde_json::Value> = exports
+        .iter()
+        .filter_map(|e| {
+            let advisor = e.advisor.as_ref()?;
+            let mut v = serde_json::to_value(advisor.advice()).ok()?;
+            v["export"] = e.info.name.clone().into();
+            v["cache_bytes"] = advisor.cache_bytes().into();
+            v["measured_hit_ratio"] = measured_hit_ratio(e).into();
+            Some(v)
+        })
+        .collect();
+    serde_json::json!({ "exports": exports }).to_string()
 }
 
 /// Escapes a label value per the text format.
@@ -239,7 +321,7 @@ pub(crate) fn label(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// Answers `GET /metrics` on `listener` until the task is dropped.
+/// Answers `GET /metrics` and `GET /advice` on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
@@ -262,10 +344,20 @@ pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>) {
             if !matches!(read.await, Ok(true)) {
                 return;
             }
-            let response = if head.starts_with(b"GET /metrics ") || head.starts_with(b"GET /metrics?") {
+            let get = |path: &str| {
+                head.starts_with(format!("GET {path} ").as_bytes())
+                    || head.starts_with(format!("GET {path}?").as_bytes())
+            };
+            let response = if get("/metrics") {
                 let body = render(&exports);
                 format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            } else if get("/advice") {
+                let body = render_advice_json(&exports);
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
                 )
             } else {

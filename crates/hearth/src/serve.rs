@@ -135,6 +135,10 @@ struct ExportFlags {
     /// extension, one per connection otherwise. Default none.
     #[arg(long, conflicts_with = "config")]
     prefetch: Option<String>,
+    /// A policy the live advice (GET /advice, hearth_advice_* in /metrics) shadows beside --policy,
+    /// repeatable; `none` turns the advice off. Default lru, arc, s3fifo, wtinylfu and mq.
+    #[arg(long, value_name = "POLICY", conflicts_with = "config")]
+    what_if: Vec<String>,
     /// Background reads (prefetches, eviction-based reloads) in flight at once, 1-256. Default 8.
     #[arg(long, conflicts_with = "config")]
     background_reads: Option<usize>,
@@ -244,6 +248,11 @@ impl ServeArgs {
                     policy: self.export.policy.clone(),
                     placement: self.export.placement.clone(),
                     prefetch: self.export.prefetch.clone(),
+                    what_if: match self.export.what_if.as_slice() {
+                        [] => None,
+                        [none] if none == "none" => Some(Vec::new()),
+                        list => Some(list.to_vec()),
+                    },
                     background_reads: self.export.background_reads,
                     block_size: text(&self.export.block_size),
                     write_mode: match (self.export.write_back, self.export.write_around) {

@@ -235,6 +235,10 @@ pub struct ExportConfig {
     /// `"seq"`; default none. Contexts come from the hint extension, one per
     /// connection for clients that do not send them.
     pub prefetch: Option<String>,
+    /// Policies the live advice shadows beside the configured one (see
+    /// `hearth_server::advice`); `[]` turns the advice off. Default
+    /// lru, arc, s3fifo, wtinylfu, mq.
+    pub what_if: Option<Vec<String>>,
     /// Background reads (prefetches, eviction-based reloads) in flight at
     /// once: the device parallelism they may use. Default 8.
     pub background_reads: Option<usize>,

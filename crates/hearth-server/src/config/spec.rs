@@ -68,6 +68,8 @@ pub struct ExportSpec {
     pub placement: Placement,
     /// A prefetcher spec `hearth_prefetch::build` accepts; `None` for none.
     pub prefetch: Option<String>,
+    /// Policies the live advice shadows beside `policy`; `None`: no advice.
+    pub what_if: Option<Vec<String>>,
     /// 1 to 256.
     pub background_reads: usize,
     pub latency: Duration,
@@ -227,6 +229,19 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
     if let Some(spec) = &prefetch {
         hearth_prefetch::build(spec, 4096, &[]).map_err(|m| invalid(at("prefetch"), m))?;
     }
+    let what_if = match &e.what_if {
+        None => Some(crate::advice::DEFAULT_WHAT_IF.iter().map(|p| p.to_string()).collect()),
+        Some(list) if list.is_empty() => None,
+        Some(list) => {
+            for (j, spec) in list.iter().enumerate() {
+                hearth_policy::build(spec, 1 << 20).map_err(|m| invalid(at(&format!("what_if[{j}]")), m))?;
+                if hearth_policy::is_offline(spec) {
+                    return Err(invalid(at(&format!("what_if[{j}]")), "an offline bound cannot run on live traffic"));
+                }
+            }
+            Some(list.clone())
+        }
+    };
     let background_reads = e.background_reads.unwrap_or(8);
     if !(1..=256).contains(&background_reads) {
         return Err(invalid(at("background_reads"), "must be 1 to 256"));
@@ -297,6 +312,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         policy,
         placement,
         prefetch,
+        what_if,
         background_reads,
         latency,
         bandwidth,

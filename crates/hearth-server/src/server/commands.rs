@@ -99,6 +99,9 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
         .sequential
         .as_ref()
         .is_some_and(|s| s.lock().unwrap_or_else(|e| e.into_inner()).bypass(req.offset, u64::from(req.length)));
+    if let (false, Some(advisor)) = (bypass, &export.advisor) {
+        advisor.observe_read(export.cache.block_range(req.offset, u64::from(req.length)));
+    }
     if !bypass && export.cache.read_cached(req.offset, len, &mut reply) {
         return finish_read(&conn.replies, export, job, Ok(reply));
     }

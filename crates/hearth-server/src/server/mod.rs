@@ -146,6 +146,11 @@ impl Server {
                 Some(path) => Some(crate::access_log::AccessLog::open(path).map_err(|err| failed(err.into()))?),
                 None => None,
             };
+            let advisor = match &e.what_if {
+                Some(what_if) => crate::advice::Advisor::new(&e.policy, e.cache_bytes, cache.block_size(), what_if)
+                    .map_err(|m| failed(crate::OpenError::Spec(m)))?,
+                None => None,
+            };
             let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
             let prefetcher = e.prefetcher().map_err(failed)?.map(std::sync::Mutex::new);
             let export = Arc::new(Export {
@@ -161,6 +166,7 @@ impl Server {
                 sequential: e.sequential_cutoff.map(|c| std::sync::Mutex::new(SequentialCutoff::new(c))),
                 connection_slots: e.max_connections.map(|n| Arc::new(Semaphore::new(n))),
                 access_log,
+                advisor,
             });
             background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)
                 .map_err(ServeError::Thread)?;
@@ -350,6 +356,7 @@ mod tests {
             sequential: None,
             connection_slots: None,
             access_log: None,
+            advisor: None,
         });
         background::spawn_background(Arc::downgrade(&export), queue, 1).unwrap();
         let limits = Limits {
