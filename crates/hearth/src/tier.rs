@@ -342,27 +342,14 @@ impl Table {
         let path = dir.join(format!("{}.csv", self.name));
         std::fs::write(&path, csv).with_context(|| format!("writing {}", path.display()))?;
         let chart = if self.log_x || self.xs.iter().all(|x| x.parse::<f64>().is_ok()) {
-            // A saturated slow device makes some means explode; clip the plot
-            // (not the CSV) at 3x the slow-only worst so the rest stays readable.
-            let clip = self
-                .series
-                .iter()
-                .find(|(name, _)| name == Scheme::SlowOnly.name())
-                .map(|(_, ys)| 3.0 * ys.iter().copied().fold(0.0, f64::max))
-                .filter(|&c| self.series.iter().any(|(_, ys)| ys.iter().any(|&y| y > c)));
-            let title = match clip {
-                Some(c) => format!("{} (clipped at {c:.1})", self.title),
-                None => self.title.clone(),
-            };
-            let mut c = hearth_plot::Chart::lines(&title, self.x_label, self.y_label);
+            let mut c = hearth_plot::Chart::lines(&self.title, self.x_label, self.y_label);
             c.log_x = self.log_x;
+            // A saturated slow device makes some means explode (6 s against
+            // 5 ms): a log axis keeps the others readable.
+            let ys = || self.series.iter().flat_map(|(_, ys)| ys.iter().copied()).filter(|&y| y > 0.0);
+            c.log_y = ys().fold(0.0, f64::max) > 20.0 * ys().fold(f64::INFINITY, f64::min);
             for (name, ys) in &self.series {
-                let points = self
-                    .xs
-                    .iter()
-                    .zip(ys)
-                    .map(|(x, &y)| (x.parse().expect("numeric x"), clip.map_or(y, |c| y.min(c))))
-                    .collect();
+                let points = self.xs.iter().zip(ys).map(|(x, &y)| (x.parse().expect("numeric x"), y)).collect();
                 c = c.series(name, points);
             }
             c

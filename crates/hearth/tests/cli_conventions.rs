@@ -205,3 +205,15 @@ fn every_flag_has_help_and_no_default_is_a_build_path() {
         }
     }
 }
+
+#[test]
+fn a_curve_of_one_size_is_not_drawn_but_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("mrc");
+    let o =
+        hearth(&["sim", "synth:loop:100", "--requests", "1000", "-q", "-p", "lru", "-s", "10%", "--mrc", path(&base)]);
+    stdout(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("warning:") && err.contains("not written: every series has a single point"), "{err}");
+    assert!(!base.with_extension("png").exists() && !base.with_extension("svg").exists());
+}
