@@ -45,7 +45,7 @@ pub fn format_duration(d: Duration) -> String {
         [(86_400e9, "d"), (3_600e9, "h"), (60e9, "min"), (1e9, "s"), (1e6, "ms"), (1e3, "µs")];
     for (scale, unit) in STEPS {
         if ns >= scale {
-            return format!("{} {unit}", three_digits(ns / scale));
+            return format!("{} {unit}", short_number(ns / scale));
         }
     }
     if ns == 0.0 {
@@ -75,22 +75,15 @@ pub fn format_rate(bytes_per_sec: u64) -> String {
     let b = bytes_per_sec as f64;
     for (scale, unit) in UNITS {
         if b >= scale {
-            return format!("{} {unit}", three_digits(b / scale));
+            return format!("{} {unit}", short_number(b / scale));
         }
     }
     format!("{bytes_per_sec} B/s")
 }
 
-/// At most three significant digits (one decimal at most from 10 up), no
-/// trailing zeros: 75, 5.4, 163, 0.25.
-fn three_digits(v: f64) -> String {
-    let digits = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
+/// One decimal at most, none from 100 up, no trailing zeros: 75, 5.4, 163.
+fn short_number(v: f64) -> String {
+    let digits = if v >= 100.0 { 0 } else { 1 };
     trim_number(format!("{v:.digits$}").parse().unwrap_or(v))
 }
 

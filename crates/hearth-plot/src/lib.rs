@@ -126,8 +126,8 @@ pub fn nothing_to_plot(chart: &Chart) -> Option<String> {
 }
 
 /// Groups (two or more) of line series that lie on each other (within
-/// 0.4% of the y axis, about 2 pixels, at every point) and would hide each
-/// other: drawn with distinct dashes and named in a note.
+/// 0.4% of the y axis, about 2 pixels, at 80% of their points or more) and
+/// would hide each other: drawn with distinct dashes and named in a note.
 pub fn coinciding(chart: &Chart) -> Vec<Vec<usize>> {
     if chart.kind != Kind::Lines {
         return Vec::new();
@@ -137,8 +137,8 @@ pub fn coinciding(chart: &Chart) -> Vec<Vec<usize>> {
     let (_, (y0, y1)) = bounds(chart);
     let tolerance = 0.004 * (at(y1) - at(y0)).abs().max(1e-12);
     let same = |a: &Series, b: &Series| {
-        a.points.len() == b.points.len()
-            && a.points.iter().zip(&b.points).all(|(p, q)| p.0 == q.0 && (at(p.1) - at(q.1)).abs() <= tolerance)
+        let on = a.points.iter().zip(&b.points).filter(|(p, q)| p.0 == q.0 && (at(p.1) - at(q.1)).abs() <= tolerance);
+        a.points.len() == b.points.len() && on.count() * 5 >= a.points.len() * 4
     };
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, s) in chart.series.iter().enumerate() {

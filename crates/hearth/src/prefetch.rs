@@ -127,7 +127,7 @@ pub struct ReplayCache {
           value_parser = units::share("--warmup", units::BareShare::Fraction))]
     warmup: f64,
     /// Cache block size; the workload's block numbers count in it.
-    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
 }
 

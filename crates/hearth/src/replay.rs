@@ -39,7 +39,7 @@ pub struct ReplayArgs {
           value_parser = crate::units::share("--warmup", crate::units::BareShare::Fraction))]
     warmup: f64,
     /// Block size of the export; the workload's block numbers count in it.
-    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
     /// Skip the workload's writes (leaves the export's data untouched).
     #[arg(long)]

@@ -44,13 +44,13 @@ pub struct WarmupInspectArgs {
     /// The logging volume (file or block device).
     log: PathBuf,
     /// The export's cache block size.
-    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
     /// metadata or data, as the server was started with.
     #[arg(long, default_value = "metadata")]
     mode: String,
     /// Pre-load budget (the server caps it at its cache size).
-    #[arg(long, default_value = "64MiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = hearth_core::parse_bytes)]
     budget: u64,
     /// The export's backing file (serve's --path): logged data is distrusted if it changed after
     /// the log.
@@ -81,7 +81,7 @@ pub struct WarmupSimArgs {
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = units::duration_or_seconds("--interval"))]
     interval: Duration,
     /// Region sizes for the pre-loading methods.
-    #[arg(long, value_delimiter = ',', default_value = "4KiB,1MiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', default_value = "4KiB,1MiB", value_parser = hearth_core::parse_bytes)]
     regions: Vec<u64>,
     /// Warmup budget as a percentage of the previous period's working set (capped at the cache size).
     #[arg(long, value_name = "PERCENT", default_value = "100%",
