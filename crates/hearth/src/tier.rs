@@ -47,17 +47,18 @@ struct Setup {
     /// Slow device: hdd, ssd, nvme or a name from --devices.
     #[arg(long, default_value = "hdd")]
     slow: String,
-    /// Size of the fast device: bytes (512MiB) or share of the trace footprint (10%).
+    /// Size of the fast device: bytes (512MiB), blocks (5000blocks) or share of the trace footprint
+    /// (10%).
     #[arg(long, value_name = "SIZE", default_value = "10%", allow_hyphen_values = true)]
     fast_size: String,
     /// Old name of --fast-size.
     #[arg(long, hide = true, conflicts_with = "fast_size",
           value_parser = units::renamed::<String>("--fast-capacity", "--fast-size"))]
     fast_capacity: Option<String>,
-    /// OS page cache: bytes or share of the footprint.
+    /// OS page cache: bytes, blocks or share of the footprint.
     #[arg(long, value_name = "SIZE", default_value = "256MiB", allow_hyphen_values = true)]
     os_cache: String,
-    /// FIFO prefetch cache: bytes or share of the footprint.
+    /// FIFO prefetch cache: bytes, blocks or share of the footprint.
     #[arg(long, value_name = "SIZE", default_value = "256MiB", allow_hyphen_values = true)]
     prefetch_cache: String,
     /// Blocks the OS reads ahead on a slow-device read.
@@ -132,16 +133,20 @@ struct Loaded {
     capacity_blocks: u64,
 }
 
-/// Bytes (`64MiB`) or a share of `footprint_bytes` (`10%`).
-fn size_or_share(spec: &str, footprint_bytes: u64, what: &str) -> anyhow::Result<u64> {
-    if let Some(pct) = spec.trim().strip_suffix('%') {
+/// Bytes (`64MiB`), blocks (`5000blocks`) or a share of `footprint_bytes` (`10%`).
+fn size_or_share(spec: &str, footprint_bytes: u64, block_size: u32, what: &str) -> anyhow::Result<u64> {
+    let t = spec.trim();
+    if let Some(pct) = t.strip_suffix('%') {
         let p: f64 = pct.trim().parse().with_context(|| format!("{what}: {spec:?} is not a percentage"))?;
         if !(0.0..=100.0).contains(&p) {
             bail!("{what}: {spec:?} must be between 0% and 100%");
         }
         Ok((footprint_bytes as f64 * p / 100.0) as u64)
+    } else if let Some(n) = t.strip_suffix("blocks").or_else(|| t.strip_suffix("blk")) {
+        let n: u64 = n.trim().parse().with_context(|| format!("{what}: {spec:?} is not a block count"))?;
+        Ok(n * u64::from(block_size))
     } else {
-        parse_bytes(spec).map_err(anyhow::Error::msg).with_context(|| format!("{what}: {spec:?}"))
+        parse_bytes(t).map_err(anyhow::Error::msg).with_context(|| format!("{what}: {spec:?}"))
     }
 }
 
@@ -170,14 +175,14 @@ fn load(setup: &Setup) -> anyhow::Result<Loaded> {
     let base = TierConfig {
         fast: devices.get(&setup.fast).map_err(anyhow::Error::msg).context("--fast")?,
         slow: devices.get(&setup.slow).map_err(anyhow::Error::msg).context("--slow")?,
-        os_cache_bytes: size_or_share(&setup.os_cache, footprint, "--os-cache")?,
-        prefetch_cache_bytes: size_or_share(&setup.prefetch_cache, footprint, "--prefetch-cache")?,
+        os_cache_bytes: size_or_share(&setup.os_cache, footprint, block_size, "--os-cache")?,
+        prefetch_cache_bytes: size_or_share(&setup.prefetch_cache, footprint, block_size, "--prefetch-cache")?,
         read_ahead_blocks: setup.read_ahead,
         think_ns: setup.think_ms.unwrap_or(setup.think).as_nanos() as u64,
         ..TierConfig::new(block_size)
     };
     let fast_size = setup.fast_capacity.as_ref().unwrap_or(&setup.fast_size);
-    let capacity_blocks = size_or_share(fast_size, footprint, "--fast-size")? / u64::from(block_size);
+    let capacity_blocks = size_or_share(fast_size, footprint, block_size, "--fast-size")? / u64::from(block_size);
     Ok(Loaded { exp, base, capacity_blocks })
 }
 

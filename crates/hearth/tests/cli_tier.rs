@@ -48,6 +48,13 @@ fn plan_holds_at_most_the_capacity_and_user_devices_load() {
     let blocks: u64 = json["runs"].as_array().unwrap().iter().map(|r| r[1].as_u64().unwrap()).sum();
     assert_eq!(blocks, 100);
     assert_eq!(json["method"], "freq");
+    // Sizes in blocks, as in every command: 100 blocks of 4 KiB is the same plan.
+    let mut args = vec!["tier", "plan"];
+    args.extend(CHAINS);
+    let in_blocks = dir.path().join("blocks.json");
+    args.extend(["--fast-size", "100blocks", "--method", "freq", "-o", in_blocks.to_str().unwrap()]);
+    stdout(&hearth(&args));
+    assert_eq!(std::fs::read(&in_blocks).unwrap(), std::fs::read(&plan).unwrap());
 
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
