@@ -39,7 +39,7 @@ metric() { # page name
 printf "%-6s %-10s %9s %9s %9s %9s %9s %10s %10s\n" \
     workload prefetch "read µs" "p99 µs" misses promotes issued "miss cut" "latency"
 for w in "${WORKLOADS[@]}"; do
-    footprint=$("$HEARTH" prefetch sim --workload "$w" -s none --json | jq .footprint_bytes)
+    footprint=$("$HEARTH" prefetch sim --workload "$w" --schemes none --json | jq .footprint_bytes)
     size_mib=$(((footprint >> 20) + 1))
     cache=$((footprint * PCT / 100))
     declare -A MISSES=() MEAN=()

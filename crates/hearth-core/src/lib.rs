@@ -7,9 +7,11 @@
 
 pub mod list;
 pub mod size;
+pub mod units;
 
 pub use list::{List, Slab, NIL};
 pub use size::{format_bytes, parse_bytes};
+pub use units::{format_duration, format_rate, parse_duration, parse_percent};
 
 /// Identifier of a cached item: a block number in block mode, an object id in
 /// object mode.

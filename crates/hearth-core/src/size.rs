@@ -3,6 +3,9 @@
 /// Parses a byte size; suffixes are binary (k = 1024) and case-insensitive.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("size {s:?} is negative"));
+    }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: f64 = num.parse().map_err(|_| format!("not a byte size: {s:?}"))?;
@@ -51,6 +54,7 @@ mod tests {
         assert_eq!(parse_bytes("1.5G"), Ok(3 << 29));
         assert!(parse_bytes("12 parsecs").is_err());
         assert!(parse_bytes("").is_err());
+        assert_eq!(parse_bytes("-5MiB").unwrap_err(), "size \"-5MiB\" is negative");
         assert_eq!(format_bytes(128 << 20), "128 MiB");
         assert_eq!(format_bytes(1536), "1.5 KiB");
     }

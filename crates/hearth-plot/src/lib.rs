@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -33,6 +34,8 @@ pub struct Chart {
     pub kind: Kind,
     /// Logarithmic x axis (cache sizes, distances).
     pub log_x: bool,
+    /// Logarithmic y axis, when one series dwarfs the others.
+    pub log_y: bool,
     /// Labels for bar categories (`Kind::Bars`), indexed by x.
     pub categories: Vec<String>,
     pub series: Vec<Series>,
@@ -46,6 +49,7 @@ impl Chart {
             y_label: y_label.into(),
             kind: Kind::Lines,
             log_x: false,
+            log_y: false,
             categories: Vec::new(),
             series: Vec::new(),
         }
@@ -86,21 +90,82 @@ fn ensure_font() -> Result<(), String> {
         .clone()
 }
 
-/// Writes `<base>.svg` and `<base>.png` and returns their paths.
+/// Writes `<base>.svg` and `<base>.png` and returns their paths. A chart
+/// with nothing to show is not written: a warning on stderr says why, and
+/// no paths are returned.
 pub fn render(chart: &Chart, base: &Path) -> Result<Vec<PathBuf>, String> {
+    if let Some(why) = nothing_to_plot(chart) {
+        eprintln!("hearth: warning: {} not written: {why}", base.with_extension("png").display());
+        return Ok(Vec::new());
+    }
     ensure_font()?;
     if let Some(dir) = base.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
     let svg = base.with_extension("svg");
     let png = base.with_extension("png");
-    let size = (960, 600);
+    let size = (960 + legend_width(chart), 600);
     draw(chart, SVGBackend::new(&svg, size).into_drawing_area()).map_err(|e| format!("{}: {e}", svg.display()))?;
     draw(chart, BitMapBackend::new(&png, size).into_drawing_area()).map_err(|e| format!("{}: {e}", png.display()))?;
     Ok(vec![svg, png])
 }
 
+/// Why a chart would come out empty, if it would.
+pub fn nothing_to_plot(chart: &Chart) -> Option<String> {
+    let finite = |s: &Series| s.points.iter().filter(|(x, y)| x.is_finite() && y.is_finite()).count();
+    match chart.kind {
+        _ if chart.series.iter().all(|s| finite(s) == 0) => Some("no data points".into()),
+        Kind::Lines if chart.series.iter().all(|s| finite(s) < 2) => {
+            Some("every series has a single point, and a line needs two (more sizes or intervals?)".into())
+        }
+        Kind::Bars if chart.series.iter().flat_map(|s| &s.points).all(|&(_, y)| y == 0.0) => {
+            Some("every value is zero".into())
+        }
+        _ => None,
+    }
+}
+
+/// Groups (two or more) of line series that lie on each other (within
+/// 0.4% of the y axis, about 2 pixels, at 80% of their points or more) and
+/// would hide each other: drawn with distinct dashes and named in a note.
+pub fn coinciding(chart: &Chart) -> Vec<Vec<usize>> {
+    if chart.kind != Kind::Lines {
+        return Vec::new();
+    }
+    // Positions along the y axis, log or linear, as drawn.
+    let at = |y: f64| if chart.log_y { y.max(f64::MIN_POSITIVE).log10() } else { y };
+    let (_, (y0, y1)) = bounds(chart);
+    let tolerance = 0.004 * (at(y1) - at(y0)).abs().max(1e-12);
+    let same = |a: &Series, b: &Series| {
+        let on = a.points.iter().zip(&b.points).filter(|(p, q)| p.0 == q.0 && (at(p.1) - at(q.1)).abs() <= tolerance);
+        a.points.len() == b.points.len() && on.count() * 5 >= a.points.len() * 4
+    };
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, s) in chart.series.iter().enumerate() {
+        match groups.iter_mut().find(|g| same(&chart.series[g[0]], s)) {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups.retain(|g| g.len() > 1);
+    groups
+}
+
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+const LEGEND_FONT: u32 = 15;
+const LEGEND_ROW: i32 = 22;
+
+/// Room on the right for the legend, so it never covers data.
+fn legend_width(chart: &Chart) -> u32 {
+    let names = chart.series.iter().map(|s| s.name.chars().count() + 5);
+    let groups = coinciding(chart);
+    let notes = groups.iter().map(|g| g.iter().map(|&i| chart.series[i].name.chars().count() + 3).sum::<usize>() + 2);
+    let longest = names.chain(notes).chain((!groups.is_empty()).then_some(NOTE.len())).max().unwrap_or(0) as u32;
+    (longest * 8 + 24).clamp(120, 420)
+}
+
+const NOTE: &str = "Overlapping (dashed):";
 
 fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
     let pts = || chart.series.iter().flat_map(|s| s.points.iter().copied());
@@ -124,7 +189,20 @@ fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
     if y1 <= 0.0 {
         y1 = 1.0;
     }
+    if chart.log_y {
+        let low = pts().map(|p| p.1).filter(|y| y.is_finite() && *y > 0.0).fold(f64::INFINITY, f64::min);
+        let low = if low.is_finite() { low } else { y1 / 10.0 };
+        return ((x0, x1), (low / 1.5, y1 * 1.5));
+    }
     ((x0, x1), (0.0, y1 * 1.05))
+}
+
+/// How series `i` is drawn: its colour, and dashes when it coincides with an
+/// earlier series (the k-th member of its group gets the k-th pattern).
+fn dashes(groups: &[Vec<usize>], i: usize) -> Option<(u32, u32)> {
+    const PATTERNS: [(u32, u32); 4] = [(12, 6), (3, 5), (18, 4), (6, 10)];
+    let k = groups.iter().find_map(|g| g.iter().position(|&j| j == i))?;
+    (k > 0).then(|| PATTERNS[(k - 1) % PATTERNS.len()])
 }
 
 fn draw<DB: DrawingBackend>(chart: &Chart, root: DrawingArea<DB, Shift>) -> DrawResult
@@ -132,33 +210,25 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE)?;
+    let root = root.titled(&chart.title, ("sans-serif", 24))?;
+    let (width, _) = root.dim_in_pixel();
+    let (plot, side) = root.split_horizontally(width - legend_width(chart));
+    let groups = coinciding(chart);
     let ((x0, x1), (y0, y1)) = bounds(chart);
-    let mut builder = ChartBuilder::on(&root);
-    builder.caption(&chart.title, ("sans-serif", 24)).margin(16).x_label_area_size(48).y_label_area_size(72);
-    match chart.kind {
-        Kind::Lines if chart.log_x => {
-            let mut c = builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?;
-            c.configure_mesh().x_desc(&chart.x_label).y_desc(&chart.y_label).draw()?;
-            for (i, s) in chart.series.iter().enumerate() {
-                let color = Palette99::pick(i).stroke_width(2);
-                c.draw_series(LineSeries::new(s.points.iter().copied(), color))?.label(&s.name).legend(
-                    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], Palette99::pick(i).stroke_width(2)),
-                );
-            }
-            c.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    let mut builder = ChartBuilder::on(&plot);
+    builder.margin(16).x_label_area_size(48).y_label_area_size(72);
+    match (chart.kind, chart.log_x, chart.log_y) {
+        (Kind::Lines, false, false) => draw_lines(chart, &groups, builder.build_cartesian_2d(x0..x1, y0..y1)?)?,
+        (Kind::Lines, true, false) => {
+            draw_lines(chart, &groups, builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?)?
         }
-        Kind::Lines => {
-            let mut c = builder.build_cartesian_2d(x0..x1, y0..y1)?;
-            c.configure_mesh().x_desc(&chart.x_label).y_desc(&chart.y_label).draw()?;
-            for (i, s) in chart.series.iter().enumerate() {
-                let color = Palette99::pick(i).stroke_width(2);
-                c.draw_series(LineSeries::new(s.points.iter().copied(), color))?.label(&s.name).legend(
-                    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], Palette99::pick(i).stroke_width(2)),
-                );
-            }
-            c.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        (Kind::Lines, false, true) => {
+            draw_lines(chart, &groups, builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?)?
         }
-        Kind::Bars => {
+        (Kind::Lines, true, true) => {
+            draw_lines(chart, &groups, builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?)?
+        }
+        (Kind::Bars, ..) => {
             let n = chart.categories.len().max(1);
             let groups = chart.series.len().max(1) as f64;
             let mut c = builder.build_cartesian_2d(-0.5f64..(n as f64 - 0.5), y0..y1)?;
@@ -183,16 +253,81 @@ where
                 let left = -0.4 + g as f64 * width;
                 c.draw_series(
                     s.points.iter().map(|&(x, y)| Rectangle::new([(x + left, 0.0), (x + left + width, y)], color)),
-                )?
-                .label(&s.name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], Palette99::pick(g).filled()));
-            }
-            if chart.series.len() > 1 {
-                c.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+                )?;
             }
         }
     }
+    draw_legend(chart, &groups, &side)?;
     root.present()?;
+    Ok(())
+}
+
+fn draw_lines<DB, X, Y>(
+    chart: &Chart,
+    groups: &[Vec<usize>],
+    mut c: ChartContext<'_, DB, Cartesian2d<X, Y>>,
+) -> DrawResult
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    c.configure_mesh().x_desc(&chart.x_label).y_desc(&chart.y_label).draw()?;
+    for (i, s) in chart.series.iter().enumerate() {
+        let style = Palette99::pick(i).stroke_width(2);
+        // A log axis has no place for zero or below.
+        let shown = |v: f64, log: bool| v.is_finite() && (!log || v > 0.0);
+        let points = s.points.iter().copied().filter(|&(x, y)| shown(x, chart.log_x) && shown(y, chart.log_y));
+        match dashes(groups, i) {
+            Some((dash, gap)) => {
+                c.draw_series(DashedLineSeries::new(points, dash, gap, style))?;
+            }
+            None => {
+                c.draw_series(LineSeries::new(points, style))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The legend beside the plot: one row per series, then a note naming the
+/// series that coincide.
+fn draw_legend<DB: DrawingBackend>(chart: &Chart, groups: &[Vec<usize>], area: &DrawingArea<DB, Shift>) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    if chart.kind == Kind::Bars && chart.series.len() < 2 {
+        return Ok(());
+    }
+    let font = ("sans-serif", LEGEND_FONT).into_font();
+    let mut y = 40;
+    for (i, s) in chart.series.iter().enumerate() {
+        let color = Palette99::pick(i);
+        match (chart.kind, dashes(groups, i)) {
+            (Kind::Bars, _) => area.draw(&Rectangle::new([(8, y - 6), (28, y + 6)], color.filled()))?,
+            (Kind::Lines, Some((dash, gap))) => {
+                let mut x = 4;
+                while x < 32 {
+                    let end = (x + dash as i32).min(32);
+                    area.draw(&PathElement::new(vec![(x, y), (end, y)], color.stroke_width(2)))?;
+                    x = end + gap as i32;
+                }
+            }
+            (Kind::Lines, None) => area.draw(&PathElement::new(vec![(4, y), (32, y)], color.stroke_width(2)))?,
+        }
+        area.draw(&Text::new(s.name.clone(), (38, y - LEGEND_FONT as i32 / 2), font.clone()))?;
+        y += LEGEND_ROW;
+    }
+    if !groups.is_empty() {
+        y += LEGEND_ROW / 2;
+        area.draw(&Text::new(NOTE, (4, y), font.clone()))?;
+        for g in groups {
+            y += LEGEND_ROW;
+            let names: Vec<&str> = g.iter().map(|&i| chart.series[i].name.as_str()).collect();
+            area.draw(&Text::new(names.join(" ≈ "), (12, y), font.clone()))?;
+        }
+    }
     Ok(())
 }
 
@@ -215,6 +350,53 @@ mod tests {
             Chart::bars("h", "bucket", "count", vec!["0".into(), "1".into()]).series("a", vec![(0.0, 3.0), (1.0, 5.0)]);
         let files = render(&bars, &dir.join("bars")).unwrap();
         assert!(std::fs::read_to_string(&files[0]).unwrap().contains("<rect"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The x of the SVG text element reading `name`.
+    fn text_x(svg: &str, name: &str) -> f64 {
+        let end = svg.find(&format!(">\n{name}\n</text>")).unwrap_or_else(|| panic!("no text {name}"));
+        let start = svg[..end].rfind("<text").unwrap();
+        let x = svg[start..end].split("x=\"").nth(1).unwrap();
+        x[..x.find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn the_legend_sits_beside_the_plot_and_names_series_that_coincide() {
+        let dir = std::env::temp_dir().join(format!("hearth-plot-legend-{}", std::process::id()));
+        let same = vec![(1.0, 0.5), (2.0, 0.4), (3.0, 0.3)];
+        let near = vec![(1.0, 0.501), (2.0, 0.4), (3.0, 0.3)];
+        let chart = Chart::lines("t", "x", "y")
+            .series("freq", same)
+            .series("LRU cache", vec![(1.0, 0.9), (2.0, 0.8), (3.0, 0.7)])
+            .series("borg", near);
+        assert_eq!(coinciding(&chart), vec![vec![0, 2]]);
+        let files = render(&chart, &dir.join("legend")).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        // The plot area is the first 960 pixels; the legend is to its right.
+        for name in ["freq", "LRU cache", "borg", "freq ≈ borg"] {
+            assert!(text_x(&svg, name) >= 960.0, "{name} is drawn over the plot");
+        }
+        assert!(svg.contains("Overlapping (dashed):"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn an_empty_chart_is_not_written() {
+        let dir = std::env::temp_dir().join(format!("hearth-plot-empty-{}", std::process::id()));
+        let one_point = Chart::lines("MRC", "cache", "miss ratio").series("LRU", vec![(64.0, 0.5)]);
+        assert!(nothing_to_plot(&one_point).unwrap().contains("single point"));
+        assert_eq!(render(&one_point, &dir.join("mrc")), Ok(Vec::new()));
+        let zeros = Chart::bars("h", "hour", "count", vec!["0".into()]).series("a", vec![(0.0, 0.0)]);
+        assert!(nothing_to_plot(&zeros).unwrap().contains("zero"));
+        assert!(nothing_to_plot(&Chart::lines("t", "x", "y")).unwrap().contains("no data"));
+        assert!(!dir.exists(), "nothing was written");
+        let log = Chart {
+            log_y: true,
+            ..Chart::lines("t", "x", "y").series("a", vec![(1.0, 0.0), (2.0, 5.0), (3.0, 6000.0)])
+        };
+        assert_eq!(nothing_to_plot(&log), None);
+        assert_eq!(render(&log, &dir.join("log")).unwrap().len(), 2);
         std::fs::remove_dir_all(&dir).ok();
     }
 }

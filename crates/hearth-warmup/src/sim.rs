@@ -111,8 +111,9 @@ pub fn run(
     const MAX_INTERVALS: u64 = 10_000_000;
     if exp.period_ns.div_ceil(exp.interval_ns) > MAX_INTERVALS {
         return Err(format!(
-            "a period of {} ns holds more than {MAX_INTERVALS} intervals of {} ns; use a longer interval",
-            exp.period_ns, exp.interval_ns
+            "a period of {} holds more than {MAX_INTERVALS} intervals of {}; use a longer interval",
+            human(exp.period_ns),
+            human(exp.interval_ns)
         ));
     }
     let periods = split_periods(trace, exp.period_ns, exp.interval_ns);
@@ -337,6 +338,11 @@ impl Cache {
             }
         }
     }
+}
+
+/// Nanoseconds as people read them (`30 min`).
+fn human(ns: u64) -> String {
+    hearth_core::format_duration(std::time::Duration::from_nanos(ns))
 }
 
 #[cfg(test)]

@@ -19,20 +19,33 @@ pub enum BenchCmd {
 
 #[derive(Args, Debug)]
 pub struct SimBenchArgs {
-    /// An oracleGeneral trace (the format both simulators read natively); default: the shared
-    /// CloudPhysics trace beside this checkout.
-    #[arg(default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/cloudPhysicsIO.oracleGeneral.bin"))]
-    trace: PathBuf,
+    /// An oracleGeneral trace (the format both simulators read natively) [default:
+    /// shared/data/cloudPhysicsIO.oracleGeneral.bin beside the checkout the binary was built from].
+    trace: Option<PathBuf>,
+    /// Policies to compare, comma-separated (names libCacheSim knows too).
     #[arg(short, long, value_delimiter = ',', default_value = "lru,arc,mq")]
     policies: Vec<String>,
-    #[arg(long, default_value = "256MiB", value_parser = hearth_core::parse_bytes)]
+    /// Cache size in bytes, e.g. 256MiB.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = hearth_core::parse_bytes)]
     cache_size: u64,
     /// Runs per policy; the fastest counts.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
-    /// The peer script (libCacheSim's Python package must be importable by python3).
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/libcachesim_peer.py"))]
-    peer: PathBuf,
+    /// The peer script (libCacheSim's Python package must be importable by python3) [default:
+    /// bench/libcachesim_peer.py in the checkout the binary was built from].
+    #[arg(long, value_name = "PATH")]
+    peer: Option<PathBuf>,
+}
+
+impl SimBenchArgs {
+    /// The files named, or the defaults beside the checkout.
+    fn paths(&self) -> (PathBuf, PathBuf) {
+        let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        (
+            self.trace.clone().unwrap_or_else(|| checkout.join("../shared/data/cloudPhysicsIO.oracleGeneral.bin")),
+            self.peer.clone().unwrap_or_else(|| checkout.join("bench/libcachesim_peer.py")),
+        )
+    }
 }
 
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
@@ -45,12 +58,13 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; benchmark with `cargo run --release -- bench sim`");
     }
-    let trace = Trace::load(hearth_trace::open(&args.trace, Some(Format::OracleGeneral))?, Mode::Object)?;
+    let (trace_path, peer_script) = args.paths();
+    let trace = Trace::load(hearth_trace::open(&trace_path, Some(Format::OracleGeneral))?, Mode::Object)?;
     let n = trace.accesses.len() as f64;
 
     let peer = Command::new("python3")
-        .arg(&args.peer)
-        .arg(&args.trace)
+        .arg(&peer_script)
+        .arg(&trace_path)
         .arg("ORACLE_GENERAL_TRACE")
         .arg(args.cache_size.to_string())
         .arg(args.repeat.to_string())
@@ -92,7 +106,7 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         for _ in 0..args.repeat {
             let mut policy = build()?;
             let start = Instant::now();
-            let reader = hearth_trace::open(&args.trace, Some(Format::OracleGeneral))?;
+            let reader = hearth_trace::open(&trace_path, Some(Format::OracleGeneral))?;
             let stream = hearth_trace::accesses(reader, Mode::Object).map(|a| a.expect("the file read cleanly above"));
             replay(policy.as_mut(), stream, &|_| {});
             best_e2e = best_e2e.min(start.elapsed().as_secs_f64());

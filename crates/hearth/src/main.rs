@@ -13,6 +13,7 @@ mod sweep;
 mod tier;
 mod trace_args;
 mod trace_cmd;
+mod units;
 mod warmup;
 
 use std::process::ExitCode;
@@ -20,7 +21,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "hearth", version, about = "A storage-server cache: simulator, analyzer and NBD server")]
+#[command(
+    name = "hearth",
+    version,
+    about = "A storage-server cache: simulator, analyzer and NBD server",
+    after_help = "Every command writes sizes (64MiB, 5000blocks, 10%), shares (50%) and durations (500us, 2ms, 30m, 1d) \
+                  the same way, and names one idea with one flag: docs/GUIDE.md, section 10 (Flag conventions)."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

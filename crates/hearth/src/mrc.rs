@@ -59,7 +59,7 @@ pub struct MrcArgs {
     shards_items: Option<usize>,
     /// Cache sizes (as for `hearth sim`). Default: 40 sizes from 0.1% to 100% of the footprint,
     /// evenly spaced on a log scale.
-    #[arg(short, long)]
+    #[arg(short, long, allow_hyphen_values = true)]
     sizes: Option<String>,
     /// Worker threads for mini and full (default: one per core).
     #[arg(long)]

@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -13,6 +14,8 @@ use hearth_sim::parse_sizes;
 use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup};
 use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
 use hearth_trace::workload::{generate, Kind, Schema, WorkloadConfig};
+
+use crate::units;
 
 #[derive(Subcommand, Debug)]
 pub enum PrefetchCmd {
@@ -31,6 +34,7 @@ pub enum PrefetchCmd {
         source: Source,
         #[command(flatten)]
         ceiling: CeilingArgs,
+        /// Print the report as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -55,8 +59,12 @@ pub enum PrefetchCmd {
 #[derive(Args, Debug)]
 pub struct Source {
     /// A context-tagged trace (.ctx, .gz/.zst allowed); otherwise --workload is generated.
-    #[arg(long)]
+    #[arg(value_name = "TRACE")]
     trace: Option<PathBuf>,
+    /// Old spelling of the TRACE argument.
+    #[arg(long = "trace", hide = true, conflicts_with = "trace",
+          value_parser = units::renamed::<PathBuf>("--trace", "the TRACE argument"))]
+    trace_flag: Option<PathBuf>,
     /// Generate this workload: tpcw, rubis or dbt2.
     #[arg(long, default_value = "tpcw")]
     workload: Kind,
@@ -66,13 +74,19 @@ pub struct Source {
     /// Contexts (transactions) to generate.
     #[arg(long, default_value_t = 20_000)]
     transactions: u64,
+    /// Seed of the generated workload.
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }
 
 impl Source {
+    /// The trace named, by either spelling.
+    fn trace(&self) -> Option<&PathBuf> {
+        self.trace.as_ref().or(self.trace_flag.as_ref())
+    }
+
     pub fn events(&self) -> anyhow::Result<(Vec<CtxEvent>, String)> {
-        if let Some(path) = &self.trace {
+        if let Some(path) = self.trace() {
             return Ok((read_ctx_trace(path)?, path.display().to_string()));
         }
         let cfg = WorkloadConfig {
@@ -109,10 +123,11 @@ pub struct ReplayCache {
     #[arg(long, default_value = "lru")]
     policy: String,
     /// Share of the I/Os used as warm-up (and C-Miner* training) before counting.
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, value_name = "PERCENT", default_value = "30%",
+          value_parser = units::share("--warmup", units::BareShare::Fraction))]
     warmup: f64,
     /// Cache block size; the workload's block numbers count in it.
-    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
 }
 
@@ -158,27 +173,56 @@ pub struct SimArgs {
     #[command(flatten)]
     source: Source,
     /// Prefetchers to compare, separated by `;` (see `hearth prefetch schemes`).
-    #[arg(short, long, value_delimiter = ';', default_value = "none;seq;run;cminer;borg;quickmine")]
+    #[arg(long, value_delimiter = ';', default_value = "none;seq;run;cminer;borg;quickmine")]
     schemes: Vec<String>,
+    /// Old spelling of --schemes (-s is --sizes elsewhere).
+    #[arg(short = 's', hide = true, conflicts_with = "schemes",
+          value_parser = units::renamed::<String>("-s", "--schemes"))]
+    schemes_short: Option<String>,
     /// Cache size: bytes (64MiB), blocks (5000blocks) or share of the footprint (10%).
-    #[arg(long, default_value = "10%")]
-    cache: String,
+    #[arg(long, value_name = "SIZE", default_value = "10%", allow_hyphen_values = true)]
+    cache_size: String,
+    /// Old name of --cache-size.
+    #[arg(long, hide = true, conflicts_with = "cache_size",
+          value_parser = units::renamed::<String>("--cache", "--cache-size"))]
+    cache: Option<String>,
     /// Share of the cache for prefetched blocks.
-    #[arg(long, default_value_t = 0.04)]
+    #[arg(long, value_name = "PERCENT", default_value = "4%",
+          value_parser = units::share("--prefetch-fraction", units::BareShare::Fraction))]
     prefetch_fraction: f64,
     #[command(flatten)]
     replay: ReplayCache,
-    /// Time reads on a device with this latency (microseconds) and 500 MB/s; prefetches at low priority.
-    #[arg(long)]
-    device_latency_us: Option<u64>,
+    /// Time reads on a device with this latency (e.g. 100us) and 500 MB/s; prefetches at low priority.
+    #[arg(long, value_name = "DURATION", value_parser = units::duration)]
+    device_latency: Option<Duration>,
+    /// Old spelling of --device-latency, in microseconds.
+    #[arg(long, hide = true, conflicts_with = "device_latency",
+          value_parser = units::unit_in_name("--device-latency-us", "--device-latency", "us"))]
+    device_latency_us: Option<Duration>,
     /// Also count rules of context-aware vs context-oblivious mining on the trace.
     #[arg(long)]
     rules: bool,
     /// Write a bar chart of miss and promote rates per scheme to PATH.svg/.png.
     #[arg(long, value_name = "PATH")]
     plot: Option<PathBuf>,
+    /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+}
+
+impl SimArgs {
+    /// The cache size, by either spelling.
+    fn cache_size(&self) -> &str {
+        self.cache.as_deref().unwrap_or(&self.cache_size)
+    }
+
+    /// The schemes, by either spelling.
+    fn schemes(&self) -> Vec<String> {
+        match &self.schemes_short {
+            Some(list) => list.split(';').map(str::to_string).collect(),
+            None => self.schemes.clone(),
+        }
+    }
 }
 
 pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
@@ -210,7 +254,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
                 );
                 println!("context length: mean {:.1}, max {}", m.mean_context_length, m.max_context_length);
                 let names =
-                    if source.trace.is_none() { Schema::of(source.workload).template_names() } else { Vec::new() };
+                    if source.trace().is_none() { Schema::of(source.workload).template_names() } else { Vec::new() };
                 for &(class, contexts, length) in &m.per_class {
                     let name = names.get(class as usize).copied().unwrap_or("");
                     println!("  class {class:>3} {name:<26} {contexts:>8} contexts, mean length {length:.1}");
@@ -273,10 +317,13 @@ fn print_ceilings(ceilings: &[hearth_prefetch::ceiling::Ceiling], args: &Ceiling
 fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64, Vec<Outcome>)> {
     let block_size = args.replay.block_size()?;
     let footprint = footprint(events, block_size);
-    let sizes = parse_sizes(&args.cache).map_err(anyhow::Error::msg).context("--cache")?;
-    let [size] = sizes.as_slice() else { anyhow::bail!("--cache takes one size, got {}", sizes.len()) };
+    let sizes = parse_sizes(args.cache_size()).map_err(anyhow::Error::msg).context("--cache-size")?;
+    let [size] = sizes.as_slice() else { anyhow::bail!("--cache-size takes one size, got {}", sizes.len()) };
     let cache_bytes = size.resolve(footprint, Some(block_size)).map_err(anyhow::Error::msg)?;
-    let device = args.device_latency_us.map(|us| Device { latency_ns: us * 1000, bytes_per_sec: 500_000_000 });
+    let device = args
+        .device_latency
+        .or(args.device_latency_us)
+        .map(|latency| Device { latency_ns: latency.as_nanos() as u64, bytes_per_sec: 500_000_000 });
     let setup = Setup {
         cache_bytes,
         prefetch_fraction: args.prefetch_fraction,
@@ -285,16 +332,16 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         warmup: args.replay.warmup,
         device,
     };
+    let schemes = args.schemes();
     // Validate every spec before the long runs.
-    for spec in &args.schemes {
+    for spec in &schemes {
         hearth_prefetch::build(spec, block_size, &[]).map_err(anyhow::Error::msg)?;
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let outcomes: Vec<Outcome> =
-        hearth_sim::parallel_map(&args.schemes, threads, |spec| simulate(events, spec, &setup))
-            .into_iter()
-            .collect::<Result<_, _>>()
-            .map_err(anyhow::Error::msg)?;
+    let outcomes: Vec<Outcome> = hearth_sim::parallel_map(&schemes, threads, |spec| simulate(events, spec, &setup))
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
     Ok((footprint, cache_bytes, outcomes))
 }
 
@@ -390,13 +437,13 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
 }
 
 fn sweep(mut args: SimArgs, clients: &[u32]) -> anyhow::Result<()> {
-    if args.source.trace.is_some() {
-        anyhow::bail!("sweep generates its workload; --trace cannot be swept");
+    if args.source.trace().is_some() {
+        anyhow::bail!("sweep generates its workload; a trace cannot be swept");
     }
     // Miss rate per scheme, one point per client count (plotted as rates:
     // the cuts of SEQ and RUN are negative).
     let mut rates: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    println!("miss-rate cut (%) vs no prefetching, {:?}-like, cache {}", args.source.workload, args.cache);
+    println!("miss-rate cut (%) vs no prefetching, {:?}-like, cache {}", args.source.workload, args.cache_size());
     for &n in clients {
         args.source.clients = n;
         let (events, _) = args.source.events()?;
@@ -414,7 +461,7 @@ fn sweep(mut args: SimArgs, clients: &[u32]) -> anyhow::Result<()> {
         println!("{row}");
     }
     if let Some(path) = &args.plot {
-        let title = format!("{:?}-like, cache {}", args.source.workload, args.cache);
+        let title = format!("{:?}-like, cache {}", args.source.workload, args.cache_size());
         let mut chart = hearth_plot::Chart::lines(&title, "concurrent clients", "miss rate (%)");
         for (scheme, points) in rates {
             chart = chart.series(&scheme, points);

@@ -35,13 +35,16 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
     /// Contexts in this leading share are replayed but not counted (the cache and the miner warm up).
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, value_name = "PERCENT", default_value = "30%",
+          value_parser = crate::units::share("--warmup", crate::units::BareShare::Fraction))]
     warmup: f64,
-    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    /// Block size of the export; the workload's block numbers count in it.
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
     /// Skip the workload's writes (leaves the export's data untouched).
     #[arg(long)]
     reads_only: bool,
+    /// Print the report as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -199,7 +202,7 @@ fn play(
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.speed > 0.0, "--speed must be positive");
-    anyhow::ensure!((0.0..1.0).contains(&args.warmup), "--warmup is a share in [0, 1)");
+    anyhow::ensure!(args.warmup < 1.0, "--warmup must be below 100%");
     anyhow::ensure!(
         args.block_size.is_power_of_two() && args.block_size <= 1 << 20,
         "--block-size must be a power of two up to 1MiB"

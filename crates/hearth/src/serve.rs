@@ -5,6 +5,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -14,6 +15,8 @@ use hearth_server::config::{
 use hearth_server::warmup::{WarmupConfig, WarmupMode};
 use hearth_server::Server;
 use tracing_subscriber::EnvFilter;
+
+use crate::units;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum BackendArg {
@@ -32,24 +35,25 @@ enum BackendArg {
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// TOML config with a `server` table and `export` array tables (keys: crates/hearth-server/README.md).
-    #[arg(short, long)]
+    #[arg(short, long, value_name = "PATH")]
     config: Option<PathBuf>,
     /// TCP address to listen on, repeatable (port 0 picks a free port). Default 127.0.0.1:10809.
-    #[arg(long)]
+    #[arg(long, value_name = "ADDR")]
     listen: Vec<String>,
     /// Unix socket path to listen on, repeatable.
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     unix: Vec<PathBuf>,
     /// Address for the Prometheus endpoint, e.g. 127.0.0.1:9109 (serves /metrics).
-    #[arg(long)]
+    #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
-    /// Seconds a client may take to finish the handshake (0 = no limit) [default: 30, or the config's].
-    #[arg(long, value_name = "SECS")]
-    handshake_timeout: Option<u64>,
-    /// Seconds a connection may stay idle (no request, no reply) before it is closed (0 = never)
-    /// [default: 0, or the config's].
-    #[arg(long, value_name = "SECS")]
-    idle_timeout: Option<u64>,
+    /// Time a client may take to finish the handshake, in whole seconds, e.g. 30s (0 = no limit)
+    /// [default: 30s, or the config's].
+    #[arg(long, value_name = "DURATION", value_parser = units::duration_or_seconds("--handshake-timeout"))]
+    handshake_timeout: Option<Duration>,
+    /// Time a connection may stay idle (no request, no reply) before it is closed, in whole seconds,
+    /// e.g. 5m (0 = never) [default: 0, or the config's].
+    #[arg(long, value_name = "DURATION", value_parser = units::duration_or_seconds("--idle-timeout"))]
+    idle_timeout: Option<Duration>,
     /// Client connections served at once; more are closed at accept [default: 256, or the config's].
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
@@ -84,7 +88,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "CIDR")]
     deny: Vec<String>,
     /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
-    #[arg(long, default_value = "info")]
+    #[arg(long, value_name = "FILTER", default_value = "info")]
     log: String,
 
     /// Export name (flags describe one export).
@@ -98,15 +102,16 @@ pub struct ServeArgs {
 #[derive(Args, Debug)]
 struct ExportFlags {
     /// Description shown by NBD_OPT_LIST (nbdinfo --list).
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "TEXT", conflicts_with = "config")]
     description: Option<String>,
-    #[arg(long, value_enum, conflicts_with = "config")]
-    backend: Option<BackendArg>,
+    /// What the export stores its data in.
+    #[arg(long, value_enum, default_value = "file", conflicts_with = "config")]
+    backend: BackendArg,
     /// Backing file or block device.
     #[arg(long, conflicts_with = "config")]
     path: Option<PathBuf>,
     /// Export size for sparse and memory backends, e.g. 1GiB.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
     size: Option<String>,
     /// The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH) or
     /// --backend http (an http:// or https:// URL).
@@ -122,28 +127,28 @@ struct ExportFlags {
     #[arg(long, conflicts_with = "config")]
     read_only: bool,
     /// Cache capacity, e.g. 256MiB (0 disables the cache). Default 64MiB.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
     cache_size: Option<String>,
     /// Replacement policy spec (see `hearth policies`). Default mq, or lru where mq is absent.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "POLICY", conflicts_with = "config")]
     policy: Option<String>,
     /// When blocks enter the cache: ac (on access), or ev or ev:THRESHOLD (when a client reports evicting
     /// them through the cache-hint extension, docs/nbd-extension.md). Default ac.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "PLACEMENT", conflicts_with = "config")]
     placement: Option<String>,
     /// Prefetcher (see `hearth prefetch schemes`), e.g. quickmine or seq; contexts come from the hint
     /// extension, one per connection otherwise. Default none.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "SCHEME", conflicts_with = "config")]
     prefetch: Option<String>,
     /// A policy the live advice (GET /advice, hearth_advice_* in /metrics) shadows beside --policy,
     /// repeatable; `none` turns the advice off. Default lru, arc, s3fifo, wtinylfu and mq.
     #[arg(long, value_name = "POLICY", conflicts_with = "config")]
     what_if: Vec<String>,
     /// Background reads (prefetches, eviction-based reloads) in flight at once, 1-256. Default 8.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "N", conflicts_with = "config")]
     background_reads: Option<usize>,
     /// Cache block size, a power of two from 512B to 1MiB. Default 4KiB.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
     block_size: Option<String>,
     /// Write-back instead of write-through.
     #[arg(long, conflicts_with = "config")]
@@ -153,25 +158,25 @@ struct ExportFlags {
     #[arg(long, conflicts_with_all = ["config", "write_back"])]
     write_around: bool,
     /// Write-back: flush once this much is dirty. Default half the cache.
-    #[arg(long, requires = "write_back", conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", requires = "write_back", conflicts_with = "config")]
     dirty_limit: Option<String>,
     /// Write-back: background cleaning writes dirty data back once it has waited this long,
     /// e.g. 30s (the default); 0 turns cleaning off.
-    #[arg(long, requires = "write_back", conflicts_with = "config")]
+    #[arg(long, value_name = "DURATION", requires = "write_back", conflicts_with = "config")]
     dirty_max_age: Option<String>,
     /// Reads continuing a sequential stream past this many bytes bypass the cache, e.g. 4MiB
     /// (bcache's default). Default: off.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
     sequential_cutoff: Option<String>,
     /// Log every client READ and WRITE (cache hits included) to this file as a CloudPhysics CSV
     /// trace, for `hearth tier plan` or `hearth sim`.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "PATH", conflicts_with = "config")]
     access_log: Option<PathBuf>,
     /// Simulated slow device: latency added to each backend call, e.g. 2ms.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "DURATION", conflicts_with = "config")]
     latency: Option<String>,
     /// Simulated slow device: backend bandwidth in bytes per second, e.g. 100MiB.
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
     bandwidth: Option<String>,
     /// Cache warmup: log the blocks the cache loads and clients write to this file or block device.
     #[arg(long, value_name = "PATH", conflicts_with = "config")]
@@ -180,13 +185,13 @@ struct ExportFlags {
     #[arg(long, value_enum, requires = "warmup_log", conflicts_with = "config")]
     warmup_mode: Option<WarmupModeArg>,
     /// Most bytes to pre-load at start. Default (and at most) the cache size.
-    #[arg(long, requires = "warmup_log", conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", requires = "warmup_log", conflicts_with = "config")]
     warmup_budget: Option<String>,
     /// Staging buffer of the warmup log. Default 256KiB (metadata) or 128MiB (data).
-    #[arg(long, requires = "warmup_log", conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", requires = "warmup_log", conflicts_with = "config")]
     warmup_staging: Option<String>,
     /// Size of a warmup log file created by the server. Default 16MiB (metadata) or 1GiB (data).
-    #[arg(long, requires = "warmup_log", conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", requires = "warmup_log", conflicts_with = "config")]
     warmup_log_size: Option<String>,
     /// Pre-load the cache from the warmup log before serving (newest blocks first, never stale).
     #[arg(long, requires = "warmup_log", conflicts_with = "config")]
@@ -195,7 +200,7 @@ struct ExportFlags {
     #[arg(long, value_name = "PATH", requires = "tier_fast_size", conflicts_with = "config")]
     tier_fast_path: Option<PathBuf>,
     /// Size of the fast tier, e.g. 10GiB.
-    #[arg(long, requires = "tier_fast_path", conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", requires = "tier_fast_path", conflicts_with = "config")]
     tier_fast_size: Option<String>,
     /// The fast tier's block-map journal. Default: the fast path + .journal.
     #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
@@ -204,10 +209,10 @@ struct ExportFlags {
     #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
     tier_plan: Option<PathBuf>,
     /// Migration bytes per second. Default 16MiB.
-    #[arg(long, requires = "tier_fast_path", conflicts_with = "config")]
+    #[arg(long, value_name = "SIZE", requires = "tier_fast_path", conflicts_with = "config")]
     tier_migrate_bandwidth: Option<String>,
     /// Migrate only after clients have been quiet this long. Default 10ms.
-    #[arg(long, requires = "tier_fast_path", conflicts_with = "config")]
+    #[arg(long, value_name = "DURATION", requires = "tier_fast_path", conflicts_with = "config")]
     tier_idle: Option<String>,
     /// The same as --access-log (kept for scripts written before it moved).
     #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
@@ -230,11 +235,11 @@ impl ServeArgs {
                     name: self.name.clone(),
                     description: self.export.description.clone().unwrap_or_default(),
                     backend: match self.export.backend {
-                        None | Some(BackendArg::File) => BackendKind::File,
-                        Some(BackendArg::Sparse) => BackendKind::Sparse,
-                        Some(BackendArg::Memory) => BackendKind::Memory,
-                        Some(BackendArg::Nbd) => BackendKind::Nbd,
-                        Some(BackendArg::Http) => BackendKind::Http,
+                        BackendArg::File => BackendKind::File,
+                        BackendArg::Sparse => BackendKind::Sparse,
+                        BackendArg::Memory => BackendKind::Memory,
+                        BackendArg::Nbd => BackendKind::Nbd,
+                        BackendArg::Http => BackendKind::Http,
                     },
                     upstream: self.export.upstream.clone(),
                     upstream_connections: self.export.upstream_connections,
@@ -298,11 +303,11 @@ impl ServeArgs {
         if self.metrics.is_some() {
             config.server.metrics = self.metrics.clone();
         }
-        if let Some(secs) = self.handshake_timeout {
-            config.server.handshake_timeout = secs;
+        if let Some(timeout) = self.handshake_timeout {
+            config.server.handshake_timeout = whole_seconds(timeout, "--handshake-timeout")?;
         }
-        if let Some(secs) = self.idle_timeout {
-            config.server.idle_timeout = secs;
+        if let Some(timeout) = self.idle_timeout {
+            config.server.idle_timeout = whole_seconds(timeout, "--idle-timeout")?;
         }
         if let Some(n) = self.max_connections {
             config.server.max_connections = n;
@@ -325,6 +330,12 @@ impl ServeArgs {
         let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());
         config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))
     }
+}
+
+/// The config counts these timeouts in seconds; a fraction would be lost.
+fn whole_seconds(d: Duration, flag: &str) -> anyhow::Result<u64> {
+    anyhow::ensure!(d.subsec_nanos() == 0, "{flag} counts whole seconds (got {})", hearth_core::format_duration(d));
+    Ok(d.as_secs())
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -18,6 +19,7 @@ use hearth_trace::buffered::BufferedAccess;
 
 use crate::progress;
 use crate::trace_args::TraceArgs;
+use crate::units;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -33,7 +35,7 @@ pub struct SimArgs {
     policies: Vec<String>,
     /// Cache sizes, comma-separated: bytes (64MiB), blocks (5000blocks), share of footprint (5%),
     /// or a byte range with step (128MiB..1GiB/128MiB). Default: 1%,5%,10%,25% (the MRC grid with --mrc).
-    #[arg(short, long)]
+    #[arg(short, long, allow_hyphen_values = true)]
     sizes: Option<String>,
     /// Worker threads (default: one per core).
     #[arg(long)]
@@ -90,9 +92,13 @@ struct HierarchyArgs {
     #[arg(long, requires = "client_cache")]
     per_client: bool,
     /// Time storage misses and EV reloads on an HDD (5.4 ms, 163 MB/s) receiving one storage request
-    /// every N microseconds; reloads run at low priority.
-    #[arg(long, value_name = "N", requires = "client_cache")]
-    interarrival_us: Option<u64>,
+    /// every DURATION (e.g. 8ms); reloads run at low priority.
+    #[arg(long, value_name = "DURATION", requires = "client_cache", value_parser = units::duration)]
+    interarrival: Option<Duration>,
+    /// Old spelling of --interarrival, in microseconds.
+    #[arg(long, hide = true, requires = "client_cache", conflicts_with = "interarrival",
+          value_parser = units::unit_in_name("--interarrival-us", "--interarrival", "us"))]
+    interarrival_us: Option<Duration>,
     /// Also write the storage-level trace the client caches produce, with buffer addresses, to PATH
     /// (`hearth sim PATH --placement ...` replays it).
     #[arg(long, value_name = "PATH", requires = "client_cache")]
@@ -351,7 +357,10 @@ fn hierarchy_configs(
                 storage_bytes: job.cache_bytes,
                 placement,
                 slot_bytes,
-                timing: h.interarrival_us.map(|us| Timing { device: Device::HDD, interarrival_ns: us * 1000 }),
+                timing: h
+                    .interarrival
+                    .or(h.interarrival_us)
+                    .map(|every| Timing { device: Device::HDD, interarrival_ns: every.as_nanos() as u64 }),
             })
         })
         .collect()

@@ -21,7 +21,10 @@ pub struct SweepArgs {
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
     /// Worker threads, one task each (default: the file's `workers`, else one per core).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Old name of --threads.
+    #[arg(long, hide = true, conflicts_with = "threads", value_parser = crate::units::renamed::<usize>("--workers", "--threads"))]
     workers: Option<usize>,
     /// Print the table as JSON (instead of CSV) when there is no output file.
     #[arg(long)]
@@ -59,7 +62,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         None => Table::Csv,
     };
     let workers = args
-        .workers
+        .threads
+        .or(args.workers)
         .or(sweep.workers)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);

@@ -3,10 +3,11 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use hearth_core::parse_bytes;
+use hearth_core::{format_duration, format_rate, parse_bytes};
 use hearth_sim::device::Device;
 use hearth_tier::devices::DeviceFile;
 use hearth_tier::plan::Plan;
@@ -14,6 +15,7 @@ use hearth_tier::synth::{chains, ChainsConfig};
 use hearth_tier::{extents, CdpConfig, Experiment, Extent, Partitioner, Scheme, TierConfig, TierStats};
 
 use crate::trace_args::TraceArgs;
+use crate::units;
 
 const CHAINS_HELP: &str = "TRACE may also be synth:chains: popular chains of scattered extents read in order, with one-off noise (long-range reuse, non-sequential correlation).";
 
@@ -24,7 +26,7 @@ pub enum TierCmd {
     #[command(after_help = CHAINS_HELP)]
     Sim(SimArgs),
     /// Write a partition plan (the blocks for the fast device) learned from a trace or from a two-tier
-    /// export's access log; it learns from the --train share (use --train 1 for the whole trace).
+    /// export's access log; it learns from the --train share (use --train 100% for the whole trace).
     Plan(PlanArgs),
     /// The thesis's sweeps: latency and bandwidth ratio, fast capacity, partitioning vs LRU, CDP
     /// variants; tables on stdout, CSV and plots in a directory.
@@ -45,23 +47,32 @@ struct Setup {
     /// Slow device: hdd, ssd, nvme or a name from --devices.
     #[arg(long, default_value = "hdd")]
     slow: String,
-    /// Fast device capacity: bytes (512MiB) or share of the trace footprint (10%).
-    #[arg(long, default_value = "10%")]
-    fast_capacity: String,
-    /// OS page cache: bytes or share of the footprint.
-    #[arg(long, default_value = "256MiB")]
+    /// Size of the fast device: bytes (512MiB), blocks (5000blocks) or share of the trace footprint
+    /// (10%).
+    #[arg(long, value_name = "SIZE", default_value = "10%", allow_hyphen_values = true)]
+    fast_size: String,
+    /// Old name of --fast-size.
+    #[arg(long, hide = true, conflicts_with = "fast_size",
+          value_parser = units::renamed::<String>("--fast-capacity", "--fast-size"))]
+    fast_capacity: Option<String>,
+    /// OS page cache: bytes, blocks or share of the footprint.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", allow_hyphen_values = true)]
     os_cache: String,
-    /// FIFO prefetch cache: bytes or share of the footprint.
-    #[arg(long, default_value = "256MiB")]
+    /// FIFO prefetch cache: bytes, blocks or share of the footprint.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", allow_hyphen_values = true)]
     prefetch_cache: String,
     /// Blocks the OS reads ahead on a slow-device read.
     #[arg(long, default_value_t = 8)]
     read_ahead: u32,
-    /// Milliseconds added between consecutive requests on top of the trace's own spacing.
-    #[arg(long, default_value_t = 0.0)]
-    think_ms: f64,
+    /// Time added between consecutive requests on top of the trace's own spacing, e.g. 10ms.
+    #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = units::duration)]
+    think: Duration,
+    /// Old spelling of --think, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "think", value_parser = units::unit_in_name("--think-ms", "--think", "ms"))]
+    think_ms: Option<Duration>,
     /// Share of the trace (from its start) used for training; the rest is measured.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, value_name = "PERCENT", default_value = "50%",
+          value_parser = units::share("--train", units::BareShare::Fraction))]
     train: f64,
     /// Requests this close (in requests) are linked in the access graph.
     #[arg(long, default_value_t = 4)]
@@ -122,16 +133,20 @@ struct Loaded {
     capacity_blocks: u64,
 }
 
-/// Bytes (`64MiB`) or a share of `footprint_bytes` (`10%`).
-fn size_or_share(spec: &str, footprint_bytes: u64, what: &str) -> anyhow::Result<u64> {
-    if let Some(pct) = spec.trim().strip_suffix('%') {
+/// Bytes (`64MiB`), blocks (`5000blocks`) or a share of `footprint_bytes` (`10%`).
+fn size_or_share(spec: &str, footprint_bytes: u64, block_size: u32, what: &str) -> anyhow::Result<u64> {
+    let t = spec.trim();
+    if let Some(pct) = t.strip_suffix('%') {
         let p: f64 = pct.trim().parse().with_context(|| format!("{what}: {spec:?} is not a percentage"))?;
         if !(0.0..=100.0).contains(&p) {
             bail!("{what}: {spec:?} must be between 0% and 100%");
         }
         Ok((footprint_bytes as f64 * p / 100.0) as u64)
+    } else if let Some(n) = t.strip_suffix("blocks").or_else(|| t.strip_suffix("blk")) {
+        let n: u64 = n.trim().parse().with_context(|| format!("{what}: {spec:?} is not a block count"))?;
+        Ok(n * u64::from(block_size))
     } else {
-        parse_bytes(spec).map_err(anyhow::Error::msg).with_context(|| format!("{what}: {spec:?}"))
+        parse_bytes(t).map_err(anyhow::Error::msg).with_context(|| format!("{what}: {spec:?}"))
     }
 }
 
@@ -157,19 +172,17 @@ fn load(setup: &Setup) -> anyhow::Result<Loaded> {
         None => DeviceFile::default(),
     };
     let footprint = exp.footprint_blocks * u64::from(block_size);
-    if !(setup.think_ms.is_finite() && setup.think_ms >= 0.0) {
-        bail!("--think-ms must be a non-negative number of milliseconds");
-    }
     let base = TierConfig {
         fast: devices.get(&setup.fast).map_err(anyhow::Error::msg).context("--fast")?,
         slow: devices.get(&setup.slow).map_err(anyhow::Error::msg).context("--slow")?,
-        os_cache_bytes: size_or_share(&setup.os_cache, footprint, "--os-cache")?,
-        prefetch_cache_bytes: size_or_share(&setup.prefetch_cache, footprint, "--prefetch-cache")?,
+        os_cache_bytes: size_or_share(&setup.os_cache, footprint, block_size, "--os-cache")?,
+        prefetch_cache_bytes: size_or_share(&setup.prefetch_cache, footprint, block_size, "--prefetch-cache")?,
         read_ahead_blocks: setup.read_ahead,
-        think_ns: (setup.think_ms * 1e6) as u64,
+        think_ns: setup.think_ms.unwrap_or(setup.think).as_nanos() as u64,
         ..TierConfig::new(block_size)
     };
-    let capacity_blocks = size_or_share(&setup.fast_capacity, footprint, "--fast-capacity")? / u64::from(block_size);
+    let fast_size = setup.fast_capacity.as_ref().unwrap_or(&setup.fast_size);
+    let capacity_blocks = size_or_share(fast_size, footprint, block_size, "--fast-size")? / u64::from(block_size);
     Ok(Loaded { exp, base, capacity_blocks })
 }
 
@@ -199,19 +212,23 @@ fn cdp_name(cdp: Option<CdpConfig>) -> String {
 fn describe(l: &Loaded) -> String {
     let bs = u64::from(l.base.block_size);
     format!(
-        "{} requests ({} trained, {} measured), footprint {}, fast device {} ({} ns, {} B/s), slow device {} ns, {} B/s, OS cache {}, prefetch cache {}",
+        "{} requests ({} trained, {} measured), footprint {}, fast device {} ({}, {}), slow device {}, {}, OS cache {}, prefetch cache {}",
         l.exp.extents.len(),
         l.exp.test_from,
         l.exp.extents.len() - l.exp.test_from,
         hearth_core::format_bytes(l.exp.footprint_blocks * bs),
         hearth_core::format_bytes(l.capacity_blocks * bs),
-        l.base.fast.latency_ns,
-        l.base.fast.bytes_per_sec,
-        l.base.slow.latency_ns,
-        l.base.slow.bytes_per_sec,
+        human_latency(l.base.fast),
+        format_rate(l.base.fast.bytes_per_sec),
+        human_latency(l.base.slow),
+        format_rate(l.base.slow.bytes_per_sec),
         hearth_core::format_bytes(l.base.os_cache_bytes),
         hearth_core::format_bytes(l.base.prefetch_cache_bytes),
     )
+}
+
+fn human_latency(d: Device) -> String {
+    format_duration(Duration::from_nanos(d.latency_ns))
 }
 
 fn row(scheme: &str, cdp: &str, s: &TierStats) -> String {
@@ -330,27 +347,14 @@ impl Table {
         let path = dir.join(format!("{}.csv", self.name));
         std::fs::write(&path, csv).with_context(|| format!("writing {}", path.display()))?;
         let chart = if self.log_x || self.xs.iter().all(|x| x.parse::<f64>().is_ok()) {
-            // A saturated slow device makes some means explode; clip the plot
-            // (not the CSV) at 3x the slow-only worst so the rest stays readable.
-            let clip = self
-                .series
-                .iter()
-                .find(|(name, _)| name == Scheme::SlowOnly.name())
-                .map(|(_, ys)| 3.0 * ys.iter().copied().fold(0.0, f64::max))
-                .filter(|&c| self.series.iter().any(|(_, ys)| ys.iter().any(|&y| y > c)));
-            let title = match clip {
-                Some(c) => format!("{} (clipped at {c:.1})", self.title),
-                None => self.title.clone(),
-            };
-            let mut c = hearth_plot::Chart::lines(&title, self.x_label, self.y_label);
+            let mut c = hearth_plot::Chart::lines(&self.title, self.x_label, self.y_label);
             c.log_x = self.log_x;
+            // A saturated slow device makes some means explode (6 s against
+            // 5 ms): a log axis keeps the others readable.
+            let ys = || self.series.iter().flat_map(|(_, ys)| ys.iter().copied()).filter(|&y| y > 0.0);
+            c.log_y = ys().fold(0.0, f64::max) > 20.0 * ys().fold(f64::INFINITY, f64::min);
             for (name, ys) in &self.series {
-                let points = self
-                    .xs
-                    .iter()
-                    .zip(ys)
-                    .map(|(x, &y)| (x.parse().expect("numeric x"), clip.map_or(y, |c| y.min(c))))
-                    .collect();
+                let points = self.xs.iter().zip(ys).map(|(x, &y)| (x.parse().expect("numeric x"), y)).collect();
                 c = c.series(name, points);
             }
             c

@@ -46,7 +46,7 @@ pub struct TraceArgs {
     #[arg(long)]
     pub mode: Option<ModeArg>,
     /// Block size for block mode.
-    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     pub block_size: u64,
 }
 

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -20,6 +21,10 @@ use hearth_warmup::{Experiment, Method, Outcome, Thresholds, TimedAccess};
 
 use crate::progress;
 use crate::trace_args::TraceArgs;
+use crate::units;
+
+/// `Thresholds::default().violation` (0.05) as the flag writes it.
+const THV_DEFAULT: &str = "5%";
 
 /// The trace name of the built-in multi-day workload.
 const BONFIRE_SYNTH: &str = "synth:bonfire";
@@ -39,16 +44,20 @@ pub struct WarmupInspectArgs {
     /// The logging volume (file or block device).
     log: PathBuf,
     /// The export's cache block size.
-    #[arg(long, default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
     /// metadata or data, as the server was started with.
     #[arg(long, default_value = "metadata")]
     mode: String,
     /// Pre-load budget (the server caps it at its cache size).
-    #[arg(long, default_value = "64MiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = hearth_core::parse_bytes)]
     budget: u64,
-    /// The export's backend file: logged data is distrusted if it changed after the log.
+    /// The export's backing file (serve's --path): logged data is distrusted if it changed after
+    /// the log.
     #[arg(long)]
+    path: Option<PathBuf>,
+    /// Old name of --path.
+    #[arg(long, hide = true, conflicts_with = "path", value_parser = units::renamed::<PathBuf>("--backend", "--path"))]
     backend: Option<PathBuf>,
 }
 
@@ -60,34 +69,37 @@ pub struct WarmupSimArgs {
     #[arg(long, default_value_t = 4)]
     days: u32,
     /// Cache sizes: bytes (2GiB), blocks (5000blocks) or share of the footprint (10%).
-    #[arg(short, long, default_value = "10%,50%")]
+    #[arg(short, long, default_value = "10%,50%", allow_hyphen_values = true)]
     sizes: String,
     /// Replacement policy of the cache.
     #[arg(long, default_value = "lru")]
     policy: String,
-    /// Time between restarts (s, m, h or d suffix); Bonfire restarts daily.
-    #[arg(long, default_value = "1d", value_parser = parse_duration)]
-    period: u64,
+    /// Time between restarts, e.g. 30m or 1d; Bonfire restarts daily.
+    #[arg(long, value_name = "DURATION", default_value = "1d", value_parser = units::duration_or_seconds("--period"))]
+    period: Duration,
     /// Length of one hit-rate interval.
-    #[arg(long, default_value = "1m", value_parser = parse_duration)]
-    interval: u64,
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = units::duration_or_seconds("--interval"))]
+    interval: Duration,
     /// Region sizes for the pre-loading methods.
-    #[arg(long, value_delimiter = ',', default_value = "4KiB,1MiB", value_parser = hearth_core::parse_bytes)]
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', default_value = "4KiB,1MiB", value_parser = hearth_core::parse_bytes)]
     regions: Vec<u64>,
     /// Warmup budget as a percentage of the previous period's working set (capped at the cache size).
-    #[arg(long, default_value = "100%", value_parser = parse_percent)]
+    #[arg(long, value_name = "PERCENT", default_value = "100%",
+          value_parser = units::share("--budget", units::BareShare::Percent))]
     budget: f64,
     /// Methods to run (cold, last-k, first-k, top-k, always-warm).
     #[arg(long, value_delimiter = ',', default_value = "cold,last-k,first-k,top-k,always-warm")]
     methods: Vec<Method>,
-    /// Violation threshold ThV: how far (in hit-rate points, 0.05 = 5%) below always-warm an interval may be.
-    #[arg(long, default_value_t = Thresholds::default().violation)]
+    /// Violation threshold ThV: how far below always-warm (in hit-rate percentage points) an interval
+    /// may be.
+    #[arg(long, value_name = "PERCENT", default_value = THV_DEFAULT,
+          value_parser = units::share("--thv", units::BareShare::Fraction))]
     thv: f64,
     /// Convergence threshold ThN: consecutive intervals without violation that mean converged.
     #[arg(long, default_value_t = Thresholds::default().intervals)]
     thn: usize,
-    /// Sequential read throughput of the pre-load, for the pre-load time estimate.
-    #[arg(long, default_value = "200MiB", value_parser = hearth_core::parse_bytes)]
+    /// Sequential read throughput of the pre-load in bytes per second, for the pre-load time estimate.
+    #[arg(long, value_name = "SIZE", default_value = "200MiB", value_parser = hearth_core::parse_bytes)]
     seq_throughput: u64,
     /// Write hit-rate-over-time plots (SVG + PNG), one per cache size and region size, into DIR.
     #[arg(long, value_name = "DIR")]
@@ -131,8 +143,8 @@ fn inspect(args: WarmupInspectArgs) -> anyhow::Result<()> {
     if log.recovered().is_none() {
         anyhow::bail!("{}", log.warning.unwrap_or_default());
     }
-    if let Some(backend) = &args.backend {
-        log.check_backend(Some(backend)).with_context(|| format!("--backend {}", backend.display()))?;
+    if let Some(backend) = args.path.as_ref().or(args.backend.as_ref()) {
+        log.check_backend(Some(backend)).with_context(|| format!("--path {}", backend.display()))?;
     }
     let rec = log.recovered().expect("a log without a warning is recovered");
     let l = rec.layout;
@@ -189,9 +201,8 @@ pub fn load_timed(trace: &TraceArgs, days: u32) -> anyhow::Result<(Vec<TimedAcce
 }
 
 fn sim(args: WarmupSimArgs) -> anyhow::Result<()> {
-    if !(args.thv >= 0.0 && args.thv <= 1.0) {
-        anyhow::bail!("--thv must be in [0, 1], got {}", args.thv);
-    }
+    anyhow::ensure!(args.budget > 0.0, "--budget must be above 0%");
+    anyhow::ensure!(!args.period.is_zero() && !args.interval.is_zero(), "--period and --interval must be above 0s");
     let (trace, block_size) = load_timed(&args.trace, args.days)?;
     let footprint = {
         let mut blocks: Vec<u64> = trace.iter().map(|a| a.block).collect();
@@ -210,8 +221,8 @@ fn sim(args: WarmupSimArgs) -> anyhow::Result<()> {
         policy: args.policy.clone(),
         cache_sizes,
         block_size,
-        period_ns: args.period,
-        interval_ns: args.interval,
+        period_ns: args.period.as_nanos() as u64,
+        interval_ns: args.interval.as_nanos() as u64,
         region_sizes: args.regions.clone(),
         budget_share: args.budget,
         methods: args.methods.clone(),
@@ -222,7 +233,7 @@ fn sim(args: WarmupSimArgs) -> anyhow::Result<()> {
         "{}: {} block accesses over {}, footprint {}",
         args.trace.trace.display(),
         trace.len(),
-        duration(span_ns),
+        human(span_ns),
         format_bytes(footprint)
     );
     if args.reaccess {
@@ -277,9 +288,9 @@ fn write_table(
     writeln!(
         out,
         "restarts every {} ({} periods evaluated after 1 of history); {} intervals; ThV {:.1}%, ThN {}; policy {}; budget {:.0}% of the previous working set",
-        duration(exp.period_ns),
+        human(exp.period_ns),
         periods.saturating_sub(1),
-        duration(exp.interval_ns),
+        human(exp.interval_ns),
         100.0 * exp.thresholds.violation,
         exp.thresholds.intervals,
         exp.policy,
@@ -304,7 +315,7 @@ fn write_table(
         } else {
             format!(
                 "{} ({}/{})",
-                duration(converged.iter().sum::<u64>() / converged.len() as u64),
+                human(converged.iter().sum::<u64>() / converged.len() as u64),
                 converged.len(),
                 runs.len()
             )
@@ -371,46 +382,9 @@ fn charts(exp: &Experiment, outcomes: &[Outcome]) -> Vec<(String, hearth_plot::C
     charts
 }
 
-/// `90s`, `30m`, `2h`, `1d` (a bare number is seconds) to nanoseconds.
-fn parse_duration(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?} (use e.g. 90s, 30m, 2h, 1d)"))?;
-    let unit_s = match unit.trim() {
-        "" | "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        u => return Err(format!("unknown duration unit {u:?} in {s:?} (use s, m, h or d)")),
-    };
-    let ns = n * unit_s * 1e9;
-    if !(ns >= 1.0 && ns < u64::MAX as f64) {
-        return Err(format!("duration {s:?} is out of range"));
-    }
-    Ok(ns as u64)
-}
-
-fn parse_percent(s: &str) -> Result<f64, String> {
-    let t = s.trim().trim_end_matches('%');
-    let p: f64 = t.parse().map_err(|_| format!("not a percentage: {s:?}"))?;
-    if !(p > 0.0 && p <= 100.0) {
-        return Err(format!("percentage {s:?} must be in (0%, 100%]"));
-    }
-    Ok(p / 100.0)
-}
-
-fn duration(ns: u64) -> String {
-    let s = ns as f64 / 1e9;
-    if s >= 3600.0 {
-        format!("{:.2}h", s / 3600.0)
-    } else if s >= 60.0 {
-        format!("{:.1}min", s / 60.0)
-    } else if s >= 1.0 || ns == 0 {
-        format!("{s:.0}s")
-    } else {
-        format!("{:.0}ms", s * 1e3)
-    }
+/// Nanoseconds in the largest unit that fits (`5.7 min`).
+fn human(ns: u64) -> String {
+    hearth_core::format_duration(Duration::from_nanos(ns))
 }
 
 #[cfg(test)]
@@ -418,13 +392,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_and_percentages_parse() {
-        assert_eq!(parse_duration("90s"), Ok(90_000_000_000));
-        assert_eq!(parse_duration("1d"), Ok(86_400_000_000_000));
-        assert_eq!(parse_duration("1.5m"), Ok(90_000_000_000));
-        assert!(parse_duration("3 weeks").unwrap_err().contains("unit"));
-        assert!(parse_duration("0s").is_err());
-        assert_eq!(parse_percent("25%"), Ok(0.25));
-        assert!(parse_percent("150%").is_err());
+    fn the_thv_default_is_the_library_default() {
+        assert_eq!(units::percent(THV_DEFAULT), Ok(Thresholds::default().violation));
     }
 }

@@ -13,9 +13,8 @@ fn gen_then_sim_from_the_trace_matches_sim_from_the_generator() {
     let mut gen = vec!["prefetch", "gen", "-o", trace];
     gen.extend(workload);
     stdout(&hearth(&gen));
-    let sim = ["prefetch", "sim", "--json", "--rules", "-s", "none;seq;quickmine", "--cache", "20%"];
-    let from_trace: serde_json::Value =
-        serde_json::from_str(&stdout(&hearth(&[&sim[..], &["--trace", trace]].concat()))).unwrap();
+    let sim = ["prefetch", "sim", "--json", "--rules", "--schemes", "none;seq;quickmine", "--cache-size", "20%"];
+    let from_trace: serde_json::Value = serde_json::from_str(&stdout(&hearth(&[&sim[..], &[trace]].concat()))).unwrap();
     let generated: serde_json::Value =
         serde_json::from_str(&stdout(&hearth(&[&sim[..], &workload[..]].concat()))).unwrap();
     assert_eq!(from_trace["results"], generated["results"], "the .ctx trace holds exactly the generated events");
@@ -36,10 +35,10 @@ fn bad_traces_and_specs_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("bad.ctx");
     std::fs::write(&trace, "B 0 1 0\nR 5 1 7\nR 6 2 8\n").unwrap();
-    let o = hearth(&["prefetch", "sim", "--trace", trace.to_str().unwrap()]);
+    let o = hearth(&["prefetch", "sim", trace.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("bad.ctx:3") && err.contains("context 2"), "{err}");
-    let o = hearth(&["prefetch", "sim", "--transactions", "10", "-s", "quickmine:lookahead=3"]);
+    let o = hearth(&["prefetch", "sim", "--transactions", "10", "--schemes", "quickmine:lookahead=3"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("no parameter \"lookahead\""), "{err}");
 }
@@ -53,7 +52,7 @@ fn the_ceiling_sorts_the_misses_prefetch_sim_counts() {
     let report: serde_json::Value = serde_json::from_str(&stdout(&hearth(&analyze))).unwrap();
     let ceilings = report["ceiling"].as_array().unwrap();
     assert_eq!(ceilings.len(), 2);
-    let sim = [&["prefetch", "sim", "--json", "-s", "none", "--cache", "20%"][..], &workload[..]].concat();
+    let sim = [&["prefetch", "sim", "--json", "--schemes", "none", "--cache-size", "20%"][..], &workload[..]].concat();
     let sim: serde_json::Value = serde_json::from_str(&stdout(&hearth(&sim))).unwrap();
     let c = &ceilings[1];
     assert_eq!(c["cache_bytes"], sim["cache_bytes"]);

@@ -72,9 +72,9 @@ fn sweep_json_equals_sim_json_for_the_same_traces_policies_and_sizes() {
 fn sweep_csv_has_the_json_columns_and_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let (file, traces) = setup(dir.path(), "table.csv");
-    // --output and --workers override the file's.
+    // --output and --threads override the file's.
     let csv_path = dir.path().join("other.csv");
-    stdout(&hearth(&["sweep", path(&file), "-q", "--workers", "3", "-o", path(&csv_path)]));
+    stdout(&hearth(&["sweep", path(&file), "-q", "--threads", "3", "-o", path(&csv_path)]));
     assert!(!dir.path().join("table.csv").exists());
     let csv = std::fs::read_to_string(&csv_path).unwrap();
     let mut lines = csv.lines();
@@ -93,6 +93,12 @@ fn sweep_csv_has_the_json_columns_and_numbers() {
         let expect = ["trace", "policy", "cache_bytes", "requests", "hits", "bytes", "hit_bytes"].map(s).join(",");
         assert_eq!(*line, expect);
     }
+    // The old name of --threads still works and says so.
+    let old = dir.path().join("old.csv");
+    let o = hearth(&["sweep", path(&file), "-q", "--workers", "3", "-o", path(&old)]);
+    stdout(&o);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("note: --workers is deprecated: use --threads"));
+    assert_eq!(std::fs::read_to_string(&old).unwrap(), csv);
     // Without an output anywhere, the table goes to stdout.
     let bare = dir.path().join("bare.toml");
     std::fs::write(&bare, "traces = \"synth:loop:100\"\npolicies = \"lru\"\nsizes = \"50blocks\"\nrequests = 1000\n")

@@ -41,19 +41,27 @@ fn plan_holds_at_most_the_capacity_and_user_devices_load() {
     std::fs::write(&devices, "[device.tape]\nlatency_ns = 50000000\nbytes_per_sec = 100000000\n").unwrap();
     let mut args = vec!["tier", "plan"];
     args.extend(CHAINS);
-    args.extend(["--fast-capacity", "400KiB", "--method", "freq", "-o", plan.to_str().unwrap()]);
+    args.extend(["--fast-size", "400KiB", "--method", "freq", "-o", plan.to_str().unwrap()]);
     assert!(hearth(&args).status.success());
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     assert_eq!(json["capacity_blocks"].as_u64(), Some(100));
     let blocks: u64 = json["runs"].as_array().unwrap().iter().map(|r| r[1].as_u64().unwrap()).sum();
     assert_eq!(blocks, 100);
     assert_eq!(json["method"], "freq");
+    // Sizes in blocks, as in every command: 100 blocks of 4 KiB is the same plan.
+    let mut args = vec!["tier", "plan"];
+    args.extend(CHAINS);
+    let in_blocks = dir.path().join("blocks.json");
+    args.extend(["--fast-size", "100blocks", "--method", "freq", "-o", in_blocks.to_str().unwrap()]);
+    stdout(&hearth(&args));
+    assert_eq!(std::fs::read(&in_blocks).unwrap(), std::fs::read(&plan).unwrap());
 
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
     args.extend(["--schemes", "slow", "--slow", "tape", "--devices", devices.to_str().unwrap()]);
     let out = stdout(&hearth(&args));
-    assert!(out.contains("slow device 50000000 ns"), "{out}");
+    // Human units, not 50000000 ns and 100000000 B/s.
+    assert!(out.contains("slow device 50 ms, 100 MB/s"), "{out}");
 }
 
 #[test]
@@ -65,8 +73,8 @@ fn bad_input_is_named() {
     assert!(err.contains("--slow") && err.contains("floppy") && err.contains("nvme"), "{err}");
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
-    args.extend(["--fast-capacity", "150%"]);
-    assert!(failure(&hearth(&args)).contains("--fast-capacity"));
+    args.extend(["--fast-size", "150%"]);
+    assert!(failure(&hearth(&args)).contains("--fast-size: \"150%\" must be between 0% and 100%"));
     let mut args = vec!["tier", "sim"];
     args.extend(CHAINS);
     args.extend(["--cdp", "ccdp0"]);

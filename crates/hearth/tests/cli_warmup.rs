@@ -44,7 +44,7 @@ fn warmup_sim_json_shows_preloaded_caches_converging_at_once() {
         "--thn",
         "2",
         "--thv",
-        "0.01",
+        "1%",
         "--threads",
         "1",
     ]));
@@ -105,4 +105,32 @@ fn analyze_reaccess_reports_hourly_reaccesses() {
     // 181 accesses to 20 blocks: 161 re-accesses, all within the hour.
     assert!(out.contains("re-accesses       161 of 181"), "{out}");
     assert!(out.contains("cannot show daily re-accesses"), "{out}");
+}
+
+/// Shares are percentages and durations carry units; the old bare forms
+/// still work, read as before, with a note naming the new spelling.
+#[test]
+fn warmup_sim_old_bare_shares_and_seconds_are_read_as_before_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path());
+    let run = |period: &str, thv: &str, budget: &str| {
+        let args = ["warmup", "sim", &trace, "-q", "--json", "--sizes", "20blocks", "--regions", "4KiB"];
+        let more = ["--interval", "5s", "--period", period, "--thv", thv, "--budget", budget];
+        hearth(&[&args[..], &more[..]].concat())
+    };
+    let new = run("60s", "1%", "50%");
+    let old = run("60", "0.01", "50");
+    assert_eq!(stdout(&new), stdout(&old));
+    assert!(!String::from_utf8_lossy(&new.stderr).contains("note:"), "{}", String::from_utf8_lossy(&new.stderr));
+    let notes = String::from_utf8_lossy(&old.stderr);
+    for note in [
+        "note: --period 60 is read as 60s; write durations with a unit (--period 60s)",
+        "note: --thv 0.01 is read as 1%; write shares as percentages (--thv 1%)",
+        "note: --budget 50 is read as 50%; write shares as percentages (--budget 50%)",
+    ] {
+        assert!(notes.contains(note), "{notes}");
+    }
+    // A bare number above 1 cannot be the old fraction: the percentage is suggested.
+    let err = failure(&run("60s", "5", "50%"));
+    assert!(err.contains("\"5\" is not a share: write 5% for a percentage"), "{err}");
 }

@@ -201,7 +201,7 @@ fn disconnects_mid_request_and_floods_leave_the_server_up_and_bounded() {
 #[test]
 fn stalled_handshakes_time_out_but_idle_sessions_do_not() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut server, addr) = start_with(dir.path(), &["--handshake-timeout", "1"]);
+    let (mut server, addr) = start_with(dir.path(), &["--handshake-timeout", "1s"]);
     let mut silent = TcpStream::connect(addr).unwrap();
     silent.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut greeting = [0u8; 18];

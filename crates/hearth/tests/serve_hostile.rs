@@ -190,7 +190,7 @@ fn hint_state_is_capped() {
 #[test]
 fn idle_sessions_time_out_and_connections_are_limited() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut server, addr) = start(dir.path(), &["--idle-timeout", "1", "--max-connections", "2"]);
+    let (mut server, addr) = start(dir.path(), &["--idle-timeout", "1s", "--max-connections", "2"]);
     let mut idle = session(addr);
     set_timeout(&idle, Duration::from_secs(10));
     let mut busy = session(addr);

@@ -149,7 +149,7 @@ fn replay_drives_a_live_server_with_a_context_workload() {
     };
     let replay = |server: &Server| {
         Command::new(hearth)
-            .args(["prefetch", "replay", "--trace", trace.to_str().unwrap(), "--speed", "20", "--warmup", "0"])
+            .args(["prefetch", "replay", trace.to_str().unwrap(), "--speed", "20", "--warmup", "0%"])
             .args(["--json", "--server", &server.uri("disk")])
             .output()
             .unwrap()

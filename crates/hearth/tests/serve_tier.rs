@@ -108,17 +108,7 @@ fn dump_matches(dir: &Path, server: &Server, expected: &[u8]) {
 /// `hearth tier plan TRACE`: the 64 most accessed blocks.
 fn plan_from(trace: &Path, plan: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args([
-            "tier",
-            "plan",
-            trace.to_str().unwrap(),
-            "--train",
-            "1",
-            "--method",
-            "freq",
-            "--fast-capacity",
-            "256KiB",
-        ])
+        .args(["tier", "plan", trace.to_str().unwrap(), "--train", "100%", "--method", "freq", "--fast-size", "256KiB"])
         .args(["-o", plan.to_str().unwrap()])
         .output()
         .unwrap();

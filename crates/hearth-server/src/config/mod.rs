@@ -322,18 +322,7 @@ impl Config {
     }
 }
 
-/// `"250us"`, `"2ms"`, `"1.5s"`.
+/// `"250us"`, `"2ms"`, `"1.5s"`: the workspace's one duration syntax.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?} (use e.g. 250us, 2ms, 1s)"))?;
-    let scale = match unit.trim() {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        other => return Err(format!("bad duration unit {other:?} in {s:?} (use ns, us, ms or s)")),
-    };
-    Duration::try_from_secs_f64(v * scale).map_err(|_| format!("duration {s:?} is out of range"))
+    hearth_core::parse_duration(s)
 }
