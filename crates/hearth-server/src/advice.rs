@@ -19,9 +19,10 @@
 //! cache (not reads bypassed by the sequential cutoff), since the start;
 //! writes, client hints and prefetches are not modelled, so on traffic
 //! with those the configured shadow and the real cache may part, which the
-//! reported error shows. Each request takes this module's own lock once,
-//! never the cache's.
+//! reported error shows. A request takes this module's own lock (never the
+//! cache's) only if one of its blocks is sampled; the others are counted.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
@@ -30,8 +31,9 @@ use hearth_trace::sample;
 
 /// Sizes on the live miss-ratio curve: k/4 of the cache for k = 1..=16.
 pub const MRC_POINTS: u64 = 16;
-/// Blocks the SHARDS sample tracks at most.
-pub const MRC_SAMPLE: usize = 64 * 1024;
+/// Blocks the SHARDS sample tracks at most: twice the 8K that Waldspurger
+/// et al. (FAST '15) find accurate for fixed-size SHARDS.
+pub const MRC_SAMPLE: usize = 16 * 1024;
 /// Blocks of cache a shadow aims for (it has more when the rate floor binds).
 pub const SHADOW_BLOCKS: u64 = 16 * 1024;
 /// The smallest share of the blocks the shadows sample.
@@ -45,14 +47,20 @@ pub(crate) struct Advisor {
     /// The configured policy's label, as its shadow is named.
     configured: String,
     shadow_rate: f64,
+    shadow_threshold: u64,
+    /// The SHARDS threshold as last seen under the lock (it only falls).
+    mrc_threshold: AtomicU64,
+    /// Block reads no estimator sampled, not yet told to the SHARDS totals.
+    unsampled: AtomicU64,
     state: Mutex<State>,
 }
 
 struct State {
     mrc: Shards,
     shadows: Vec<Shadow>,
-    shadow_threshold: u64,
-    vtime: u64,
+    /// Requests each estimator has taken, as its logical clock.
+    mrc_vtime: u64,
+    shadow_vtime: u64,
     evicted: Vec<Key>,
 }
 
@@ -127,40 +135,43 @@ impl Advisor {
             cache_bytes,
             configured: configured_label,
             shadow_rate,
-            state: Mutex::new(State {
-                mrc,
-                shadows,
-                shadow_threshold: sample::threshold(shadow_rate),
-                vtime: 0,
-                evicted: Vec::new(),
-            }),
+            shadow_threshold: sample::threshold(shadow_rate),
+            mrc_threshold: AtomicU64::new(mrc.threshold()),
+            unsampled: AtomicU64::new(0),
+            state: Mutex::new(State { mrc, shadows, mrc_vtime: 0, shadow_vtime: 0, evicted: Vec::new() }),
         }))
     }
 
     /// Records a read of `blocks`, in order.
     pub(crate) fn observe_read(&self, blocks: std::ops::Range<u64>) {
+        let any = self.mrc_threshold.load(Ordering::Relaxed).max(self.shadow_threshold);
+        if !blocks.clone().any(|b| sample::keeps(b, any)) {
+            self.unsampled.fetch_add(blocks.end - blocks.start, Ordering::Relaxed);
+            return;
+        }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let State { mrc, shadows, shadow_threshold, vtime, evicted } = &mut *state;
+        let State { mrc, shadows, mrc_vtime, shadow_vtime, evicted } = &mut *state;
+        let mut skipped = 0;
         for block in blocks {
-            *vtime += 1;
-            let a = Access {
-                key: block,
-                size: self.block_size as u32,
-                vtime: *vtime,
-                next_access: NEVER,
-                op: Op::Read,
-                ctx: 0,
-            };
-            mrc.access(&a);
-            if !sample::keeps(block, *shadow_threshold) {
-                continue;
+            let size = self.block_size as u32;
+            if sample::keeps(block, mrc.threshold()) {
+                *mrc_vtime += 1;
+                mrc.access(&Access { key: block, size, vtime: *mrc_vtime, next_access: NEVER, op: Op::Read, ctx: 0 });
+            } else {
+                skipped += 1;
             }
-            for s in shadows.iter_mut() {
-                evicted.clear();
-                s.requests += 1;
-                s.hits += u64::from(s.policy.access(&a, evicted));
+            if sample::keeps(block, self.shadow_threshold) {
+                *shadow_vtime += 1;
+                let a = Access { key: block, size, vtime: *shadow_vtime, next_access: NEVER, op: Op::Read, ctx: 0 };
+                for s in shadows.iter_mut() {
+                    evicted.clear();
+                    s.requests += 1;
+                    s.hits += u64::from(s.policy.access(&a, evicted));
+                }
             }
         }
+        mrc.skip(skipped, skipped * self.block_size);
+        self.mrc_threshold.store(mrc.threshold(), Ordering::Relaxed);
     }
 
     pub(crate) fn cache_bytes(&self) -> u64 {
@@ -169,7 +180,9 @@ impl Advisor {
 
     /// The predictions so far.
     pub(crate) fn advice(&self) -> Advice {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let unsampled = self.unsampled.swap(0, Ordering::Relaxed);
+        state.mrc.skip(unsampled, unsampled * self.block_size);
         let mrc = state
             .mrc
             .results()

@@ -410,6 +410,21 @@ impl Shards {
         sample::rate_of(self.threshold)
     }
 
+    /// The hash threshold in force now (`hearth_trace::sample::keeps`); it
+    /// only falls. A caller that drops requests whose keys are not kept at
+    /// any threshold it read earlier drops none this would sample.
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    /// Counts requests the caller did not offer because their keys are not
+    /// sampled (see [`threshold`](Self::threshold)): the whole stream's
+    /// totals include them.
+    pub fn skip(&mut self, requests: u64, bytes: u64) {
+        self.totals.0 += requests;
+        self.totals.1 += bytes;
+    }
+
     /// Estimated LRU results at each cache size, in the order given to `new`.
     pub fn results(&self) -> Vec<SimResult> {
         self.stack.counts.results("LRU", Some(self.totals))

@@ -151,7 +151,7 @@ fn live_advice_matches_the_simulator_on_the_bundled_trace() {
 
 #[test]
 fn live_advice_matches_the_simulator_on_a_sampled_synthetic_workload() {
-    // 100k blocks: past the SHARDS sample's 64k, so the curve is sampled;
+    // 100k blocks: past the SHARDS sample's 16k, so the curve is sampled;
     // a 20k-block cache samples the shadows too.
     check_advice("skewed", &skewed_reads(100_000, 150_000), 20_000, "s3fifo");
 }
