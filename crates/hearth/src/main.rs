@@ -1,6 +1,7 @@
 //! `hearth`: a thin command line over the workspace crates. Each subcommand
 //! lives in its own module and only parses arguments and prints results.
 
+mod advise;
 mod analyze;
 mod bench;
 mod mrc;
@@ -45,6 +46,8 @@ enum Cmd {
     Mrc(mrc::MrcArgs),
     /// Characterise a trace: mix, sizes, reuse and temporal distances, skew.
     Analyze(analyze::AnalyzeArgs),
+    /// What another policy or twice the cache would buy on a trace: the server's live advice, offline.
+    Advise(advise::AdviseArgs),
     /// Benchmarks against peers measured in the same run.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -83,6 +86,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Sweep(args) => sweep::run(args),
         Cmd::Mrc(args) => mrc::run(args),
         Cmd::Analyze(args) => analyze::run(args),
+        Cmd::Advise(args) => advise::run(args),
         Cmd::Bench(cmd) => bench::run(cmd),
         Cmd::Serve(args) => serve::run(args),
         Cmd::Warmup(cmd) => warmup::run(cmd),

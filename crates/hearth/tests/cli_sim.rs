@@ -191,3 +191,34 @@ fn parameterised_specs_get_their_own_aligned_rows() {
     let column = |l: &str| l.find(" MiB").unwrap();
     assert_eq!(column(rows[0]), column(rows[1]), "{out}");
 }
+
+#[test]
+fn advise_recommends_what_the_simulator_measures() {
+    let trace = repo_file("data/cloudPhysicsIO.csv.zst");
+    let text = stdout(&hearth(&["advise", &trace, "--cache-size", "10%", "--policy", "lru", "-p", "arc,s3fifo", "-q"]));
+    let sim = stdout(&hearth(&["sim", &trace, "-p", "lru,arc,s3fifo", "-s", "10%,20%", "--json", "-q"]));
+    let rows: serde_json::Value = serde_json::from_str(&sim).unwrap();
+    let ratio = |policy: &str, nth_size: usize| {
+        let sizes: Vec<u64> = rows.as_array().unwrap().iter().map(|r| r["cache_bytes"].as_u64().unwrap()).collect();
+        let mut distinct = sizes.clone();
+        distinct.dedup();
+        let r = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["policy"] == policy && r["cache_bytes"].as_u64() == Some(distinct[nth_size]))
+            .unwrap();
+        100.0 * r["hits"].as_f64().unwrap() / r["requests"].as_f64().unwrap()
+    };
+    // The table is the simulator's numbers, the configured policy first.
+    let lines: Vec<&str> = text.lines().collect();
+    for (line, policy) in lines[1..4].iter().zip(["LRU", "ARC", "S3-FIFO"]) {
+        assert_eq!(*line, format!("{policy:<7}  {:>11.2}%  {:>11.2}%", ratio(policy, 0), ratio(policy, 1)), "{text}");
+    }
+    // The recommendation names the best at the size and its gain over LRU.
+    let best = ["LRU", "ARC", "S3-FIFO"].into_iter().max_by(|a, b| ratio(a, 0).total_cmp(&ratio(b, 0))).unwrap();
+    let want = format!("{best} at ");
+    let recommendation = lines.iter().find(|l| l.starts_with(&want)).unwrap_or_else(|| panic!("{text}"));
+    assert!(recommendation.contains(&format!("({:+.1} points over LRU)", ratio(best, 0) - ratio("LRU", 0))), "{text}");
+    assert!(recommendation.contains("; doubling to "), "{text}");
+}
