@@ -46,7 +46,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<()> {
     } else {
         args.policies.clone()
     };
-    let mut policies = hearth_sim::run::policy_specs(&[args.policy.clone()]);
+    let mut policies = hearth_sim::run::policy_specs(std::slice::from_ref(&args.policy));
     for spec in hearth_sim::run::policy_specs(&what_if) {
         if !policies.contains(&spec) {
             policies.push(spec);
