@@ -12,6 +12,7 @@ mod serve;
 mod sim;
 mod sweep;
 mod tier;
+mod top;
 mod trace_args;
 mod trace_cmd;
 mod units;
@@ -53,6 +54,8 @@ enum Cmd {
     Bench(bench::BenchCmd),
     /// Serve exports over NBD with the block cache in front of each backend.
     Serve(serve::ServeArgs),
+    /// A running server at a glance: IOPS, hit ratio, latency, live miss-ratio curve, what-if policies.
+    Top(top::TopArgs),
     /// Cache warmup studies (Bonfire): restart simulations with Last-K, First-K, Top-K.
     #[command(subcommand)]
     Warmup(warmup::WarmupCmd),
@@ -89,6 +92,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Advise(args) => advise::run(args),
         Cmd::Bench(cmd) => bench::run(cmd),
         Cmd::Serve(args) => serve::run(args),
+        Cmd::Top(args) => top::run(args),
         Cmd::Warmup(cmd) => warmup::run(cmd),
         Cmd::Prefetch(cmd) => prefetch::run(cmd),
         Cmd::Tier(cmd) => tier::run(cmd),

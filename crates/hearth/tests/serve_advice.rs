@@ -62,6 +62,49 @@ fn simulate(trace: &Path, policies: &str, sizes: &[u64]) -> Vec<(String, u64, f6
         .collect()
 }
 
+/// What `hearth top --once` shows, and the metric names the Grafana
+/// dashboard (docs/grafana/hearth.json) asks for, against a live server.
+fn check_top_and_dashboard(server: &Server, advice: &serde_json::Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["top", server.metrics.as_ref().unwrap(), "--once", "--interval", "100ms"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let view = String::from_utf8(out.stdout).unwrap();
+    let export = &advice["exports"][0];
+    let since_start = format!("{:.1}% since start", 100.0 * export["measured_hit_ratio"].as_f64().unwrap());
+    assert!(view.contains("export hearth: cache ") && view.contains(&since_start), "{view}");
+    let sparkline: String = view.chars().filter(|c| ('▁'..='█').contains(c)).collect();
+    assert_eq!(sparkline.chars().count(), 16, "one bar per curve point:\n{view}");
+    for p in export["policies"].as_array().unwrap() {
+        let shown = format!("{:.1}%", 100.0 * p["hit_ratio"].as_f64().unwrap());
+        let table = view.lines().skip_while(|l| !l.contains("what if (same size)"));
+        let line = table.skip(1).find(|l| l.trim_start().starts_with(p["policy"].as_str().unwrap())).unwrap();
+        assert!(line.contains(&shown), "{line} should show {shown}");
+    }
+    assert!(view.contains("(now)"), "the configured policy is marked:\n{view}");
+
+    let dashboard = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana/hearth.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dashboard).unwrap()).unwrap();
+    let page = scrape(server.metrics.as_ref().unwrap());
+    let mut asked = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        assert!(panel["title"].is_string() && panel["gridPos"]["w"].is_u64() && panel["type"].is_string());
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (i, _) in expr.match_indices("hearth_") {
+                let name: String = expr[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                assert!(
+                    page.contains(&format!("\n{name}{{")),
+                    "the dashboard asks for {name}, which the server does not export"
+                );
+                asked += 1;
+            }
+        }
+    }
+    assert!(asked >= 8, "{asked}");
+}
+
 fn check_advice(name: &str, reads: &[(u64, u32)], cache_blocks: u64, policy: &str) {
     let dir = tempfile::tempdir().unwrap();
     let end = reads.iter().map(|&(o, l)| o + u64::from(l)).max().unwrap();
@@ -136,6 +179,7 @@ fn check_advice(name: &str, reads: &[(u64, u32)], cache_blocks: u64, policy: &st
             }
         }
     }
+    check_top_and_dashboard(&server, &advice);
     eprintln!(
         "{name}: curve off by {worst_curve_error:.4} at most; measured {measured:.4}; live {live:?}; sim {simulated:?}; {} pairs ranked",
         compared.len()
