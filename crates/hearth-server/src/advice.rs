@@ -22,8 +22,10 @@
 //! reported error shows. A request takes this module's own lock (never the
 //! cache's) only if one of its blocks is sampled; the others are counted.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
 use hearth_sim::mrc::{Shards, ShardsMode};
@@ -38,6 +40,12 @@ pub const MRC_SAMPLE: usize = 16 * 1024;
 pub const SHADOW_BLOCKS: u64 = 16 * 1024;
 /// The smallest share of the blocks the shadows sample.
 pub const MIN_SHADOW_RATE: f64 = 0.01;
+/// The windows the advice is also given over, besides since the start.
+pub const WINDOWS: [(&str, Duration); 3] =
+    [("1m", Duration::from_secs(60)), ("1h", Duration::from_secs(3600)), ("1d", Duration::from_secs(86_400))];
+/// How often the counts are kept for the windows (at most; they are taken
+/// when advice is asked for): a day of them is a few thousand entries.
+const SNAPSHOT_EVERY: Duration = Duration::from_secs(15);
 /// The alternatives shadowed when the configuration names none.
 pub const DEFAULT_WHAT_IF: [&str; 5] = ["lru", "arc", "s3fifo", "wtinylfu", "mq"];
 
@@ -58,6 +66,8 @@ pub(crate) struct Advisor {
 struct State {
     mrc: Shards,
     shadows: Vec<Shadow>,
+    /// Counts at past moments, oldest first, for the windows.
+    history: VecDeque<Counts>,
     /// Requests each estimator has taken, as its logical clock.
     mrc_vtime: u64,
     shadow_vtime: u64,
@@ -83,12 +93,66 @@ pub struct Advice {
     /// configured policy first.
     pub policies: Vec<PolicyPrediction>,
     pub shadow_sampling_rate: f64,
+    /// Block reads seen since the start.
+    pub reads: u64,
+    /// The same hit ratios over the last minute, hour and day (or as much
+    /// of it as the server has run).
+    pub windows: Vec<Window>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Window {
+    pub last: &'static str,
+    /// The span the figures cover (shorter while the server is young).
+    pub seconds: f64,
+    pub reads: u64,
+    /// LRU's hit ratio at each curve size, as in [`Advice::mrc`].
+    pub lru_hit_ratio: Vec<f64>,
+    /// Each policy's, as in [`Advice::policies`].
+    pub policy_hit_ratio: Vec<f64>,
+}
+
+/// Cumulative counts at one moment.
+#[derive(Clone)]
+struct Counts {
+    at: Instant,
+    reads: u64,
+    lru_hits: Vec<u64>,
+    /// (hits, sampled reads) per shadow.
+    shadows: Vec<(u64, u64)>,
+}
+
+impl Counts {
+    /// Hit ratios between `earlier` and `self`.
+    fn window(&self, earlier: &Counts, last: &'static str) -> Window {
+        let ratio = |hits: u64, reads: u64| if reads == 0 { 0.0 } else { hits as f64 / reads as f64 };
+        let reads = self.reads - earlier.reads;
+        Window {
+            last,
+            seconds: (self.at - earlier.at).as_secs_f64(),
+            reads,
+            lru_hit_ratio: self
+                .lru_hits
+                .iter()
+                .zip(&earlier.lru_hits)
+                .map(|(h, e)| ratio(h.saturating_sub(*e), reads))
+                .collect(),
+            policy_hit_ratio: self
+                .shadows
+                .iter()
+                .zip(&earlier.shadows)
+                .map(|(&(h, n), &(eh, en))| ratio(h - eh, n - en))
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CurvePoint {
     pub cache_bytes: u64,
     pub hit_ratio: f64,
+    /// Estimated hits since the start (of [`Advice::reads`]).
+    pub hits: u64,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -99,8 +163,9 @@ pub struct PolicyPrediction {
     pub spec: String,
     pub configured: bool,
     pub hit_ratio: f64,
-    /// Sampled block reads the prediction rests on.
+    /// Sampled block reads the prediction rests on, and their hits.
     pub sampled_reads: u64,
+    pub sampled_hits: u64,
 }
 
 impl Advisor {
@@ -138,7 +203,14 @@ impl Advisor {
             shadow_threshold: sample::threshold(shadow_rate),
             mrc_threshold: AtomicU64::new(mrc.threshold()),
             unsampled: AtomicU64::new(0),
-            state: Mutex::new(State { mrc, shadows, mrc_vtime: 0, shadow_vtime: 0, evicted: Vec::new() }),
+            state: Mutex::new(State {
+                mrc,
+                shadows,
+                history: VecDeque::new(),
+                mrc_vtime: 0,
+                shadow_vtime: 0,
+                evicted: Vec::new(),
+            }),
         }))
     }
 
@@ -150,7 +222,7 @@ impl Advisor {
             return;
         }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let State { mrc, shadows, mrc_vtime, shadow_vtime, evicted } = &mut *state;
+        let State { mrc, shadows, mrc_vtime, shadow_vtime, evicted, .. } = &mut *state;
         let mut skipped = 0;
         for block in blocks {
             let size = self.block_size as u32;
@@ -180,17 +252,19 @@ impl Advisor {
 
     /// The predictions so far.
     pub(crate) fn advice(&self) -> Advice {
+        self.advice_at(Instant::now())
+    }
+
+    /// The predictions so far, with windows ending at `now`.
+    fn advice_at(&self, now: Instant) -> Advice {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let unsampled = self.unsampled.swap(0, Ordering::Relaxed);
         state.mrc.skip(unsampled, unsampled * self.block_size);
-        let mrc = state
-            .mrc
-            .results()
+        let results = state.mrc.results();
+        let ratio = |hits: u64, reads: u64| if reads == 0 { 0.0 } else { hits as f64 / reads as f64 };
+        let mrc = results
             .iter()
-            .map(|r| CurvePoint {
-                cache_bytes: r.cache_bytes,
-                hit_ratio: if r.requests == 0 { 0.0 } else { r.hits as f64 / r.requests as f64 },
-            })
+            .map(|r| CurvePoint { cache_bytes: r.cache_bytes, hit_ratio: ratio(r.hits, r.requests), hits: r.hits })
             .collect();
         let policies = state
             .shadows
@@ -199,11 +273,42 @@ impl Advisor {
                 policy: s.label.clone(),
                 spec: s.spec.clone(),
                 configured: s.label == self.configured,
-                hit_ratio: if s.requests == 0 { 0.0 } else { s.hits as f64 / s.requests as f64 },
+                hit_ratio: ratio(s.hits, s.requests),
                 sampled_reads: s.requests,
+                sampled_hits: s.hits,
             })
             .collect();
-        Advice { mrc, mrc_sampling_rate: state.mrc.rate(), policies, shadow_sampling_rate: self.shadow_rate }
+        let counts = Counts {
+            at: now,
+            reads: results.first().map_or(0, |r| r.requests),
+            lru_hits: results.iter().map(|r| r.hits).collect(),
+            shadows: state.shadows.iter().map(|s| (s.hits, s.requests)).collect(),
+        };
+        let history = &mut state.history;
+        if history.back().is_none_or(|last| now.saturating_duration_since(last.at) >= SNAPSHOT_EVERY) {
+            history.push_back(counts.clone());
+        }
+        // Keep the newest snapshot at least a day old, and everything after it.
+        while history.get(1).is_some_and(|next| now.saturating_duration_since(next.at) >= WINDOWS[2].1) {
+            history.pop_front();
+        }
+        let windows = WINDOWS
+            .iter()
+            .map(|&(last, span)| {
+                // The newest snapshot at least `span` old, else the oldest.
+                let start =
+                    history.iter().rev().find(|c| now.saturating_duration_since(c.at) >= span).or(history.front());
+                counts.window(start.expect("one was just pushed if none was there"), last)
+            })
+            .collect();
+        Advice {
+            mrc,
+            mrc_sampling_rate: state.mrc.rate(),
+            policies,
+            shadow_sampling_rate: self.shadow_rate,
+            reads: counts.reads,
+            windows,
+        }
     }
 }
 
@@ -233,6 +338,32 @@ mod tests {
         assert!(advice.mrc[0].hit_ratio < 0.01, "LRU at 50 blocks thrashes on a 100-block loop");
         assert!(advice.mrc[1].hit_ratio > 0.97, "and hits from 100 blocks on: {:?}", advice.mrc);
         assert_eq!(advice.mrc.last().unwrap().cache_bytes, 800 * BS);
+    }
+
+    #[test]
+    fn windows_show_the_recent_traffic_alone() {
+        let advisor = Advisor::new("lru", 200 * BS, BS, &[]).unwrap().unwrap();
+        let t0 = Instant::now();
+        for _ in 0..10 {
+            advisor.observe_read(0..100); // a loop that fits: hits after the first pass
+        }
+        let start = advisor.advice_at(t0);
+        assert!((start.policies[0].hit_ratio - 0.9).abs() < 1e-9);
+        for b in 1000..2000 {
+            advisor.observe_read(b..b + 1); // then a scan: misses only
+        }
+        let later = advisor.advice_at(t0 + Duration::from_secs(90));
+        assert!((later.policies[0].hit_ratio - 0.45).abs() < 1e-9, "since start: 900 hits of 2000");
+        let minute = &later.windows[0];
+        assert_eq!((minute.last, minute.reads), ("1m", 1000), "the last minute holds the scan alone");
+        assert_eq!(minute.policy_hit_ratio[0], 0.0);
+        assert!(minute.lru_hit_ratio.iter().all(|&r| r == 0.0));
+        let day = &later.windows[2];
+        assert_eq!(
+            (day.seconds, day.reads),
+            (90.0, 1000),
+            "a young server's day is what it has run since its first snapshot"
+        );
     }
 
     #[test]

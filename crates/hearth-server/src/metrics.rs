@@ -282,6 +282,38 @@ fn render_advice(out: &mut String, exports: &[Arc<Export>]) {
             );
         }
     }
+    let counter = |out: &mut String, name: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    };
+    counter(out, "hearth_advice_reads_total", "Block reads the advice has seen.");
+    for (e, advice) in &advised {
+        let _ = writeln!(out, "hearth_advice_reads_total{{export=\"{}\"}} {}", label(&e.info.name), advice.reads);
+    }
+    counter(out, "hearth_advice_lru_hits_total", "Estimated LRU hits at each curve size (windows: divide increases).");
+    for (e, advice) in &advised {
+        for p in &advice.mrc {
+            let (name, size) = (label(&e.info.name), p.cache_bytes);
+            let _ =
+                writeln!(out, "hearth_advice_lru_hits_total{{export=\"{name}\",cache_bytes=\"{size}\"}} {}", p.hits);
+        }
+    }
+    counter(out, "hearth_advice_policy_reads_total", "Sampled block reads each policy's shadow has taken.");
+    counter(out, "hearth_advice_policy_hits_total", "Hits among them.");
+    for (e, advice) in &advised {
+        for p in &advice.policies {
+            let (name, policy) = (label(&e.info.name), label(&p.policy));
+            let _ = writeln!(
+                out,
+                "hearth_advice_policy_reads_total{{export=\"{name}\",policy=\"{policy}\"}} {}",
+                p.sampled_reads
+            );
+            let _ = writeln!(
+                out,
+                "hearth_advice_policy_hits_total{{export=\"{name}\",policy=\"{policy}\"}} {}",
+                p.sampled_hits
+            );
+        }
+    }
     family(out, "hearth_advice_measured_hit_ratio", "The cache's own read hit ratio, as the predictions count it.");
     for (e, _) in &advised {
         let _ = writeln!(
