@@ -1,5 +1,5 @@
 use super::*;
-use crate::backend::testing::{Pause, TestBackend};
+use crate::backend::testing::{Pause, Switches, TestBackend};
 use crate::backend::MemoryBackend;
 use std::sync::Arc;
 
@@ -572,14 +572,19 @@ fn write_around_writes_leave_the_cache_and_reads_fill_it() {
     assert_eq!(cached(&cache, 4096, 4096), Some(vec![5u8; 4096]));
 }
 
+/// A write-back LRU cache of `blocks` blocks over 64 blocks of memory, whose
+/// backend counts the calls made on this thread (the switches).
+fn watched_write_back(blocks: u64, dirty_blocks: u64) -> (BlockCache, Arc<MemoryBackend>, Arc<Switches>) {
+    let backend = TestBackend::new(64 * u64::from(BS)).watching(std::thread::current().id());
+    let (switches, memory) = (backend.switches.clone(), backend.memory.clone());
+    let policy = hearth_policy::build("lru", blocks * u64::from(BS)).unwrap();
+    let mode = WriteMode::Back { dirty_limit: dirty_blocks * u64::from(BS) };
+    (BlockCache::new(Box::new(backend), policy, BS, mode), memory, switches)
+}
+
 #[test]
 fn write_back_writes_that_stay_in_memory_make_no_backend_call() {
-    let size = 64 * u64::from(BS);
-    let backend = TestBackend::new(size).watching(std::thread::current().id());
-    let switches = backend.switches.clone();
-    let memory = backend.memory.clone();
-    let policy = hearth_policy::build("lru", 4 * u64::from(BS)).unwrap();
-    let cache = BlockCache::new(Box::new(backend), policy, BS, WriteMode::Back { dirty_limit: 3 * u64::from(BS) });
+    let (cache, memory, switches) = watched_write_back(4, 3);
     let bs = BS as usize;
     // Whole blocks need nothing from the backend; a partial write to an
     // absent block needs its old bytes and is left, untouched, to `write`.
@@ -606,12 +611,7 @@ fn write_back_writes_that_stay_in_memory_make_no_backend_call() {
 
 #[test]
 fn a_write_in_memory_holds_dirty_victims_for_a_blocking_thread() {
-    let size = 64 * u64::from(BS);
-    let backend = TestBackend::new(size).watching(std::thread::current().id());
-    let switches = backend.switches.clone();
-    let memory = backend.memory.clone();
-    let policy = hearth_policy::build("lru", 2 * u64::from(BS)).unwrap();
-    let cache = BlockCache::new(Box::new(backend), policy, BS, WriteMode::Back { dirty_limit: 8 * u64::from(BS) });
+    let (cache, memory, switches) = watched_write_back(2, 8);
     let bs = BS as usize;
     for b in 0..3u64 {
         assert!(cache.write_cached(b * u64::from(BS), &vec![b as u8 + 1; bs]));
