@@ -22,42 +22,52 @@ pub struct Scan {
 }
 
 /// Reads `accesses` once. With `next_access_dir`, also builds the next-use
-/// column there. `progress` receives accesses read since its previous call.
+/// column there, which counts the distinct keys and footprint in bounded
+/// memory; without, a map of the distinct keys counts them. `progress`
+/// receives accesses read since its previous call.
 pub fn scan(
     accesses: impl Iterator<Item = Result<Access, TraceError>>,
     next_access_dir: Option<&Path>,
     progress: &dyn Fn(u64),
 ) -> Result<Scan, TraceError> {
-    let mut seen = key_map::<()>(1 << 16);
-    let (mut count, mut footprint_bytes) = (0u64, 0u64);
-    let mut tally = |a: &Access| {
+    let mut count = 0u64;
+    let mut counted = || {
         count += 1;
-        if count % (1 << 16) == 0 {
+        if count.is_multiple_of(1 << 16) {
             progress(1 << 16);
         }
-        if seen.insert(a.key, ()).is_none() {
-            footprint_bytes += u64::from(a.size);
-        }
     };
-    let next_access = match next_access_dir {
-        Some(dir) => Some(NextAccessFile::build(
-            accesses.map(|a| {
+    let scan = match next_access_dir {
+        Some(dir) => {
+            let keys = accesses.map(|a| {
                 a.map(|a| {
-                    tally(&a);
-                    a.key
+                    counted();
+                    (a.key, a.size)
                 })
-            }),
-            dir,
-        )?),
-        None => {
-            for a in accesses {
-                tally(&a?);
+            });
+            let column = NextAccessFile::build(keys, dir)?;
+            Scan {
+                accesses: count,
+                unique_keys: column.distinct_keys(),
+                footprint_bytes: column.footprint_bytes(),
+                next_access: Some(column),
             }
-            None
+        }
+        None => {
+            let mut seen = key_map::<()>(1 << 16);
+            let mut footprint_bytes = 0u64;
+            for a in accesses {
+                let a = a?;
+                counted();
+                if seen.insert(a.key, ()).is_none() {
+                    footprint_bytes += u64::from(a.size);
+                }
+            }
+            Scan { accesses: count, unique_keys: seen.len() as u64, footprint_bytes, next_access: None }
         }
     };
     progress(count % (1 << 16));
-    Ok(Scan { accesses: count, unique_keys: seen.len() as u64, footprint_bytes, next_access })
+    Ok(scan)
 }
 
 /// `accesses` with `next_access` taken from `column` (built over the same

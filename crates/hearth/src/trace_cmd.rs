@@ -4,7 +4,7 @@
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -72,8 +72,9 @@ pub struct ConvertArgs {
 
 #[derive(Args, Debug)]
 struct OutArgs {
-    /// The oracleGeneral file to write, uncompressed (compress it afterwards if needed). A temporary
-    /// file of 8 bytes per access, gone however hearth ends, is made in the same directory.
+    /// The oracleGeneral file to write, uncompressed (compress it afterwards if needed). The next
+    /// accesses are computed in temporary files in $TMPDIR (up to 29 bytes per access, gone however
+    /// hearth ends).
     #[arg(short, long)]
     output: PathBuf,
     /// No progress bar.
@@ -249,8 +250,7 @@ fn export(trace: &TraceArgs, out: &OutArgs, threshold: Option<u64>) -> anyhow::R
             out.output.display()
         );
     }
-    // Beside the output rather than in /tmp, which may be a tmpfs (memory).
-    let dir = out.output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = std::env::temp_dir();
 
     let (requests, mode) = trace.open()?;
     let bar = progress::counter("finding next accesses", out.quiet);
@@ -258,8 +258,8 @@ fn export(trace: &TraceArgs, out: &OutArgs, threshold: Option<u64>) -> anyhow::R
     let keys = hearth_trace::accesses(counted(requests, &bar), mode)
         .inspect(|_| total += 1)
         .filter(|a| wanted(a, threshold))
-        .map(|a| a.map(|a| a.key));
-    let column = NextAccessFile::build(keys, dir)?;
+        .map(|a| a.map(|a| (a.key, a.size)));
+    let column = NextAccessFile::build(keys, &dir)?;
     bar.finish_and_clear();
 
     let (requests, mode) = trace.open()?;
