@@ -26,7 +26,8 @@ import sys
 
 NOT_INSTALLED = 3
 
-# Hearth policy spec -> libcachesim class name.
+# Hearth policy spec -> libcachesim class name, or (class name, {keyword: value})
+# for a parameterised counterpart.
 CLASSES = {
     "lru": "LRU",
     "fifo": "FIFO",
@@ -43,6 +44,13 @@ CLASSES = {
     "random": "Random",
     "hyperbolic": "Hyperbolic",
     "lecar": "LeCaR",
+    "cacheus": "Cacheus",
+    "lhd": "LHD",
+    "clockpro": "ClockPro",
+    "clock2qplus": "Clock2QPlus",
+    # Without a correlation window, where the two windows' units agree.
+    "clock2qplus:window=0": ("Clock2QPlus", {"corr_window_ratio": 0.0}),
+    "beladysize": "BeladySize",
     # libCacheSim's counting, which Hearth's default sketch does not follow.
     "wtinylfu:freq=exact": "WTinyLFU",
 }
@@ -59,7 +67,7 @@ ADMISSIONERS = {
 }
 RANDOM_ADMISSIONERS = {"prob", "sizeprob", "adaptsize"}
 # Policies that draw from the same generator: also run in a fresh interpreter.
-RANDOM_POLICIES = {"random", "hyperbolic", "lecar"}
+RANDOM_POLICIES = {"random", "hyperbolic", "lecar", "cacheus", "lhd", "beladysize"}
 
 
 def split_spec(spec):
@@ -87,7 +95,8 @@ def run_one(lcs, reader, spec, size):
                 sys.exit(f"admission {admission}: parameter {k!r} has no libcachesim counterpart")
             args[keys[k]] = float(v) if k in ("p", "exponent") else int(v)
         kwargs["admissioner"] = getattr(lcs, cls_name)(**args)
-    cache = getattr(lcs, CLASSES[policy])(int(size), **kwargs)
+    cls_name, params = CLASSES[policy] if isinstance(CLASSES[policy], tuple) else (CLASSES[policy], {})
+    cache = getattr(lcs, cls_name)(int(size), **params, **kwargs)
     miss_ratio, _byte_miss_ratio = cache.process_trace(reader)
     # process_trace reports a ratio over all requests; recover the count.
     return round(miss_ratio * reader.get_num_of_req())
@@ -114,7 +123,7 @@ def main(argv):
     misses = {}
     for name in policies:
         misses[name] = {}
-        fresh = split_spec(name)[1] in RANDOM_ADMISSIONERS or split_spec(name)[0] in RANDOM_POLICIES
+        fresh = split_spec(name)[1] in RANDOM_ADMISSIONERS or split_spec(name)[0].split(":")[0] in RANDOM_POLICIES
         for size in sizes:
             if fresh:
                 out = subprocess.run(

@@ -27,8 +27,10 @@ macro_rules! indexed_residency {
 
 pub mod admission;
 mod arc;
+mod beladysize;
 mod car;
 mod clock;
+mod clock2qplus;
 mod fbr;
 mod fifo;
 mod gdsf;
@@ -50,8 +52,10 @@ mod wtinylfu;
 
 pub use admission::{Admitted, Lehmer64};
 pub use arc::{Arc, Step as ArcStep};
+pub use beladysize::BeladySize;
 pub use car::Car;
 pub use clock::Clock;
+pub use clock2qplus::Clock2QPlus;
 pub use fbr::Fbr;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
@@ -145,6 +149,8 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "hyperbolic", params: &["samples", "seed"], about: "Hyperbolic caching (Blankstein et al.): evict the lowest requests / time-in-cache among samples random items (64), seeded (seed=S)", build: |c, p| Ok(Box::new(Hyperbolic::new(c, p.get("samples", 64)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "car", params: &[], about: "CAR (Bansal & Modha): ARC's adaptation over two CLOCKs with reference bits, byte-sized ghosts, as libCacheSim", build: |c, _| Ok(Box::new(Car::new(c))) },
     Entry { name: "lecar", params: &["seed"], about: "LeCaR (Vietri et al.): LRU and LFU experts, the victim drawn by weights that regret-driven ghost hits adjust; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(LeCaR::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "clock2qplus", params: &["small", "ghost", "threshold", "window"], about: "CLOCK-2Q+ (libCacheSim): small FIFO of small x capacity (0.1), 1-bit CLOCK main, ghosts of ghost x capacity bytes (0.9); FIFO hits count (threshold=1 promotes) only past a correlation window of window x the FIFO's bytes admitted after the item (0.5)", build: |c, p| Ok(Box::new(Clock2QPlus::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?, p.get("window", 0.5)?)?)) },
+    Entry { name: "beladysize", params: &["samples", "seed"], about: "size-aware Belady, offline: evict the largest size x distance to next request among samples random items (128), seeded (seed=S); items never requested again are not kept", build: |c, p| Ok(Box::new(BeladySize::new(c, p.get("samples", 128)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     // registry: add policies above this line
 ];
 
@@ -208,12 +214,15 @@ pub fn join_specs(pieces: &[String]) -> Vec<String> {
     specs
 }
 
-/// Whether the policy `spec` names reads `Access::next_access` (OPT), so
-/// its driver must supply each access's next use.
+/// Policies that read `Access::next_access`.
+const OFFLINE: &[&str] = &["opt", "beladysize"];
+
+/// Whether the policy `spec` names reads `Access::next_access` (OPT,
+/// BeladySize), so its driver must supply each access's next use.
 pub fn is_offline(spec: &str) -> bool {
     let eviction = spec.split_once('+').map_or(spec, |(eviction, _)| eviction);
     let name = eviction.split_once(':').map_or(eviction, |(name, _)| name);
-    name.trim().eq_ignore_ascii_case("opt")
+    OFFLINE.iter().any(|offline| name.trim().eq_ignore_ascii_case(offline))
 }
 
 /// Every registered policy name.
@@ -266,7 +275,7 @@ mod tests {
         assert_eq!(all, names());
         assert_eq!(classic.len() + modern.len(), all.len());
         assert!(modern.iter().all(|n| !classic.contains(n)));
-        for n in ["s3fifo", "sieve", "wtinylfu", "lruk", "gdsf", "mru", "lfuda"] {
+        for n in ["s3fifo", "sieve", "wtinylfu", "lruk", "gdsf", "mru", "lfuda", "clock2qplus", "beladysize"] {
             assert!(modern.contains(&n), "{n} is modern");
         }
         assert_eq!(group("nope"), None);
@@ -284,7 +293,8 @@ mod tests {
                 assert!(p.name().ends_with(&format!("+{a}")), "{spec}");
             }
         }
-        assert!(is_offline("opt+tinylfu") && is_offline("OPT") && !is_offline("lru+prob:p=0.5"));
+        assert!(is_offline("opt+tinylfu") && is_offline("OPT") && is_offline("beladysize:samples=8"));
+        assert!(!is_offline("lru+prob:p=0.5"));
         let pieces: Vec<String> = ["lru", "arc+prob:p=0.5", "seed=1"].iter().map(|s| s.to_string()).collect();
         assert_eq!(join_specs(&pieces), vec!["lru", "arc+prob:p=0.5,seed=1"]);
         let names: Vec<&str> = describe().into_iter().map(|(n, _)| n).collect();

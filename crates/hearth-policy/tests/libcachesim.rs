@@ -47,11 +47,14 @@ const EXACT: &[&str] = &[
     "lru+adaptsize",
     // Its draws come from libCacheSim's generator at its fresh-process state.
     "lecar",
+    "clock2qplus:window=0",
 ];
 /// Allowed relative difference (the 0.5%) for any other compared
 /// policy: `gdsf`, which makes room before pricing a newcomer where
-/// libCacheSim prices it first (see gdsf.rs), and `hyperbolic`, whose random
-/// samples are drawn differently (see [`RANDOMIZED`]).
+/// libCacheSim prices it first (see gdsf.rs), and `hyperbolic` and
+/// `beladysize`, whose random samples are drawn differently (see
+/// [`RANDOMIZED`]; BeladySize also makes no room for an item it will not
+/// admit, see beladysize.rs: libCacheSim misses 0.00% to 0.03% more).
 const TOLERANCE: f64 = 0.005;
 /// Policies whose victims are random draws. Besides the usual check of the
 /// default seed's run, the test prints the mean and standard deviation of
@@ -68,9 +71,15 @@ const TOLERANCE: f64 = 0.005;
 ///   draw, which one sample per eviction does not average out as 64 do. It
 ///   is in [`NOT_ASSERTED`] with that cause rather than under a wider
 ///   tolerance.
-const RANDOMIZED: &[&str] = &["random", "hyperbolic"];
-/// Compared and printed, not asserted (see [`RANDOMIZED`]).
-const NOT_ASSERTED: &[&str] = &["random"];
+const RANDOMIZED: &[&str] = &["random", "hyperbolic", "beladysize"];
+/// Compared and printed, not asserted: `random` (see [`RANDOMIZED`]) and
+/// `clock2qplus` with its default correlation window, which libCacheSim
+/// 0.3.5 measures in items admitted against a length in bytes (see
+/// clock2qplus.rs), so no FIFO hit of a real-sized object ever counts there:
+/// -0.37% to +1.39% at 128 MiB..1 GiB. Without a window
+/// (`clock2qplus:window=0`, libCacheSim's `corr_window_ratio=0`) the units
+/// do not matter and the counts are equal, in [`EXACT`].
+const NOT_ASSERTED: &[&str] = &["random", "clock2qplus"];
 const SEEDS: u64 = 16;
 /// Hearth specs with a libCacheSim counterpart in the reference script.
 /// Left out because libCacheSim has another algorithm under the same name:
@@ -99,6 +108,9 @@ const COMPARED: &[&str] = &[
     "random",
     "hyperbolic",
     "lecar",
+    "clock2qplus",
+    "clock2qplus:window=0",
+    "beladysize",
     // Admission policies (POLICY+ADMISSION): the random ones use libCacheSim's
     // generator from its fresh-process state (the script runs each in a new
     // interpreter), so they are deterministic too.
