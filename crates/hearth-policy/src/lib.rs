@@ -31,6 +31,7 @@ mod beladysize;
 mod car;
 mod clock;
 mod clock2qplus;
+mod clockpro;
 mod fbr;
 mod fifo;
 mod gdsf;
@@ -56,6 +57,7 @@ pub use beladysize::BeladySize;
 pub use car::Car;
 pub use clock::Clock;
 pub use clock2qplus::Clock2QPlus;
+pub use clockpro::ClockPro;
 pub use fbr::Fbr;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
@@ -151,6 +153,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "lecar", params: &["seed"], about: "LeCaR (Vietri et al.): LRU and LFU experts, the victim drawn by weights that regret-driven ghost hits adjust; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(LeCaR::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "clock2qplus", params: &["small", "ghost", "threshold", "window"], about: "CLOCK-2Q+ (libCacheSim): small FIFO of small x capacity (0.1), 1-bit CLOCK main, ghosts of ghost x capacity bytes (0.9); FIFO hits count (threshold=1 promotes) only past a correlation window of window x the FIFO's bytes admitted after the item (0.5)", build: |c, p| Ok(Box::new(Clock2QPlus::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?, p.get("window", 0.5)?)?)) },
     Entry { name: "beladysize", params: &["samples", "seed"], about: "size-aware Belady, offline: evict the largest size x distance to next request among samples random items (128), seeded (seed=S); items never requested again are not kept", build: |c, p| Ok(Box::new(BeladySize::new(c, p.get("samples", 128)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "clockpro", params: &["cold"], about: "CLOCK-Pro (Jiang et al.): hot and cold items and non-resident cold ones in test periods on one clock with three hands; the cold share adapts from cold x capacity (0.5)", build: |c, p| Ok(Box::new(ClockPro::new(c, p.get("cold", 0.5)?)?)) },
     // registry: add policies above this line
 ];
 
@@ -275,7 +278,9 @@ mod tests {
         assert_eq!(all, names());
         assert_eq!(classic.len() + modern.len(), all.len());
         assert!(modern.iter().all(|n| !classic.contains(n)));
-        for n in ["s3fifo", "sieve", "wtinylfu", "lruk", "gdsf", "mru", "lfuda", "clock2qplus", "beladysize"] {
+        for n in
+            ["s3fifo", "sieve", "wtinylfu", "lruk", "gdsf", "mru", "lfuda", "clock2qplus", "beladysize", "clockpro"]
+        {
             assert!(modern.contains(&n), "{n} is modern");
         }
         assert_eq!(group("nope"), None);

@@ -8,7 +8,9 @@
 //! counted, and objects larger than the cache are never admitted.
 //!
 //! Without the package the test is skipped, except under `CI=true`, where it
-//! fails. Set HEARTH_PYTHON to choose the interpreter (default `python3`).
+//! fails. Set HEARTH_PYTHON to choose the interpreter (default `python3`),
+//! and HEARTH_LIBCACHESIM_ONLY="spec;spec" to compare only those specs of
+//! [`COMPARED`] (while working on one policy).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,7 +56,7 @@ const EXACT: &[&str] = &[
 /// libCacheSim prices it first (see gdsf.rs), and `hyperbolic` and
 /// `beladysize`, whose random samples are drawn differently (see
 /// [`RANDOMIZED`]; BeladySize also makes no room for an item it will not
-/// admit, see beladysize.rs: libCacheSim misses 0.00% to 0.03% more).
+/// admit, see beladysize.rs: Hearth misses 0.00% to 0.04% less).
 const TOLERANCE: f64 = 0.005;
 /// Policies whose victims are random draws. Besides the usual check of the
 /// default seed's run, the test prints the mean and standard deviation of
@@ -79,7 +81,11 @@ const RANDOMIZED: &[&str] = &["random", "hyperbolic", "beladysize"];
 /// -0.37% to +1.39% at 128 MiB..1 GiB. Without a window
 /// (`clock2qplus:window=0`, libCacheSim's `corr_window_ratio=0`) the units
 /// do not matter and the counts are equal, in [`EXACT`].
-const NOT_ASSERTED: &[&str] = &["random", "clock2qplus"];
+///
+/// `clockpro` is printed too: libCacheSim 0.3.5's ClockPro drops items it
+/// promotes to hot from its table, so it misses more than LRU there; Hearth
+/// follows the paper (clockpro.rs).
+const NOT_ASSERTED: &[&str] = &["random", "clock2qplus", "clockpro"];
 const SEEDS: u64 = 16;
 /// Hearth specs with a libCacheSim counterpart in the reference script.
 /// Left out because libCacheSim has another algorithm under the same name:
@@ -111,6 +117,7 @@ const COMPARED: &[&str] = &[
     "clock2qplus",
     "clock2qplus:window=0",
     "beladysize",
+    "clockpro",
     // Admission policies (POLICY+ADMISSION): the random ones use libCacheSim's
     // generator from its fresh-process state (the script runs each in a new
     // interpreter), so they are deterministic too.
@@ -151,10 +158,12 @@ fn our_misses(spec: &str, capacity: u64, trace: &[Access]) -> u64 {
 fn miss_counts_match_libcachesim() {
     let sizes: Vec<u64> = (1..=8).map(|i| i * 128 * MIB).collect();
     let registered = hearth_policy::names();
+    let only = std::env::var("HEARTH_LIBCACHESIM_ONLY").ok();
     let policies: Vec<&str> = COMPARED
         .iter()
         .copied()
         .filter(|spec| registered.iter().any(|name| spec.split([':', '+']).next() == Some(name)))
+        .filter(|spec| only.as_ref().is_none_or(|only| only.split(';').any(|o| o == *spec)))
         .collect();
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/libcachesim_reference.py");

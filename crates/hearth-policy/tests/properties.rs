@@ -38,6 +38,8 @@ const EXTRA_SPECS: &[&str] = &[
     "clock2qplus:small=0.3,ghost=0,threshold=2,window=0",
     "clock2qplus:small=0.5,ghost=2,window=1",
     "beladysize:samples=1,seed=5",
+    "clockpro:cold=0",
+    "clockpro:cold=1",
 ];
 
 /// Eviction policies behind admission policies. Not held to OPT's bound:
