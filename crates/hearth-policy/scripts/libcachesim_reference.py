@@ -48,6 +48,12 @@ CLASSES = {
     "lhd": "LHD",
     "clockpro": "ClockPro",
     "clock2qplus": "Clock2QPlus",
+    # Hearth's libCacheSim-compatible parameterisations of 2Q, MQ and LFU-DA.
+    "2q:sizing=bytes": "TwoQ",
+    "lfuda:formula=additive": "LFUDA",
+    # ... and Hearth's own, compared to show the difference.
+    "2q": "TwoQ",
+    "lfuda": "LFUDA",
     # Without a correlation window, where the two windows' units agree.
     "clock2qplus:window=0": ("Clock2QPlus", {"corr_window_ratio": 0.0}),
     "beladysize": "BeladySize",

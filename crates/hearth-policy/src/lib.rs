@@ -74,7 +74,7 @@ pub use random::Random;
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use slru::Slru;
-pub use twoq::TwoQ;
+pub use twoq::{Sizing as TwoQSizing, TwoQ};
 pub use wtinylfu::{Frequency as WTinyLfuFrequency, WTinyLfu};
 
 use hearth_core::Policy;
@@ -136,13 +136,13 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "arc", params: &["step"], about: "adaptive replacement cache (Megiddo & Modha), byte-sized ghosts; step=size moves p by item sizes instead of bytes", build: |c, p| Ok(Box::new(Arc::new(c, p.get("step", ArcStep::Byte)?))) },
     Entry { name: "opt", params: &[], about: "Belady's offline optimum: evict the item requested furthest in the future", build: |c, _| Ok(Box::new(Opt::new(c))) },
     Entry { name: "lirs", params: &["hir"], about: "LIRS (Jiang & Zhang) as libCacheSim sizes it; hir=fraction of capacity for resident HIR blocks (default 0.01)", build: |c, p| Ok(Box::new(Lirs::with_hir_ratio(c, p.get("hir", 0.01)?)?)) },
-    Entry { name: "2q", params: &["kin", "kout"], about: "full 2Q (Johnson & Shasha): A1in FIFO of kin x capacity bytes (0.25), A1out ghosts kout x resident items (0.5), Am LRU", build: |c, p| Ok(Box::new(TwoQ::new(c, p.get("kin", 0.25)?, p.get("kout", 0.5)?)?)) },
+    Entry { name: "2q", params: &["kin", "kout", "sizing"], about: "full 2Q (Johnson & Shasha): A1in FIFO of kin x capacity bytes (0.25), A1out ghosts kout x resident items (0.5), Am LRU; sizing=bytes bounds A1out at kout x capacity bytes and Am at (1 - kin) x capacity, as libCacheSim", build: |c, p| Ok(Box::new(TwoQ::with_sizing(c, p.get("kin", 0.25)?, p.get("kout", 0.5)?, p.get("sizing", TwoQSizing::Slots)?)?)) },
     Entry { name: "mq", params: &["m", "qout", "lifetime"], about: "Multi-Queue (Zhou et al.): m LRU queues by log2 reference count (8), history of qout x entries (4), lifetime=N requests or auto (peak reuse distance, default)", build: |c, p| Ok(Box::new(Mq::with_lifetime_spec(c, p.get("m", 8)?, p.get("qout", 4.0)?, &p.get("lifetime", String::from("auto"))?)?)) },
     Entry { name: "fbr", params: &["new", "old", "amax", "cmax"], about: "frequency-based replacement (Robinson & Devarakonda): new/old section shares (0.25/0.25), count aging above mean amax (100), counts capped at cmax (1000)", build: |c, p| Ok(Box::new(Fbr::new(c, p.get("new", 0.25)?, p.get("old", 0.25)?, p.get("amax", 100)?, p.get("cmax", 1000)?)?)) },
     Entry { name: "s3fifo", params: &["small", "ghost", "threshold"], about: "S3-FIFO (Yang et al.): small FIFO of small x capacity (0.1), main 2-bit CLOCK FIFO, ghosts of ghost x capacity bytes (0.9); threshold small-queue hits promote (2)", build: |c, p| Ok(Box::new(S3Fifo::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 2)?)?)) },
     Entry { name: "sieve", params: &[], about: "SIEVE (Zhang et al.): FIFO with a visited bit; a hand from tail to head evicts the first unvisited item, survivors stay in place", build: |c, _| Ok(Box::new(Sieve::new(c))) },
     Entry { name: "wtinylfu", params: &["window", "protected", "freq"], about: "W-TinyLFU (Einziger et al.): LRU window of window x capacity (0.01), SLRU main with protected share (0.8), admission by frequency; freq=sketch (Caffeine's 4-bit count-min sketch with doorkeeper and halving, default) or exact (libCacheSim's counting)", build: |c, p| Ok(Box::new(WTinyLfu::new(c, p.get("window", 0.01)?, p.get("protected", 0.8)?, p.get("freq", WTinyLfuFrequency::Sketch)?)?)) },
-    Entry { name: "lfuda", params: &[], about: "LFU with Dynamic Aging (Arlitt et al.): priority = count + priority of the last victim; the same as lfu:aging=da", build: |c, _| Ok(Box::new(Lfu::new(c, Aging::Dynamic))) },
+    Entry { name: "lfuda", params: &["formula"], about: "LFU with Dynamic Aging (Arlitt et al.): formula=paper (default) prioritises count + priority of the last victim, as lfu:aging=da; formula=additive is libCacheSim's LFUDA: each hit adds the lowest resident priority, new items enter at it + 1", build: |c, p| Ok(Box::new(Lfu::new(c, match p.get("formula", String::from("paper"))?.as_str() { "paper" => Aging::Dynamic, "additive" => Aging::DynamicAdditive, other => return Err(format!("lfuda: formula must be paper or additive, got {other:?}")) }))) },
     Entry { name: "lruk", params: &["k"], about: "LRU-K (O'Neil et al.): evict the oldest K-th most recent request, items with fewer than K requests first (k=2)", build: |c, p| Ok(Box::new(LruK::new(c, p.get("k", 2)?)?)) },
     Entry { name: "gdsf", params: &[], about: "GreedyDual-Size-Frequency (Cherkasova): evict the lowest L + requests x 1e6 / size, L rising to each victim's priority", build: |c, _| Ok(Box::new(Gdsf::new(c))) },
     Entry { name: "mru", params: &[], about: "most recently used: evict the item requested last (for loops larger than the cache)", build: |c, _| Ok(Box::new(Lru::mru(c))) },

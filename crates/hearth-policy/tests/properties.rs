@@ -38,6 +38,9 @@ const EXTRA_SPECS: &[&str] = &[
     "clock2qplus:small=0.3,ghost=0,threshold=2,window=0",
     "clock2qplus:small=0.5,ghost=2,window=1",
     "beladysize:samples=1,seed=5",
+    "2q:sizing=bytes",
+    "2q:kin=0.5,kout=2,sizing=bytes",
+    "lfuda:formula=additive",
     "clockpro:cold=0",
     "clockpro:cold=1",
 ];
