@@ -5,7 +5,8 @@ Usage: libcachesim_reference.py TRACE SIZES POLICIES
        libcachesim_reference.py --one TRACE SIZE SPEC   (one miss count)
   TRACE     path to a .oracleGeneral.bin trace (24-byte records)
   SIZES     comma-separated cache sizes in bytes
-  POLICIES  comma-separated Hearth policy specs (the keys of CLASSES)
+  POLICIES  semicolon-separated Hearth policy specs (the keys of CLASSES; a
+            spec's parameters are separated by commas)
 
 Prints {"requests": N, "misses": {"lru": {"134217728": 93374, ...}, ...}}.
 Exits with status 3 when the libcachesim package cannot be imported, so the
@@ -51,9 +52,11 @@ CLASSES = {
     # Hearth's libCacheSim-compatible parameterisations of 2Q, MQ and LFU-DA.
     "2q:sizing=bytes": "TwoQ",
     "lfuda:formula=additive": "LFUDA",
+    "mq:lifetime=10000,history=bytes": "MQ",
     # ... and Hearth's own, compared to show the difference.
     "2q": "TwoQ",
     "lfuda": "LFUDA",
+    "mq": "MQ",
     # Without a correlation window, where the two windows' units agree.
     "clock2qplus:window=0": ("Clock2QPlus", {"corr_window_ratio": 0.0}),
     "beladysize": "BeladySize",
@@ -123,7 +126,7 @@ def main(argv):
         print(f"libcachesim not installed: {e}", file=sys.stderr)
         sys.exit(NOT_INSTALLED)
 
-    trace, sizes, policies = argv[1], argv[2].split(","), argv[3].split(",")
+    trace, sizes, policies = argv[1], argv[2].split(","), argv[3].split(";")
     reader = lcs.TraceReader(trace, lcs.TraceType.ORACLE_GENERAL_TRACE)
     requests = reader.get_num_of_req()
     misses = {}

@@ -67,7 +67,7 @@ pub use lfu::{Aging, Lfu};
 pub use lirs::Lirs;
 pub use lru::Lru;
 pub use lruk::LruK;
-pub use mq::Mq;
+pub use mq::{History as MqHistory, Mq};
 pub use opt::Opt;
 pub use qdlp::Qdlp;
 pub use random::Random;
@@ -137,7 +137,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "opt", params: &[], about: "Belady's offline optimum: evict the item requested furthest in the future", build: |c, _| Ok(Box::new(Opt::new(c))) },
     Entry { name: "lirs", params: &["hir"], about: "LIRS (Jiang & Zhang) as libCacheSim sizes it; hir=fraction of capacity for resident HIR blocks (default 0.01)", build: |c, p| Ok(Box::new(Lirs::with_hir_ratio(c, p.get("hir", 0.01)?)?)) },
     Entry { name: "2q", params: &["kin", "kout", "sizing"], about: "full 2Q (Johnson & Shasha): A1in FIFO of kin x capacity bytes (0.25), A1out ghosts kout x resident items (0.5), Am LRU; sizing=bytes bounds A1out at kout x capacity bytes and Am at (1 - kin) x capacity, as libCacheSim", build: |c, p| Ok(Box::new(TwoQ::with_sizing(c, p.get("kin", 0.25)?, p.get("kout", 0.5)?, p.get("sizing", TwoQSizing::Slots)?)?)) },
-    Entry { name: "mq", params: &["m", "qout", "lifetime"], about: "Multi-Queue (Zhou et al.): m LRU queues by log2 reference count (8), history of qout x entries (4), lifetime=N requests or auto (peak reuse distance, default)", build: |c, p| Ok(Box::new(Mq::with_lifetime_spec(c, p.get("m", 8)?, p.get("qout", 4.0)?, &p.get("lifetime", String::from("auto"))?)?)) },
+    Entry { name: "mq", params: &["m", "qout", "lifetime", "history"], about: "Multi-Queue (Zhou et al.): m LRU queues by log2 reference count (8), history of qout x entries (4; history=bytes: qout x capacity bytes), lifetime=N requests or auto (peak reuse distance, default); libCacheSim's MQ is mq:lifetime=10000,history=bytes", build: |c, p| Ok(Box::new(Mq::with_lifetime_spec(c, p.get("m", 8)?, p.get("qout", 4.0)?, &p.get("lifetime", String::from("auto"))?)?.with_history(p.get("history", MqHistory::Entries)?))) },
     Entry { name: "fbr", params: &["new", "old", "amax", "cmax"], about: "frequency-based replacement (Robinson & Devarakonda): new/old section shares (0.25/0.25), count aging above mean amax (100), counts capped at cmax (1000)", build: |c, p| Ok(Box::new(Fbr::new(c, p.get("new", 0.25)?, p.get("old", 0.25)?, p.get("amax", 100)?, p.get("cmax", 1000)?)?)) },
     Entry { name: "s3fifo", params: &["small", "ghost", "threshold"], about: "S3-FIFO (Yang et al.): small FIFO of small x capacity (0.1), main 2-bit CLOCK FIFO, ghosts of ghost x capacity bytes (0.9); threshold small-queue hits promote (2)", build: |c, p| Ok(Box::new(S3Fifo::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 2)?)?)) },
     Entry { name: "sieve", params: &[], about: "SIEVE (Zhang et al.): FIFO with a visited bit; a hand from tail to head evicts the first unvisited item, survivors stay in place", build: |c, _| Ok(Box::new(Sieve::new(c))) },
@@ -323,7 +323,7 @@ mod tests {
         let err = |spec: &str| build(spec, 1 << 20).err().unwrap();
         assert_eq!(err("lru:foo=1"), "policy lru takes no parameters (got \"foo\")");
         assert!(err("mq:m=abc").starts_with("mq: bad value \"abc\" for parameter \"m\""), "{}", err("mq:m=abc"));
-        assert!(err("mq:mm=3").contains("policy mq has no parameter \"mm\" (known: m, qout, lifetime)"));
+        assert!(err("mq:mm=3").contains("policy mq has no parameter \"mm\" (known: m, qout, lifetime, history)"));
         assert!(err("lru+prob:p=x").starts_with("+prob: bad value"), "{}", err("lru+prob:p=x"));
     }
 

@@ -41,6 +41,8 @@ const EXTRA_SPECS: &[&str] = &[
     "2q:sizing=bytes",
     "2q:kin=0.5,kout=2,sizing=bytes",
     "lfuda:formula=additive",
+    "mq:lifetime=20,history=bytes",
+    "mq:qout=0.5,history=bytes",
     "clockpro:cold=0",
     "clockpro:cold=1",
 ];
