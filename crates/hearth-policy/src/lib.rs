@@ -38,6 +38,7 @@ mod gdsf;
 mod hyperbolic;
 mod lecar;
 mod lfu;
+mod lhd;
 mod lirs;
 mod lru;
 mod lruk;
@@ -64,6 +65,7 @@ pub use gdsf::Gdsf;
 pub use hyperbolic::Hyperbolic;
 pub use lecar::LeCaR;
 pub use lfu::{Aging, Lfu};
+pub use lhd::Lhd;
 pub use lirs::Lirs;
 pub use lru::Lru;
 pub use lruk::LruK;
@@ -154,6 +156,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "clock2qplus", params: &["small", "ghost", "threshold", "window"], about: "CLOCK-2Q+ (libCacheSim): small FIFO of small x capacity (0.1), 1-bit CLOCK main, ghosts of ghost x capacity bytes (0.9); FIFO hits count (threshold=1 promotes) only past a correlation window of window x the FIFO's bytes admitted after the item (0.5)", build: |c, p| Ok(Box::new(Clock2QPlus::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?, p.get("window", 0.5)?)?)) },
     Entry { name: "beladysize", params: &["samples", "seed"], about: "size-aware Belady, offline: evict the largest size x distance to next request among samples random items (128), seeded (seed=S); items never requested again are not kept", build: |c, p| Ok(Box::new(BeladySize::new(c, p.get("samples", 128)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "clockpro", params: &["cold"], about: "CLOCK-Pro (Jiang et al.): hot and cold items and non-resident cold ones in test periods on one clock with three hands; the cold share adapts from cold x capacity (0.5)", build: |c, p| Ok(Box::new(ClockPro::new(c, p.get("cold", 0.5)?)?)) },
+    Entry { name: "lhd", params: &["seed"], about: "LHD (Beckmann et al.): evict the lowest hit density (hits per byte-request, learnt per class of hit ages every 2^20 requests) among 8 random and 8 recently admitted items, with explorers; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(Lhd::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     // registry: add policies above this line
 ];
 

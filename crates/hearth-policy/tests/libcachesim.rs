@@ -50,6 +50,9 @@ const EXACT: &[&str] = &[
     // Its draws come from libCacheSim's generator at its fresh-process state.
     "lecar",
     "clock2qplus:window=0",
+    // Its draws too; this trace is shorter than one reconfiguration (2^20
+    // requests), so it checks the prior, sampling and explorers, not learning.
+    "lhd",
     // libCacheSim-compatible parameterisations (Hearth's defaults differ; see COMPARED).
     "2q:sizing=bytes",
     "lfuda:formula=additive",
@@ -135,6 +138,7 @@ const COMPARED: &[&str] = &[
     "clock2qplus:window=0",
     "beladysize",
     "clockpro",
+    "lhd",
     "2q:sizing=bytes",
     "lfuda:formula=additive",
     "mq:lifetime=10000,history=bytes",

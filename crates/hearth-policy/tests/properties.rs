@@ -43,6 +43,7 @@ const EXTRA_SPECS: &[&str] = &[
     "lfuda:formula=additive",
     "mq:lifetime=20,history=bytes",
     "mq:qout=0.5,history=bytes",
+    "lhd:seed=3",
     "clockpro:cold=0",
     "clockpro:cold=1",
 ];
