@@ -28,6 +28,7 @@ macro_rules! indexed_residency {
 pub mod admission;
 mod arc;
 mod beladysize;
+mod cacheus;
 mod car;
 mod clock;
 mod clock2qplus;
@@ -55,6 +56,7 @@ mod wtinylfu;
 pub use admission::{Admitted, Lehmer64};
 pub use arc::{Arc, Step as ArcStep};
 pub use beladysize::BeladySize;
+pub use cacheus::Cacheus;
 pub use car::Car;
 pub use clock::Clock;
 pub use clock2qplus::Clock2QPlus;
@@ -157,6 +159,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "beladysize", params: &["samples", "seed"], about: "size-aware Belady, offline: evict the largest size x distance to next request among samples random items (128), seeded (seed=S); items never requested again are not kept", build: |c, p| Ok(Box::new(BeladySize::new(c, p.get("samples", 128)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "clockpro", params: &["cold"], about: "CLOCK-Pro (Jiang et al.): hot and cold items and non-resident cold ones in test periods on one clock with three hands; the cold share adapts from cold x capacity (0.5)", build: |c, p| Ok(Box::new(ClockPro::new(c, p.get("cold", 0.5)?)?)) },
     Entry { name: "lhd", params: &["seed"], about: "LHD (Beckmann et al.): evict the lowest hit density (hits per byte-request, learnt per class of hit ages every 2^20 requests) among 8 random and 8 recently admitted items, with explorers; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(Lhd::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "cacheus", params: &["seed"], about: "Cacheus (Rodriguez et al.): regret-weighted choice between scan-resistant SR-LRU and churn-resistant CR-LFU victims, self-tuning learning rate; seeded (seed=S)", build: |c, p| Ok(Box::new(Cacheus::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     // registry: add policies above this line
 ];
 

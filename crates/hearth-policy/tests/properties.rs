@@ -44,6 +44,7 @@ const EXTRA_SPECS: &[&str] = &[
     "mq:lifetime=20,history=bytes",
     "mq:qout=0.5,history=bytes",
     "lhd:seed=3",
+    "cacheus:seed=11",
     "clockpro:cold=0",
     "clockpro:cold=1",
 ];
