@@ -12,7 +12,11 @@ import time
 import libcachesim as lcs
 
 CLASSES = {"lru": lcs.LRU, "fifo": lcs.FIFO, "arc": lcs.ARC, "mq": lcs.MQ, "lirs": lcs.LIRS,
-           "clock": lcs.Clock, "lfu": lcs.LFU, "2q": lcs.TwoQ, "slru": lcs.SLRU}
+           "clock": lcs.Clock, "lfu": lcs.LFU, "2q": lcs.TwoQ, "slru": lcs.SLRU, "opt": lcs.Belady,
+           "s3fifo": lcs.S3FIFO, "sieve": lcs.Sieve, "wtinylfu": lcs.WTinyLFU, "lruk": lcs.LRUK,
+           "gdsf": lcs.GDSF, "lfuda": lcs.LFUDA, "random": lcs.Random, "hyperbolic": lcs.Hyperbolic,
+           "lecar": lcs.LeCaR, "cacheus": lcs.Cacheus, "lhd": lcs.LHD, "clockpro": lcs.ClockPro,
+           "clock2qplus": lcs.Clock2QPlus, "beladysize": lcs.BeladySize}
 
 
 def main():

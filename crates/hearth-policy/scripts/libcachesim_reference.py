@@ -5,7 +5,8 @@ Usage: libcachesim_reference.py TRACE SIZES POLICIES
        libcachesim_reference.py --one TRACE SIZE SPEC   (one miss count)
   TRACE     path to a .oracleGeneral.bin trace (24-byte records)
   SIZES     comma-separated cache sizes in bytes
-  POLICIES  comma-separated Hearth policy specs (the keys of CLASSES)
+  POLICIES  semicolon-separated Hearth policy specs (the keys of CLASSES; a
+            spec's parameters are separated by commas)
 
 Prints {"requests": N, "misses": {"lru": {"134217728": 93374, ...}, ...}}.
 Exits with status 3 when the libcachesim package cannot be imported, so the
@@ -26,7 +27,8 @@ import sys
 
 NOT_INSTALLED = 3
 
-# Hearth policy spec -> libcachesim class name.
+# Hearth policy spec -> libcachesim class name, or (class name, {keyword: value})
+# for a parameterised counterpart.
 CLASSES = {
     "lru": "LRU",
     "fifo": "FIFO",
@@ -43,6 +45,21 @@ CLASSES = {
     "random": "Random",
     "hyperbolic": "Hyperbolic",
     "lecar": "LeCaR",
+    "cacheus": "Cacheus",
+    "lhd": "LHD",
+    "clockpro": "ClockPro",
+    "clock2qplus": "Clock2QPlus",
+    # Hearth's libCacheSim-compatible parameterisations of 2Q, MQ and LFU-DA.
+    "2q:sizing=bytes": "TwoQ",
+    "lfuda:formula=additive": "LFUDA",
+    "mq:lifetime=10000,history=bytes": "MQ",
+    # ... and Hearth's own, compared to show the difference.
+    "2q": "TwoQ",
+    "lfuda": "LFUDA",
+    "mq": "MQ",
+    # Without a correlation window, where the two windows' units agree.
+    "clock2qplus:window=0": ("Clock2QPlus", {"corr_window_ratio": 0.0}),
+    "beladysize": "BeladySize",
     # libCacheSim's counting, which Hearth's default sketch does not follow.
     "wtinylfu:freq=exact": "WTinyLFU",
 }
@@ -59,7 +76,7 @@ ADMISSIONERS = {
 }
 RANDOM_ADMISSIONERS = {"prob", "sizeprob", "adaptsize"}
 # Policies that draw from the same generator: also run in a fresh interpreter.
-RANDOM_POLICIES = {"random", "hyperbolic", "lecar"}
+RANDOM_POLICIES = {"random", "hyperbolic", "lecar", "cacheus", "lhd", "beladysize"}
 
 
 def split_spec(spec):
@@ -87,7 +104,8 @@ def run_one(lcs, reader, spec, size):
                 sys.exit(f"admission {admission}: parameter {k!r} has no libcachesim counterpart")
             args[keys[k]] = float(v) if k in ("p", "exponent") else int(v)
         kwargs["admissioner"] = getattr(lcs, cls_name)(**args)
-    cache = getattr(lcs, CLASSES[policy])(int(size), **kwargs)
+    cls_name, params = CLASSES[policy] if isinstance(CLASSES[policy], tuple) else (CLASSES[policy], {})
+    cache = getattr(lcs, cls_name)(int(size), **params, **kwargs)
     miss_ratio, _byte_miss_ratio = cache.process_trace(reader)
     # process_trace reports a ratio over all requests; recover the count.
     return round(miss_ratio * reader.get_num_of_req())
@@ -108,13 +126,13 @@ def main(argv):
         print(f"libcachesim not installed: {e}", file=sys.stderr)
         sys.exit(NOT_INSTALLED)
 
-    trace, sizes, policies = argv[1], argv[2].split(","), argv[3].split(",")
+    trace, sizes, policies = argv[1], argv[2].split(","), argv[3].split(";")
     reader = lcs.TraceReader(trace, lcs.TraceType.ORACLE_GENERAL_TRACE)
     requests = reader.get_num_of_req()
     misses = {}
     for name in policies:
         misses[name] = {}
-        fresh = split_spec(name)[1] in RANDOM_ADMISSIONERS or split_spec(name)[0] in RANDOM_POLICIES
+        fresh = split_spec(name)[1] in RANDOM_ADMISSIONERS or split_spec(name)[0].split(":")[0] in RANDOM_POLICIES
         for size in sizes:
             if fresh:
                 out = subprocess.run(

@@ -12,6 +12,13 @@
 //! their advantage once the cache's floor `L` has risen past them, without
 //! any periodic sweep.
 //!
+//! `lfuda:formula=additive` is libCacheSim's `LFUDA`: a hit adds the floor
+//! `L` to the item's priority (instead of recomputing `count + L`), a new
+//! item enters at `L + 1`, and `L` is the lowest resident priority (0 until
+//! the first eviction) rather than the last victim's. Old items thus keep
+//! every floor they were hit at, so their priorities grow faster than a
+//! count would.
+//!
 //! `lfu:aging=N` halves every resident count (rounding down, never below 1)
 //! once every N requests, so counts measure recent rather than lifetime
 //! popularity. The sweep is O(n) once per N requests: pick N at least the
@@ -35,6 +42,8 @@ pub enum Aging {
     None,
     /// LFU-DA: priority = count + priority of the last victim.
     Dynamic,
+    /// libCacheSim's LFU-DA: a hit adds the lowest resident priority.
+    DynamicAdditive,
     /// Halve all counts once every this many requests.
     Halve(u64),
 }
@@ -61,6 +70,8 @@ struct Entry {
     key: Key,
     size: u32,
     count: u64,
+    /// What eviction orders by (see [`Aging`]).
+    priority: u64,
     /// Identifies the one heap entry that is current for this item.
     stamp: u64,
 }
@@ -69,8 +80,10 @@ pub struct Lfu {
     capacity: u64,
     used: u64,
     aging: Aging,
-    /// Priority of the last evicted item (LFU-DA's `L`; stays 0 without aging).
+    /// Priority of the last evicted item (LFU-DA's `L`; stays 0 without dynamic aging).
     floor: u64,
+    /// Whether anything was evicted yet (the additive floor is 0 until then).
+    has_evicted: bool,
     next_stamp: u64,
     /// Requests (lookups) left before the next halving, for `Aging::Halve`.
     until_halving: u64,
@@ -87,6 +100,7 @@ impl Lfu {
             used: 0,
             aging,
             floor: 0,
+            has_evicted: false,
             next_stamp: 0,
             until_halving: match aging {
                 Aging::Halve(every) => every,
@@ -98,11 +112,35 @@ impl Lfu {
         }
     }
 
-    fn priority(&self, count: u64) -> u64 {
-        match self.aging {
-            Aging::None | Aging::Halve(_) => count,
-            Aging::Dynamic => self.floor + count,
+    /// The lowest resident priority (the last victim's in an empty cache),
+    /// dropping stale heap entries on the way.
+    fn lowest_priority(&mut self) -> u64 {
+        while let Some(&Reverse((priority, stamp, i))) = self.heap.peek() {
+            if self.slab.get(i).stamp == stamp {
+                return priority;
+            }
+            self.heap.pop();
         }
+        self.floor
+    }
+
+    /// The priority of slot `i` after an insert (`hit` false) or a hit.
+    fn reprioritise(&mut self, i: u32, hit: bool) {
+        let priority = match self.aging {
+            Aging::None | Aging::Halve(_) => self.slab.get(i).count,
+            Aging::Dynamic => self.floor + self.slab.get(i).count,
+            Aging::DynamicAdditive => {
+                // A hit on the lowest item doubles it: priorities can grow
+                // exponentially, so they saturate.
+                let floor = if self.has_evicted { self.lowest_priority() } else { 0 };
+                if hit {
+                    self.slab.get(i).priority.saturating_add(floor)
+                } else {
+                    floor.saturating_add(1)
+                }
+            }
+        };
+        self.slab.get_mut(i).priority = priority;
     }
 
     /// Halves every resident count and rebuilds the heap in place; items
@@ -115,6 +153,7 @@ impl Lfu {
                 return false;
             }
             e.count = (e.count / 2).max(1);
+            e.priority = e.count;
             *priority = e.count;
             true
         });
@@ -125,9 +164,8 @@ impl Lfu {
     fn enqueue(&mut self, i: u32) {
         let stamp = self.next_stamp;
         self.next_stamp += 1;
-        let count = self.slab.get(i).count;
         self.slab.get_mut(i).stamp = stamp;
-        self.heap.push(Reverse((self.priority(count), stamp, i)));
+        self.heap.push(Reverse((self.slab.get(i).priority, stamp, i)));
         if self.heap.len() > 2 * self.index.len() + 64 {
             let slab = &self.slab;
             self.heap.retain(|Reverse((_, stamp, i))| slab.get(*i).stamp == *stamp);
@@ -147,6 +185,7 @@ impl Policy for Lfu {
         match self.aging {
             Aging::None => "LFU".into(),
             Aging::Dynamic => "LFU-DA".into(),
+            Aging::DynamicAdditive => "LFU-DA-additive".into(),
             Aging::Halve(every) => format!("LFU-halve{every}"),
         }
     }
@@ -161,12 +200,14 @@ impl Policy for Lfu {
         }
         let Some(&i) = self.index.get(&a.key) else { return false };
         self.slab.get_mut(i).count += 1;
+        self.reprioritise(i, true);
         self.enqueue(i);
         true
     }
     fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
         self.make_room(a, evicted);
-        let i = self.slab.alloc(Entry { key: a.key, size: a.size, count: 1, stamp: FREED });
+        let i = self.slab.alloc(Entry { key: a.key, size: a.size, count: 1, priority: 0, stamp: FREED });
+        self.reprioritise(i, false);
         self.index.insert(a.key, i);
         self.used += u64::from(a.size);
         self.enqueue(i);
@@ -176,9 +217,10 @@ impl Policy for Lfu {
             if self.slab.get(i).stamp != stamp {
                 continue; // superseded by a later hit, or already gone
             }
-            if self.aging == Aging::Dynamic {
+            if matches!(self.aging, Aging::Dynamic | Aging::DynamicAdditive) {
                 self.floor = priority;
             }
+            self.has_evicted = true;
             let e = self.release(i);
             self.index.remove(&e.key);
             return Some(e.key);
@@ -235,6 +277,23 @@ mod tests {
         assert!(lfu.contains(7));
         run(&mut lfu, &[103]);
         assert!(!lfu.contains(7));
+    }
+
+    #[test]
+    fn additive_aging_adds_the_lowest_priority_at_each_hit() {
+        let mut lfu = Lfu::new(2, Aging::DynamicAdditive);
+        // Before any eviction the floor is 0: hits only reorder (7 becomes newest).
+        run(&mut lfu, &[7, 8, 7, 9]);
+        assert!(!lfu.contains(8) && lfu.contains(7));
+        // Floor 1 now: 9 entered at 2 and 7's hit lifts it to 2 too; 9 got
+        // there first and goes; 10 enters at 2 + 1.
+        run(&mut lfu, &[7, 10]);
+        assert!(!lfu.contains(9));
+        let priority = |lfu: &Lfu, k| lfu.slab.get(lfu.index[&k]).priority;
+        assert_eq!((priority(&lfu, 7), priority(&lfu, 10)), (2, 3));
+        // 7 is the lowest (2): its hit adds 2.
+        run(&mut lfu, &[7]);
+        assert_eq!(priority(&lfu, 7), 4);
     }
 
     #[test]

@@ -27,14 +27,19 @@ macro_rules! indexed_residency {
 
 pub mod admission;
 mod arc;
+mod beladysize;
+mod cacheus;
 mod car;
 mod clock;
+mod clock2qplus;
+mod clockpro;
 mod fbr;
 mod fifo;
 mod gdsf;
 mod hyperbolic;
 mod lecar;
 mod lfu;
+mod lhd;
 mod lirs;
 mod lru;
 mod lruk;
@@ -50,25 +55,30 @@ mod wtinylfu;
 
 pub use admission::{Admitted, Lehmer64};
 pub use arc::{Arc, Step as ArcStep};
+pub use beladysize::BeladySize;
+pub use cacheus::Cacheus;
 pub use car::Car;
 pub use clock::Clock;
+pub use clock2qplus::Clock2QPlus;
+pub use clockpro::ClockPro;
 pub use fbr::Fbr;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
 pub use hyperbolic::Hyperbolic;
 pub use lecar::LeCaR;
 pub use lfu::{Aging, Lfu};
+pub use lhd::Lhd;
 pub use lirs::Lirs;
 pub use lru::Lru;
 pub use lruk::LruK;
-pub use mq::Mq;
+pub use mq::{History as MqHistory, Mq};
 pub use opt::Opt;
 pub use qdlp::Qdlp;
 pub use random::Random;
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use slru::Slru;
-pub use twoq::TwoQ;
+pub use twoq::{Sizing as TwoQSizing, TwoQ};
 pub use wtinylfu::{Frequency as WTinyLfuFrequency, WTinyLfu};
 
 use hearth_core::Policy;
@@ -130,13 +140,13 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "arc", params: &["step"], about: "adaptive replacement cache (Megiddo & Modha), byte-sized ghosts; step=size moves p by item sizes instead of bytes", build: |c, p| Ok(Box::new(Arc::new(c, p.get("step", ArcStep::Byte)?))) },
     Entry { name: "opt", params: &[], about: "Belady's offline optimum: evict the item requested furthest in the future", build: |c, _| Ok(Box::new(Opt::new(c))) },
     Entry { name: "lirs", params: &["hir"], about: "LIRS (Jiang & Zhang) as libCacheSim sizes it; hir=fraction of capacity for resident HIR blocks (default 0.01)", build: |c, p| Ok(Box::new(Lirs::with_hir_ratio(c, p.get("hir", 0.01)?)?)) },
-    Entry { name: "2q", params: &["kin", "kout"], about: "full 2Q (Johnson & Shasha): A1in FIFO of kin x capacity bytes (0.25), A1out ghosts kout x resident items (0.5), Am LRU", build: |c, p| Ok(Box::new(TwoQ::new(c, p.get("kin", 0.25)?, p.get("kout", 0.5)?)?)) },
-    Entry { name: "mq", params: &["m", "qout", "lifetime"], about: "Multi-Queue (Zhou et al.): m LRU queues by log2 reference count (8), history of qout x entries (4), lifetime=N requests or auto (peak reuse distance, default)", build: |c, p| Ok(Box::new(Mq::with_lifetime_spec(c, p.get("m", 8)?, p.get("qout", 4.0)?, &p.get("lifetime", String::from("auto"))?)?)) },
+    Entry { name: "2q", params: &["kin", "kout", "sizing"], about: "full 2Q (Johnson & Shasha): A1in FIFO of kin x capacity bytes (0.25), A1out ghosts kout x resident items (0.5), Am LRU; sizing=bytes bounds A1out at kout x capacity bytes and Am at (1 - kin) x capacity, as libCacheSim", build: |c, p| Ok(Box::new(TwoQ::with_sizing(c, p.get("kin", 0.25)?, p.get("kout", 0.5)?, p.get("sizing", TwoQSizing::Slots)?)?)) },
+    Entry { name: "mq", params: &["m", "qout", "lifetime", "history"], about: "Multi-Queue (Zhou et al.): m LRU queues by log2 reference count (8), history of qout x entries (4; history=bytes: qout x capacity bytes), lifetime=N requests or auto (peak reuse distance, default); libCacheSim's MQ is mq:lifetime=10000,history=bytes", build: |c, p| Ok(Box::new(Mq::with_lifetime_spec(c, p.get("m", 8)?, p.get("qout", 4.0)?, &p.get("lifetime", String::from("auto"))?)?.with_history(p.get("history", MqHistory::Entries)?))) },
     Entry { name: "fbr", params: &["new", "old", "amax", "cmax"], about: "frequency-based replacement (Robinson & Devarakonda): new/old section shares (0.25/0.25), count aging above mean amax (100), counts capped at cmax (1000)", build: |c, p| Ok(Box::new(Fbr::new(c, p.get("new", 0.25)?, p.get("old", 0.25)?, p.get("amax", 100)?, p.get("cmax", 1000)?)?)) },
     Entry { name: "s3fifo", params: &["small", "ghost", "threshold"], about: "S3-FIFO (Yang et al.): small FIFO of small x capacity (0.1), main 2-bit CLOCK FIFO, ghosts of ghost x capacity bytes (0.9); threshold small-queue hits promote (2)", build: |c, p| Ok(Box::new(S3Fifo::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 2)?)?)) },
     Entry { name: "sieve", params: &[], about: "SIEVE (Zhang et al.): FIFO with a visited bit; a hand from tail to head evicts the first unvisited item, survivors stay in place", build: |c, _| Ok(Box::new(Sieve::new(c))) },
     Entry { name: "wtinylfu", params: &["window", "protected", "freq"], about: "W-TinyLFU (Einziger et al.): LRU window of window x capacity (0.01), SLRU main with protected share (0.8), admission by frequency; freq=sketch (Caffeine's 4-bit count-min sketch with doorkeeper and halving, default) or exact (libCacheSim's counting)", build: |c, p| Ok(Box::new(WTinyLfu::new(c, p.get("window", 0.01)?, p.get("protected", 0.8)?, p.get("freq", WTinyLfuFrequency::Sketch)?)?)) },
-    Entry { name: "lfuda", params: &[], about: "LFU with Dynamic Aging (Arlitt et al.): priority = count + priority of the last victim; the same as lfu:aging=da", build: |c, _| Ok(Box::new(Lfu::new(c, Aging::Dynamic))) },
+    Entry { name: "lfuda", params: &["formula"], about: "LFU with Dynamic Aging (Arlitt et al.): formula=paper (default) prioritises count + priority of the last victim, as lfu:aging=da; formula=additive is libCacheSim's LFUDA: each hit adds the lowest resident priority, new items enter at it + 1", build: |c, p| Ok(Box::new(Lfu::new(c, match p.get("formula", String::from("paper"))?.as_str() { "paper" => Aging::Dynamic, "additive" => Aging::DynamicAdditive, other => return Err(format!("lfuda: formula must be paper or additive, got {other:?}")) }))) },
     Entry { name: "lruk", params: &["k"], about: "LRU-K (O'Neil et al.): evict the oldest K-th most recent request, items with fewer than K requests first (k=2)", build: |c, p| Ok(Box::new(LruK::new(c, p.get("k", 2)?)?)) },
     Entry { name: "gdsf", params: &[], about: "GreedyDual-Size-Frequency (Cherkasova): evict the lowest L + requests x 1e6 / size, L rising to each victim's priority", build: |c, _| Ok(Box::new(Gdsf::new(c))) },
     Entry { name: "mru", params: &[], about: "most recently used: evict the item requested last (for loops larger than the cache)", build: |c, _| Ok(Box::new(Lru::mru(c))) },
@@ -145,6 +155,11 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "hyperbolic", params: &["samples", "seed"], about: "Hyperbolic caching (Blankstein et al.): evict the lowest requests / time-in-cache among samples random items (64), seeded (seed=S)", build: |c, p| Ok(Box::new(Hyperbolic::new(c, p.get("samples", 64)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "car", params: &[], about: "CAR (Bansal & Modha): ARC's adaptation over two CLOCKs with reference bits, byte-sized ghosts, as libCacheSim", build: |c, _| Ok(Box::new(Car::new(c))) },
     Entry { name: "lecar", params: &["seed"], about: "LeCaR (Vietri et al.): LRU and LFU experts, the victim drawn by weights that regret-driven ghost hits adjust; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(LeCaR::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "clock2qplus", params: &["small", "ghost", "threshold", "window"], about: "CLOCK-2Q+ (libCacheSim): small FIFO of small x capacity (0.1), 1-bit CLOCK main, ghosts of ghost x capacity bytes (0.9); FIFO hits count (threshold=1 promotes) only past a correlation window of window x the FIFO's bytes admitted after the item (0.5)", build: |c, p| Ok(Box::new(Clock2QPlus::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?, p.get("window", 0.5)?)?)) },
+    Entry { name: "beladysize", params: &["samples", "seed"], about: "size-aware Belady, offline: evict the largest size x distance to next request among samples random items (128), seeded (seed=S); items never requested again are not kept", build: |c, p| Ok(Box::new(BeladySize::new(c, p.get("samples", 128)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "clockpro", params: &["cold"], about: "CLOCK-Pro (Jiang et al.): hot and cold items and non-resident cold ones in test periods on one clock with three hands; the cold share adapts from cold x capacity (0.5)", build: |c, p| Ok(Box::new(ClockPro::new(c, p.get("cold", 0.5)?)?)) },
+    Entry { name: "lhd", params: &["seed"], about: "LHD (Beckmann et al.): evict the lowest hit density (hits per byte-request, learnt per class of hit ages every 2^20 requests) among 8 random and 8 recently admitted items, with explorers; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(Lhd::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "cacheus", params: &["seed"], about: "Cacheus (Rodriguez et al.): regret-weighted choice between scan-resistant SR-LRU and churn-resistant CR-LFU victims, self-tuning learning rate; seeded (seed=S)", build: |c, p| Ok(Box::new(Cacheus::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     // registry: add policies above this line
 ];
 
@@ -208,12 +223,15 @@ pub fn join_specs(pieces: &[String]) -> Vec<String> {
     specs
 }
 
-/// Whether the policy `spec` names reads `Access::next_access` (OPT), so
-/// its driver must supply each access's next use.
+/// Policies that read `Access::next_access`.
+const OFFLINE: &[&str] = &["opt", "beladysize"];
+
+/// Whether the policy `spec` names reads `Access::next_access` (OPT,
+/// BeladySize), so its driver must supply each access's next use.
 pub fn is_offline(spec: &str) -> bool {
     let eviction = spec.split_once('+').map_or(spec, |(eviction, _)| eviction);
     let name = eviction.split_once(':').map_or(eviction, |(name, _)| name);
-    name.trim().eq_ignore_ascii_case("opt")
+    OFFLINE.iter().any(|offline| name.trim().eq_ignore_ascii_case(offline))
 }
 
 /// Every registered policy name.
@@ -266,7 +284,9 @@ mod tests {
         assert_eq!(all, names());
         assert_eq!(classic.len() + modern.len(), all.len());
         assert!(modern.iter().all(|n| !classic.contains(n)));
-        for n in ["s3fifo", "sieve", "wtinylfu", "lruk", "gdsf", "mru", "lfuda"] {
+        for n in
+            ["s3fifo", "sieve", "wtinylfu", "lruk", "gdsf", "mru", "lfuda", "clock2qplus", "beladysize", "clockpro"]
+        {
             assert!(modern.contains(&n), "{n} is modern");
         }
         assert_eq!(group("nope"), None);
@@ -284,7 +304,8 @@ mod tests {
                 assert!(p.name().ends_with(&format!("+{a}")), "{spec}");
             }
         }
-        assert!(is_offline("opt+tinylfu") && is_offline("OPT") && !is_offline("lru+prob:p=0.5"));
+        assert!(is_offline("opt+tinylfu") && is_offline("OPT") && is_offline("beladysize:samples=8"));
+        assert!(!is_offline("lru+prob:p=0.5"));
         let pieces: Vec<String> = ["lru", "arc+prob:p=0.5", "seed=1"].iter().map(|s| s.to_string()).collect();
         assert_eq!(join_specs(&pieces), vec!["lru", "arc+prob:p=0.5,seed=1"]);
         let names: Vec<&str> = describe().into_iter().map(|(n, _)| n).collect();
@@ -308,7 +329,7 @@ mod tests {
         let err = |spec: &str| build(spec, 1 << 20).err().unwrap();
         assert_eq!(err("lru:foo=1"), "policy lru takes no parameters (got \"foo\")");
         assert!(err("mq:m=abc").starts_with("mq: bad value \"abc\" for parameter \"m\""), "{}", err("mq:m=abc"));
-        assert!(err("mq:mm=3").contains("policy mq has no parameter \"mm\" (known: m, qout, lifetime)"));
+        assert!(err("mq:mm=3").contains("policy mq has no parameter \"mm\" (known: m, qout, lifetime, history)"));
         assert!(err("lru+prob:p=x").starts_with("+prob: bad value"), "{}", err("lru+prob:p=x"));
     }
 

@@ -17,7 +17,10 @@
 //! - Demotion keeps the reference count, as in the paper's `Adjust`.
 //! - Qout holds `qout` × cache entries keys (paper: 4×). Entries are not fixed
 //!   when objects vary in size, so the cache's size in entries is taken as the
-//!   most items it has held at once so far.
+//!   most items it has held at once so far. `history=bytes` bounds it at
+//!   `qout` × capacity bytes of its blocks' sizes instead, as libCacheSim's
+//!   `MQ` does; with `lifetime=10000` (libCacheSim's default) that is its
+//!   parameterisation.
 //! - lifeTime: the paper sets it from the peak of the temporal distance
 //!   distribution (distance, in requests, between consecutive accesses to a
 //!   block) and lets it adjust dynamically. Distances of blocks in the cache
@@ -36,6 +39,26 @@ const IN_QOUT: u8 = u8::MAX;
 
 /// Number of distance observations between halvings of the distance histogram.
 pub const DECAY_EVERY: u64 = 1 << 16;
+
+/// What bounds Qout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum History {
+    /// `qout` × the most items the cache has held (the paper's entries).
+    Entries,
+    /// `qout` × capacity bytes of the remembered blocks' sizes (libCacheSim).
+    Bytes,
+}
+
+impl std::str::FromStr for History {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "entries" => Ok(History::Entries),
+            "bytes" => Ok(History::Bytes),
+            _ => Err(format!("mq: history must be entries or bytes, got {s:?}")),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Block {
@@ -88,6 +111,9 @@ pub struct Mq {
     /// Most items resident at once so far: the cache's size in entries.
     peak_resident: usize,
     qout_ratio: f64,
+    history: History,
+    /// Bytes of the blocks remembered in Qout.
+    qout_bytes: u64,
     /// `lifetime=N` override; adaptive when `None`.
     fixed_lifetime: Option<u64>,
     distances: DistanceHistogram,
@@ -118,6 +144,8 @@ impl Mq {
             resident: 0,
             peak_resident: 0,
             qout_ratio: qout,
+            history: History::Entries,
+            qout_bytes: 0,
             fixed_lifetime: lifetime,
             distances: DistanceHistogram { buckets: [0; 64], peak: 0, observed: 0, until_decay: DECAY_EVERY },
             index: key_map(1024),
@@ -137,6 +165,18 @@ impl Mq {
             ),
         };
         Self::new(capacity, m, qout, lifetime)
+    }
+
+    /// Bounds Qout as `history` says.
+    pub fn with_history(self, history: History) -> Self {
+        Mq { history, ..self }
+    }
+
+    fn qout_full(&self) -> bool {
+        match self.history {
+            History::Entries => self.qout.len() > (self.qout_ratio * self.peak_resident as f64) as usize,
+            History::Bytes => self.qout_bytes > (self.qout_ratio * self.capacity as f64) as u64,
+        }
     }
 
     /// The lifeTime in force, in requests.
@@ -183,10 +223,11 @@ impl Mq {
         self.used -= u64::from(size);
         self.resident -= 1;
         self.slab.push_front(&mut self.qout, i);
-        let limit = (self.qout_ratio * self.peak_resident as f64) as usize;
-        while self.qout.len() > limit {
+        self.qout_bytes += u64::from(size);
+        while self.qout_full() {
             let Some(old) = self.slab.pop_back(&mut self.qout) else { break };
             let gone = self.slab.release(old);
+            self.qout_bytes -= u64::from(gone.size);
             self.index.remove(&gone.key);
         }
         Some(key)
@@ -236,6 +277,7 @@ impl Policy for Mq {
         let returning = match self.index.get(&a.key).copied() {
             Some(i) if self.slab.get(i).queue == IN_QOUT => {
                 self.slab.unlink(&mut self.qout, i);
+                self.qout_bytes -= u64::from(self.slab.get(i).size);
                 if self.fixed_lifetime.is_none() {
                     self.distances.record(a.vtime.saturating_sub(self.slab.get(i).last_access));
                 }
@@ -384,6 +426,19 @@ mod tests {
         assert_eq!(d.p.queue_of(2), None);
         assert_eq!(d.p.queue_of(3), Some(IN_QOUT));
         assert_eq!(d.p.queue_of(4), Some(IN_QOUT));
+    }
+
+    #[test]
+    fn byte_history_holds_qout_times_capacity_bytes() {
+        // 2 bytes, qout = 1.5: 3 bytes of history, a 2-byte and a 1-byte block.
+        let mut p = Mq::new(2, 8, 1.5, NEVER_EXPIRE).unwrap().with_history(History::Bytes);
+        let mut ev = Vec::new();
+        for (t, (key, size)) in [(1, 2), (2, 1), (3, 1), (4, 2), (5, 2)].into_iter().enumerate() {
+            p.access(&Access { key, size, vtime: t as u64, ..Default::default() }, &mut ev);
+        }
+        // Evicted in turn: 1 (2 bytes), 2 and 3 (1 each), 4 (2): 4 and 3 fit in 3 bytes.
+        assert_eq!(ev, vec![1, 2, 3, 4]);
+        assert_eq!((p.queue_of(4), p.queue_of(3), p.queue_of(2)), (Some(IN_QOUT), Some(IN_QOUT), None));
     }
 
     #[test]

@@ -16,6 +16,13 @@
 //!   `kout` × that many keys.
 //! - When A1in is within Kin but Am is empty, A1in's oldest block is the
 //!   victim (and is remembered in A1out like any block leaving A1in).
+//!
+//! `2q:sizing=bytes` sizes the queues as libCacheSim's `TwoQ` does: A1out
+//! holds `kout` x capacity bytes of ghosts (their items' sizes), and Am is a
+//! cache of its own of (1 - `kin`) x capacity bytes, so a block promoted
+//! from A1out evicts Am's LRU blocks until it fits there even when A1in
+//! leaves room. (libCacheSim also refuses items larger than Kin; Hearth
+//! admits them in both sizings.)
 
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
@@ -25,6 +32,28 @@ enum Place {
     Am,
     /// Ghost: remembered in A1out, not resident.
     A1out,
+}
+
+/// How A1out and Am are bounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sizing {
+    /// The paper's: A1out counts keys against the cache's slots, Am takes
+    /// whatever A1in leaves.
+    Slots,
+    /// libCacheSim's: A1out holds `kout` x capacity bytes, Am at most
+    /// (1 - `kin`) x capacity bytes.
+    Bytes,
+}
+
+impl std::str::FromStr for Sizing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "slots" => Ok(Sizing::Slots),
+            "bytes" => Ok(Sizing::Bytes),
+            _ => Err(format!("2q: sizing must be slots or bytes, got {s:?}")),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -38,8 +67,11 @@ pub struct TwoQ {
     capacity: u64,
     kin_bytes: u64,
     kout: f64,
+    sizing: Sizing,
     used: u64,
     a1in_bytes: u64,
+    /// Bytes of A1out's ghosts (their items' sizes).
+    a1out_bytes: u64,
     resident: usize,
     /// Most items resident at once so far: the cache's size in "slots".
     peak_resident: usize,
@@ -57,6 +89,11 @@ impl TwoQ {
     /// A 2Q cache of `capacity` bytes; `kin` is A1in's share of the bytes,
     /// `kout` A1out's length relative to the number of resident items.
     pub fn new(capacity: u64, kin: f64, kout: f64) -> Result<Self, String> {
+        Self::with_sizing(capacity, kin, kout, Sizing::Slots)
+    }
+
+    /// [`TwoQ::new`] with A1out and Am bounded as `sizing` says.
+    pub fn with_sizing(capacity: u64, kin: f64, kout: f64, sizing: Sizing) -> Result<Self, String> {
         if !(kin > 0.0 && kin < 1.0) {
             return Err(format!("2Q kin must be in (0, 1), got {kin}"));
         }
@@ -67,8 +104,10 @@ impl TwoQ {
             capacity,
             kin_bytes: (kin * capacity as f64) as u64,
             kout,
+            sizing,
             used: 0,
             a1in_bytes: 0,
+            a1out_bytes: 0,
             resident: 0,
             peak_resident: 0,
             index: key_map(1024),
@@ -94,22 +133,36 @@ impl TwoQ {
             self.used -= u64::from(size);
             self.resident -= 1;
             self.slab.push_front(&mut self.a1out, i);
+            self.a1out_bytes += u64::from(size);
             self.trim_a1out();
             Some(key)
         } else {
-            let i = self.slab.pop_back(&mut self.am)?;
-            let e = self.slab.release(i);
-            self.index.remove(&e.key);
-            self.used -= u64::from(e.size);
-            self.resident -= 1;
-            Some(e.key)
+            self.evict_am()
+        }
+    }
+
+    /// Evicts Am's least recently used block.
+    fn evict_am(&mut self) -> Option<Key> {
+        let i = self.slab.pop_back(&mut self.am)?;
+        let e = self.slab.release(i);
+        self.index.remove(&e.key);
+        self.used -= u64::from(e.size);
+        self.resident -= 1;
+        Some(e.key)
+    }
+
+    fn a1out_full(&self) -> bool {
+        match self.sizing {
+            Sizing::Slots => self.a1out.len() > self.kout_entries(),
+            Sizing::Bytes => self.a1out_bytes > (self.kout * self.capacity as f64) as u64,
         }
     }
 
     fn trim_a1out(&mut self) {
-        while self.a1out.len() > self.kout_entries() {
+        while self.a1out_full() {
             let Some(i) = self.slab.pop_back(&mut self.a1out) else { break };
             let e = self.slab.release(i);
+            self.a1out_bytes -= u64::from(e.size);
             self.index.remove(&e.key);
         }
     }
@@ -152,6 +205,7 @@ impl Policy for TwoQ {
         let remembered = match self.index.get(&a.key).copied() {
             Some(i) if self.slab.get(i).place == Place::A1out => {
                 self.slab.unlink(&mut self.a1out, i);
+                self.a1out_bytes -= u64::from(self.slab.get(i).size);
                 Some(i)
             }
             Some(_) => return, // already resident
@@ -165,6 +219,15 @@ impl Policy for TwoQ {
         }
         match remembered {
             Some(i) => {
+                if self.sizing == Sizing::Bytes {
+                    let am_budget = self.capacity - self.kin_bytes;
+                    while self.used - self.a1in_bytes + size > am_budget {
+                        match self.evict_am() {
+                            Some(k) => evicted.push(k),
+                            None => break,
+                        }
+                    }
+                }
                 *self.slab.get_mut(i) = Entry { key: a.key, size: a.size, place: Place::Am };
                 self.slab.push_front(&mut self.am, i);
             }

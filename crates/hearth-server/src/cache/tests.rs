@@ -377,12 +377,12 @@ fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
     assert!(cache.stranded() <= 3, "{} blocks stranded", cache.stranded());
 }
 
-/// Every registered policy (but offline OPT) drives the cache correctly:
+/// Every registered online policy (not OPT or BeladySize) drives the cache correctly:
 /// random reads, writes and zeroing agree with a plain byte model, and
 /// the cache never holds more than its capacity.
 #[test]
 fn every_policy_keeps_reads_equal_to_a_model() {
-    for name in hearth_policy::names().into_iter().filter(|&n| n != "opt") {
+    for name in hearth_policy::names().into_iter().filter(|n| !hearth_policy::is_offline(n)) {
         for mode in [WriteMode::Through, WriteMode::Back { dirty_limit: 8 * 4096 }] {
             let size = 64 * 4096 + 1000;
             let policy = hearth_policy::build(name, 16 * u64::from(BS)).unwrap();
