@@ -22,8 +22,10 @@ pub struct SimBenchArgs {
     /// An oracleGeneral trace (the format both simulators read natively) [default:
     /// shared/data/cloudPhysicsIO.oracleGeneral.bin beside the checkout the binary was built from].
     trace: Option<PathBuf>,
-    /// Policies to compare, comma-separated (names libCacheSim knows too).
-    #[arg(short, long, value_delimiter = ',', default_value = "lru,arc,mq")]
+    /// Policies to compare, comma-separated: names libCacheSim knows too, with Hearth's parameters if
+    /// any (libCacheSim runs the bare name). MQ as libCacheSim parameterises it is
+    /// mq:lifetime=10000,history=bytes (likewise 2q:sizing=bytes, lfuda:formula=additive).
+    #[arg(short, long, value_delimiter = ',', default_value = "lru,arc,mq:lifetime=10000,history=bytes")]
     policies: Vec<String>,
     /// Cache size in bytes, e.g. 256MiB.
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = hearth_core::parse_bytes)]
@@ -59,6 +61,10 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         eprintln!("warning: this is a debug build; benchmark with `cargo run --release -- bench sim`");
     }
     let (trace_path, peer_script) = args.paths();
+    // Parameters come back together (mq:lifetime=10000,history=bytes); libCacheSim runs the bare name.
+    let specs = hearth_sim::run::policy_specs(&args.policies);
+    let peer_name = |spec: &str| spec.split([':', '+']).next().unwrap_or(spec).trim().to_lowercase();
+    let width = specs.iter().map(String::len).max().unwrap_or(6).max(6);
     let trace = Trace::load(hearth_trace::open(&trace_path, Some(Format::OracleGeneral))?, Mode::Object)?;
     let n = trace.accesses.len() as f64;
 
@@ -68,7 +74,7 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         .arg("ORACLE_GENERAL_TRACE")
         .arg(args.cache_size.to_string())
         .arg(args.repeat.to_string())
-        .args(&args.policies)
+        .args(specs.iter().map(|s| peer_name(s)))
         .output()
         .context("running python3 for the libCacheSim peer")?;
     if !peer.status.success() {
@@ -87,10 +93,10 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         args.repeat
     );
     println!(
-        "{:<6} {:>14} {:>14} {:>16} {:>8} {:>8} {:>10} {:>10}",
+        "{:<width$} {:>14} {:>14} {:>16} {:>8} {:>8} {:>10} {:>10}",
         "policy", "in memory", "end-to-end", "libCacheSim req/s", "ratio", "e2e ratio", "miss", "lcs miss"
     );
-    for name in &args.policies {
+    for name in &specs {
         let build = || hearth_policy::build(name, args.cache_size).map_err(anyhow::Error::msg);
         // In memory: the policy alone.
         let mut best = f64::INFINITY;
@@ -113,10 +119,10 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         }
         let result = result.expect("repeat >= 1");
         let (ours, e2e) = (n / best, n / best_e2e);
-        let p = &peer[name.as_str()];
+        let p = &peer[peer_name(name).as_str()];
         let theirs = p["requests"].as_f64().unwrap_or(f64::NAN) / p["seconds"].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:<6} {:>14.0} {:>14.0} {:>16.0} {:>7.2}x {:>7.2}x {:>10.4} {:>10.4}",
+            "{:<width$} {:>14.0} {:>14.0} {:>16.0} {:>7.2}x {:>7.2}x {:>10.4} {:>10.4}",
             name,
             ours,
             e2e,
