@@ -44,6 +44,7 @@ for w in "${WORKLOADS[@]}"; do
     cache=$((footprint * PCT / 100))
     declare -A MISSES=() MEAN=()
     for p in none quickmine; do
+        echo "bench-prefetch: $w, prefetch $p: replaying (the row follows when done) ..." >&2
         "$HEARTH" serve --backend memory --size "${size_mib}MiB" --cache-size "$cache" --policy lru \
             --prefetch "$p" --latency "$LATENCY" --name disk --unix "$WORK/$w-$p.sock" --metrics 127.0.0.1:0 \
             --log warn >"$WORK/$w-$p.out" 2>"$WORK/$w-$p.log" &
