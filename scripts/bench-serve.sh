@@ -17,7 +17,7 @@
 #   PATTERNS="randread randwrite read write"  JOBS="1 4"  TRANSPORTS="unix tcp"
 #   HEARTH_ARGS="--write-back"   extra `hearth serve` flags
 #   BASELINE=path/to/older/hearth   also run that binary, as "before"
-#   BASELINE_ARGS="--what-if none"  flags for "before" instead of HEARTH_ARGS (the
+#   BASELINE_ARGS="--what-if none"  flags for "before" instead of HEARTH_ARGS, even none (the
 #                                   same binary with other flags measures their cost)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ PATTERNS=${PATTERNS:-randread randwrite read write}
 JOBS=${JOBS:-1 4}
 TRANSPORTS=${TRANSPORTS:-unix tcp}
 read -r -a HEARTH_ARGS <<<"${HEARTH_ARGS:-}"
-read -r -a BASELINE_ARGS <<<"${BASELINE_ARGS:-${HEARTH_ARGS:-}}"
+read -r -a BASELINE_ARGS <<<"${BASELINE_ARGS-${HEARTH_ARGS:-}}"
 for tool in fio nbdkit qemu-nbd python3; do
     command -v "$tool" >/dev/null || { echo "bench-serve: $tool is not installed" >&2; exit 1; }
 done
