@@ -35,16 +35,21 @@ enum Failure {
     Fatal(io::Error),
 }
 
+/// Refuses anything but an http:// or https:// URL (the config checks with
+/// this before anything is opened; [`HttpBackend::open`] checks again).
+pub fn check_url(url: &str) -> Result<(), String> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(format!("{url:?} is not an http:// or https:// URL"))
+    }
+}
+
 impl HttpBackend {
     /// Checks that `url` (http:// or https://) answers range requests and
     /// learns its size; an error names the URL.
     pub fn open(url: &str) -> io::Result<HttpBackend> {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{url:?} is not an http:// or https:// URL"),
-            ));
-        }
+        check_url(url).map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(REQUEST_TIMEOUT))

@@ -372,9 +372,7 @@ fn backend_spec(e: &ExportConfig, size: Option<u64>, at: &dyn Fn(&str) -> String
         }
         BackendKind::Http => {
             let url = e.upstream.clone().ok_or_else(|| required("upstream"))?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(invalid(at("upstream"), format!("{url:?} is not an http:// or https:// URL")));
-            }
+            crate::backend::http::check_url(&url).map_err(|m| invalid(at("upstream"), m))?;
             for (set, key) in [(e.path.is_some(), "path"), (size.is_some(), "size"), (e.direct, "direct")] {
                 if set {
                     return Err(invalid(at(key), "not used by backend \"http\" (the server has the size)"));
