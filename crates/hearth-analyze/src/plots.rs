@@ -15,7 +15,7 @@ fn hist_chart(title: &str, x: &str, h: &Log2Hist) -> Chart {
 }
 
 /// Writes every chart under `dir` and returns the files written.
-pub fn write_plots(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write_plots(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, hearth_plot::PlotError> {
     let charts = [
         ("request_sizes", hist_chart("Request sizes", "bytes (log2 bucket lower bound)", &r.request_sizes)),
         ("reuse_distance", hist_chart("Reuse (stack) distance", "distinct keys (log2 bucket)", &r.reuse_distance)),

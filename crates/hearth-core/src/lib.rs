@@ -5,10 +5,12 @@
 //! Nothing here does I/O. The simulator and the server both drive policies
 //! through [`Policy`], so a policy behaves the same in both.
 
+pub mod error;
 pub mod list;
 pub mod size;
 pub mod units;
 
+pub use error::ValueError;
 pub use list::{List, Slab, NIL};
 pub use size::{format_bytes, parse_bytes};
 pub use units::{format_duration, format_rate, parse_duration, parse_percent};

@@ -1,25 +1,27 @@
 //! Human byte sizes: `4096`, `4k`, `4KiB`, `128MiB`, `1.5G` (binary units).
 
+use crate::ValueError;
+
 /// Parses a byte size; suffixes are binary (k = 1024) and case-insensitive.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
+pub fn parse_bytes(s: &str) -> Result<u64, ValueError> {
     let t = s.trim();
     if t.starts_with('-') {
-        return Err(format!("size {s:?} is negative"));
+        return Err(ValueError::Negative { what: "size", input: s.into() });
     }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("not a byte size: {s:?}"))?;
+    let n: f64 = num.parse().map_err(|_| ValueError::NotANumber { what: "byte size", input: s.into(), hint: "" })?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        u => return Err(format!("unknown size unit {u:?} in {s:?}")),
+        u => return Err(ValueError::UnknownUnit { what: "size", unit: u.into(), input: s.into(), hint: "" }),
     };
     let bytes = n * mult as f64;
     if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("byte size out of range: {s:?}"));
+        return Err(ValueError::OutOfRange { what: "byte size", input: s.into() });
     }
     Ok(bytes.round() as u64)
 }
@@ -54,7 +56,7 @@ mod tests {
         assert_eq!(parse_bytes("1.5G"), Ok(3 << 29));
         assert!(parse_bytes("12 parsecs").is_err());
         assert!(parse_bytes("").is_err());
-        assert_eq!(parse_bytes("-5MiB").unwrap_err(), "size \"-5MiB\" is negative");
+        assert_eq!(parse_bytes("-5MiB").unwrap_err().to_string(), "size \"-5MiB\" is negative");
         assert_eq!(format_bytes(128 << 20), "128 MiB");
         assert_eq!(format_bytes(1536), "1.5 KiB");
     }

@@ -4,22 +4,32 @@
 
 use std::time::Duration;
 
-const DURATION_UNITS: &str = "ns, us, ms, s, m, h or d";
+use crate::ValueError;
 
 /// Parses a number with a unit: `ns`, `us`/`µs`, `ms`, `s`, `m`/`min`, `h`,
 /// `d`. `0` needs no unit; any other bare number is refused, because it
 /// could mean seconds or milliseconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, ValueError> {
     let t = s.trim();
     if t.starts_with('-') {
-        return Err(format!("duration {s:?} is negative"));
+        return Err(ValueError::Negative { what: "duration", input: s.into() });
     }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?} (use e.g. 500us, 2ms, 30s, 30m, 1d)"))?;
+    let n: f64 = num.parse().map_err(|_| ValueError::NotANumber {
+        what: "duration",
+        input: s.into(),
+        hint: " (use e.g. 500us, 2ms, 30s, 30m, 1d)",
+    })?;
     let unit_ns = match unit.trim() {
         "" if n == 0.0 => 0.0,
-        "" => return Err(format!("duration {s:?} has no unit: use {num}s or {}ms", trim_number(n * 1000.0))),
+        "" => {
+            return Err(ValueError::NoUnit {
+                input: s.into(),
+                as_seconds: format!("{num}s"),
+                as_millis: format!("{}ms", trim_number(n * 1000.0)),
+            })
+        }
         "ns" => 1.0,
         "us" | "µs" => 1e3,
         "ms" => 1e6,
@@ -27,12 +37,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" | "min" => 60e9,
         "h" => 3_600e9,
         "d" => 86_400e9,
-        u => return Err(format!("unknown duration unit {u:?} in {s:?} (use {DURATION_UNITS})")),
+        u => {
+            return Err(ValueError::UnknownUnit {
+                what: "duration",
+                unit: u.into(),
+                input: s.into(),
+                hint: " (use ns, us, ms, s, m, h or d)",
+            })
+        }
     };
     // Whole nanoseconds, rounded: 0.3ms is 300000 ns, not 299999.
     let ns = (n * unit_ns).round();
     if ns >= u64::MAX as f64 {
-        return Err(format!("duration {s:?} is out of range"));
+        return Err(ValueError::OutOfRange { what: "duration", input: s.into() });
     }
     Ok(Duration::from_nanos(ns as u64))
 }
@@ -56,14 +73,15 @@ pub fn format_duration(d: Duration) -> String {
 }
 
 /// Parses a percentage (`30%`, `2.5%`) into a fraction in [0, 1].
-pub fn parse_percent(s: &str) -> Result<f64, String> {
+pub fn parse_percent(s: &str) -> Result<f64, ValueError> {
     let t = s.trim();
     let Some(number) = t.strip_suffix('%') else {
-        return Err(format!("{s:?} is not a percentage (write it with %, e.g. 30%)"));
+        return Err(ValueError::NoPercentSign { input: s.into() });
     };
-    let p: f64 = number.trim().parse().map_err(|_| format!("not a percentage: {s:?}"))?;
+    let p: f64 =
+        number.trim().parse().map_err(|_| ValueError::NotANumber { what: "percentage", input: s.into(), hint: "" })?;
     if !(0.0..=100.0).contains(&p) {
-        return Err(format!("{s:?} must be between 0% and 100%"));
+        return Err(ValueError::PercentOutOfRange { input: s.into() });
     }
     Ok(p / 100.0)
 }
@@ -106,10 +124,10 @@ mod tests {
         assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert_eq!(parse_duration("0.3ms"), Ok(Duration::from_nanos(300_000)));
-        assert_eq!(parse_duration("2").unwrap_err(), "duration \"2\" has no unit: use 2s or 2000ms");
-        assert!(parse_duration("-2s").unwrap_err().contains("negative"));
-        assert!(parse_duration("3 weeks").unwrap_err().contains("unit \"weeks\""));
-        assert!(parse_duration("soon").unwrap_err().contains("not a duration"));
+        assert_eq!(parse_duration("2").unwrap_err().to_string(), "duration \"2\" has no unit: use 2s or 2000ms");
+        assert!(parse_duration("-2s").unwrap_err().to_string().contains("negative"));
+        assert!(parse_duration("3 weeks").unwrap_err().to_string().contains("unit \"weeks\""));
+        assert!(parse_duration("soon").unwrap_err().to_string().contains("not a duration"));
         assert_eq!(format_duration(Duration::from_nanos(75_000)), "75 µs");
         assert_eq!(format_duration(Duration::from_micros(5_400)), "5.4 ms");
         assert_eq!(format_duration(Duration::from_secs(342)), "5.7 min");
@@ -122,8 +140,8 @@ mod tests {
     fn percentages_and_rates() {
         assert_eq!(parse_percent("30%"), Ok(0.3));
         assert_eq!(parse_percent(" 2.5 % "), Ok(0.025));
-        assert!(parse_percent("0.3").unwrap_err().contains("with %"));
-        assert!(parse_percent("150%").unwrap_err().contains("between 0% and 100%"));
+        assert!(parse_percent("0.3").unwrap_err().to_string().contains("with %"));
+        assert!(parse_percent("150%").unwrap_err().to_string().contains("between 0% and 100%"));
         assert_eq!(format_rate(250_000_000), "250 MB/s");
         assert_eq!(format_rate(163_000_000), "163 MB/s");
         assert_eq!(format_rate(1_500_000_000), "1.5 GB/s");

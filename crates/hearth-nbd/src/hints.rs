@@ -43,13 +43,21 @@ impl Hint {
     }
 }
 
+/// A hint payload that does not decode; names the bad record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("hint payload of {0} bytes is not 1..={MAX_RECORDS} records of {RECORD_LEN}")]
+    Length(usize),
+    #[error("hint record {0}: reserved bytes are not zero")]
+    Reserved(usize),
+    #[error("hint record {record}: unknown kind {kind}")]
+    UnknownKind { record: usize, kind: u16 },
+}
+
 /// Decodes a hint payload; the error names the bad record.
-pub fn decode(payload: &[u8]) -> Result<Vec<Hint>, String> {
+pub fn decode(payload: &[u8]) -> Result<Vec<Hint>, DecodeError> {
     if payload.is_empty() || !payload.len().is_multiple_of(RECORD_LEN) || payload.len() / RECORD_LEN > MAX_RECORDS {
-        return Err(format!(
-            "hint payload of {} bytes is not 1..={MAX_RECORDS} records of {RECORD_LEN}",
-            payload.len()
-        ));
+        return Err(DecodeError::Length(payload.len()));
     }
     payload
         .chunks_exact(RECORD_LEN)
@@ -58,7 +66,7 @@ pub fn decode(payload: &[u8]) -> Result<Vec<Hint>, String> {
             let kind = crate::be_u16(r, 0);
             let (a, b) = (crate::be_u64(r, 8), crate::be_u64(r, 16));
             if r[2..8].iter().any(|&x| x != 0) {
-                return Err(format!("hint record {i}: reserved bytes are not zero"));
+                return Err(DecodeError::Reserved(i));
             }
             Ok(match kind {
                 1 => Hint::Buffer { addr: a },
@@ -66,7 +74,7 @@ pub fn decode(payload: &[u8]) -> Result<Vec<Hint>, String> {
                 3 => Hint::Context { ctx: a },
                 4 => Hint::ContextBegin { ctx: a, class: b },
                 5 => Hint::ContextEnd { ctx: a },
-                k => return Err(format!("hint record {i}: unknown kind {k}")),
+                kind => return Err(DecodeError::UnknownKind { record: i, kind }),
             })
         })
         .collect()
@@ -106,9 +114,9 @@ mod tests {
         assert!(decode(&[]).is_err());
         let mut bad = wire.clone();
         bad[1] = 9;
-        assert!(decode(&bad).unwrap_err().contains("unknown kind 9"));
+        assert!(decode(&bad).unwrap_err().to_string().contains("unknown kind 9"));
         let mut bad = wire;
         bad[RECORD_LEN + 3] = 1;
-        assert!(decode(&bad).unwrap_err().contains("record 1: reserved"));
+        assert!(decode(&bad).unwrap_err().to_string().contains("record 1: reserved"));
     }
 }

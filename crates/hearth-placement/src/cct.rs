@@ -16,6 +16,15 @@ const EMPTY: u64 = 0;
 /// slots (1 GiB of table): a client sending such addresses is misbehaving.
 pub const MAX_SLOTS: u64 = 1 << 27;
 
+/// A buffer-to-block pairing the table cannot hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum UntrackableBuffer {
+    #[error("client buffer address {addr:#x} is beyond the {MAX_SLOTS} slots tracked")]
+    Address { addr: u64 },
+    #[error("block number u64::MAX cannot be tracked")]
+    LastBlock,
+}
+
 #[derive(Clone, Debug)]
 pub struct Cct {
     slot_bytes: u64,
@@ -41,16 +50,16 @@ impl Cct {
     }
 
     /// Records that buffer `addr` now holds `key`.
-    pub fn record(&mut self, addr: u64, key: Key) -> Result<Observed, String> {
+    pub fn record(&mut self, addr: u64, key: Key) -> Result<Observed, UntrackableBuffer> {
         let slot = addr / self.slot_bytes;
         if slot >= MAX_SLOTS {
-            return Err(format!("client buffer address {addr:#x} is beyond the {MAX_SLOTS} slots tracked"));
+            return Err(UntrackableBuffer::Address { addr });
         }
         let slot = slot as usize;
         if slot >= self.slots.len() {
             self.slots.resize(slot + 1, EMPTY);
         }
-        let stored = key.checked_add(1).ok_or("block number u64::MAX cannot be tracked")?;
+        let stored = key.checked_add(1).ok_or(UntrackableBuffer::LastBlock)?;
         let old = std::mem::replace(&mut self.slots[slot], stored);
         Ok(match old {
             EMPTY => Observed::Filled,

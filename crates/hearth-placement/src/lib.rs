@@ -15,7 +15,7 @@
 
 mod cct;
 
-pub use cct::{Cct, Observed, MAX_SLOTS};
+pub use cct::{Cct, Observed, UntrackableBuffer, MAX_SLOTS};
 
 use std::fmt;
 use std::str::FromStr;
@@ -50,10 +50,19 @@ impl fmt::Display for Placement {
     }
 }
 
+/// A placement spec that names no placement.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    #[error("bad reload threshold {threshold:?} in placement {spec:?}")]
+    Threshold { threshold: String, spec: String },
+    #[error("unknown placement {spec:?} (ac, ev, ev:THRESHOLD, demote)")]
+    Unknown { spec: String },
+}
+
 impl FromStr for Placement {
-    type Err = String;
+    type Err = PlacementError;
     /// `ac`, `ev`, `ev:THRESHOLD` or `demote`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, PlacementError> {
         let (name, arg) = s.split_once(':').unwrap_or((s, ""));
         match (name.trim().to_ascii_lowercase().as_str(), arg.trim()) {
             ("ac" | "access", "") => Ok(Placement::Access),
@@ -62,8 +71,8 @@ impl FromStr for Placement {
             ("ev" | "eviction", t) => t
                 .parse()
                 .map(|reload_threshold| Placement::Eviction { reload_threshold })
-                .map_err(|_| format!("bad reload threshold {t:?} in placement {s:?}")),
-            _ => Err(format!("unknown placement {s:?} (ac, ev, ev:THRESHOLD, demote)")),
+                .map_err(|_| PlacementError::Threshold { threshold: t.to_string(), spec: s.to_string() }),
+            _ => Err(PlacementError::Unknown { spec: s.to_string() }),
         }
     }
 }

@@ -70,8 +70,21 @@ const FONT_PATHS: &[&str] = &[
     "/Library/Fonts/Arial.ttf",
 ];
 
-fn ensure_font() -> Result<(), String> {
-    static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
+/// Why a chart could not be written.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PlotError {
+    #[error("font {path} is not a usable TrueType font")]
+    BadFont { path: String },
+    #[error("no TrueType font for plot text: install fonts-dejavu-core or set HEARTH_FONT (looked in {looked_in})")]
+    NoFont { looked_in: String },
+    #[error("creating {}: {reason}", dir.display())]
+    CreateDir { dir: PathBuf, reason: String },
+    #[error("{}: {reason}", file.display())]
+    Draw { file: PathBuf, reason: String },
+}
+
+fn ensure_font() -> Result<(), PlotError> {
+    static LOADED: OnceLock<Result<(), PlotError>> = OnceLock::new();
     LOADED
         .get_or_init(|| {
             let candidates = std::env::var("HEARTH_FONT").into_iter().chain(FONT_PATHS.iter().map(|s| s.to_string()));
@@ -79,13 +92,10 @@ fn ensure_font() -> Result<(), String> {
                 if let Ok(bytes) = std::fs::read(&path) {
                     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
                     return plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-                        .map_err(|_| format!("font {path} is not a usable TrueType font"));
+                        .map_err(|_| PlotError::BadFont { path });
                 }
             }
-            Err(format!(
-                "no TrueType font for plot text: install fonts-dejavu-core or set HEARTH_FONT (looked in {})",
-                FONT_PATHS.join(", ")
-            ))
+            Err(PlotError::NoFont { looked_in: FONT_PATHS.join(", ") })
         })
         .clone()
 }
@@ -93,20 +103,25 @@ fn ensure_font() -> Result<(), String> {
 /// Writes `<base>.svg` and `<base>.png` and returns their paths. A chart
 /// with nothing to show is not written: a warning on stderr says why, and
 /// no paths are returned.
-pub fn render(chart: &Chart, base: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn render(chart: &Chart, base: &Path) -> Result<Vec<PathBuf>, PlotError> {
     if let Some(why) = nothing_to_plot(chart) {
         eprintln!("hearth: warning: {} not written: {why}", base.with_extension("png").display());
         return Ok(Vec::new());
     }
     ensure_font()?;
     if let Some(dir) = base.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| PlotError::CreateDir { dir: dir.to_path_buf(), reason: e.to_string() })?;
     }
     let svg = base.with_extension("svg");
     let png = base.with_extension("png");
     let size = (960 + legend_width(chart), 600);
-    draw(chart, SVGBackend::new(&svg, size).into_drawing_area()).map_err(|e| format!("{}: {e}", svg.display()))?;
-    draw(chart, BitMapBackend::new(&png, size).into_drawing_area()).map_err(|e| format!("{}: {e}", png.display()))?;
+    let failed = |file: &Path| {
+        let file = file.to_path_buf();
+        move |e: Box<dyn std::error::Error>| PlotError::Draw { file, reason: e.to_string() }
+    };
+    draw(chart, SVGBackend::new(&svg, size).into_drawing_area()).map_err(failed(&svg))?;
+    draw(chart, BitMapBackend::new(&png, size).into_drawing_area()).map_err(failed(&png))?;
     Ok(vec![svg, png])
 }
 
@@ -386,7 +401,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hearth-plot-empty-{}", std::process::id()));
         let one_point = Chart::lines("MRC", "cache", "miss ratio").series("LRU", vec![(64.0, 0.5)]);
         assert!(nothing_to_plot(&one_point).unwrap().contains("single point"));
-        assert_eq!(render(&one_point, &dir.join("mrc")), Ok(Vec::new()));
+        assert!(render(&one_point, &dir.join("mrc")).unwrap().is_empty());
         let zeros = Chart::bars("h", "hour", "count", vec!["0".into()]).series("a", vec![(0.0, 0.0)]);
         assert!(nothing_to_plot(&zeros).unwrap().contains("zero"));
         assert!(nothing_to_plot(&Chart::lines("t", "x", "y")).unwrap().contains("no data"));

@@ -28,6 +28,7 @@
 use hearth_core::{key_map, Access, Key, KeyMap, Policy};
 
 use crate::Params;
+use crate::SpecError;
 
 /// libCacheSim's `g_lehmer64_state` before anyone seeds it.
 pub const DEFAULT_SEED: u64 = 0xdead_beef;
@@ -81,16 +82,16 @@ enum Admission {
 }
 
 impl Admission {
-    fn build(name: &str, p: &Params) -> Result<(Self, &'static str), String> {
+    fn build(name: &str, p: &Params) -> Result<(Self, &'static str), SpecError> {
         let entry = ADMISSIONERS.iter().find(|e| e.name == name || e.aliases.contains(&name)).ok_or_else(|| {
             let known: Vec<&str> = ADMISSIONERS.iter().map(|e| e.name).collect();
-            format!("unknown admission policy {name:?} (known: {})", known.join(", "))
+            SpecError::UnknownAdmission { name: name.to_string(), known: known.join(", ") }
         })?;
         p.check_known(entry.name, entry.params)?;
-        let seed = || -> Result<Lehmer64, String> {
+        let seed = || -> Result<Lehmer64, SpecError> {
             let seed: u64 = p.get("seed", DEFAULT_SEED)?;
             if seed == 0 {
-                return Err("admission seed must not be 0 (the generator would stay at 0)".into());
+                return Err(SpecError::range("admission", "seed must not be 0 (the generator would stay at 0)"));
             }
             Ok(Lehmer64::new(seed))
         };
@@ -98,13 +99,21 @@ impl Admission {
             "tinylfu" => Admission::Seen(key_map(1024)),
             "size" => {
                 let max = p.get("max", String::new())?;
-                let max = if max.is_empty() { u64::MAX } else { hearth_core::parse_bytes(&max)? };
+                let max = if max.is_empty() {
+                    u64::MAX
+                } else {
+                    hearth_core::parse_bytes(&max).map_err(|error| SpecError::BadSize {
+                        owner: "+size".into(),
+                        key: "max",
+                        error,
+                    })?
+                };
                 Admission::Size { max }
             }
             "prob" => {
                 let prob: f64 = p.get("p", 0.5)?;
                 if !(prob > 0.0 && prob <= 1.0) {
-                    return Err(format!("prob: p must be in (0, 1], not {prob}"));
+                    return Err(SpecError::range("prob", format!("p must be in (0, 1], not {prob}")));
                 }
                 // libCacheSim: (int)(p * MAX_MODULE), compared with next_rand() % MAX_MODULE.
                 Admission::Prob { threshold: (prob * MAX_MODULE as f64) as u64, rng: seed()? }
@@ -112,7 +121,7 @@ impl Admission {
             "sizeprob" => {
                 let exponent: f64 = p.get("exponent", 1e-6)?;
                 if !(exponent > 0.0 && exponent <= 1.0) {
-                    return Err(format!("sizeprob: exponent must be in (0, 1], not {exponent}"));
+                    return Err(SpecError::range("sizeprob", format!("exponent must be in (0, 1], not {exponent}")));
                 }
                 Admission::SizeProb { exponent, rng: seed()? }
             }
@@ -120,7 +129,7 @@ impl Admission {
                 let iterations: u64 = p.get("iterations", 15)?;
                 let interval: u64 = p.get("interval", 30000)?;
                 if interval == 0 {
-                    return Err("adaptsize: interval must be at least 1".into());
+                    return Err(SpecError::range("adaptsize", "interval must be at least 1"));
                 }
                 Admission::AdaptSize(Box::new(AdaptSize::new(iterations, interval, seed()?)))
             }
@@ -160,7 +169,7 @@ pub struct Admitted {
 }
 
 /// Builds `inner` behind the admissioner spec `spec` (`"prob:p=0.5"`).
-pub(crate) fn wrap(inner: Box<dyn Policy>, spec: &str) -> Result<Box<dyn Policy>, String> {
+pub(crate) fn wrap(inner: Box<dyn Policy>, spec: &str) -> Result<Box<dyn Policy>, SpecError> {
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
     let name = name.trim().to_ascii_lowercase();
     let params = Params::parse(&format!("+{name}"), rest)?;

@@ -19,6 +19,7 @@
 //!   capacity (or drops T1's LRU outright when B1 is empty), or trims B2 if
 //!   all four lists reach twice the capacity, then calls REPLACE.
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 /// How far one ghost hit moves the target `p`.
@@ -31,12 +32,12 @@ pub enum Step {
 }
 
 impl std::str::FromStr for Step {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
         match s {
             "byte" => Ok(Step::Byte),
             "size" => Ok(Step::Size),
-            _ => Err(format!("arc: step must be \"byte\" or \"size\", got {s:?}")),
+            _ => Err(SpecError::range("arc", format!("step must be \"byte\" or \"size\", got {s:?}"))),
         }
     }
 }

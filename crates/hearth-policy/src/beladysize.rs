@@ -18,6 +18,7 @@
 use hearth_core::{key_map, Access, Key, KeyMap, Policy, NEVER};
 
 use crate::admission::Lehmer64;
+use crate::SpecError;
 
 #[derive(Clone, Copy)]
 struct Item {
@@ -41,12 +42,12 @@ pub struct BeladySize {
 }
 
 impl BeladySize {
-    pub fn new(capacity: u64, samples: u32, seed: u64) -> Result<Self, String> {
+    pub fn new(capacity: u64, samples: u32, seed: u64) -> Result<Self, SpecError> {
         if samples == 0 {
-            return Err("beladysize: samples must be at least 1".into());
+            return Err(SpecError::range("beladysize", "samples must be at least 1"));
         }
         if seed == 0 {
-            return Err("beladysize: seed must not be 0 (the generator would stay at 0)".into());
+            return Err(SpecError::range("beladysize", "seed must not be 0 (the generator would stay at 0)"));
         }
         Ok(BeladySize {
             capacity,

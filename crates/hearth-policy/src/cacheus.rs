@@ -36,6 +36,7 @@ use std::collections::BinaryHeap;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 use crate::admission::Lehmer64;
+use crate::SpecError;
 
 const LRU: usize = 0;
 const LFU: usize = 1;
@@ -110,9 +111,9 @@ fn list_of(place: Place) -> usize {
 }
 
 impl Cacheus {
-    pub fn new(capacity: u64, seed: u64) -> Result<Self, String> {
+    pub fn new(capacity: u64, seed: u64) -> Result<Self, SpecError> {
         if seed == 0 {
-            return Err("cacheus: seed must not be 0 (the generator would stay at 0)".into());
+            return Err(SpecError::range("cacheus", "seed must not be 0 (the generator would stay at 0)"));
         }
         let mut rng = Lehmer64::new(seed);
         let learning_rate = random_learning_rate(&mut rng);

@@ -7,6 +7,7 @@
 //! the head of the queue; the first item found at 0 is evicted. Each
 //! reinsertion consumes one earlier hit, so eviction is amortized O(1).
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 #[derive(Clone, Copy)]
@@ -28,9 +29,9 @@ pub struct Clock {
 
 impl Clock {
     /// A CLOCK cache whose reference counters have `bits` bits (1 to 8).
-    pub fn new(capacity: u64, bits: u32) -> Result<Self, String> {
+    pub fn new(capacity: u64, bits: u32) -> Result<Self, SpecError> {
         if !(1..=8).contains(&bits) {
-            return Err(format!("clock: bits must be between 1 and 8, got {bits}"));
+            return Err(SpecError::range("clock", format!("bits must be between 1 and 8, got {bits}")));
         }
         let max_refs = ((1u16 << bits) - 1) as u8;
         Ok(Clock { capacity, used: 0, max_refs, index: key_map(1024), slab: Slab::default(), queue: List::new() })
@@ -127,6 +128,6 @@ mod tests {
     #[test]
     fn bits_out_of_range_is_an_error() {
         assert!(Clock::new(10, 0).is_err());
-        assert!(Clock::new(10, 9).err().unwrap().contains("bits"));
+        assert!(Clock::new(10, 9).err().unwrap().to_string().contains("bits"));
     }
 }

@@ -22,6 +22,7 @@
 //! its window is tens of thousands of times longer than the FIFO and no FIFO
 //! hit ever counts; the two agree where sizes are 1 or the window is 0.
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,15 +64,15 @@ pub struct Clock2QPlus {
 }
 
 impl Clock2QPlus {
-    pub fn new(capacity: u64, small: f64, ghost: f64, threshold: u32, window: f64) -> Result<Self, String> {
+    pub fn new(capacity: u64, small: f64, ghost: f64, threshold: u32, window: f64) -> Result<Self, SpecError> {
         if !(small > 0.0 && small < 1.0) {
-            return Err(format!("clock2qplus: small must be in (0, 1), got {small}"));
+            return Err(SpecError::range("clock2qplus", format!("small must be in (0, 1), got {small}")));
         }
         if ghost.is_nan() || ghost < 0.0 {
-            return Err(format!("clock2qplus: ghost must be >= 0, got {ghost}"));
+            return Err(SpecError::range("clock2qplus", format!("ghost must be >= 0, got {ghost}")));
         }
         if window.is_nan() || window < 0.0 {
-            return Err(format!("clock2qplus: window must be >= 0, got {window}"));
+            return Err(SpecError::range("clock2qplus", format!("window must be >= 0, got {window}")));
         }
         // Truncating products, as libCacheSim sizes its queues.
         let small_budget = (capacity as f64 * small) as u64;

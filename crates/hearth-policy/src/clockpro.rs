@@ -24,6 +24,7 @@
 //! algorithm: it drops promoted items from its table (it misses more than
 //! LRU on cloudPhysicsIO), so its counts are printed, not matched.
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab, NIL};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,9 +63,9 @@ pub struct ClockPro {
 }
 
 impl ClockPro {
-    pub fn new(capacity: u64, cold: f64) -> Result<Self, String> {
+    pub fn new(capacity: u64, cold: f64) -> Result<Self, SpecError> {
         if !(0.0..=1.0).contains(&cold) {
-            return Err(format!("clockpro: cold must be in [0, 1], got {cold}"));
+            return Err(SpecError::range("clockpro", format!("cold must be in [0, 1], got {cold}")));
         }
         Ok(ClockPro {
             capacity,

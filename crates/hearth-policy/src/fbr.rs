@@ -27,6 +27,7 @@
 //! - If the old section is empty (tiny caches), the middle section's and then
 //!   the new section's LRU block is the victim.
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,16 +75,19 @@ pub struct Fbr {
 impl Fbr {
     /// An FBR cache of `capacity` bytes; `new` and `old` are the sections'
     /// shares of the capacity.
-    pub fn new(capacity: u64, new: f64, old: f64, amax: u32, cmax: u32) -> Result<Self, String> {
+    pub fn new(capacity: u64, new: f64, old: f64, amax: u32, cmax: u32) -> Result<Self, SpecError> {
         if !(new > 0.0 && old > 0.0 && new + old <= 1.0) {
-            return Err(format!("FBR needs new > 0, old > 0 and new + old <= 1, got new={new}, old={old}"));
+            return Err(SpecError::range(
+                "fbr",
+                format!("needs new > 0, old > 0 and new + old <= 1, got new={new}, old={old}"),
+            ));
         }
         if !(1 <= amax && amax < cmax) {
-            return Err(format!("FBR needs 1 <= amax < cmax, got amax={amax}, cmax={cmax}"));
+            return Err(SpecError::range("fbr", format!("needs 1 <= amax < cmax, got amax={amax}, cmax={cmax}")));
         }
         // One list per count: a count limit is a memory limit.
         if cmax > MAX_CMAX {
-            return Err(format!("FBR's cmax is at most {MAX_CMAX}, got {cmax}"));
+            return Err(SpecError::range("fbr", format!("cmax is at most {MAX_CMAX}, got {cmax}")));
         }
         let new_limit = (new * capacity as f64) as u64;
         let middle_limit = ((1.0 - new - old).max(0.0) * capacity as f64) as u64;

@@ -12,6 +12,7 @@
 use hearth_core::{key_map, Access, Key, KeyMap, Policy};
 
 use crate::admission::Lehmer64;
+use crate::SpecError;
 
 #[derive(Clone, Copy)]
 struct Item {
@@ -35,12 +36,12 @@ pub struct Hyperbolic {
 }
 
 impl Hyperbolic {
-    pub fn new(capacity: u64, samples: u32, seed: u64) -> Result<Self, String> {
+    pub fn new(capacity: u64, samples: u32, seed: u64) -> Result<Self, SpecError> {
         if samples == 0 {
-            return Err("hyperbolic: samples must be at least 1".into());
+            return Err(SpecError::range("hyperbolic", "samples must be at least 1"));
         }
         if seed == 0 {
-            return Err("hyperbolic: seed must not be 0 (the generator would stay at 0)".into());
+            return Err(SpecError::range("hyperbolic", "seed must not be 0 (the generator would stay at 0)"));
         }
         Ok(Hyperbolic {
             capacity,

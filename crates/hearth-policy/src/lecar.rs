@@ -17,6 +17,7 @@
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab, NIL};
 
 use crate::admission::Lehmer64;
+use crate::SpecError;
 
 const LEARNING_RATE: f64 = 0.45;
 
@@ -68,9 +69,9 @@ pub struct LeCaR {
 }
 
 impl LeCaR {
-    pub fn new(capacity: u64, seed: u64) -> Result<Self, String> {
+    pub fn new(capacity: u64, seed: u64) -> Result<Self, SpecError> {
         if seed == 0 {
-            return Err("lecar: seed must not be 0 (the generator would stay at 0)".into());
+            return Err(SpecError::range("lecar", "seed must not be 0 (the generator would stay at 0)"));
         }
         Ok(LeCaR {
             capacity,

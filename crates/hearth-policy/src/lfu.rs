@@ -33,6 +33,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, Policy, Slab};
 
 /// How counts lose weight over time.
@@ -49,14 +50,17 @@ pub enum Aging {
 }
 
 impl std::str::FromStr for Aging {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
         match s {
             "none" => Ok(Aging::None),
             "da" => Ok(Aging::Dynamic),
             _ => match s.parse::<u64>() {
                 Ok(n) if n > 0 => Ok(Aging::Halve(n)),
-                _ => Err(format!("lfu: aging must be \"none\", \"da\" or a request count > 0, got {s:?}")),
+                _ => Err(SpecError::range(
+                    "lfu",
+                    format!("aging must be \"none\", \"da\" or a request count > 0, got {s:?}"),
+                )),
             },
         }
     }
@@ -312,7 +316,7 @@ mod tests {
     fn bad_aging_is_an_error() {
         assert!("da".parse::<Aging>().is_ok());
         assert_eq!("100".parse::<Aging>(), Ok(Aging::Halve(100)));
-        assert!("0".parse::<Aging>().unwrap_err().contains("aging"));
+        assert!("0".parse::<Aging>().unwrap_err().to_string().contains("aging"));
         assert!("sometimes".parse::<Aging>().is_err());
     }
 }

@@ -38,6 +38,7 @@
 use hearth_core::{key_map, Access, Key, KeyMap, Policy};
 
 use crate::admission::Lehmer64;
+use crate::SpecError;
 
 const HIT_AGE_CLASSES: usize = 16;
 /// The class number of the first class (the reference implementation's
@@ -94,9 +95,9 @@ pub struct Lhd {
 }
 
 impl Lhd {
-    pub fn new(capacity: u64, seed: u64) -> Result<Self, String> {
+    pub fn new(capacity: u64, seed: u64) -> Result<Self, SpecError> {
         if seed == 0 {
-            return Err("lhd: seed must not be 0 (the generator would stay at 0)".into());
+            return Err(SpecError::range("lhd", "seed must not be 0 (the generator would stay at 0)"));
         }
         let classes = (0..HIT_AGE_CLASSES)
             .map(|c| Class {

@@ -33,6 +33,7 @@ mod car;
 mod clock;
 mod clock2qplus;
 mod clockpro;
+mod error;
 mod fbr;
 mod fifo;
 mod gdsf;
@@ -61,6 +62,7 @@ pub use car::Car;
 pub use clock::Clock;
 pub use clock2qplus::Clock2QPlus;
 pub use clockpro::ClockPro;
+pub use error::SpecError;
 pub use fbr::Fbr;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
@@ -93,35 +95,43 @@ pub struct Params {
 
 impl Params {
     /// The value of `key` parsed as `T`, or `default` if absent.
-    pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, String> {
+    pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, SpecError> {
         match self.pairs.iter().find(|(k, _)| k == key) {
             None => Ok(default),
-            Some((_, v)) => v.parse().map_err(|_| format!("{}: bad value {v:?} for parameter {key:?}", self.owner)),
+            Some((_, v)) => v.parse().map_err(|_| SpecError::BadValue {
+                owner: self.owner.clone(),
+                key: key.to_string(),
+                value: v.clone(),
+            }),
         }
     }
     /// Parses the `key=value,key=value` tail of `owner`'s spec.
-    fn parse(owner: &str, rest: &str) -> Result<Self, String> {
+    fn parse(owner: &str, rest: &str) -> Result<Self, SpecError> {
         let mut params = Params { owner: owner.to_string(), pairs: Vec::new() };
         for kv in rest.split(',').filter(|s| !s.trim().is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| format!("policy parameter {kv:?} is not key=value"))?;
+            let (k, v) = kv.split_once('=').ok_or_else(|| SpecError::NotKeyValue { piece: kv.to_string() })?;
             params.pairs.push((k.trim().to_string(), v.trim().to_string()));
         }
         Ok(params)
     }
-    fn check_known(&self, policy: &str, known: &[&str]) -> Result<(), String> {
+    fn check_known(&self, policy: &str, known: &[&str]) -> Result<(), SpecError> {
         for (k, _) in &self.pairs {
             if known.is_empty() {
-                return Err(format!("policy {policy} takes no parameters (got {k:?})"));
+                return Err(SpecError::TakesNoParameters { policy: policy.to_string(), key: k.clone() });
             }
             if !known.contains(&k.as_str()) {
-                return Err(format!("policy {policy} has no parameter {k:?} (known: {})", known.join(", ")));
+                return Err(SpecError::UnknownParameter {
+                    policy: policy.to_string(),
+                    key: k.clone(),
+                    known: known.join(", "),
+                });
             }
         }
         Ok(())
     }
 }
 
-type Builder = fn(capacity: u64, p: &Params) -> Result<Box<dyn Policy>, String>;
+type Builder = fn(capacity: u64, p: &Params) -> Result<Box<dyn Policy>, SpecError>;
 
 /// One registry row: name, accepted parameters, one-line description, builder.
 struct Entry {
@@ -146,7 +156,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "s3fifo", params: &["small", "ghost", "threshold"], about: "S3-FIFO (Yang et al.): small FIFO of small x capacity (0.1), main 2-bit CLOCK FIFO, ghosts of ghost x capacity bytes (0.9); threshold small-queue hits promote (2)", build: |c, p| Ok(Box::new(S3Fifo::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 2)?)?)) },
     Entry { name: "sieve", params: &[], about: "SIEVE (Zhang et al.): FIFO with a visited bit; a hand from tail to head evicts the first unvisited item, survivors stay in place", build: |c, _| Ok(Box::new(Sieve::new(c))) },
     Entry { name: "wtinylfu", params: &["window", "protected", "freq"], about: "W-TinyLFU (Einziger et al.): LRU window of window x capacity (0.01), SLRU main with protected share (0.8), admission by frequency; freq=sketch (Caffeine's 4-bit count-min sketch with doorkeeper and halving, default) or exact (libCacheSim's counting)", build: |c, p| Ok(Box::new(WTinyLfu::new(c, p.get("window", 0.01)?, p.get("protected", 0.8)?, p.get("freq", WTinyLfuFrequency::Sketch)?)?)) },
-    Entry { name: "lfuda", params: &["formula"], about: "LFU with Dynamic Aging (Arlitt et al.): formula=paper (default) prioritises count + priority of the last victim, as lfu:aging=da; formula=additive is libCacheSim's LFUDA: each hit adds the lowest resident priority, new items enter at it + 1", build: |c, p| Ok(Box::new(Lfu::new(c, match p.get("formula", String::from("paper"))?.as_str() { "paper" => Aging::Dynamic, "additive" => Aging::DynamicAdditive, other => return Err(format!("lfuda: formula must be paper or additive, got {other:?}")) }))) },
+    Entry { name: "lfuda", params: &["formula"], about: "LFU with Dynamic Aging (Arlitt et al.): formula=paper (default) prioritises count + priority of the last victim, as lfu:aging=da; formula=additive is libCacheSim's LFUDA: each hit adds the lowest resident priority, new items enter at it + 1", build: |c, p| Ok(Box::new(Lfu::new(c, match p.get("formula", String::from("paper"))?.as_str() { "paper" => Aging::Dynamic, "additive" => Aging::DynamicAdditive, other => return Err(SpecError::range("lfuda", format!("formula must be paper or additive, got {other:?}"))) }))) },
     Entry { name: "lruk", params: &["k"], about: "LRU-K (O'Neil et al.): evict the oldest K-th most recent request, items with fewer than K requests first (k=2)", build: |c, p| Ok(Box::new(LruK::new(c, p.get("k", 2)?)?)) },
     Entry { name: "gdsf", params: &[], about: "GreedyDual-Size-Frequency (Cherkasova): evict the lowest L + requests x 1e6 / size, L rising to each victim's priority", build: |c, _| Ok(Box::new(Gdsf::new(c))) },
     Entry { name: "mru", params: &[], about: "most recently used: evict the item requested last (for loops larger than the cache)", build: |c, _| Ok(Box::new(Lru::mru(c))) },
@@ -166,20 +176,20 @@ const REGISTRY: &[Entry] = &[
 /// Builds a policy of `capacity` bytes from a spec like `"arc"` or `"mq:m=8"`,
 /// optionally behind an admission policy: `"lru+tinylfu"`,
 /// `"arc+prob:p=0.5,seed=1"` (see [`admission`](crate::admission)).
-pub fn build(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, String> {
+pub fn build(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, SpecError> {
     match spec.split_once('+') {
         Some((eviction, admission)) => admission::wrap(build_eviction(eviction, capacity)?, admission),
         None => build_eviction(spec, capacity),
     }
 }
 
-fn build_eviction(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, String> {
+fn build_eviction(spec: &str, capacity: u64) -> Result<Box<dyn Policy>, SpecError> {
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
     let name = name.trim().to_ascii_lowercase();
     let entry = REGISTRY
         .iter()
         .find(|e| e.name == name)
-        .ok_or_else(|| format!("unknown policy {name:?} (known: {})", names().join(", ")))?;
+        .ok_or_else(|| SpecError::UnknownPolicy { name: name.clone(), known: names().join(", ") })?;
     let params = Params::parse(entry.name, rest)?;
     params.check_known(entry.name, entry.params)?;
     (entry.build)(capacity, &params)
@@ -326,7 +336,7 @@ mod tests {
 
     #[test]
     fn parameter_errors_name_the_policy() {
-        let err = |spec: &str| build(spec, 1 << 20).err().unwrap();
+        let err = |spec: &str| build(spec, 1 << 20).err().unwrap().to_string();
         assert_eq!(err("lru:foo=1"), "policy lru takes no parameters (got \"foo\")");
         assert!(err("mq:m=abc").starts_with("mq: bad value \"abc\" for parameter \"m\""), "{}", err("mq:m=abc"));
         assert!(err("mq:mm=3").contains("policy mq has no parameter \"mm\" (known: m, qout, lifetime, history)"));

@@ -24,6 +24,7 @@
 //! - A new block is LIR while the LIR set has room, otherwise resident HIR.
 //! - A block remembered in S keeps the size it was first seen with.
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab, NIL};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,9 +78,9 @@ impl Lirs {
     }
 
     /// A LIRS cache whose HIR part (Q) is `hir_ratio` of the capacity.
-    pub fn with_hir_ratio(capacity: u64, hir_ratio: f64) -> Result<Self, String> {
+    pub fn with_hir_ratio(capacity: u64, hir_ratio: f64) -> Result<Self, SpecError> {
         if !(hir_ratio > 0.0 && hir_ratio < 1.0) {
-            return Err(format!("LIRS hir ratio must be in (0, 1), got {hir_ratio}"));
+            return Err(SpecError::range("lirs", format!("hir must be in (0, 1), got {hir_ratio}")));
         }
         Ok(Self::build(capacity, hir_ratio))
     }

@@ -19,6 +19,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 /// Stamp of an item with no current heap entry (free, or fewer than K requests).
@@ -54,9 +55,9 @@ pub struct LruK {
 }
 
 impl LruK {
-    pub fn new(capacity: u64, k: u32) -> Result<Self, String> {
+    pub fn new(capacity: u64, k: u32) -> Result<Self, SpecError> {
         if k == 0 {
-            return Err("lruk: k must be at least 1".into());
+            return Err(SpecError::range("lruk", "k must be at least 1"));
         }
         Ok(LruK {
             capacity,

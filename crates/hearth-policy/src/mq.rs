@@ -32,6 +32,7 @@
 //! Cost per request: one hash lookup, O(1) list moves, and `m` queue-head
 //! checks; histogram decay is 64 halvings every [`DECAY_EVERY`] requests.
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 /// Queue number marking a block that is in Qout (history) rather than resident.
@@ -50,12 +51,12 @@ pub enum History {
 }
 
 impl std::str::FromStr for History {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
         match s {
             "entries" => Ok(History::Entries),
             "bytes" => Ok(History::Bytes),
-            _ => Err(format!("mq: history must be entries or bytes, got {s:?}")),
+            _ => Err(SpecError::range("mq", format!("history must be entries or bytes, got {s:?}"))),
         }
     }
 }
@@ -128,15 +129,15 @@ pub struct Mq {
 impl Mq {
     /// An MQ cache of `capacity` bytes with `m` queues, a history of `qout` ×
     /// cache entries, and a fixed lifeTime in requests (`None`: adaptive).
-    pub fn new(capacity: u64, m: usize, qout: f64, lifetime: Option<u64>) -> Result<Self, String> {
+    pub fn new(capacity: u64, m: usize, qout: f64, lifetime: Option<u64>) -> Result<Self, SpecError> {
         if !(1..=32).contains(&m) {
-            return Err(format!("MQ needs 1 to 32 queues, got m={m}"));
+            return Err(SpecError::range("mq", format!("needs 1 to 32 queues, got m={m}")));
         }
         if !(qout >= 0.0 && qout.is_finite()) {
-            return Err(format!("MQ qout must be a non-negative number, got {qout}"));
+            return Err(SpecError::range("mq", format!("qout must be a non-negative number, got {qout}")));
         }
         if lifetime == Some(0) {
-            return Err("MQ lifetime must be at least 1 request".into());
+            return Err(SpecError::range("mq", "lifetime must be at least 1 request"));
         }
         Ok(Mq {
             capacity,
@@ -157,12 +158,12 @@ impl Mq {
 
     /// As [`Mq::new`], with lifeTime given as `"auto"` (adaptive) or a number
     /// of requests.
-    pub fn with_lifetime_spec(capacity: u64, m: usize, qout: f64, lifetime: &str) -> Result<Self, String> {
+    pub fn with_lifetime_spec(capacity: u64, m: usize, qout: f64, lifetime: &str) -> Result<Self, SpecError> {
         let lifetime = match lifetime {
             "auto" => None,
-            n => Some(
-                n.parse().map_err(|_| format!("MQ lifetime must be \"auto\" or a number of requests, got {n:?}"))?,
-            ),
+            n => Some(n.parse().map_err(|_| {
+                SpecError::range("mq", format!("lifetime must be \"auto\" or a number of requests, got {n:?}"))
+            })?),
         };
         Self::new(capacity, m, qout, lifetime)
     }

@@ -22,6 +22,7 @@
 //!   cache (libCacheSim makes room before refusing one of exactly that
 //!   size, and so does Hearth).
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,12 +58,12 @@ pub struct Qdlp {
 }
 
 impl Qdlp {
-    pub fn new(capacity: u64, small: f64, ghost: f64, threshold: u8) -> Result<Self, String> {
+    pub fn new(capacity: u64, small: f64, ghost: f64, threshold: u8) -> Result<Self, SpecError> {
         if !(small > 0.0 && small < 1.0) {
-            return Err(format!("qdlp: small must be in (0, 1), got {small}"));
+            return Err(SpecError::range("qdlp", format!("small must be in (0, 1), got {small}")));
         }
         if ghost.is_nan() || ghost < 0.0 {
-            return Err(format!("qdlp: ghost must be >= 0, got {ghost}"));
+            return Err(SpecError::range("qdlp", format!("ghost must be >= 0, got {ghost}")));
         }
         // Truncating products, as libCacheSim sizes its queues.
         let small_budget = (capacity as f64 * small) as u64;

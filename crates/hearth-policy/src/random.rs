@@ -13,6 +13,7 @@
 use hearth_core::{key_map, Access, Key, KeyMap, Policy};
 
 use crate::admission::{Lehmer64, DEFAULT_SEED};
+use crate::SpecError;
 
 pub struct Random {
     capacity: u64,
@@ -25,9 +26,9 @@ pub struct Random {
 }
 
 impl Random {
-    pub fn new(capacity: u64, seed: u64) -> Result<Self, String> {
+    pub fn new(capacity: u64, seed: u64) -> Result<Self, SpecError> {
         if seed == 0 {
-            return Err("random: seed must not be 0 (the generator would stay at 0)".into());
+            return Err(SpecError::range("random", "seed must not be 0 (the generator would stay at 0)"));
         }
         Ok(Random {
             capacity,

@@ -25,6 +25,7 @@
 //! non-ghost item of exactly the small queue's size before refusing it,
 //! which Hearth does not.
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,12 +68,12 @@ pub struct S3Fifo {
 impl S3Fifo {
     /// An S3-FIFO cache whose small queue gets `small` of the capacity and
     /// whose ghost queue remembers `ghost` x capacity bytes of items.
-    pub fn new(capacity: u64, small: f64, ghost: f64, threshold: u8) -> Result<Self, String> {
+    pub fn new(capacity: u64, small: f64, ghost: f64, threshold: u8) -> Result<Self, SpecError> {
         if !(0.0..1.0).contains(&small) || small == 0.0 {
-            return Err(format!("s3fifo: small must be in (0, 1), got {small}"));
+            return Err(SpecError::range("s3fifo", format!("small must be in (0, 1), got {small}")));
         }
         if ghost.is_nan() || ghost < 0.0 {
-            return Err(format!("s3fifo: ghost must be >= 0, got {ghost}"));
+            return Err(SpecError::range("s3fifo", format!("ghost must be >= 0, got {ghost}")));
         }
         // Truncating products, as libCacheSim sizes its queues.
         let small_budget = (capacity as f64 * small) as u64;

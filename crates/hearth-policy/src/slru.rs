@@ -18,6 +18,7 @@
 //! segment 0 over budget until the next insertion instead changes miss
 //! counts by up to 0.7% on cloudPhysicsIO.)
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 #[derive(Clone, Copy)]
@@ -49,9 +50,12 @@ impl Slru {
     /// Most segments accepted (libCacheSim's limit too).
     pub const MAX_SEGMENTS: usize = 16;
 
-    pub fn new(capacity: u64, segments: usize) -> Result<Self, String> {
+    pub fn new(capacity: u64, segments: usize) -> Result<Self, SpecError> {
         if !(1..=Self::MAX_SEGMENTS).contains(&segments) {
-            return Err(format!("slru: segments must be between 1 and {}, got {segments}", Self::MAX_SEGMENTS));
+            return Err(SpecError::range(
+                "slru",
+                format!("segments must be between 1 and {}, got {segments}", Self::MAX_SEGMENTS),
+            ));
         }
         let budget = capacity / segments as u64;
         let segments = vec![Segment { budget, ..Segment::default() }; segments];
@@ -212,6 +216,6 @@ mod tests {
         request(&mut slru, 2, 2);
         assert!(slru.contains(2));
         assert!(Slru::new(8, 0).is_err());
-        assert!(Slru::new(8, 17).err().unwrap().contains("segments"));
+        assert!(Slru::new(8, 17).err().unwrap().to_string().contains("segments"));
     }
 }

@@ -24,6 +24,7 @@
 //! leaves room. (libCacheSim also refuses items larger than Kin; Hearth
 //! admits them in both sizings.)
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,12 +47,12 @@ pub enum Sizing {
 }
 
 impl std::str::FromStr for Sizing {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
         match s {
             "slots" => Ok(Sizing::Slots),
             "bytes" => Ok(Sizing::Bytes),
-            _ => Err(format!("2q: sizing must be slots or bytes, got {s:?}")),
+            _ => Err(SpecError::range("2q", format!("sizing must be slots or bytes, got {s:?}"))),
         }
     }
 }
@@ -88,17 +89,17 @@ pub struct TwoQ {
 impl TwoQ {
     /// A 2Q cache of `capacity` bytes; `kin` is A1in's share of the bytes,
     /// `kout` A1out's length relative to the number of resident items.
-    pub fn new(capacity: u64, kin: f64, kout: f64) -> Result<Self, String> {
+    pub fn new(capacity: u64, kin: f64, kout: f64) -> Result<Self, SpecError> {
         Self::with_sizing(capacity, kin, kout, Sizing::Slots)
     }
 
     /// [`TwoQ::new`] with A1out and Am bounded as `sizing` says.
-    pub fn with_sizing(capacity: u64, kin: f64, kout: f64, sizing: Sizing) -> Result<Self, String> {
+    pub fn with_sizing(capacity: u64, kin: f64, kout: f64, sizing: Sizing) -> Result<Self, SpecError> {
         if !(kin > 0.0 && kin < 1.0) {
-            return Err(format!("2Q kin must be in (0, 1), got {kin}"));
+            return Err(SpecError::range("2q", format!("kin must be in (0, 1), got {kin}")));
         }
         if !(kout >= 0.0 && kout.is_finite()) {
-            return Err(format!("2Q kout must be a non-negative number, got {kout}"));
+            return Err(SpecError::range("2q", format!("kout must be a non-negative number, got {kout}")));
         }
         Ok(TwoQ {
             capacity,

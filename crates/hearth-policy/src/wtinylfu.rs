@@ -49,6 +49,7 @@
 //! Caffeine's random admission of some warm candidates (a defence against
 //! hash flooding) is left out to stay deterministic.
 
+use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 /// How candidate and victim frequencies are estimated (see the module doc).
@@ -61,12 +62,12 @@ pub enum Frequency {
 }
 
 impl std::str::FromStr for Frequency {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
         match s {
             "sketch" => Ok(Frequency::Sketch),
             "exact" => Ok(Frequency::Exact),
-            _ => Err(format!("wtinylfu: freq must be \"sketch\" or \"exact\", got {s:?}")),
+            _ => Err(SpecError::range("wtinylfu", format!("freq must be \"sketch\" or \"exact\", got {s:?}"))),
         }
     }
 }
@@ -105,12 +106,12 @@ impl WTinyLfu {
     /// A W-TinyLFU cache whose window gets `window` of the capacity, whose
     /// protected segment gets `protected` of the rest, estimating frequencies
     /// by `frequency`.
-    pub fn new(capacity: u64, window: f64, protected: f64, frequency: Frequency) -> Result<Self, String> {
+    pub fn new(capacity: u64, window: f64, protected: f64, frequency: Frequency) -> Result<Self, SpecError> {
         if !(0.0..1.0).contains(&window) {
-            return Err(format!("wtinylfu: window must be in [0, 1), got {window}"));
+            return Err(SpecError::range("wtinylfu", format!("window must be in [0, 1), got {window}")));
         }
         if !(0.0..1.0).contains(&protected) {
-            return Err(format!("wtinylfu: protected must be in [0, 1), got {protected}"));
+            return Err(SpecError::range("wtinylfu", format!("protected must be in [0, 1), got {protected}")));
         }
         // Truncating products, as libCacheSim sizes its window and segments.
         let window_budget = (capacity as f64 * window) as u64;

@@ -4,11 +4,11 @@
 //! can displace at most that share of demand-fetched data, and nothing once
 //! it stops prefetching.
 
-use std::collections::VecDeque;
-
-use hearth_core::{Access, Key, KeyMap, Op, Policy};
-use hearth_policy::Lru;
+use hearth_core::{Access, Key, Op, Policy};
 use serde::Serialize;
+
+use crate::partition::Partition;
+use crate::PrefetchError;
 
 /// How a demand access was served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -66,22 +66,16 @@ impl Stats {
 
 pub struct PrefetchCache {
     main: Box<dyn Policy>,
-    partition: Lru,
+    partition: Partition,
     total: u64,
     block_size: u32,
     /// Demand insertions into the main cache so far: the clock that ages
     /// prefetched blocks.
     inserts: u64,
-    /// Prefetched blocks in arrival order, with the clock at arrival.
-    arrivals: VecDeque<(u64, Key)>,
-    arrived_at: KeyMap<u64>,
-    /// Blocks prefetched before [`PrefetchCache::reset_stats`]: their use or
-    /// waste is not counted against later prefetches.
-    carried: KeyMap<()>,
     evicted: Vec<Key>,
-    /// (block, used) outcomes of prefetched blocks not yet taken.
-    outcomes: Vec<(Key, bool)>,
-    pub stats: Stats,
+    /// Accesses, hits, promotes, misses and prefetches issued; used and
+    /// wasted are the partition's.
+    counts: Stats,
 }
 
 impl PrefetchCache {
@@ -92,27 +86,32 @@ impl PrefetchCache {
     /// prefetched block not demanded within one turnover of the main cache
     /// (as many demand insertions as the main cache holds blocks) is
     /// dropped, as an LRU cache would have dropped it by then.
-    pub fn new(main_policy: &str, total_bytes: u64, prefetch_fraction: f64, block_size: u32) -> Result<Self, String> {
+    pub fn new(
+        main_policy: &str,
+        total_bytes: u64,
+        prefetch_fraction: f64,
+        block_size: u32,
+    ) -> Result<Self, PrefetchError> {
         if !(0.0..1.0).contains(&prefetch_fraction) {
-            return Err(format!("prefetch fraction must be in [0, 1), got {prefetch_fraction}"));
+            return Err(PrefetchError::range(
+                "prefetch fraction",
+                format!("must be in [0, 1), got {prefetch_fraction}"),
+            ));
         }
         Ok(PrefetchCache {
             main: hearth_policy::build(main_policy, total_bytes)?,
-            partition: Lru::new((total_bytes as f64 * prefetch_fraction) as u64),
+            partition: Partition::new((total_bytes as f64 * prefetch_fraction) as u64, block_size),
             total: total_bytes,
             block_size,
             inserts: 0,
-            arrivals: VecDeque::new(),
-            arrived_at: KeyMap::default(),
-            carried: KeyMap::default(),
             evicted: Vec::with_capacity(16),
-            outcomes: Vec::with_capacity(16),
-            stats: Stats::default(),
+            counts: Stats::default(),
         })
     }
 
-    fn access(&self, key: Key, op: Op) -> Access {
-        Access { key, size: self.block_size, op, ..Access::default() }
+    /// The counters of the run so far.
+    pub fn stats(&self) -> Stats {
+        Stats { used: self.partition.used(), wasted: self.partition.wasted(), ..self.counts.clone() }
     }
 
     /// Whether `key` is in the main cache or the prefetch partition.
@@ -122,26 +121,12 @@ impl PrefetchCache {
 
     /// Bytes held by prefetched, not yet demanded blocks.
     pub fn prefetched_bytes(&self) -> u64 {
-        self.partition.occupancy()
+        self.partition.bytes()
     }
 
     /// Bytes held in all.
     pub fn occupancy(&self) -> u64 {
-        self.main.occupancy() + self.partition.occupancy()
-    }
-
-    /// Records the outcome of prefetched block `key` leaving the partition.
-    fn settle(&mut self, key: Key, used: bool) {
-        self.arrived_at.remove(&key);
-        if self.carried.remove(&key).is_some() {
-            return;
-        }
-        if used {
-            self.stats.used += 1;
-        } else {
-            self.stats.wasted += 1;
-        }
-        self.outcomes.push((key, used));
+        self.main.occupancy() + self.partition.bytes()
     }
 
     /// Evicts from the main cache until `extra` more bytes fit in the total.
@@ -153,35 +138,19 @@ impl PrefetchCache {
         }
     }
 
-    /// Drops prefetched blocks older than one main-cache turnover.
-    fn age_out(&mut self) {
-        let horizon = self.main.len().max(1) as u64;
-        while let Some(&(at, key)) = self.arrivals.front() {
-            if self.inserts - at <= horizon {
-                break;
-            }
-            self.arrivals.pop_front();
-            // Skip entries of blocks that left (or were prefetched again).
-            if self.arrived_at.get(&key) == Some(&at) && self.partition.remove(key) {
-                self.settle(key, false);
-            }
-        }
-    }
-
     /// A demand access: classifies it and updates both parts.
     pub fn demand(&mut self, key: Key, op: Op) -> Class {
-        let a = self.access(key, op);
-        self.stats.accesses += 1;
+        let a = Access { key, size: self.block_size, op, ..Access::default() };
+        self.counts.accesses += 1;
         if self.main.lookup(&a) {
-            self.stats.hits += 1;
+            self.counts.hits += 1;
             return Class::Hit;
         }
-        let class = if self.partition.remove(key) {
-            self.stats.promotes += 1;
-            self.settle(key, true);
+        let class = if self.partition.take(key) {
+            self.counts.promotes += 1;
             Class::Promote
         } else {
-            self.stats.misses += 1;
+            self.counts.misses += 1;
             Class::Miss
         };
         if u64::from(self.block_size) <= self.total {
@@ -189,7 +158,8 @@ impl PrefetchCache {
             self.evicted.clear();
             self.main.insert(&a, &mut self.evicted);
             self.inserts += 1;
-            self.age_out();
+            let horizon = self.main.len().max(1) as u64;
+            self.partition.age_out(self.inserts, horizon, &mut self.evicted);
         }
         class
     }
@@ -197,36 +167,27 @@ impl PrefetchCache {
     /// Prefetches `key` unless it is cached or the partition has no room at
     /// all; returns whether a backend read was issued.
     pub fn prefetch(&mut self, key: Key) -> bool {
-        if self.contains(key) || u64::from(self.block_size) > self.partition.capacity() {
+        if self.contains(key) || !self.partition.has_room_for_a_block() {
             return false;
         }
-        let a = self.access(key, Op::Read);
         self.evicted.clear();
-        self.partition.insert(&a, &mut self.evicted);
-        let evicted = std::mem::take(&mut self.evicted);
-        for &k in &evicted {
-            self.settle(k, false);
-        }
-        self.evicted = evicted;
+        self.partition.land(key, self.inserts, &mut self.evicted);
+        let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.make_room(0, &a);
-        self.arrived_at.insert(key, self.inserts);
-        self.arrivals.push_back((self.inserts, key));
-        self.stats.issued += 1;
+        self.counts.issued += 1;
         true
     }
 
     /// Hands every pending (block, used) outcome to `f`.
-    pub fn drain_outcomes(&mut self, mut f: impl FnMut(Key, bool)) {
-        for (k, used) in self.outcomes.drain(..) {
-            f(k, used);
-        }
+    pub fn drain_outcomes(&mut self, f: impl FnMut(Key, bool)) {
+        self.partition.drain_outcomes(f);
     }
 
     /// Clears the counters (end of warm-up); cache contents stay, and blocks
     /// prefetched so far no longer count as used or wasted.
     pub fn reset_stats(&mut self) {
-        self.stats = Stats::default();
-        self.carried = self.arrived_at.keys().map(|&k| (k, ())).collect();
+        self.counts = Stats::default();
+        self.partition.forget_waiting();
     }
 }
 
@@ -253,7 +214,7 @@ mod tests {
         let mut outcomes = Vec::new();
         c.drain_outcomes(|k, used| outcomes.push((k, used)));
         assert_eq!(outcomes, vec![(2, false), (3, true)]);
-        let s = &c.stats;
+        let s = &c.stats();
         assert_eq!((s.accesses, s.hits, s.promotes, s.misses), (5, 2, 1, 2));
         assert_eq!((s.issued, s.used, s.wasted), (3, 1, 1));
 
@@ -272,7 +233,7 @@ mod tests {
             plain.demand(k, Op::Read);
         }
         assert!(!plain.contains(100));
-        assert_eq!(plain.stats.wasted, 1);
+        assert_eq!(plain.stats().wasted, 1);
     }
 
     #[test]
@@ -281,6 +242,7 @@ mod tests {
         c.prefetch(7);
         c.reset_stats();
         assert_eq!(c.demand(7, Op::Read), Class::Promote);
-        assert_eq!((c.stats.promotes, c.stats.used, c.stats.issued), (1, 0, 0));
+        let s = c.stats();
+        assert_eq!((s.promotes, s.used, s.issued), (1, 0, 0));
     }
 }

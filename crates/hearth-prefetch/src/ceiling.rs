@@ -36,7 +36,7 @@ use hearth_trace::ctx::CtxEvent;
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
 
-use crate::{Class, PrefetchCache};
+use crate::{Class, PrefetchCache, PrefetchError};
 
 /// The split of one cache size's misses (after the warm-up).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -112,9 +112,9 @@ pub fn ceiling(
     cache_bytes: u64,
     block_size: u32,
     lookahead: u32,
-) -> Result<Ceiling, String> {
+) -> Result<Ceiling, PrefetchError> {
     if lookahead == 0 {
-        return Err("the lookahead must be at least 1".into());
+        return Err(PrefetchError::range("ceiling", "the lookahead must be at least 1"));
     }
     let k = lookahead as usize;
     let mut cache = PrefetchCache::new(main_policy, cache_bytes, 0.0, block_size)?;
@@ -188,8 +188,9 @@ pub fn ceiling(
             }
         }
     }
-    c.accesses = cache.stats.accesses;
-    c.misses = cache.stats.misses;
+    let stats = cache.stats();
+    c.accesses = stats.accesses;
+    c.misses = stats.misses;
     Ok(c)
 }
 

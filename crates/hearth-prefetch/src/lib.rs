@@ -9,6 +9,8 @@
 //! - [`cache::PrefetchCache`]: the main cache plus a separate prefetch
 //!   partition; classifies demand accesses as hit, promote or miss and counts
 //!   prefetches issued, used and wasted.
+//! - [`partition::Partition`]: that partition alone, which the server's
+//!   block cache holds too.
 //! - One file per prefetcher: [`seq`] (Linux-style read-ahead), [`run`]
 //!   (run-based), [`cminer`] (C-Miner*, offline closed frequent sequences),
 //!   [`borg`] (BORG-style correlation graph with chains), [`quickmine`]
@@ -22,12 +24,16 @@ pub mod borg;
 pub mod cache;
 pub mod ceiling;
 pub mod cminer;
+mod error;
 pub mod metrics;
+pub mod partition;
 pub mod quickmine;
 pub mod run;
 pub mod seq;
 
 pub use cache::{Class, PrefetchCache, Stats};
+pub use error::PrefetchError;
+pub use partition::Partition;
 
 use hearth_core::{Key, Op};
 use hearth_trace::ctx::CtxEvent;
@@ -86,22 +92,30 @@ pub struct Params<'a> {
 }
 
 impl<'a> Params<'a> {
-    fn parse(scheme: &'a str, rest: &'a str, known: &[&str]) -> Result<Params<'a>, String> {
+    fn parse(scheme: &'a str, rest: &'a str, known: &[&str]) -> Result<Params<'a>, PrefetchError> {
         let mut pairs = Vec::new();
         for kv in rest.split(',').filter(|s| !s.trim().is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| format!("prefetcher parameter {kv:?} is not key=value"))?;
+            let (k, v) = kv.split_once('=').ok_or_else(|| PrefetchError::NotKeyValue { piece: kv.to_string() })?;
             let k = k.trim();
             if !known.contains(&k) {
-                return Err(format!("prefetcher {scheme} has no parameter {k:?} (known: {})", known.join(", ")));
+                return Err(PrefetchError::UnknownParameter {
+                    scheme: scheme.to_string(),
+                    key: k.to_string(),
+                    known: known.join(", "),
+                });
             }
             pairs.push((k, v.trim()));
         }
         Ok(Params { scheme, pairs })
     }
-    pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, String> {
+    pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, PrefetchError> {
         match self.pairs.iter().find(|(k, _)| *k == key) {
             None => Ok(default),
-            Some((_, v)) => v.parse().map_err(|_| format!("prefetcher {}: bad value {v:?} for {key:?}", self.scheme)),
+            Some((_, v)) => v.parse().map_err(|_| PrefetchError::BadValue {
+                scheme: self.scheme.to_string(),
+                key: key.to_string(),
+                value: v.to_string(),
+            }),
         }
     }
 }
@@ -118,7 +132,7 @@ pub const SCHEMES: &[(&str, &[&str], &str)] = &[
 
 /// Builds a prefetcher from a spec like `"seq"` or `"quickmine:g=5"`.
 /// `training` is the warm-up part of the trace (offline miners learn from it).
-pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<dyn Prefetcher>, String> {
+pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<dyn Prefetcher>, PrefetchError> {
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
     let name = name.trim().to_ascii_lowercase();
     let known = SCHEMES
@@ -126,7 +140,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
         .find(|s| s.0 == name)
         .ok_or_else(|| {
             let names: Vec<&str> = SCHEMES.iter().map(|s| s.0).collect();
-            format!("unknown prefetcher {name:?} (known: {})", names.join(", "))
+            PrefetchError::UnknownPrefetcher { name: name.clone(), known: names.join(", ") }
         })?
         .1;
     let p = Params::parse(spec, rest, known)?;
@@ -155,7 +169,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             let by_time = match weight.as_str() {
                 "freq" => false,
                 "time" => true,
-                _ => return Err(format!("borg: weight must be freq or time, not {weight:?}")),
+                _ => return Err(PrefetchError::range("borg", format!("weight must be freq or time, not {weight:?}"))),
             };
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
@@ -194,12 +208,12 @@ mod tests {
             assert!(build(name, 4096, &[]).is_ok(), "{name}");
         }
         assert_eq!(build("quickmine:g=3,context=false", 4096, &[]).unwrap().name(), "QuickMine(no context)");
-        let err = |spec: &str| build(spec, 4096, &[]).err().unwrap();
-        assert!(err("nope").contains("unknown prefetcher \"nope\""));
-        assert!(err("seq:depth=3").contains("has no parameter \"depth\""));
-        assert!(err("run:depth=x").contains("bad value \"x\" for \"depth\""));
-        assert!(err("borg:weight=size").contains("freq or time"));
-        assert!(err("quickmine:g=0").contains("at least 1"));
-        assert!(err("seq:max").contains("not key=value"));
+        let err_text = |spec: &str| build(spec, 4096, &[]).err().unwrap().to_string();
+        assert!(err_text("nope").contains("unknown prefetcher \"nope\""));
+        assert!(err_text("seq:depth=3").contains("has no parameter \"depth\""));
+        assert!(err_text("run:depth=x").contains("bad value \"x\" for \"depth\""));
+        assert!(err_text("borg:weight=size").contains("freq or time"));
+        assert!(err_text("quickmine:g=0").contains("at least 1"));
+        assert!(err_text("seq:max").contains("not key=value"));
     }
 }

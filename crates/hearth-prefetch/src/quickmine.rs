@@ -34,7 +34,7 @@ use std::collections::VecDeque;
 use hearth_core::{Key, KeyMap, List, Slab};
 use rustc_hash::FxHashMap;
 
-use crate::{is_trigger, Class, Demand, Prefetcher};
+use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
 
 /// Outcomes per throttling decision.
 pub const WINDOW: u32 = 64;
@@ -238,9 +238,9 @@ pub struct QuickMine {
 }
 
 impl QuickMine {
-    pub fn new(cfg: Config) -> Result<Self, String> {
+    pub fn new(cfg: Config) -> Result<Self, PrefetchError> {
         if cfg.lookahead == 0 {
-            return Err("quickmine: the lookahead g must be at least 1".into());
+            return Err(PrefetchError::range("quickmine", "the lookahead g must be at least 1"));
         }
         let rules = RuleCache::new(cfg.max_prefixes, cfg.max_suffixes, cfg.grace);
         Ok(QuickMine {

@@ -20,7 +20,7 @@ use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
 use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
 use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::stream::{run_pipelined, run_streaming, Counting, Replayer};
-use hearth_sim::{mrc_grid, parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, TraceSource};
+use hearth_sim::{mrc_grid, parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, SourceError, TraceSource};
 use hearth_trace::TraceError;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -35,11 +35,14 @@ fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
     let errors = py.import("hearth._errors").ok();
     let class = |name: &str| errors.as_ref().and_then(|m| m.getattr(name).ok());
     match f {
-        Failure::Invalid(msg) => match class("ConfigError") {
-            Some(c) => c.call1((msg,)).map_or_else(|e| e, PyErr::from_value),
-            None => PyValueError::new_err(msg),
-        },
-        Failure::Trace(e) => trace_error(py, &e, class),
+        Failure::Source(SourceError::Trace(e)) => trace_error(py, &e, class),
+        other => {
+            let msg = other.to_string();
+            match class("ConfigError") {
+                Some(c) => c.call1((msg,)).map_or_else(|e| e, PyErr::from_value),
+                None => PyValueError::new_err(msg),
+            }
+        }
     }
 }
 
@@ -194,7 +197,7 @@ fn sim<'py>(
     }
     let sizes = parse_sizes(sizes).map_err(|m| fail(arg(format!("sizes: {m}"))))?;
     let builtin: Vec<String> = entries.iter().filter_map(|e| e.as_ref().ok().cloned()).collect();
-    check_policies(&builtin).map_err(fail)?;
+    check_policies(&builtin).map_err(|e| fail(e.into()))?;
     let warmup = warmup.map(str::parse::<Warmup>).transpose().map_err(|m| fail(arg(format!("warmup: {m}"))))?;
     let sim = Simulation { policies: builtin, sizes, warmup, interval };
     let threads = self::threads(threads);
@@ -204,7 +207,7 @@ fn sim<'py>(
         let source = source_of(py, trace, format, mode, block_size, requests, seed)?;
         let results = if factories.is_empty() {
             // Built-in policies only: the command line's run, without the GIL.
-            interruptible(py, cancel_flag(&source), || simulate(&source, &sim, threads, &()))?.map_err(fail)?.results
+            interruptible(py, cancel_flag(&source), || simulate(&source, &sim, threads, &()))?.map_err(|e| fail(e.into()))?.results
         } else {
             with_plugins(py, &source, &sim, &entries, &factories, threads)?
         };
@@ -251,7 +254,7 @@ fn with_plugins(
             Err(_) => plugin_results.next().expect("one result per plugin job"),
         })
         .collect();
-    prepared.check(&ordered).map_err(fail)?;
+    prepared.check(&ordered).map_err(|e| fail(e.into()))?;
     Ok(ordered)
 }
 
@@ -276,12 +279,12 @@ fn run_plugins(
         let policy = PyPolicy::new(py, obj.unbind(), capacity, error.clone())?;
         replayers.push(Replayer::with_policy(Box::new(policy), counting));
     }
-    let mut stream = prepared.trace.accesses().map_err(|f| to_pyerr(py, f))?;
+    let mut stream = prepared.trace.accesses().map_err(|f| to_pyerr(py, f.into()))?;
     let mut chunk: Vec<Access> = Vec::with_capacity(PLUGIN_CHUNK);
     loop {
         chunk.clear();
         for a in stream.by_ref().take(PLUGIN_CHUNK) {
-            chunk.push(a.map_err(|e| to_pyerr(py, Failure::Trace(e)))?);
+            chunk.push(a.map_err(|e| to_pyerr(py, e.into()))?);
         }
         if chunk.is_empty() {
             break;
@@ -304,7 +307,7 @@ fn run_plugins(
 /// and `workers` (None when not set).
 #[pyfunction]
 fn sweep_file<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    let s = hearth_sim::sweep::Sweep::load(&path).map_err(|f| to_pyerr(py, f))?;
+    let s = hearth_sim::sweep::Sweep::load(&path).map_err(|f| to_pyerr(py, f.into()))?;
     let d = PyDict::new(py);
     let traces: Vec<String> = s.sources.iter().map(|t| t.trace.display().to_string()).collect();
     d.set_item("traces", traces)?;
@@ -355,7 +358,7 @@ fn mrc<'py>(
         None => mrc_grid(),
     };
     let policies = hearth_policy::join_specs(&policies);
-    check_policies(&policies).map_err(fail)?;
+    check_policies(&policies).map_err(|e| fail(e.into()))?;
     for m in &methods {
         if !["exact", "shards", "mini", "full"].contains(&m.as_str()) {
             return Err(fail(arg(format!("unknown method {m:?} (known: exact, shards, mini, full)"))));
@@ -369,8 +372,7 @@ fn mrc<'py>(
         let cache_bytes = sizes
             .iter()
             .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
-            .collect::<Result<Vec<u64>, String>>()
-            .map_err(Failure::Invalid)?;
+            .collect::<Result<Vec<u64>, _>>()?;
         let jobs: Vec<Job> = policies
             .iter()
             .flat_map(|p| cache_bytes.iter().map(|&c| Job { policy: p.clone(), cache_bytes: c }))
@@ -391,7 +393,7 @@ fn mrc<'py>(
                 }
                 "shards" => {
                     let m = shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
-                    let mut shards = Shards::new(m, &cache_bytes).map_err(Failure::Invalid)?;
+                    let mut shards = Shards::new(m, &cache_bytes)?;
                     run_pipelined(trace.accesses()?, |chunk| chunk.iter().for_each(|a| shards.access(a)))?;
                     (shards.rate(), shards.results())
                 }
@@ -402,7 +404,7 @@ fn mrc<'py>(
             };
             let seconds = started.elapsed().as_secs_f64();
             if results.first().is_some_and(|r| r.requests == 0) {
-                return Err(arg(format!("{} holds no requests", trace.path().display())));
+                return Err(SourceError::NoRequests(trace.path().to_path_buf()).into());
             }
             for points in results.chunks(cache_bytes.len()) {
                 curves.push((method.clone(), r, seconds, points.to_vec()));
@@ -493,7 +495,7 @@ impl Cache {
         }
         let error: ErrorSlot = Arc::new(Mutex::new(None));
         let policy: Box<dyn Policy> = if let Ok(spec) = policy.cast::<PyString>() {
-            hearth_policy::build(spec.to_str()?, capacity).map_err(|m| to_pyerr(py, Failure::Invalid(m)))?
+            hearth_policy::build(spec.to_str()?, capacity).map_err(|m| to_pyerr(py, m.into()))?
         } else if policy.is_instance_of::<PyType>() || (policy.is_callable() && !policy.hasattr("hit")?) {
             let obj = policy.call1((capacity,))?;
             Box::new(PyPolicy::new(py, obj.unbind(), capacity, error.clone())?)

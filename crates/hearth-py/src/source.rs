@@ -9,18 +9,51 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use hearth_sim::source::{ModeChoice, OptionNames};
-use hearth_sim::TraceSource;
+use hearth_sim::{SourceError, TraceSource};
 use hearth_trace::Format;
 
-/// Why a call failed: a trace problem (file and place in it) or a bad
-/// argument. Converted to a Python exception once the GIL is held again.
-pub use hearth_sim::SourceError as Failure;
+/// Why a call failed: what the libraries refused (a trace problem names its
+/// file and the place in it), or a keyword argument, named in the text.
+/// Converted to a Python exception once the GIL is held again.
+#[derive(Debug)]
+pub enum Failure {
+    Source(SourceError),
+    Argument(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Source(e) => e.fmt(f),
+            Failure::Argument(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Each error the libraries return, through the one they all convert to.
+macro_rules! from_library {
+    ($($error:ty),*) => {$(
+        impl From<$error> for Failure {
+            fn from(e: $error) -> Self {
+                Failure::Source(e.into())
+            }
+        }
+    )*};
+}
+from_library!(
+    SourceError,
+    hearth_trace::TraceError,
+    hearth_trace::SettingError,
+    hearth_policy::SpecError,
+    hearth_sim::SettingError,
+    hearth_sim::stream::StreamError
+);
 
 /// How errors name the keyword arguments.
 pub const OPTION_NAMES: OptionNames = OptionNames { block_size: "block_size", object_mode: "mode='object'" };
 
 pub fn arg(msg: impl Into<String>) -> Failure {
-    Failure::Invalid(msg.into())
+    Failure::Argument(msg.into())
 }
 
 /// A trace and how to read it, from `sim`'s, `mrc`'s and `analyze`'s

@@ -18,6 +18,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::error::{AccessError, EntryProblem};
+
 /// An allow list and a deny list; an empty allow list allows everyone.
 /// Exports may add the TLS identities they admit (empty: any client).
 #[derive(Clone, Debug, Default)]
@@ -30,11 +32,13 @@ pub struct Access {
 
 impl Access {
     /// Parses both lists; an error names the bad entry's list and index.
-    pub fn parse(allow: &[String], deny: &[String], key: &str) -> Result<Access, String> {
+    pub fn parse(allow: &[String], deny: &[String], key: &str) -> Result<Access, AccessError> {
         let nets = |list: &[String], name: &str| {
             list.iter()
                 .enumerate()
-                .map(|(i, s)| parse_net(s).map_err(|e| format!("{key}{name}[{i}]: {e}")))
+                .map(|(i, s)| {
+                    parse_net(s).map_err(|problem| AccessError { entry: format!("{key}{name}[{i}]"), problem })
+                })
                 .collect::<Result<Vec<_>, _>>()
         };
         Ok(Access { allow: nets(allow, "allow")?, deny: nets(deny, "deny")?, identities: Vec::new() })
@@ -42,11 +46,11 @@ impl Access {
 
     /// Admits only clients whose TLS identity is one of `names`; an error
     /// names the bad entry (`{key}[i]`).
-    pub fn with_identities(mut self, names: &[String], key: &str) -> Result<Access, String> {
+    pub fn with_identities(mut self, names: &[String], key: &str) -> Result<Access, AccessError> {
         self.identities = names
             .iter()
             .enumerate()
-            .map(|(i, s)| parse_name(s).map_err(|e| format!("{key}[{i}]: {e}")))
+            .map(|(i, s)| parse_name(s).map_err(|problem| AccessError { entry: format!("{key}[{i}]"), problem }))
             .collect::<Result<_, _>>()?;
         Ok(self)
     }
@@ -78,7 +82,7 @@ impl Access {
 
 /// A distinguished name as its attributes (`TYPE=value`, type in capitals,
 /// no spaces around the separators), in the order written.
-fn parse_name(s: &str) -> Result<Vec<String>, String> {
+fn parse_name(s: &str) -> Result<Vec<String>, EntryProblem> {
     let mut attributes = Vec::new();
     let mut rest = s;
     while !rest.trim().is_empty() {
@@ -88,24 +92,24 @@ fn parse_name(s: &str) -> Result<Vec<String>, String> {
         let (attribute, tail) = rest.split_at(end);
         rest = tail.strip_prefix(',').unwrap_or(tail);
         let Some((kind, value)) = attribute.split_once('=') else {
-            return Err(format!("{s:?} is not a distinguished name such as \"CN=alice,O=Example\""));
+            return Err(EntryProblem::NotAName(s.to_string()));
         };
         let (kind, value) = (kind.trim(), value.trim());
         if kind.is_empty() || value.is_empty() {
-            return Err(format!("{s:?} has an empty attribute type or value"));
+            return Err(EntryProblem::EmptyAttribute(s.to_string()));
         }
         attributes.push(format!("{}={value}", kind.to_ascii_uppercase()));
     }
     if attributes.is_empty() {
-        return Err("an empty distinguished name".into());
+        return Err(EntryProblem::EmptyName);
     }
     Ok(attributes)
 }
 
-fn parse_net(s: &str) -> Result<IpNet, String> {
+fn parse_net(s: &str) -> Result<IpNet, EntryProblem> {
     s.parse::<IpNet>()
         .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
-        .map_err(|_| format!("{s:?} is not an address or a CIDR block such as 10.0.0.0/8"))
+        .map_err(|_| EntryProblem::NotANetwork(s.to_string()))
 }
 
 #[cfg(test)]
@@ -128,7 +132,7 @@ mod tests {
         assert!(a.permits(None), "Unix sockets are governed by file permissions");
         assert!(Access::default().permits(ip("192.168.1.1")));
         let err = Access::parse(&strings(&["10.0.0.0/8", "ten"]), &[], "server.").unwrap_err();
-        assert!(err.starts_with("server.allow[1]: \"ten\" is not an address"), "{err}");
+        assert!(err.to_string().starts_with("server.allow[1]: \"ten\" is not an address"), "{err}");
     }
 
     #[test]
@@ -152,6 +156,9 @@ mod tests {
         let err = Access::default()
             .with_identities(&strings(&["CN=alice", "alice"]), "export[0].tls_identities")
             .unwrap_err();
-        assert!(err.starts_with("export[0].tls_identities[1]: \"alice\" is not a distinguished name"), "{err}");
+        assert!(
+            err.to_string().starts_with("export[0].tls_identities[1]: \"alice\" is not a distinguished name"),
+            "{err}"
+        );
     }
 }

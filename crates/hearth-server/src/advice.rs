@@ -177,7 +177,7 @@ impl Advisor {
         cache_bytes: u64,
         block_size: u64,
         what_if: &[String],
-    ) -> Result<Option<Advisor>, String> {
+    ) -> Result<Option<Advisor>, crate::OpenError> {
         let cache_blocks = cache_bytes / block_size;
         if cache_blocks == 0 {
             return Ok(None);

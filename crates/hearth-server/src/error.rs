@@ -39,12 +39,49 @@ pub enum ServeError {
 pub enum OpenError {
     #[error(transparent)]
     Io(#[from] io::Error),
-    /// A policy or prefetcher spec its registry refused.
-    #[error("{0}")]
-    Spec(String),
+    #[error(transparent)]
+    Policy(#[from] hearth_policy::SpecError),
+    #[error(transparent)]
+    Prefetch(#[from] hearth_prefetch::PrefetchError),
+    /// A tier plan that cannot be read.
+    #[error(transparent)]
+    Tier(#[from] hearth_tier::TierError),
+    /// The live advice's sampling set-up.
+    #[error(transparent)]
+    Advice(#[from] hearth_sim::SettingError),
     /// A tier plan that cannot be used with this export.
     #[error("{}: {message}", path.display())]
     Plan { path: PathBuf, message: String },
+}
+
+/// A bad `allow`, `deny` or `tls_identities` entry: `entry` names its key
+/// and index (`server.allow[2]`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{entry}: {problem}")]
+pub struct AccessError {
+    pub entry: String,
+    pub problem: EntryProblem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryProblem {
+    #[error("{0:?} is not an address or a CIDR block such as 10.0.0.0/8")]
+    NotANetwork(String),
+    #[error("{0:?} is not a distinguished name such as \"CN=alice,O=Example\"")]
+    NotAName(String),
+    #[error("{0:?} has an empty attribute type or value")]
+    EmptyAttribute(String),
+    #[error("an empty distinguished name")]
+    EmptyName,
+}
+
+/// An upstream that cannot be used: not an NBD or HTTP URL as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("{uri:?}: {why} (expected nbd://host[:port]/export or nbd+unix:///export?socket=PATH)")]
+    Nbd { uri: String, why: &'static str },
+    #[error("{0:?} is not an http:// or https:// URL")]
+    NotHttp(String),
 }
 
 /// A certificate or key that cannot be used, with the file it came from.

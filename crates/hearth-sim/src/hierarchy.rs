@@ -28,7 +28,7 @@ use hearth_trace::buffered::BufferedAccess;
 use serde::Serialize;
 
 use crate::device::{ClassStats, Device, DeviceQueue};
-use crate::SimResult;
+use crate::{HierarchyError, SimResult};
 
 /// One client's buffer cache: a replacement policy plus the slot each
 /// cached block occupies, so requests can carry buffer addresses.
@@ -181,7 +181,7 @@ pub struct ClientMiss<'a> {
 }
 
 impl ClientCaches {
-    pub fn new(policy: &str, bytes: u64, per_client: bool) -> Result<Self, String> {
+    pub fn new(policy: &str, bytes: u64, per_client: bool) -> Result<Self, HierarchyError> {
         hearth_policy::build(policy, bytes)?;
         Ok(ClientCaches { policy: policy.into(), bytes, per_client, caches: key_map(16), hits: 0 })
     }
@@ -226,7 +226,7 @@ struct StorageSide {
 }
 
 impl StorageSide {
-    fn new(cfg: &HierarchyConfig, future: StorageFuture) -> Result<Self, String> {
+    fn new(cfg: &HierarchyConfig, future: StorageFuture) -> Result<Self, HierarchyError> {
         let policy = hearth_policy::build(&cfg.storage_policy, cfg.storage_bytes)?;
         Ok(StorageSide {
             cfg: cfg.clone(),
@@ -247,7 +247,7 @@ impl StorageSide {
     /// A request reaching the storage server from `client`, with the client
     /// buffer it uses (if known) and, under DEMOTE, the blocks the client
     /// ships with it.
-    fn request(&mut self, a: &Access, client: u64, buffer: Option<u64>, demoted: &[Key]) -> Result<(), String> {
+    fn request(&mut self, a: &Access, client: u64, buffer: Option<u64>, demoted: &[Key]) -> Result<(), HierarchyError> {
         let now = self.requests;
         self.requests += 1;
         // The storage server's clock counts its own requests (MQ's lifetimes
@@ -330,7 +330,7 @@ impl StorageSide {
 }
 
 /// Runs the trace through client caches and the storage cache.
-pub fn run_hierarchy(accesses: &[Access], cfg: &HierarchyConfig) -> Result<HierarchyResult, String> {
+pub fn run_hierarchy(accesses: &[Access], cfg: &HierarchyConfig) -> Result<HierarchyResult, HierarchyError> {
     // The client caches do not depend on the storage cache, so a first pass
     // gives the storage-level sequence OPT's next-use times are read from.
     let recorded = storage_trace(accesses, cfg)?;
@@ -350,12 +350,12 @@ pub fn run_hierarchy(accesses: &[Access], cfg: &HierarchyConfig) -> Result<Hiera
 /// Runs a storage-level trace that already carries client buffer addresses
 /// (see `hearth_trace::buffered`) through the storage cache; the client
 /// caches are the trace's. `cfg`'s client fields are unused.
-pub fn run_storage_trace(trace: &[BufferedAccess], cfg: &HierarchyConfig) -> Result<HierarchyResult, String> {
+pub fn run_storage_trace(trace: &[BufferedAccess], cfg: &HierarchyConfig) -> Result<HierarchyResult, HierarchyError> {
     if cfg.placement == Placement::Demote {
-        return Err("DEMOTE needs the client's evicted blocks, which a storage-level trace does not record".into());
+        return Err(HierarchyError::DemoteWithoutEvictions);
     }
     let mut storage = StorageSide::new(cfg, StorageFuture::new(trace.iter().map(|r| (r.block, r.op))))?;
-    let size = u32::try_from(cfg.slot_bytes).map_err(|_| "block size too large")?;
+    let size = u32::try_from(cfg.slot_bytes).map_err(|_| HierarchyError::BlockSize { bytes: cfg.slot_bytes })?;
     for (vtime, r) in trace.iter().enumerate() {
         let a = Access { key: r.block, size, vtime: vtime as u64, next_access: NEVER, op: r.op, ctx: r.client };
         storage.request(&a, u64::from(r.client), r.buffer, &[])?;
@@ -366,7 +366,7 @@ pub fn run_storage_trace(trace: &[BufferedAccess], cfg: &HierarchyConfig) -> Res
 
 /// What the storage server sees below the client caches, with buffer
 /// addresses: the input of [`run_storage_trace`].
-pub fn storage_trace(accesses: &[Access], cfg: &HierarchyConfig) -> Result<Vec<BufferedAccess>, String> {
+pub fn storage_trace(accesses: &[Access], cfg: &HierarchyConfig) -> Result<Vec<BufferedAccess>, HierarchyError> {
     let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client)?;
     Ok(accesses
         .iter()

@@ -12,6 +12,7 @@
 //! [`run`] (policy lists, warm-up, [`simulate`]) and [`sweep`] (sweep files).
 
 pub mod device;
+mod error;
 pub mod hierarchy;
 pub mod minisim;
 pub mod mrc;
@@ -23,6 +24,7 @@ pub mod source;
 pub mod stream;
 pub mod sweep;
 
+pub use error::{HierarchyError, SettingError};
 pub use run::{simulate, Simulation, TraceRun};
 pub use size::{mrc_grid, parse_sizes, CacheSize, DEFAULT_SIZES, MRC_SIZES};
 pub use source::{SourceError, TraceSource};
@@ -162,7 +164,7 @@ pub fn run_jobs(
     jobs: &[Job],
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<Vec<SimResult>, String> {
+) -> Result<Vec<SimResult>, hearth_policy::SpecError> {
     for job in jobs {
         hearth_policy::build(&job.policy, job.cache_bytes)?;
     }
@@ -221,6 +223,6 @@ mod tests {
     fn bad_policy_spec_fails_before_running() {
         let trace = Trace::from_accesses(acc(&[1]), Mode::Object);
         let err = run_jobs(&trace, &[Job { policy: "nope".into(), cache_bytes: 1 }], 1, &|_| {}).unwrap_err();
-        assert!(err.contains("unknown policy"), "{err}");
+        assert!(err.to_string().contains("unknown policy"), "{err}");
     }
 }

@@ -24,7 +24,7 @@ pub fn run_miniature(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<SimResult>, StreamError> {
     if !(rate > 0.0 && rate <= 1.0) {
-        return Err(StreamError::Policy(format!("sampling rate {rate} is not in (0, 1]")));
+        return Err(crate::SettingError::SamplingRate { rate }.into());
     }
     let threshold = sample::threshold(rate);
     let scaled: Vec<Job> = jobs

@@ -27,7 +27,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use hearth_core::{key_map, Access, KeyMap, NEVER};
 use hearth_trace::sample;
 
-use crate::SimResult;
+use crate::{SettingError, SimResult};
 
 /// Fewest request slots the table starts with.
 const MIN_SLOTS: usize = 1 << 16;
@@ -359,11 +359,11 @@ pub struct Shards {
 }
 
 impl Shards {
-    pub fn new(mode: ShardsMode, cache_bytes: &[u64]) -> Result<Shards, String> {
+    pub fn new(mode: ShardsMode, cache_bytes: &[u64]) -> Result<Shards, SettingError> {
         let threshold = match mode {
             ShardsMode::FixedRate(rate) if rate > 0.0 && rate <= 1.0 => sample::threshold(rate),
-            ShardsMode::FixedRate(rate) => return Err(format!("sampling rate {rate} is not in (0, 1]")),
-            ShardsMode::FixedSize(0) => return Err("a SHARDS sample needs room for at least one item".into()),
+            ShardsMode::FixedRate(rate) => return Err(SettingError::SamplingRate { rate }),
+            ShardsMode::FixedSize(0) => return Err(SettingError::EmptySample),
             ShardsMode::FixedSize(_) => u64::MAX,
         };
         Ok(Shards {

@@ -11,7 +11,7 @@
 use hearth_core::{Key, Op};
 use hearth_prefetch::cminer;
 use hearth_prefetch::quickmine::{self, QuickMine};
-use hearth_prefetch::{Class, Demand, PrefetchCache, Prefetcher, Stats};
+use hearth_prefetch::{Class, Demand, PrefetchCache, PrefetchError, Prefetcher, Stats};
 use hearth_trace::ctx::CtxEvent;
 use serde::Serialize;
 
@@ -68,7 +68,7 @@ pub fn warmup_split(events: &[CtxEvent], share: f64) -> usize {
 }
 
 /// Replays `events` with the prefetcher `spec` (see `hearth_prefetch::build`).
-pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcome, String> {
+pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcome, PrefetchError> {
     let split = warmup_split(events, setup.warmup);
     let mut prefetcher = hearth_prefetch::build(spec, setup.block_size, &events[..split])?;
     let mut cache =
@@ -137,7 +137,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
     Ok(Outcome {
         scheme: prefetcher.name(),
         spec: spec.to_string(),
-        stats: cache.stats.clone(),
+        stats: cache.stats(),
         rules: prefetcher.rule_count(),
         timing,
     })
@@ -159,8 +159,12 @@ pub struct MiningComparison {
 
 /// Mines every I/O of `events` (no cache bound) per context and over the
 /// interleaved stream, with QuickMine's rules (lookahead `g`) and C-Miner*'s.
-pub fn compare_mining(events: &[CtxEvent], g: usize, cminer_cfg: &cminer::Config) -> Result<MiningComparison, String> {
-    let count = |context_aware: bool| -> Result<(usize, usize), String> {
+pub fn compare_mining(
+    events: &[CtxEvent],
+    g: usize,
+    cminer_cfg: &cminer::Config,
+) -> Result<MiningComparison, PrefetchError> {
+    let count = |context_aware: bool| -> Result<(usize, usize), PrefetchError> {
         // No prefix bound; 64 suffixes per prefix is far more than the
         // lookahead ever offers a repeatable prefix.
         let cfg = quickmine::Config {

@@ -8,7 +8,7 @@ use crate::scan::Scan;
 use crate::size::CacheSize;
 use crate::source::{Needs, Progress, SourceError, Streamed, TraceSource};
 use crate::stream::{run_streaming, Counting};
-use crate::{Job, SimResult};
+use crate::{Job, SettingError, SimResult};
 
 /// The policy specs a list of names stands for: the comma-split pieces are
 /// joined back into specs (`mq:m=8`, `lifetime=5000` is one spec), and a
@@ -42,19 +42,19 @@ pub enum Warmup {
 }
 
 impl std::str::FromStr for Warmup {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Warmup, String> {
+    type Err = SettingError;
+    fn from_str(s: &str) -> Result<Warmup, SettingError> {
         if let Some(p) = s.strip_suffix('%') {
-            let pct: f64 = p.trim().parse().map_err(|e| format!("bad percentage {s:?}: {e}"))?;
+            let pct: f64 = p.trim().parse().map_err(|e: std::num::ParseFloatError| SettingError::WarmupPercentage {
+                input: s.into(),
+                reason: e.to_string(),
+            })?;
             if !(0.0..100.0).contains(&pct) {
-                return Err(format!("warm-up share {s:?} must be in [0%, 100%)"));
+                return Err(SettingError::WarmupShare { input: s.into() });
             }
             return Ok(Warmup::Share(pct / 100.0));
         }
-        s.trim()
-            .parse()
-            .map(Warmup::Accesses)
-            .map_err(|_| format!("{s:?} is neither a count of requests nor a share like 10%"))
+        s.trim().parse().map(Warmup::Accesses).map_err(|_| SettingError::Warmup { input: s.into() })
     }
 }
 
@@ -97,7 +97,7 @@ impl Simulation {
             .sizes
             .iter()
             .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
-            .collect::<Result<Vec<u64>, String>>()?;
+            .collect::<Result<Vec<u64>, SettingError>>()?;
         let counting = Counting {
             warmup: self.warmup.map_or(0, |w| w.accesses(trace.accesses_counted())),
             interval: self.interval,
@@ -132,7 +132,7 @@ impl Prepared<'_> {
     /// Fails when the trace held no requests to count.
     pub fn check(&self, results: &[SimResult]) -> Result<(), SourceError> {
         if results.first().is_none_or(|r| r.requests == 0 && self.counting.warmup == 0) {
-            return Err(SourceError::Invalid(format!("{} holds no requests", self.trace.path().display())));
+            return Err(SourceError::NoRequests(self.trace.path().to_path_buf()));
         }
         Ok(())
     }
@@ -211,9 +211,9 @@ mod tests {
         assert_eq!("1000".parse(), Ok(Warmup::Accesses(1000)));
         assert_eq!("10%".parse(), Ok(Warmup::Share(0.1)));
         assert_eq!(Warmup::Share(0.1).accesses(1005), 101);
-        assert!("x%".parse::<Warmup>().unwrap_err().contains("bad percentage"));
-        assert!("100%".parse::<Warmup>().unwrap_err().contains("[0%, 100%)"));
-        assert!("lots".parse::<Warmup>().unwrap_err().contains("neither a count"));
+        assert!("x%".parse::<Warmup>().unwrap_err().to_string().contains("bad percentage"));
+        assert!("100%".parse::<Warmup>().unwrap_err().to_string().contains("[0%, 100%)"));
+        assert!("lots".parse::<Warmup>().unwrap_err().to_string().contains("neither a count"));
     }
 
     #[test]

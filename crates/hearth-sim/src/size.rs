@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::SettingError;
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CacheSize {
     Bytes(u64),
@@ -13,12 +15,11 @@ pub enum CacheSize {
 
 impl CacheSize {
     /// Bytes for a trace with this footprint; `Blocks` needs a block size.
-    pub fn resolve(self, footprint_bytes: u64, block_size: Option<u32>) -> Result<u64, String> {
+    pub fn resolve(self, footprint_bytes: u64, block_size: Option<u32>) -> Result<u64, SettingError> {
         let bytes = match self {
             CacheSize::Bytes(b) => b,
             CacheSize::Blocks(n) => {
-                let bs =
-                    block_size.ok_or("cache sizes in blocks need block mode (object traces have no block size)")?;
+                let bs = block_size.ok_or(SettingError::BlocksWithoutBlockMode)?;
                 n * u64::from(bs)
             }
             CacheSize::Footprint(f) => {
@@ -29,7 +30,7 @@ impl CacheSize {
             }
         };
         if bytes == 0 {
-            return Err(format!("cache size {self} is zero bytes"));
+            return Err(SettingError::ZeroBytes { size: self.to_string() });
         }
         Ok(bytes)
     }
@@ -45,34 +46,34 @@ impl fmt::Display for CacheSize {
     }
 }
 
-fn parse_one(s: &str) -> Result<CacheSize, String> {
+fn parse_one(s: &str) -> Result<CacheSize, SettingError> {
     let s = s.trim();
     if let Some(p) = s.strip_suffix('%') {
-        let pct: f64 = p.trim().parse().map_err(|_| format!("bad percentage {s:?}"))?;
+        let pct: f64 = p.trim().parse().map_err(|_| SettingError::Percentage { input: s.into() })?;
         if !(pct > 0.0 && pct <= 100.0) {
-            return Err(format!("cache size {s:?} must be a share in (0%, 100%]"));
+            return Err(SettingError::ShareOutOfRange { input: s.into() });
         }
         return Ok(CacheSize::Footprint(pct / 100.0));
     }
     if let Some(n) = s.strip_suffix("blocks").or_else(|| s.strip_suffix("blk")) {
-        return n.trim().parse().map(CacheSize::Blocks).map_err(|_| format!("bad block count {s:?}"));
+        return n.trim().parse().map(CacheSize::Blocks).map_err(|_| SettingError::BlockCount { input: s.into() });
     }
-    hearth_core::parse_bytes(s).map(CacheSize::Bytes)
+    Ok(CacheSize::Bytes(hearth_core::parse_bytes(s)?))
 }
 
 /// Parses a comma-separated list of sizes; an item `A..B/STEP` (byte sizes)
 /// expands to A, A+STEP, ..., up to B inclusive.
-pub fn parse_sizes(list: &str) -> Result<Vec<CacheSize>, String> {
+pub fn parse_sizes(list: &str) -> Result<Vec<CacheSize>, SettingError> {
     let mut out = Vec::new();
     for item in list.split(',').filter(|s| !s.trim().is_empty()) {
         match item.split_once("..") {
             Some((lo, rest)) => {
                 let (hi, step) =
-                    rest.split_once('/').ok_or_else(|| format!("range {item:?} needs a step: A..B/STEP"))?;
+                    rest.split_once('/').ok_or_else(|| SettingError::RangeWithoutStep { item: item.into() })?;
                 let [lo, hi, step] = [lo, hi, step].map(hearth_core::parse_bytes);
                 let (lo, hi, step) = (lo?, hi?, step?);
                 if step == 0 || lo > hi {
-                    return Err(format!("range {item:?} is empty"));
+                    return Err(SettingError::EmptyRange { item: item.into() });
                 }
                 out.extend((lo..=hi).step_by(step as usize).map(CacheSize::Bytes));
             }
@@ -80,7 +81,7 @@ pub fn parse_sizes(list: &str) -> Result<Vec<CacheSize>, String> {
         }
     }
     if out.is_empty() {
-        return Err("no cache sizes given".into());
+        return Err(SettingError::NoSizes);
     }
     Ok(out)
 }

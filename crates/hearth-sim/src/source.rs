@@ -16,6 +16,8 @@ use hearth_trace::{Format, Mode, Request, TraceError};
 
 use crate::scan::{scan, with_next_access, Scan};
 use crate::stream::StreamError;
+use crate::SettingError;
+use hearth_policy::SpecError;
 
 /// Why a trace could not be opened or simulated: a trace problem (its file
 /// and the place in it) or a bad setting.
@@ -23,22 +25,49 @@ use crate::stream::StreamError;
 pub enum SourceError {
     #[error(transparent)]
     Trace(#[from] TraceError),
+    #[error(transparent)]
+    Policy(#[from] SpecError),
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    /// A synthetic workload's spec.
+    #[error(transparent)]
+    Generator(#[from] hearth_trace::SettingError),
+    #[error("{flag} must be between 1 B and 4 GiB")]
+    BlockSize { flag: &'static str },
+    #[error("synthetic workloads are block traces; drop {flag}")]
+    SynthInObjectMode { flag: &'static str },
+    #[error("{} is an object trace ({format}): its ids are not byte offsets, so use {flag}", trace.display())]
+    ObjectTraceInBlockMode { trace: PathBuf, format: Format, flag: &'static str },
+    #[error("{} holds no requests", .0.display())]
+    NoRequests(PathBuf),
+    /// A sweep file that cannot be read or used; `error` says why.
+    #[error("{}: {error}", file.display())]
+    SweepFile { file: PathBuf, error: Box<SourceError> },
     #[error("{0}")]
-    Invalid(String),
+    SweepRead(std::io::Error),
+    #[error("{0}")]
+    SweepToml(String),
+    #[error("traces: no traces given")]
+    NoTraces,
+    #[error("policies: no policies given")]
+    NoPolicies,
+    #[error("sizes: {0}")]
+    Sizes(SettingError),
+    #[error("warmup: {0}")]
+    Warmup(SettingError),
+    #[error("block_size: {0}")]
+    SweepBlockSize(hearth_core::ValueError),
+    #[error("workers: at least one")]
+    NoWorkers,
 }
 
 impl From<StreamError> for SourceError {
     fn from(e: StreamError) -> Self {
         match e {
             StreamError::Trace(t) => SourceError::Trace(t),
-            StreamError::Policy(m) => SourceError::Invalid(m),
+            StreamError::Policy(m) => SourceError::Policy(m),
+            StreamError::Setting(m) => SourceError::Setting(m),
         }
-    }
-}
-
-impl From<String> for SourceError {
-    fn from(m: String) -> Self {
-        SourceError::Invalid(m)
     }
 }
 
@@ -52,12 +81,12 @@ pub enum ModeChoice {
 }
 
 impl std::str::FromStr for ModeChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ModeChoice, String> {
+    type Err = SettingError;
+    fn from_str(s: &str) -> Result<ModeChoice, SettingError> {
         match s.to_ascii_lowercase().as_str() {
             "block" => Ok(ModeChoice::Block),
             "object" => Ok(ModeChoice::Object),
-            _ => Err(format!("mode must be 'block' or 'object', not {s:?}")),
+            _ => Err(SettingError::Mode { input: s.into() }),
         }
     }
 }
@@ -158,22 +187,21 @@ impl TraceSource {
     }
 
     fn open_uncancelled(&self) -> Result<(Requests, Mode), SourceError> {
-        let invalid = SourceError::Invalid;
         let block_size = u32::try_from(self.block_size)
             .ok()
             .filter(|&b| b > 0)
-            .ok_or_else(|| invalid(format!("{} must be between 1 B and 4 GiB", self.names.block_size)))?;
+            .ok_or(SourceError::BlockSize { flag: self.names.block_size })?;
         if let Some(spec) = self.synth() {
             if self.mode == Some(ModeChoice::Object) {
-                return Err(invalid(format!("synthetic workloads are block traces; drop {}", self.names.object_mode)));
+                return Err(SourceError::SynthInObjectMode { flag: self.names.object_mode });
             }
             let n = self.requests;
             let requests: Requests = if spec == "oltp" {
                 let cfg = OltpConfig { seed: self.seed, ..OltpConfig::default() };
-                Box::new(Oltp::new(cfg).map_err(invalid)?.take(n).map(Ok))
+                Box::new(Oltp::new(cfg)?.take(n).map(Ok))
             } else {
-                let pattern: Pattern = spec.parse().map_err(invalid)?;
-                let synth = Synth::new(pattern, self.seed).map_err(invalid)?.block_size(block_size);
+                let pattern: Pattern = spec.parse()?;
+                let synth = Synth::new(pattern, self.seed)?.block_size(block_size);
                 Box::new(synth.take(n).map(Ok))
             };
             return Ok((requests, Mode::Block { block_size }));
@@ -184,11 +212,11 @@ impl TraceSource {
             None => Mode::for_format(format, block_size),
             Some(ModeChoice::Object) => Mode::Object,
             Some(ModeChoice::Block) if format.is_object_trace() => {
-                return Err(invalid(format!(
-                    "{} is an object trace ({format}): its ids are not byte offsets, so use {}",
-                    self.trace.display(),
-                    self.names.object_mode
-                )))
+                return Err(SourceError::ObjectTraceInBlockMode {
+                    trace: self.trace.clone(),
+                    format,
+                    flag: self.names.object_mode,
+                })
             }
             Some(ModeChoice::Block) => Mode::Block { block_size },
         };
@@ -335,7 +363,7 @@ mod tests {
         assert_eq!(err, "--block-size must be between 1 B and 4 GiB");
         assert!(TraceSource::new("synth:nope").open().is_err());
         assert_eq!("Object".parse::<ModeChoice>(), Ok(ModeChoice::Object));
-        assert!("blocks".parse::<ModeChoice>().unwrap_err().contains("mode must be"));
+        assert!("blocks".parse::<ModeChoice>().unwrap_err().to_string().contains("mode must be"));
     }
 
     #[test]

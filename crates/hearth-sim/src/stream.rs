@@ -14,6 +14,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use hearth_core::{Access, Key, Policy};
+use hearth_policy::SpecError;
 use hearth_trace::TraceError;
 
 use crate::{Job, SimResult};
@@ -26,8 +27,10 @@ const QUEUED_CHUNKS: usize = 2;
 /// Why a streaming run stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
-    #[error("{0}")]
-    Policy(String),
+    #[error(transparent)]
+    Policy(#[from] SpecError),
+    #[error(transparent)]
+    Setting(#[from] crate::SettingError),
     #[error(transparent)]
     Trace(#[from] TraceError),
 }
@@ -54,7 +57,7 @@ pub struct Replayer {
 
 impl Replayer {
     /// A replayer for `job`; fails if its policy spec is invalid.
-    pub fn new(job: &Job, counting: Counting) -> Result<Replayer, String> {
+    pub fn new(job: &Job, counting: Counting) -> Result<Replayer, SpecError> {
         let mut replayer = Replayer::with_policy(hearth_policy::build(&job.policy, job.cache_bytes)?, counting);
         replayer.result.policy = hearth_policy::label(&job.policy, &replayer.result.policy);
         Ok(replayer)

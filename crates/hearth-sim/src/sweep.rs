@@ -112,45 +112,40 @@ fn beside(dir: &Path, path: &str) -> PathBuf {
 impl Sweep {
     /// Reads a sweep file; relative paths in it are relative to its directory.
     pub fn load(path: &Path) -> Result<Sweep, SourceError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| SourceError::Invalid(format!("{}: {e}", path.display())))?;
+        let in_file = |error| SourceError::SweepFile { file: path.to_path_buf(), error: Box::new(error) };
+        let text = std::fs::read_to_string(path).map_err(|e| in_file(SourceError::SweepRead(e)))?;
         let dir = path.parent().unwrap_or(Path::new(""));
-        Sweep::parse(&text, dir).map_err(|e| SourceError::Invalid(format!("{}: {e}", path.display())))
+        Sweep::parse(&text, dir).map_err(in_file)
     }
 
     /// Reads a sweep from TOML text whose relative paths are relative to `dir`.
     pub fn parse(text: &str, dir: &Path) -> Result<Sweep, SourceError> {
-        let file: SweepFile = toml::from_str(text).map_err(|e| SourceError::Invalid(e.message().to_string()))?;
+        let file: SweepFile = toml::from_str(text).map_err(|e| SourceError::SweepToml(e.message().to_string()))?;
         let traces = file.traces.pieces();
         if traces.is_empty() {
-            return Err(SourceError::Invalid("traces: no traces given".into()));
+            return Err(SourceError::NoTraces);
         }
         let policies = policy_specs(&file.policies.pieces());
         if policies.is_empty() {
-            return Err(SourceError::Invalid("policies: no policies given".into()));
+            return Err(SourceError::NoPolicies);
         }
         check_policies(&policies)?;
         let sizes_text = file.sizes.pieces().join(",");
-        let sizes = parse_sizes(&sizes_text).map_err(|m| SourceError::Invalid(format!("sizes: {m}")))?;
+        let sizes = parse_sizes(&sizes_text).map_err(SourceError::Sizes)?;
         let warmup_text = file.warmup.as_ref().map(Text::text);
-        let warmup = warmup_text
-            .as_deref()
-            .map(str::parse::<Warmup>)
-            .transpose()
-            .map_err(|m| SourceError::Invalid(format!("warmup: {m}")))?;
+        let warmup = warmup_text.as_deref().map(str::parse::<Warmup>).transpose().map_err(SourceError::Warmup)?;
         let mut base = TraceSource::new("");
         base.names = NAMES;
         base.mode = file.mode.as_deref().map(str::parse::<ModeChoice>).transpose()?;
         base.format = file.format.as_deref().map(str::parse).transpose()?;
         let block_size_text = file.block_size.as_ref().map(Text::text);
         if let Some(b) = &block_size_text {
-            base.block_size =
-                hearth_core::parse_bytes(b).map_err(|m| SourceError::Invalid(format!("block_size: {m}")))?;
+            base.block_size = hearth_core::parse_bytes(b).map_err(SourceError::SweepBlockSize)?;
         }
         base.requests = file.requests.unwrap_or(base.requests);
         base.seed = file.seed.unwrap_or(base.seed);
         if file.workers == Some(0) {
-            return Err(SourceError::Invalid("workers: at least one".into()));
+            return Err(SourceError::NoWorkers);
         }
         let output = file.output.as_deref().map(|o| beside(dir, o));
         Ok(Sweep {

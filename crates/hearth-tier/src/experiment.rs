@@ -7,6 +7,7 @@ use rustc_hash::FxHashSet;
 use crate::extent::{footprint_blocks, Extent};
 use crate::graph::{partition, AccessGraph, Partitioner};
 use crate::sim::{simulate, CdpConfig, FastUse, TierConfig, TierStats};
+use crate::TierError;
 
 /// What the fast device is used for in one run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,15 +32,12 @@ impl Scheme {
 }
 
 impl std::str::FromStr for Scheme {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = TierError;
+    fn from_str(s: &str) -> Result<Self, TierError> {
         match s.to_ascii_lowercase().as_str() {
             "slow" | "slow-only" | "none" => Ok(Scheme::SlowOnly),
             "lru" => Ok(Scheme::LruCache),
-            other => other
-                .parse()
-                .map(Scheme::Partition)
-                .map_err(|_| format!("unknown scheme {s:?}: use slow, lru, freq or borg")),
+            other => other.parse().map(Scheme::Partition).map_err(|_| TierError::UnknownScheme { name: s.to_string() }),
         }
     }
 }
@@ -57,12 +55,12 @@ pub struct Experiment {
 impl Experiment {
     /// Trains on the first `train_fraction` of `extents` (in `[0, 1]`),
     /// linking requests up to `window` apart in the access graph.
-    pub fn new(extents: Vec<Extent>, train_fraction: f64, window: usize) -> Result<Experiment, String> {
+    pub fn new(extents: Vec<Extent>, train_fraction: f64, window: usize) -> Result<Experiment, TierError> {
         if !(0.0..=1.0).contains(&train_fraction) {
-            return Err(format!("the training share must be in [0, 1], got {train_fraction}"));
+            return Err(TierError::TrainingShare { share: train_fraction });
         }
         if extents.is_empty() {
-            return Err("the trace has no reads or writes".into());
+            return Err(TierError::EmptyTrace);
         }
         let test_from = ((extents.len() as f64 * train_fraction) as usize).min(extents.len());
         let training = &extents[..test_from];
@@ -90,7 +88,7 @@ impl Experiment {
         scheme: Scheme,
         capacity_blocks: u64,
         cdp: Option<CdpConfig>,
-    ) -> Result<TierStats, String> {
+    ) -> Result<TierStats, TierError> {
         let fast_use = match scheme {
             Scheme::SlowOnly => FastUse::Unused,
             Scheme::LruCache => FastUse::LruCache(capacity_blocks * u64::from(base.block_size)),

@@ -11,6 +11,7 @@ use hearth_core::{key_map, KeyMap};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::extent::Extent;
+use crate::TierError;
 
 /// Successors kept per vertex, strongest first; prefetching never looks
 /// further down the list than a few entries.
@@ -85,12 +86,12 @@ pub enum Partitioner {
 }
 
 impl std::str::FromStr for Partitioner {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = TierError;
+    fn from_str(s: &str) -> Result<Self, TierError> {
         match s.to_ascii_lowercase().as_str() {
             "freq" | "frequency" => Ok(Partitioner::Frequency),
             "borg" | "connectivity" => Ok(Partitioner::Connectivity),
-            _ => Err(format!("unknown partitioner {s:?}: use freq or borg")),
+            _ => Err(TierError::UnknownPartitioner { name: s.to_string() }),
         }
     }
 }

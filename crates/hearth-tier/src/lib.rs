@@ -6,6 +6,7 @@
 //! ([`sim::CdpConfig`]).
 
 pub mod devices;
+mod error;
 pub mod events;
 pub mod experiment;
 pub mod extent;
@@ -14,6 +15,7 @@ pub mod plan;
 pub mod sim;
 pub mod synth;
 
+pub use error::TierError;
 pub use experiment::{Experiment, Scheme};
 pub use extent::{extents, footprint_blocks, Extent};
 pub use graph::{partition, AccessGraph, Partitioner};

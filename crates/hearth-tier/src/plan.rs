@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::TierError;
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
@@ -33,21 +35,21 @@ impl Plan {
         self.runs.iter().flat_map(|&(first, len)| first..first + len)
     }
 
-    pub fn save(&self, path: &Path) -> Result<(), String> {
-        let json = serde_json::to_string(self).map_err(|e| e.to_string())?;
-        std::fs::write(path, json).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn save(&self, path: &Path) -> Result<(), TierError> {
+        let json = serde_json::to_string(self).map_err(|e| TierError::file(path, e))?;
+        std::fs::write(path, json).map_err(|e| TierError::file(path, e))
     }
 
-    pub fn load(path: &Path) -> Result<Plan, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let plan: Plan = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Plan, TierError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TierError::file(path, e))?;
+        let plan: Plan = serde_json::from_str(&text).map_err(|e| TierError::file(path, e))?;
         let total: u64 = plan.runs.iter().map(|r| r.1).sum();
         if total > plan.capacity_blocks {
-            return Err(format!(
-                "{}: the runs hold {total} blocks, more than capacity_blocks = {}",
-                path.display(),
-                plan.capacity_blocks
-            ));
+            return Err(TierError::PlanOverCapacity {
+                file: path.to_path_buf(),
+                total,
+                capacity: plan.capacity_blocks,
+            });
         }
         Ok(plan)
     }
@@ -69,6 +71,6 @@ mod tests {
         assert_eq!(back.blocks().collect::<Vec<_>>(), vec![10, 11, 12, 3, 4, 40]);
         let over = Plan { capacity_blocks: 5, ..plan };
         over.save(&path).unwrap();
-        assert!(Plan::load(&path).unwrap_err().contains("more than capacity_blocks = 5"));
+        assert!(Plan::load(&path).unwrap_err().to_string().contains("more than capacity_blocks = 5"));
     }
 }

@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::events::EventQueue;
 use crate::extent::Extent;
 use crate::graph::AccessGraph;
+use crate::TierError;
 
 /// What the fast device holds.
 #[derive(Clone, Debug)]
@@ -201,12 +202,12 @@ struct Tier<'a> {
 
 /// Replays `extents` through the tiers and returns the counts of the
 /// measured part. `graph` is needed when `cfg.cdp` is set.
-pub fn simulate(cfg: &TierConfig, extents: &[Extent], graph: Option<&AccessGraph>) -> Result<TierStats, String> {
+pub fn simulate(cfg: &TierConfig, extents: &[Extent], graph: Option<&AccessGraph>) -> Result<TierStats, TierError> {
     if cfg.block_size == 0 {
-        return Err("block size must be positive".into());
+        return Err(TierError::ZeroBlockSize);
     }
     if cfg.cdp.is_some() && graph.is_none() {
-        return Err("correlation-directed prefetching needs an access graph".into());
+        return Err(TierError::CdpWithoutGraph);
     }
     let lru = |bytes| hearth_policy::build("lru", bytes);
     let mut tier = Tier {

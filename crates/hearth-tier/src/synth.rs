@@ -12,6 +12,8 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
+use crate::TierError;
+
 #[derive(Clone, Debug)]
 pub struct ChainsConfig {
     pub chains: usize,
@@ -44,22 +46,25 @@ impl Default for ChainsConfig {
 }
 
 /// `requests` requests of the chains workload.
-pub fn chains(cfg: &ChainsConfig, requests: usize) -> Result<Vec<Request>, String> {
+pub fn chains(cfg: &ChainsConfig, requests: usize) -> Result<Vec<Request>, TierError> {
     if cfg.chains == 0 || cfg.chain_len == 0 || cfg.extent_blocks == 0 || cfg.block_size == 0 {
-        return Err("chains workload: chains, chain length, extent size and block size must be positive".into());
+        return Err(TierError::Chains {
+            reason: "chains, chain length, extent size and block size must be positive".into(),
+        });
     }
     if !(0.0..1.0).contains(&cfg.noise) {
-        return Err(format!("chains workload: noise must be in [0, 1), got {}", cfg.noise));
+        return Err(TierError::Chains { reason: format!("noise must be in [0, 1), got {}", cfg.noise) });
     }
     let slots = cfg.disk_blocks / u64::from(cfg.extent_blocks);
     if slots == 0 {
-        return Err("chains workload: the disk is smaller than one extent".into());
+        return Err(TierError::Chains { reason: "the disk is smaller than one extent".into() });
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
     let extent_at = |slot: u64| slot * u64::from(cfg.extent_blocks);
     let chain_list: Vec<Vec<u64>> =
         (0..cfg.chains).map(|_| (0..cfg.chain_len).map(|_| extent_at(rng.random_range(0..slots))).collect()).collect();
-    let popularity = Zipf::new(cfg.chains as f64, cfg.zipf_alpha).map_err(|e| format!("chains workload: zipf: {e}"))?;
+    let popularity =
+        Zipf::new(cfg.chains as f64, cfg.zipf_alpha).map_err(|e| TierError::Chains { reason: format!("zipf: {e}") })?;
     let bytes = cfg.extent_blocks * cfg.block_size;
     let mut out = Vec::with_capacity(requests);
     let mut walking: Option<(usize, usize)> = None;

@@ -21,7 +21,7 @@ use std::path::Path;
 
 use hearth_core::{KeyMap, Op};
 
-use crate::error::{Place, TraceError};
+use crate::error::{CtxOrderError, Place, TraceError};
 use crate::input::{open_input, Lines};
 
 /// One event of a context-tagged trace.
@@ -55,26 +55,26 @@ pub struct CtxChecker {
 }
 
 impl CtxChecker {
-    pub fn check(&mut self, e: &CtxEvent) -> Result<(), String> {
+    pub fn check(&mut self, e: &CtxEvent) -> Result<(), CtxOrderError> {
         if e.time_ns() < self.last_time {
-            return Err(format!("time {} goes back before {}", e.time_ns(), self.last_time));
+            return Err(CtxOrderError::TimeGoesBack { time: e.time_ns(), last: self.last_time });
         }
         self.last_time = e.time_ns();
         let ctx = u64::from(e.ctx());
         match e {
             CtxEvent::Begin { .. } => {
                 if self.open.insert(ctx, ()).is_some() {
-                    return Err(format!("context {ctx} begins again before it ended"));
+                    return Err(CtxOrderError::BeginsAgain { ctx });
                 }
             }
             CtxEvent::Io { .. } => {
                 if !self.open.contains_key(&ctx) {
-                    return Err(format!("I/O for context {ctx}, which is not open (no B line)"));
+                    return Err(CtxOrderError::NotOpen { ctx });
                 }
             }
             CtxEvent::End { .. } => {
                 if self.open.remove(&ctx).is_none() {
-                    return Err(format!("end of context {ctx}, which is not open"));
+                    return Err(CtxOrderError::EndNotOpen { ctx });
                 }
             }
         }
@@ -123,7 +123,7 @@ pub fn read_ctx_trace(path: &Path) -> Result<Vec<CtxEvent>, TraceError> {
                 CtxEvent::Io { time_ns, ctx, op, block: number(3, "block")? }
             }
         };
-        checker.check(&event).map_err(|what| line.error(what))?;
+        checker.check(&event).map_err(|what| line.error(what.to_string()))?;
         events.push(event);
     }
     Ok(events)

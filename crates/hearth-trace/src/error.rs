@@ -93,3 +93,46 @@ impl fmt::Display for TraceError {
 /// a chain printer (anyhow's `{:#}`) would repeat it. [`TraceError::io_error`]
 /// gives the error itself.
 impl std::error::Error for TraceError {}
+
+/// A setting that cannot be used: a trace format's name, a synthetic
+/// pattern (`zipf:0:0.9`), a workload or OLTP model, a sampling rate.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingError {
+    #[error("unknown trace format {name:?}; known formats: {known}")]
+    UnknownFormat { name: String, known: String },
+    #[error("unknown workload {name:?} (known: tpcw, rubis, dbt2)")]
+    UnknownWorkload { name: String },
+    #[error("a workload needs at least one client")]
+    NoClients,
+    /// A pattern spelled wrong: `problem` says how, with the usage.
+    #[error("{spec:?}: {problem}")]
+    Pattern { spec: String, problem: String },
+    #[error("{kind} needs at least one block")]
+    NoBlocks { kind: &'static str },
+    #[error("a mix needs at least one part")]
+    EmptyMix,
+    #[error("mix weights must be positive, got {weight}")]
+    MixWeight { weight: f64 },
+    #[error("invalid OLTP configuration: {config}")]
+    Oltp { config: String },
+    #[error("not a sampling rate: {input:?}; give a fraction (0.01) or a percentage (1%)")]
+    NotASamplingRate { input: String },
+    #[error("sampling rate {input:?} is not above 0 and at most 1 (100%)")]
+    SamplingRate { input: String },
+    /// A random distribution refused its parameters.
+    #[error("{distribution}: {reason}")]
+    Distribution { distribution: &'static str, reason: String },
+}
+
+/// A context-trace event that breaks the format's rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CtxOrderError {
+    #[error("time {time} goes back before {last}")]
+    TimeGoesBack { time: u64, last: u64 },
+    #[error("context {ctx} begins again before it ended")]
+    BeginsAgain { ctx: u64 },
+    #[error("I/O for context {ctx}, which is not open (no B line)")]
+    NotOpen { ctx: u64 },
+    #[error("end of context {ctx}, which is not open")]
+    EndNotOpen { ctx: u64 },
+}

@@ -38,7 +38,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-pub use error::{Place, TraceError};
+pub use error::{CtxOrderError, Place, SettingError, TraceError};
 pub use next_access::{NextAccessFile, NextAccessReader};
 pub use split::{accesses, fill_next_access, Accesses, Mode};
 pub use write::{write_oracle_general, write_text};
@@ -175,7 +175,7 @@ impl fmt::Display for Format {
 }
 
 impl FromStr for Format {
-    type Err = String;
+    type Err = SettingError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.to_ascii_lowercase();
         let alias = match lower.as_str() {
@@ -187,7 +187,7 @@ impl FromStr for Format {
         Format::ALL
             .into_iter()
             .find(|f| f.name() == alias)
-            .ok_or_else(|| format!("unknown trace format {s:?}; known formats: {}", format_names()))
+            .ok_or_else(|| SettingError::UnknownFormat { name: s.to_string(), known: format_names() })
     }
 }
 

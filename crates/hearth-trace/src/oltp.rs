@@ -14,7 +14,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
-use crate::Request;
+use crate::{Request, SettingError};
 
 const PAGE: u64 = 4096;
 
@@ -65,12 +65,12 @@ pub struct Oltp {
 }
 
 impl Oltp {
-    pub fn new(cfg: OltpConfig) -> Result<Oltp, String> {
+    pub fn new(cfg: OltpConfig) -> Result<Oltp, SettingError> {
         if cfg.data_pages == 0 || cfg.rows_per_page == 0 || cfg.index_fanout < 2 || cfg.ops_per_txn == 0 {
-            return Err(format!("invalid OLTP configuration: {cfg:?}"));
+            return Err(SettingError::Oltp { config: format!("{cfg:?}") });
         }
-        let rows =
-            Zipf::new((cfg.data_pages * cfg.rows_per_page) as f64, cfg.row_alpha).map_err(|e| format!("zipf: {e}"))?;
+        let rows = Zipf::new((cfg.data_pages * cfg.rows_per_page) as f64, cfg.row_alpha)
+            .map_err(|e| SettingError::Distribution { distribution: "zipf", reason: e.to_string() })?;
         let leaf_pages = (cfg.data_pages * cfg.rows_per_page).div_ceil(cfg.index_fanout);
         Ok(Oltp {
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),

@@ -8,6 +8,8 @@
 //! same keys. A threshold `t` keeps the keys with `key_hash(key) < t`, a
 //! share `t / 2^64` of the key space; `u64::MAX` keeps every key.
 
+use crate::SettingError;
+
 /// The hash sampling decisions are made on: the SplitMix64 output for a
 /// generator seeded with `key`, i.e. the SplitMix64 finalizer (Stafford's
 /// Mix13) applied to `key + 0x9e3779b97f4a7c15`.
@@ -46,20 +48,17 @@ pub fn rate_of(threshold: u64) -> f64 {
 
 /// Parses a sampling rate given as a fraction (`0.01`) or a percentage
 /// (`1%`), which must be above 0 and at most 1 (100%).
-pub fn parse_rate(s: &str) -> Result<f64, String> {
+pub fn parse_rate(s: &str) -> Result<f64, SettingError> {
     let t = s.trim();
     let (number, scale) = match t.strip_suffix('%') {
         Some(percent) => (percent.trim_end(), 100.0),
         None => (t, 1.0),
     };
-    let rate = number
-        .parse::<f64>()
-        .map_err(|_| format!("not a sampling rate: {s:?}; give a fraction (0.01) or a percentage (1%)"))?
-        / scale;
+    let rate = number.parse::<f64>().map_err(|_| SettingError::NotASamplingRate { input: s.to_string() })? / scale;
     if rate > 0.0 && rate <= 1.0 {
         Ok(rate)
     } else {
-        Err(format!("sampling rate {s:?} is not above 0 and at most 1 (100%)"))
+        Err(SettingError::SamplingRate { input: s.to_string() })
     }
 }
 
@@ -94,7 +93,7 @@ mod tests {
             assert!((parse_rate(text).unwrap() - rate).abs() < 1e-12, "{text}");
         }
         for bad in ["0", "0%", "1.5", "150%", "-0.1", "NaN", "inf", "junk", "", "%"] {
-            let err = parse_rate(bad).unwrap_err();
+            let err = parse_rate(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
         }
     }

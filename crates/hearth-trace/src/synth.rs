@@ -16,7 +16,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
-use crate::Request;
+use crate::{Request, SettingError};
 
 /// Which blocks a workload touches, in block numbers.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,29 +65,32 @@ enum Source {
 }
 
 impl Source {
-    fn new(pattern: &Pattern) -> Result<Source, String> {
+    fn new(pattern: &Pattern) -> Result<Source, SettingError> {
         Ok(match *pattern {
             Pattern::Zipf { blocks, alpha } => {
                 if blocks == 0 {
-                    return Err("zipf needs at least one block".into());
+                    return Err(SettingError::NoBlocks { kind: "zipf" });
                 }
-                Source::Zipf(Zipf::new(blocks as f64, alpha).map_err(|e| format!("zipf: {e}"))?)
+                Source::Zipf(
+                    Zipf::new(blocks as f64, alpha)
+                        .map_err(|e| SettingError::Distribution { distribution: "zipf", reason: e.to_string() })?,
+                )
             }
-            Pattern::Uniform { blocks: 0 } => return Err("uniform needs at least one block".into()),
+            Pattern::Uniform { blocks: 0 } => return Err(SettingError::NoBlocks { kind: "uniform" }),
             Pattern::Uniform { blocks } => Source::Uniform(blocks),
             Pattern::Scan { start } => Source::Scan { next: start },
-            Pattern::Loop { blocks: 0 } => return Err("loop needs at least one block".into()),
+            Pattern::Loop { blocks: 0 } => return Err(SettingError::NoBlocks { kind: "loop" }),
             Pattern::Loop { blocks } => Source::Loop { blocks, next: 0 },
             Pattern::Mix(ref parts) => {
                 if parts.is_empty() {
-                    return Err("a mix needs at least one part".into());
+                    return Err(SettingError::EmptyMix);
                 }
                 let mut total = 0.0;
                 let mut cumulative = Vec::with_capacity(parts.len());
                 let mut sources = Vec::with_capacity(parts.len());
                 for part in parts {
                     if !(part.weight.is_finite() && part.weight > 0.0) {
-                        return Err(format!("mix weights must be positive, got {}", part.weight));
+                        return Err(SettingError::MixWeight { weight: part.weight });
                     }
                     total += part.weight;
                     cumulative.push(total);
@@ -130,7 +133,7 @@ impl Synth {
     /// A generator of `pattern` seeded with `seed`, issuing 4 KiB reads one
     /// microsecond apart. Errors on an empty range, a bad Zipf exponent or
     /// non-positive mix weights.
-    pub fn new(pattern: Pattern, seed: u64) -> Result<Synth, String> {
+    pub fn new(pattern: Pattern, seed: u64) -> Result<Synth, SettingError> {
         Ok(Synth {
             source: Source::new(&pattern)?,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
@@ -185,28 +188,29 @@ impl Iterator for Synth {
 /// Parses the command-line spelling of a single pattern:
 /// `zipf:<blocks>:<alpha>`, `uniform:<blocks>`, `scan[:<start>]`, `loop:<blocks>`.
 impl FromStr for Pattern {
-    type Err = String;
+    type Err = SettingError;
 
-    fn from_str(s: &str) -> Result<Pattern, String> {
+    fn from_str(s: &str) -> Result<Pattern, SettingError> {
         let mut parts = s.split(':');
         let kind = parts.next().unwrap_or_default();
         let args: Vec<&str> = parts.collect();
         // `oltp` is the OLTP-like generator the simulator tries before these patterns.
         let usage = "expected zipf:<blocks>:<alpha>, uniform:<blocks>, scan[:<start>], loop:<blocks> or oltp";
-        let number = |i: usize, what: &str| -> Result<u64, String> {
-            let text = args.get(i).ok_or_else(|| format!("{s:?}: missing {what}; {usage}"))?;
-            text.parse().map_err(|e| format!("{s:?}: bad {what} {text:?}: {e}"))
+        let bad = |problem: String| SettingError::Pattern { spec: s.to_string(), problem };
+        let number = |i: usize, what: &str| -> Result<u64, SettingError> {
+            let text = args.get(i).ok_or_else(|| bad(format!("missing {what}; {usage}")))?;
+            text.parse().map_err(|e| bad(format!("bad {what} {text:?}: {e}")))
         };
         let pattern = match (kind, args.len()) {
             ("zipf", 2) => {
-                let alpha = args[1].parse().map_err(|e| format!("{s:?}: bad alpha {:?}: {e}", args[1]))?;
+                let alpha = args[1].parse().map_err(|e| bad(format!("bad alpha {:?}: {e}", args[1])))?;
                 Pattern::Zipf { blocks: number(0, "block count")?, alpha }
             }
             ("uniform", 1) => Pattern::Uniform { blocks: number(0, "block count")? },
             ("scan", 0) => Pattern::Scan { start: 0 },
             ("scan", 1) => Pattern::Scan { start: number(0, "start block")? },
             ("loop", 1) => Pattern::Loop { blocks: number(0, "block count")? },
-            _ => return Err(format!("{s:?}: {usage}")),
+            _ => return Err(bad(usage.to_string())),
         };
         Ok(pattern)
     }

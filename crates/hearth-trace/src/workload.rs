@@ -44,6 +44,7 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
 
 use crate::ctx::CtxEvent;
+use crate::SettingError;
 
 /// Index entries per B-tree leaf.
 pub const KEYS_PER_LEAF: u64 = 200;
@@ -59,13 +60,13 @@ pub enum Kind {
 }
 
 impl FromStr for Kind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Kind, String> {
+    type Err = SettingError;
+    fn from_str(s: &str) -> Result<Kind, SettingError> {
         match s.to_ascii_lowercase().as_str() {
             "tpcw" | "tpc-w" => Ok(Kind::TpcW),
             "rubis" => Ok(Kind::Rubis),
             "dbt2" | "dbt-2" => Ok(Kind::Dbt2),
-            _ => Err(format!("unknown workload {s:?} (known: tpcw, rubis, dbt2)")),
+            _ => Err(SettingError::UnknownWorkload { name: s.to_string() }),
         }
     }
 }
@@ -515,15 +516,16 @@ impl Db {
 }
 
 /// Generates the interleaved, context-tagged trace of `cfg`.
-pub fn generate(cfg: &WorkloadConfig) -> Result<Vec<CtxEvent>, String> {
+pub fn generate(cfg: &WorkloadConfig) -> Result<Vec<CtxEvent>, SettingError> {
     if cfg.clients == 0 {
-        return Err("a workload needs at least one client".into());
+        return Err(SettingError::NoClients);
     }
     let schema = Schema::of(cfg.kind);
     let timing = TIMING;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
-    let think = Exp::new(1.0 / timing.think_ns).map_err(|e| e.to_string())?;
-    let gap = Exp::new(1.0 / timing.io_gap_ns).map_err(|e| e.to_string())?;
+    let exp = |e: rand_distr::ExpError| SettingError::Distribution { distribution: "exp", reason: e.to_string() };
+    let think = Exp::new(1.0 / timing.think_ns).map_err(exp)?;
+    let gap = Exp::new(1.0 / timing.io_gap_ns).map_err(exp)?;
     let total_weight: f64 = schema.templates.iter().map(|t| t.weight).sum();
     let mut db = Db { tables: schema.tables.clone() };
 

@@ -415,7 +415,7 @@ fn unknown_names_and_unrecognised_csv_list_the_formats() {
     assert!(err.to_string().contains("cannot open"), "{err}");
 
     let err = "oracl".parse::<Format>().unwrap_err();
-    assert!(err.contains("known formats: msr, blkparse"), "{err}");
+    assert!(err.to_string().contains("known formats: msr, blkparse"), "{err}");
 }
 
 fn data(name: &str) -> PathBuf {

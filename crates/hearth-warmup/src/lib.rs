@@ -49,6 +49,7 @@
 //! ```
 
 pub mod converge;
+mod error;
 pub mod log;
 pub mod plan;
 pub mod reaccess;
@@ -59,6 +60,7 @@ pub mod synth;
 use std::cell::Cell;
 
 pub use converge::{HitSeries, Thresholds};
+pub use error::WarmupError;
 pub use select::Method;
 pub use sim::{Experiment, Outcome, TimedAccess};
 

@@ -14,6 +14,7 @@ use hearth_plot::{render, Chart};
 use serde::Serialize;
 
 use crate::sim::TimedAccess;
+use crate::WarmupError;
 
 const HOUR_NS: u64 = 3_600_000_000_000;
 pub const CATEGORIES: [&str; 3] = ["hourly (<1h)", "daily (23-25h)", "other"];
@@ -170,7 +171,7 @@ impl ReaccessReport {
     }
 
     /// Writes the analysis charts under `dir`; returns the files written.
-    pub fn write_plots(&self, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    pub fn write_plots(&self, dir: &Path) -> Result<Vec<PathBuf>, WarmupError> {
         let share = |counts: &[u64]| {
             let total = counts.iter().sum::<u64>().max(1) as f64;
             counts.iter().enumerate().map(|(i, &n)| (i as f64, 100.0 * n as f64 / total)).collect::<Vec<_>>()

@@ -18,6 +18,8 @@ use std::str::FromStr;
 use hearth_core::key_map;
 use serde::Serialize;
 
+use crate::WarmupError;
+
 /// How a cache starts a period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -57,12 +59,12 @@ impl fmt::Display for Method {
 }
 
 impl FromStr for Method {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Method, String> {
+    type Err = WarmupError;
+    fn from_str(s: &str) -> Result<Method, WarmupError> {
         let lower = s.to_ascii_lowercase().replace('_', "-");
         Method::ALL.into_iter().find(|m| m.name() == lower).ok_or_else(|| {
             let names: Vec<_> = Method::ALL.iter().map(|m| m.name()).collect();
-            format!("unknown warmup method {s:?} (known: {})", names.join(", "))
+            WarmupError::UnknownMethod { name: s.to_string(), known: names.join(", ") }
         })
     }
 }
@@ -151,7 +153,7 @@ mod tests {
         assert!(select(Method::Cold, &HISTORY, 1, 100).is_empty());
         assert!(select(Method::AlwaysWarm, &HISTORY, 1, 100).is_empty());
         assert!(select(Method::LastK, &HISTORY, 4, 3).is_empty());
-        assert_eq!("First-K".parse::<Method>(), Ok(Method::FirstK));
-        assert!("hot".parse::<Method>().unwrap_err().contains("last-k"));
+        assert_eq!("First-K".parse::<Method>().unwrap(), Method::FirstK);
+        assert!("hot".parse::<Method>().unwrap_err().to_string().contains("last-k"));
     }
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::converge::{load_reduction, t_converge, HitSeries, Thresholds};
 use crate::select::{select, Method};
+use crate::WarmupError;
 
 /// One block request and when it happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,30 +100,26 @@ pub fn run(
     exp: &Experiment,
     threads: usize,
     job_done: &(dyn Fn() + Sync),
-) -> Result<Vec<Outcome>, String> {
+) -> Result<Vec<Outcome>, WarmupError> {
     assert!(exp.interval_ns > 0 && exp.block_size > 0, "interval and block size must be positive");
     hearth_policy::build(&exp.policy, 1 << 20)?;
     for &r in &exp.region_sizes {
         if r == 0 || r % u64::from(exp.block_size) != 0 {
-            return Err(format!("region size {r} is not a positive multiple of the block size {}", exp.block_size));
+            return Err(WarmupError::Region { region: r, block_size: exp.block_size });
         }
     }
     // Every run keeps one counter pair per interval.
     const MAX_INTERVALS: u64 = 10_000_000;
     if exp.period_ns.div_ceil(exp.interval_ns) > MAX_INTERVALS {
-        return Err(format!(
-            "a period of {} holds more than {MAX_INTERVALS} intervals of {}; use a longer interval",
-            human(exp.period_ns),
-            human(exp.interval_ns)
-        ));
+        return Err(WarmupError::TooManyIntervals {
+            period: human(exp.period_ns),
+            interval: human(exp.interval_ns),
+            max: MAX_INTERVALS,
+        });
     }
     let periods = split_periods(trace, exp.period_ns, exp.interval_ns);
     if periods.len() < 2 {
-        return Err(format!(
-            "the trace covers {} whole period(s) of {} s; warmup needs one period of history and one to evaluate",
-            periods.len(),
-            exp.period_ns / 1_000_000_000
-        ));
+        return Err(WarmupError::TooFewPeriods { periods: periods.len(), period_secs: exp.period_ns / 1_000_000_000 });
     }
     let ctx = Context { trace, exp, periods: &periods, t0: trace[0].time_ns };
     let results = hearth_sim::parallel_map(&jobs(exp, periods.len()), threads, |job| {
@@ -186,7 +183,7 @@ impl Context<'_> {
         self.t0 + period as u64 * self.exp.period_ns
     }
 
-    fn run(&self, job: &Job) -> Result<Outcome, String> {
+    fn run(&self, job: &Job) -> Result<Outcome, WarmupError> {
         let mut cache = Cache::new(&self.exp.policy, job.cache_bytes, self.exp.block_size)?;
         if job.method == Method::AlwaysWarm {
             return Ok(self.always_warm(&mut cache, job));
@@ -311,7 +308,7 @@ struct Cache {
 }
 
 impl Cache {
-    fn new(spec: &str, bytes: u64, block_size: u32) -> Result<Cache, String> {
+    fn new(spec: &str, bytes: u64, block_size: u32) -> Result<Cache, WarmupError> {
         Ok(Cache { policy: hearth_policy::build(spec, bytes)?, block_size, vtime: 0, evicted: Vec::with_capacity(64) })
     }
 
@@ -455,6 +452,6 @@ mod tests {
             methods: vec![Method::Cold],
             thresholds: Thresholds::default(),
         };
-        assert!(run(&trace, &exp, 2, &|| {}).unwrap_err().contains("1 whole period"));
+        assert!(run(&trace, &exp, 2, &|| {}).unwrap_err().to_string().contains("1 whole period"));
     }
 }

@@ -21,6 +21,7 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
 use crate::sim::TimedAccess;
+use crate::WarmupError;
 
 const HOUR_NS: f64 = 3.6e12;
 
@@ -56,21 +57,26 @@ impl Default for DailyZipf {
 
 impl DailyZipf {
     /// Generates the whole workload in time order.
-    pub fn generate(&self) -> Result<Vec<TimedAccess>, String> {
+    pub fn generate(&self) -> Result<Vec<TimedAccess>, WarmupError> {
         let bs = u64::from(self.block_size);
         let blocks = self.address_bytes / bs;
         let set_blocks = self.hourly_set_bytes / bs;
         if self.block_size == 0 || set_blocks == 0 || 24 * set_blocks > blocks {
-            return Err(format!(
-                "24 hourly sets of {} bytes must fit in {} bytes of {}-byte blocks",
-                self.hourly_set_bytes, self.address_bytes, self.block_size
-            ));
+            return Err(WarmupError::Workload {
+                reason: format!(
+                    "24 hourly sets of {} bytes must fit in {} bytes of {}-byte blocks",
+                    self.hourly_set_bytes, self.address_bytes, self.block_size
+                ),
+            });
         }
         if !(self.mean_rate > 0.0 && (0.0..=1.0).contains(&self.daily_share)) {
-            return Err("the rate must be positive and the daily share in [0, 1]".into());
+            return Err(WarmupError::Workload {
+                reason: "the rate must be positive and the daily share in [0, 1]".into(),
+            });
         }
-        let stable = Zipf::new(blocks as f64, self.alpha).map_err(|e| format!("zipf: {e}"))?;
-        let hourly = Zipf::new(set_blocks as f64, self.alpha).map_err(|e| format!("zipf: {e}"))?;
+        let zipf = |e: rand_distr::ZipfError| WarmupError::Workload { reason: format!("zipf: {e}") };
+        let stable = Zipf::new(blocks as f64, self.alpha).map_err(zipf)?;
+        let hourly = Zipf::new(set_blocks as f64, self.alpha).map_err(zipf)?;
         let sets_base = blocks - 24 * set_blocks;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed);
         let end_ns = f64::from(self.days) * 24.0 * HOUR_NS;

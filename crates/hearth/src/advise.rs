@@ -32,7 +32,7 @@ pub struct AdviseArgs {
 }
 
 pub fn run(args: AdviseArgs) -> anyhow::Result<()> {
-    let size = match parse_sizes(&args.cache_size).map_err(anyhow::Error::msg).context("--cache-size")?[..] {
+    let size = match parse_sizes(&args.cache_size).context("--cache-size")?[..] {
         [size] => size,
         _ => anyhow::bail!("--cache-size: one size, not a list"),
     };

@@ -36,7 +36,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        for f in hearth_analyze::write_plots(&report, dir).map_err(anyhow::Error::msg)? {
+        for f in hearth_analyze::write_plots(&report, dir)? {
             eprintln!("wrote {}", f.display());
         }
     }
@@ -52,7 +52,7 @@ fn reaccess(args: &AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        for f in report.write_plots(dir).map_err(anyhow::Error::msg)? {
+        for f in report.write_plots(dir)? {
             eprintln!("wrote {}", f.display());
         }
     }

@@ -97,7 +97,7 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         "policy", "in memory", "end-to-end", "libCacheSim req/s", "ratio", "e2e ratio", "miss", "lcs miss"
     );
     for name in &specs {
-        let build = || hearth_policy::build(name, args.cache_size).map_err(anyhow::Error::msg);
+        let build = || hearth_policy::build(name, args.cache_size);
         // In memory: the policy alone.
         let mut best = f64::INFINITY;
         let mut result = None;

@@ -100,9 +100,9 @@ impl Curve {
 
 pub fn run(args: MrcArgs) -> anyhow::Result<()> {
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let rate = hearth_trace::sample::parse_rate(&args.rate).map_err(anyhow::Error::msg).context("--rate")?;
+    let rate = hearth_trace::sample::parse_rate(&args.rate).context("--rate")?;
     let sizes = match &args.sizes {
-        Some(spec) => parse_sizes(spec).map_err(anyhow::Error::msg).context("--sizes")?,
+        Some(spec) => parse_sizes(spec).context("--sizes")?,
         None => mrc_grid(),
     };
     let policies = hearth_policy::join_specs(&args.policies);
@@ -117,8 +117,7 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
     let cache_bytes = sizes
         .iter()
         .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
-        .collect::<Result<Vec<u64>, String>>()
-        .map_err(anyhow::Error::msg)?;
+        .collect::<Result<Vec<u64>, _>>()?;
     let jobs: Vec<Job> =
         policies.iter().flat_map(|p| cache_bytes.iter().map(|&c| Job { policy: p.clone(), cache_bytes: c })).collect();
     let unit = u64::from(trace.block_size().unwrap_or(1));
@@ -142,7 +141,7 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
             }
             Method::Shards => {
                 let mode = args.shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
-                let mut shards = Shards::new(mode, &cache_bytes).map_err(anyhow::Error::msg)?;
+                let mut shards = Shards::new(mode, &cache_bytes)?;
                 run_pipelined(trace.accesses()?, |chunk| {
                     chunk.iter().for_each(|a| shards.access(a));
                     bar.inc(chunk.len() as u64);
@@ -224,7 +223,7 @@ fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
                 c.points.iter().map(|p| (p.cache_bytes as f64 / (1u64 << 20) as f64, p.miss_ratio())).collect();
             chart = chart.series(&c.label(), points);
         }
-        for f in hearth_plot::render(&chart, path).map_err(anyhow::Error::msg)? {
+        for f in hearth_plot::render(&chart, path)? {
             eprintln!("wrote {}", f.display());
         }
     }

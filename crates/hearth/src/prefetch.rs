@@ -99,7 +99,7 @@ impl Source {
             "{:?}-like, {} clients, {} contexts, seed {}",
             self.workload, self.clients, self.transactions, self.seed
         );
-        Ok((generate(&cfg).map_err(anyhow::Error::msg)?, name))
+        Ok((generate(&cfg)?, name))
     }
 }
 
@@ -145,13 +145,18 @@ impl CeilingArgs {
         let footprint = footprint(events, block_size);
         let split = hearth_sim::prefetch::warmup_split(events, self.replay.warmup);
         parse_sizes(sizes)
-            .map_err(anyhow::Error::msg)
             .context("--ceiling")?
             .iter()
-            .map(|size| {
-                let bytes = size.resolve(footprint, Some(block_size)).map_err(anyhow::Error::msg)?;
-                hearth_prefetch::ceiling::ceiling(events, split, &self.replay.policy, bytes, block_size, self.lookahead)
-                    .map_err(anyhow::Error::msg)
+            .map(|size| -> anyhow::Result<_> {
+                let bytes = size.resolve(footprint, Some(block_size))?;
+                Ok(hearth_prefetch::ceiling::ceiling(
+                    events,
+                    split,
+                    &self.replay.policy,
+                    bytes,
+                    block_size,
+                    self.lookahead,
+                )?)
             })
             .collect()
     }
@@ -317,9 +322,9 @@ fn print_ceilings(ceilings: &[hearth_prefetch::ceiling::Ceiling], args: &Ceiling
 fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64, Vec<Outcome>)> {
     let block_size = args.replay.block_size()?;
     let footprint = footprint(events, block_size);
-    let sizes = parse_sizes(args.cache_size()).map_err(anyhow::Error::msg).context("--cache-size")?;
+    let sizes = parse_sizes(args.cache_size()).context("--cache-size")?;
     let [size] = sizes.as_slice() else { anyhow::bail!("--cache-size takes one size, got {}", sizes.len()) };
-    let cache_bytes = size.resolve(footprint, Some(block_size)).map_err(anyhow::Error::msg)?;
+    let cache_bytes = size.resolve(footprint, Some(block_size))?;
     let device = args
         .device_latency
         .or(args.device_latency_us)
@@ -335,13 +340,12 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
     let schemes = args.schemes();
     // Validate every spec before the long runs.
     for spec in &schemes {
-        hearth_prefetch::build(spec, block_size, &[]).map_err(anyhow::Error::msg)?;
+        hearth_prefetch::build(spec, block_size, &[])?;
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let outcomes: Vec<Outcome> = hearth_sim::parallel_map(&schemes, threads, |spec| simulate(events, spec, &setup))
         .into_iter()
-        .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)?;
+        .collect::<Result<_, _>>()?;
     Ok((footprint, cache_bytes, outcomes))
 }
 
@@ -356,7 +360,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
     let (footprint, cache_bytes, outcomes) = run_schemes(&events, &args)?;
     let mining = if args.rules {
         let cfg = cminer::Config { segment: 64, max_gap: 4, min_support: 3, min_confidence: 0.3 };
-        Some(compare_mining(&events, 5, &cfg).map_err(anyhow::Error::msg)?)
+        Some(compare_mining(&events, 5, &cfg)?)
     } else {
         None
     };
@@ -428,7 +432,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
         let chart = hearth_plot::Chart::bars(&title, "scheme", "% of accesses (the rest hit)", labels)
             .series("miss", series(&|o| o.stats.miss_rate()))
             .series("promote", series(&|o| o.stats.promote_rate()));
-        let files = hearth_plot::render(&chart, path).map_err(anyhow::Error::msg)?;
+        let files = hearth_plot::render(&chart, path)?;
         for f in files {
             eprintln!("wrote {}", f.display());
         }
@@ -466,7 +470,7 @@ fn sweep(mut args: SimArgs, clients: &[u32]) -> anyhow::Result<()> {
         for (scheme, points) in rates {
             chart = chart.series(&scheme, points);
         }
-        for f in hearth_plot::render(&chart, path).map_err(anyhow::Error::msg)? {
+        for f in hearth_plot::render(&chart, path)? {
             eprintln!("wrote {}", f.display());
         }
     }

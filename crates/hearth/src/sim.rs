@@ -118,11 +118,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     }
     let sizes_spec =
         args.sizes.clone().unwrap_or_else(|| if args.mrc.is_some() { MRC_SIZES } else { DEFAULT_SIZES }.into());
-    let sizes = parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")?;
+    let sizes = parse_sizes(&sizes_spec).context("--sizes")?;
     let policies = policy_specs(&args.policies);
     check_policies(&policies)?;
-    let warmup: Option<Warmup> =
-        args.warmup.as_deref().map(str::parse).transpose().map_err(anyhow::Error::msg).context("--warmup")?;
+    let warmup: Option<Warmup> = args.warmup.as_deref().map(str::parse).transpose().context("--warmup")?;
     let sim = Simulation { policies, sizes, warmup, interval: args.interval };
     let progress = progress::Bars::new(args.quiet);
     let mut runs = Vec::new();
@@ -165,13 +164,13 @@ fn report(args: &SimArgs, sizes: &[CacheSize], runs: &[TraceRun]) -> anyhow::Res
         }
     }
     if let Some(path) = &args.mrc {
-        let files = hearth_plot::render(&mrc_chart(runs, sizes), path).map_err(anyhow::Error::msg)?;
+        let files = hearth_plot::render(&mrc_chart(runs, sizes), path)?;
         for f in files {
             eprintln!("wrote {}", f.display());
         }
     }
     if let (Some(path), Some(every)) = (&args.interval_plot, args.interval) {
-        let files = hearth_plot::render(&interval_chart(runs, every), path).map_err(anyhow::Error::msg)?;
+        let files = hearth_plot::render(&interval_chart(runs, every), path)?;
         for f in files {
             eprintln!("wrote {}", f.display());
         }
@@ -272,22 +271,21 @@ fn run_hierarchy(args: &SimArgs, client: &str, threads: usize) -> anyhow::Result
     }
     let sizes_spec = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.into());
     let mut jobs = Vec::new();
-    for size in parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")? {
-        let cache_bytes = size.resolve(trace.footprint_bytes, trace.block_size()).map_err(anyhow::Error::msg)?;
+    for size in parse_sizes(&sizes_spec).context("--sizes")? {
+        let cache_bytes = size.resolve(trace.footprint_bytes, trace.block_size())?;
         jobs.extend(policy_specs(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
     }
     let (trace, jobs) = (&trace, &jobs[..]);
     let h = &args.hierarchy;
     let (size, client_policy) = client.split_once(':').unwrap_or((client, "lru"));
-    let [client_size] = parse_sizes(size).map_err(anyhow::Error::msg).context("--client-cache")?[..] else {
+    let [client_size] = parse_sizes(size).context("--client-cache")?[..] else {
         anyhow::bail!("--client-cache takes one size, got {size:?}");
     };
-    let client_bytes = client_size.resolve(trace.footprint_bytes, trace.block_size()).map_err(anyhow::Error::msg)?;
+    let client_bytes = client_size.resolve(trace.footprint_bytes, trace.block_size())?;
     let slot_bytes = u64::from(trace.block_size().unwrap_or(4096));
     let configs = hierarchy_configs(h, jobs, client_policy, client_bytes, slot_bytes);
     if let Some(path) = &h.export_storage_trace {
-        let recorded =
-            hearth_sim::hierarchy::storage_trace(&trace.accesses, &configs[0]).map_err(anyhow::Error::msg)?;
+        let recorded = hearth_sim::hierarchy::storage_trace(&trace.accesses, &configs[0])?;
         hearth_trace::buffered::write(path, recorded.iter().copied())?;
         eprintln!("wrote {} ({} storage-level accesses with buffer addresses)", path.display(), recorded.len());
     }
@@ -298,8 +296,7 @@ fn run_hierarchy(args: &SimArgs, client: &str, threads: usize) -> anyhow::Result
         r
     })
     .into_iter()
-    .collect::<Result<Vec<_>, String>>()
-    .map_err(anyhow::Error::msg)?;
+    .collect::<Result<Vec<_>, _>>()?;
     bar.finish_and_clear();
     let header = format!(
         "client cache {} ({client_policy}{}): {} of {} requests hit in the client",
@@ -321,16 +318,15 @@ fn run_storage_level(args: &SimArgs, threads: usize) -> anyhow::Result<()> {
     let footprint = blocks.len() as u64 * block_size;
     let sizes_spec = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.into());
     let mut jobs = Vec::new();
-    for size in parse_sizes(&sizes_spec).map_err(anyhow::Error::msg).context("--sizes")? {
-        let cache_bytes = size.resolve(footprint, Some(block_size as u32)).map_err(anyhow::Error::msg)?;
+    for size in parse_sizes(&sizes_spec).context("--sizes")? {
+        let cache_bytes = size.resolve(footprint, Some(block_size as u32))?;
         jobs.extend(policy_specs(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
     }
     let configs = hierarchy_configs(&args.hierarchy, &jobs, "", 0, block_size);
     let results =
         hearth_sim::parallel_map(&configs, threads, |cfg| hearth_sim::hierarchy::run_storage_trace(&trace, cfg))
             .into_iter()
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(anyhow::Error::msg)?;
+            .collect::<Result<Vec<_>, _>>()?;
     let header = format!(
         "{}: storage-level trace, {} accesses, footprint {}",
         path.display(),
@@ -403,7 +399,7 @@ fn report_hierarchy(args: &SimArgs, header: &str, results: &[HierarchyResult]) -
     }
     if let Some(path) = &args.hierarchy.idle_plot {
         let first = results.first().context("no results to plot")?;
-        let files = hearth_plot::render(&idle_chart(first), path).map_err(anyhow::Error::msg)?;
+        let files = hearth_plot::render(&idle_chart(first), path)?;
         for f in files {
             eprintln!("wrote {}", f.display());
         }

@@ -146,7 +146,7 @@ fn size_or_share(spec: &str, footprint_bytes: u64, block_size: u32, what: &str) 
         let n: u64 = n.trim().parse().with_context(|| format!("{what}: {spec:?} is not a block count"))?;
         Ok(n * u64::from(block_size))
     } else {
-        parse_bytes(t).map_err(anyhow::Error::msg).with_context(|| format!("{what}: {spec:?}"))
+        parse_bytes(t).with_context(|| format!("{what}: {spec:?}"))
     }
 }
 
@@ -157,7 +157,7 @@ fn load(setup: &Setup) -> anyhow::Result<Loaded> {
         .context("--block-size must be between 1 B and 4 GiB")?;
     let extents: Vec<Extent> = if setup.trace.trace.as_os_str() == "synth:chains" {
         let cfg = ChainsConfig { block_size, seed: setup.trace.seed, ..ChainsConfig::default() };
-        let requests = chains(&cfg, setup.trace.requests).map_err(anyhow::Error::msg)?;
+        let requests = chains(&cfg, setup.trace.requests)?;
         extents(requests.into_iter().map(Ok), block_size)?
     } else {
         let (requests, mode) = setup.trace.open()?;
@@ -166,15 +166,15 @@ fn load(setup: &Setup) -> anyhow::Result<Loaded> {
         }
         extents(requests, block_size)?
     };
-    let exp = Experiment::new(extents, setup.train, setup.window).map_err(anyhow::Error::msg)?;
+    let exp = Experiment::new(extents, setup.train, setup.window)?;
     let devices = match &setup.devices {
-        Some(path) => DeviceFile::load(path).map_err(anyhow::Error::msg)?,
+        Some(path) => DeviceFile::load(path)?,
         None => DeviceFile::default(),
     };
     let footprint = exp.footprint_blocks * u64::from(block_size);
     let base = TierConfig {
-        fast: devices.get(&setup.fast).map_err(anyhow::Error::msg).context("--fast")?,
-        slow: devices.get(&setup.slow).map_err(anyhow::Error::msg).context("--slow")?,
+        fast: devices.get(&setup.fast).context("--fast")?,
+        slow: devices.get(&setup.slow).context("--slow")?,
         os_cache_bytes: size_or_share(&setup.os_cache, footprint, block_size, "--os-cache")?,
         prefetch_cache_bytes: size_or_share(&setup.prefetch_cache, footprint, block_size, "--prefetch-cache")?,
         read_ahead_blocks: setup.read_ahead,
@@ -251,7 +251,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     for &scheme in &args.schemes {
         for &cdp in &cdps {
-            let stats = l.exp.run(&l.base, scheme, l.capacity_blocks, cdp).map_err(anyhow::Error::msg)?;
+            let stats = l.exp.run(&l.base, scheme, l.capacity_blocks, cdp)?;
             results.push((scheme, cdp, stats));
         }
     }
@@ -283,7 +283,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<()> {
         Partitioner::Connectivity => "borg",
     };
     let plan = Plan::from_blocks(l.base.block_size, method, l.capacity_blocks, blocks);
-    plan.save(&args.output).map_err(anyhow::Error::msg)?;
+    plan.save(&args.output)?;
     eprintln!(
         "wrote {}: {} blocks in {} runs ({method}, trained on {} requests)",
         args.output.display(),
@@ -365,7 +365,7 @@ impl Table {
             }
             c
         };
-        for f in hearth_plot::render(&chart, &dir.join(self.name)).map_err(anyhow::Error::msg)? {
+        for f in hearth_plot::render(&chart, &dir.join(self.name))? {
             eprintln!("wrote {}", f.display());
         }
         Ok(())
@@ -376,8 +376,7 @@ fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let l = load(&args.setup)?;
     std::fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     println!("{}\n", describe(&l));
-    let run =
-        |cfg: &TierConfig, scheme, capacity, cdp| l.exp.run(cfg, scheme, capacity, cdp).map_err(anyhow::Error::msg);
+    let run = |cfg: &TierConfig, scheme, capacity, cdp| l.exp.run(cfg, scheme, capacity, cdp);
     let fast = l.base.fast;
     let mut tables = Vec::new();
 

@@ -19,12 +19,12 @@ pub fn note(message: &str) {
 
 /// `500us`, `2ms`, `30s`, `30m`, `1d`: a number and its unit.
 pub fn duration(s: &str) -> Result<Duration, String> {
-    hearth_core::parse_duration(s)
+    hearth_core::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// `30%`: a share, as a fraction in [0, 1].
 pub fn percent(s: &str) -> Result<f64, String> {
-    hearth_core::parse_percent(s)
+    hearth_core::parse_percent(s).map_err(|e| e.to_string())
 }
 
 /// What a bare number meant before shares were written as percentages.

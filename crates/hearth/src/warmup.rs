@@ -187,7 +187,7 @@ pub fn load_timed(trace: &TraceArgs, days: u32) -> anyhow::Result<(Vec<TimedAcce
         if u64::from(w.block_size) != trace.block_size {
             anyhow::bail!("{BONFIRE_SYNTH} uses {}-byte blocks; drop --block-size", w.block_size);
         }
-        return Ok((w.generate().map_err(anyhow::Error::msg)?, w.block_size));
+        return Ok((w.generate()?, w.block_size));
     }
     let (requests, mode) = trace.open()?;
     let hearth_trace::Mode::Block { block_size } = mode else {
@@ -211,12 +211,10 @@ fn sim(args: WarmupSimArgs) -> anyhow::Result<()> {
         blocks.len() as u64 * u64::from(block_size)
     };
     let cache_sizes = parse_sizes(&args.sizes)
-        .map_err(anyhow::Error::msg)
         .context("--sizes")?
         .into_iter()
         .map(|s| s.resolve(footprint, Some(block_size)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
+        .collect::<Result<Vec<_>, _>>()?;
     let exp = Experiment {
         policy: args.policy.clone(),
         cache_sizes,
@@ -243,7 +241,7 @@ fn sim(args: WarmupSimArgs) -> anyhow::Result<()> {
     let periods = hearth_warmup::sim::split_periods(&trace, exp.period_ns, exp.interval_ns).len();
     let bar = progress::bar(hearth_warmup::sim::job_count(&exp, periods) as u64, "simulating restarts", args.quiet);
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let outcomes = hearth_warmup::sim::run(&trace, &exp, threads, &|| bar.inc(1)).map_err(anyhow::Error::msg)?;
+    let outcomes = hearth_warmup::sim::run(&trace, &exp, threads, &|| bar.inc(1))?;
     bar.finish_and_clear();
     drop(trace);
 
@@ -258,7 +256,7 @@ fn sim(args: WarmupSimArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.plots {
         for chart in charts(&exp, &outcomes) {
             let (name, chart) = chart;
-            for f in hearth_plot::render(&chart, &dir.join(name)).map_err(anyhow::Error::msg)? {
+            for f in hearth_plot::render(&chart, &dir.join(name))? {
                 eprintln!("wrote {}", f.display());
             }
         }

@@ -14,6 +14,7 @@ use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
 use super::Backend;
+use crate::error::UpstreamError;
 
 /// How long a read keeps retrying a server that fails or is unreachable.
 pub const RETRY_FOR: Duration = Duration::from_secs(30);
@@ -37,11 +38,11 @@ enum Failure {
 
 /// Refuses anything but an http:// or https:// URL (the config checks with
 /// this before anything is opened; [`HttpBackend::open`] checks again).
-pub fn check_url(url: &str) -> Result<(), String> {
+pub fn check_url(url: &str) -> Result<(), UpstreamError> {
     if url.starts_with("http://") || url.starts_with("https://") {
         Ok(())
     } else {
-        Err(format!("{url:?} is not an http:// or https:// URL"))
+        Err(UpstreamError::NotHttp(url.to_string()))
     }
 }
 
@@ -104,7 +105,7 @@ impl HttpBackend {
         }
         let content_range = response.headers().get("content-range").and_then(|v| v.to_str().ok()).unwrap_or("");
         let size = parse_content_range(content_range, offset, last)
-            .map_err(|what| Failure::Fatal(error(io::ErrorKind::InvalidData, what)))?;
+            .map_err(|what| Failure::Fatal(error(io::ErrorKind::InvalidData, what.to_string())))?;
         let mut body = response.body_mut().with_config().limit(buf.len() as u64 + 1).reader();
         body.read_exact(buf).map_err(|e| Failure::Transient(error(e.kind(), format!("reading the body: {e}"))))?;
         Ok(size)
@@ -115,14 +116,21 @@ impl HttpBackend {
     }
 }
 
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum ContentRangeError {
+    #[error("unexpected Content-Range {header:?} for bytes {first}-{last}")]
+    Unexpected { header: String, first: u64, last: u64 },
+    #[error("Content-Range {header:?} gives no size (the file must have one)")]
+    NoSize { header: String },
+}
+
 /// The total size from `bytes FIRST-LAST/TOTAL`, checked against the range asked for.
-fn parse_content_range(header: &str, first: u64, last: u64) -> Result<u64, String> {
-    let bad = || format!("unexpected Content-Range {header:?} for bytes {first}-{last}");
+fn parse_content_range(header: &str, first: u64, last: u64) -> Result<u64, ContentRangeError> {
+    let bad = || ContentRangeError::Unexpected { header: header.to_string(), first, last };
     let (range, total) = header.strip_prefix("bytes ").and_then(|r| r.split_once('/')).ok_or_else(bad)?;
     let (from, to) = range.split_once('-').ok_or_else(bad)?;
     let (from, to) = (from.parse::<u64>().map_err(|_| bad())?, to.parse::<u64>().map_err(|_| bad())?);
-    let total =
-        total.parse::<u64>().map_err(|_| format!("Content-Range {header:?} gives no size (the file must have one)"))?;
+    let total = total.parse::<u64>().map_err(|_| ContentRangeError::NoSize { header: header.to_string() })?;
     // A range asked past the end comes back shortened only at the very end.
     if from != first || to > last || (to < last && to + 1 != total) {
         return Err(bad());
@@ -163,7 +171,7 @@ mod tests {
         assert_eq!(parse_content_range("bytes 0-0/1234", 0, 0), Ok(1234));
         assert_eq!(parse_content_range("bytes 4096-8191/1048576", 4096, 8191), Ok(1_048_576));
         assert_eq!(parse_content_range("bytes 1000-1023/1024", 1000, 2000), Ok(1024), "cut short at the end");
-        assert!(parse_content_range("bytes 0-99/*", 0, 99).unwrap_err().contains("gives no size"));
+        assert!(parse_content_range("bytes 0-99/*", 0, 99).unwrap_err().to_string().contains("gives no size"));
         assert!(parse_content_range("bytes 1-100/1000", 0, 99).is_err(), "another range than asked");
         assert!(parse_content_range("bytes 0-49/1000", 0, 99).is_err(), "short of the end");
         assert!(parse_content_range("", 0, 99).is_err());

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use hearth_client::Client;
 
 use super::Backend;
+use crate::error::UpstreamError;
 
 /// How long a request keeps re-dialling a lost upstream before failing.
 pub const RETRY_FOR: Duration = Duration::from_secs(30);
@@ -48,9 +49,8 @@ enum Address {
 impl Upstream {
     /// Parses `nbd://host[:port]/[export]` (port 10809 by default) or
     /// `nbd+unix:///[export]?socket=PATH`, as nbdinfo and qemu write them.
-    pub fn parse(uri: &str) -> Result<Upstream, String> {
-        let bad =
-            |why: &str| format!("{uri:?}: {why} (expected nbd://host[:port]/export or nbd+unix:///export?socket=PATH)");
+    pub fn parse(uri: &str) -> Result<Upstream, UpstreamError> {
+        let bad = |why: &'static str| UpstreamError::Nbd { uri: uri.to_string(), why };
         if let Some(rest) = uri.strip_prefix("nbd://") {
             let (host, export) = rest.split_once('/').unwrap_or((rest, ""));
             if host.is_empty() {

@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy};
 use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
-use hearth_prefetch::Class;
+use hearth_prefetch::{Class, Partition};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backend::{Backend, Extent};
@@ -148,11 +148,13 @@ struct Inner {
     write_seq: u64,
     /// Blocks prefetched (queued or landed) and not yet demanded.
     prefetched: FxHashSet<Key>,
-    /// The prefetch partition: landed prefetches wait here (LRU, a small
-    /// share of the cache) until a demand promotes them into the main cache,
-    /// so wrong predictions never push out demand-fetched blocks.
-    partition: Box<dyn Policy>,
-    /// Prefetched blocks evicted before any demand, for the prefetcher's feedback.
+    /// The prefetch partition, the simulator's own (`hearth_prefetch`):
+    /// landed prefetches wait here (LRU, a small share of the cache, aged
+    /// out after one turnover of the main cache) until a demand promotes
+    /// them into the main cache, so wrong predictions never push out
+    /// demand-fetched blocks.
+    partition: Partition,
+    /// Prefetched blocks that left before any demand, for the prefetcher's feedback.
     wasted: Vec<Key>,
     vtime: u64,
     stripes: Vec<Stripe>,
@@ -211,9 +213,10 @@ impl BlockCache {
             size,
             mode,
             inner: Mutex::new(Inner {
-                partition: Box::new(hearth_policy::Lru::new(
+                partition: Partition::new(
                     (policy.capacity() * PREFETCH_SHARE_PERCENT / 100).max(u64::from(block_size)),
-                )),
+                    block_size,
+                ),
                 core: StorageCache::new(policy, placement),
                 blocks: FxHashMap::default(),
                 free: Vec::new(),

@@ -1,6 +1,10 @@
 //! What enters the cache besides demand fills: blocks placed when a client
 //! evicts them (eviction-based placement, then reloaded), and prefetches,
-//! which wait in their own partition until a demand promotes them.
+//! which wait in the simulator's prefetch partition
+//! ([`hearth_prefetch::Partition`]) until a demand promotes them, newer
+//! prefetches push them out, or one turnover of the main cache ages them
+//! out. The server keeps the claims (prefetches queued, not yet landed); the
+//! partition decides what waits and what leaves.
 
 use super::*;
 
@@ -28,8 +32,9 @@ impl BlockCache {
     /// this is its first demand), or a miss.
     pub fn classify_demand(&self, block: u64) -> Class {
         let mut inner = self.lock();
+        self.age_prefetches(&mut inner);
         if inner.prefetched.remove(&block) {
-            if inner.partition.remove(block) {
+            if inner.partition.take(block) {
                 // Landed: promote it from the partition into the main cache.
                 let a = Self::access(&mut inner, block, self.block_size, Op::Read);
                 inner.core.place(&a);
@@ -100,27 +105,48 @@ impl BlockCache {
         {
             return Ok(());
         }
-        let a = Self::access(&mut inner, block, self.block_size, Op::Read);
-        let mut victims = Vec::new();
-        inner.partition.insert(&a, &mut victims);
-        for v in victims {
-            // Evicted from the partition before any demand: a wasted prefetch.
-            if inner.prefetched.remove(&v) {
-                inner.wasted.push(v);
-            }
+        let mut left = Vec::new();
+        let clock = inner.core.stats().placements;
+        inner.partition.land(block, clock, &mut left);
+        Self::release_unused(&mut inner, &left);
+        self.store(&mut inner, block, &data, false);
+        Ok(())
+    }
+
+    /// Drops prefetched blocks older than one turnover of the main cache.
+    /// The clock is the main cache's placements, the server's count of
+    /// demand insertions.
+    fn age_prefetches(&self, inner: &mut Inner) {
+        let mut left = Vec::new();
+        let (clock, horizon) = (inner.core.stats().placements, inner.core.policy().len().max(1) as u64);
+        inner.partition.age_out(clock, horizon, &mut left);
+        Self::release_unused(inner, &left);
+    }
+
+    /// Frees prefetched blocks that left the partition before any demand.
+    fn release_unused(inner: &mut Inner, left: &[Key]) {
+        for &v in left {
+            inner.prefetched.remove(&v);
             if !inner.core.policy().contains(v) {
                 if let Some(buf) = inner.blocks.remove(&v) {
                     inner.free.push(buf);
                 }
             }
         }
-        self.store(&mut inner, block, &data, false);
-        Ok(())
     }
 
-    /// Prefetched blocks evicted unused since the last call.
+    /// Prefetched blocks that left unused since the last call.
     pub fn take_wasted(&self) -> Vec<Key> {
-        std::mem::take(&mut self.lock().wasted)
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let wasted = &mut inner.wasted;
+        // Used outcomes reach the prefetcher as promotes (see `classify_demand`).
+        inner.partition.drain_outcomes(|block, used| {
+            if !used {
+                wasted.push(block);
+            }
+        });
+        std::mem::take(wasted)
     }
 
     /// Fetches a placed block's data from the backend, unless a write raced

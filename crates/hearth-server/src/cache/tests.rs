@@ -518,6 +518,29 @@ fn prefetches_wait_in_their_partition_until_demanded() {
     assert_eq!(cache.placement_stats().placements, 1);
 }
 
+/// The simulator's ageing, in the server: a landed prefetch that no demand
+/// takes within one turnover of the main cache leaves, reported as wasted,
+/// and its memory is freed.
+#[test]
+fn a_prefetch_not_demanded_within_one_turnover_leaves_as_wasted() {
+    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    assert!(cache.start_prefetch(200));
+    cache.prefetch(200).unwrap();
+    let mut buf = vec![0u8; BS as usize];
+    for b in 0..50 {
+        cache.read(b * u64::from(BS), &mut buf).unwrap();
+    }
+    // 50 insertions into a 50-block cache: not yet one full turnover.
+    assert_eq!(cache.classify_demand(0), Class::Hit);
+    assert!(cache.cached_or_prefetching(200));
+    cache.read(50 * u64::from(BS), &mut buf).unwrap();
+    assert_eq!(cache.classify_demand(1), Class::Hit);
+    assert!(!cache.cached_or_prefetching(200), "aged out after the 51st insertion");
+    assert_eq!(cache.take_wasted(), vec![200]);
+    assert_eq!(cache.occupancy().0, 50, "its buffer left with it");
+    assert_eq!(cache.classify_demand(200), Class::Miss);
+}
+
 #[test]
 fn a_dropped_prefetch_releases_its_claim() {
     let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);

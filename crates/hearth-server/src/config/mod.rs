@@ -34,9 +34,9 @@ pub enum ConfigError {
     /// `export[i] ("name").key`.
     #[error("{key}: {message}")]
     Invalid { key: String, message: String },
-    /// A bad `allow`/`deny` entry (the message names its list and index).
-    #[error("{0}")]
-    Access(String),
+    /// A bad `allow`/`deny`/`tls_identities` entry.
+    #[error(transparent)]
+    Access(#[from] crate::error::AccessError),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -116,16 +116,20 @@ impl TlsMode {
 }
 
 impl std::str::FromStr for TlsMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<TlsMode, String> {
+    type Err = NotATlsMode;
+    fn from_str(s: &str) -> Result<TlsMode, NotATlsMode> {
         match s {
             "off" => Ok(TlsMode::Off),
             "on" => Ok(TlsMode::On),
             "require" => Ok(TlsMode::Require),
-            _ => Err(format!("{s:?} is not off, on or require")),
+            _ => Err(NotATlsMode(s.to_string())),
         }
     }
 }
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not off, on or require")]
+pub struct NotATlsMode(String);
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -164,7 +168,7 @@ pub enum SizeValue {
 }
 
 impl SizeValue {
-    pub fn bytes(&self) -> Result<u64, String> {
+    pub fn bytes(&self) -> Result<u64, hearth_core::ValueError> {
         match self {
             SizeValue::Bytes(b) => Ok(*b),
             SizeValue::Text(t) => hearth_core::parse_bytes(t),
@@ -323,6 +327,6 @@ impl Config {
 }
 
 /// `"250us"`, `"2ms"`, `"1.5s"`: the workspace's one duration syntax.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, hearth_core::ValueError> {
     hearth_core::parse_duration(s)
 }

@@ -29,7 +29,7 @@ impl ExportSpec {
         if let Some(tier) = &self.tier {
             backend = tier.open(backend, u64::from(self.block_size))?;
         }
-        let policy = hearth_policy::build(&self.policy, self.cache_bytes).map_err(OpenError::Spec)?;
+        let policy = hearth_policy::build(&self.policy, self.cache_bytes)?;
         Ok(BlockCache::with_placement(backend, policy, self.block_size, self.write_mode, self.placement))
     }
 
@@ -37,7 +37,7 @@ impl ExportSpec {
     /// training trace in the server and start empty.
     pub(crate) fn prefetcher(&self) -> Result<Option<Box<dyn hearth_prefetch::Prefetcher>>, OpenError> {
         let Some(spec) = &self.prefetch else { return Ok(None) };
-        hearth_prefetch::build(spec, self.block_size, &[]).map(Some).map_err(OpenError::Spec)
+        Ok(Some(hearth_prefetch::build(spec, self.block_size, &[])?))
     }
 
     /// The backend file the warmup log must match, `None` for one in memory
@@ -58,7 +58,7 @@ impl TierSpec {
         let tier = Arc::new(TierBackend::open(fast, slow, block_size, &self.journal)?);
         if let Some(path) = &self.plan {
             let plan_error = |message| OpenError::Plan { path: path.clone(), message };
-            let plan = hearth_tier::plan::Plan::load(path).map_err(plan_error)?;
+            let plan = hearth_tier::plan::Plan::load(path)?;
             if u64::from(plan.block_size) != block_size {
                 return Err(plan_error(format!(
                     "plan block size {} differs from the export's {block_size}",

@@ -133,8 +133,8 @@ impl Config {
     }
 }
 
-fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { key: key.into(), message: message.into() }
+fn invalid(key: impl Into<String>, message: impl ToString) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), message: message.to_string() }
 }
 
 fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
@@ -213,7 +213,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         }
     };
     let backend = backend_spec(&e, size, &at)?;
-    let block_size = block_size(&e.block_size).map_err(|m| invalid(at("block_size"), m))?;
+    let block_size = block_size(&e.block_size, at("block_size"))?;
     let cache_bytes =
         e.cache_size.as_ref().map_or(Ok(64 << 20), SizeValue::bytes).map_err(|m| invalid(at("cache_size"), m))?;
     let policy = e.policy.clone().unwrap_or_else(|| default_policy().into());
@@ -224,7 +224,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
             "opt is an offline bound: it needs every request's next use, which a server cannot know",
         ));
     }
-    let placement = placement(e.placement.as_deref()).map_err(|m| invalid(at("placement"), m))?;
+    let placement = placement(e.placement.as_deref(), at("placement"))?;
     let prefetch = e.prefetch.clone().filter(|p| p != "none");
     if let Some(spec) = &prefetch {
         hearth_prefetch::build(spec, 4096, &[]).map_err(|m| invalid(at("prefetch"), m))?;
@@ -288,7 +288,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
     let warmup = match &e.warmup {
         None => None,
         Some(w) => {
-            let settings = w.settings(cache_bytes).map_err(|(key, m)| invalid(at(&format!("warmup.{key}")), m))?;
+            let settings = w.settings(cache_bytes).map_err(|e| invalid(at(&format!("warmup.{}", e.key)), e))?;
             // Two writers on one log, or a log over the data, destroy each other.
             let shared = earlier.iter().position(|o| o.warmup.as_ref().is_some_and(|ow| ow.log == settings.log));
             if let Some(j) = shared {
@@ -389,18 +389,18 @@ fn backend_spec(e: &ExportConfig, size: Option<u64>, at: &dyn Fn(&str) -> String
     })
 }
 
-fn block_size(v: &Option<SizeValue>) -> Result<u32, String> {
-    let bs = v.as_ref().map_or(Ok(4096), SizeValue::bytes)?;
+fn block_size(v: &Option<SizeValue>, key: String) -> Result<u32, ConfigError> {
+    let bs = v.as_ref().map_or(Ok(4096), SizeValue::bytes).map_err(|m| invalid(&key, m))?;
     if !bs.is_power_of_two() || !(512..=1 << 20).contains(&bs) {
-        return Err(format!("{bs} is not a power of two between 512 B and 1 MiB"));
+        return Err(invalid(key, format!("{bs} is not a power of two between 512 B and 1 MiB")));
     }
     Ok(bs as u32)
 }
 
-fn placement(spec: Option<&str>) -> Result<Placement, String> {
-    match spec.unwrap_or("ac").parse()? {
+fn placement(spec: Option<&str>, key: String) -> Result<Placement, ConfigError> {
+    match spec.unwrap_or("ac").parse().map_err(|m| invalid(&key, m))? {
         // DEMOTE needs the client to ship evicted data, which NBD has no command for.
-        Placement::Demote => Err("\"demote\" is simulator-only; the server supports \"ac\" and \"ev\"".into()),
+        Placement::Demote => Err(invalid(key, "\"demote\" is simulator-only; the server supports \"ac\" and \"ev\"")),
         p => Ok(p),
     }
 }

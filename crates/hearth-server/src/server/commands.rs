@@ -5,6 +5,10 @@
 //! itself, since handing it to another thread would cost more than doing
 //! it: reads served from the cache, write-back writes that stay in memory,
 //! and every request up to [`INLINE_MAX`] to a backend that never waits.
+//! Past [`INLINE_MAX`] the reader only hands requests on: copying (or
+//! zero-filling) tens of MiB there would hold a runtime thread, and with it
+//! other connections' accepts and greetings, while a flood of large
+//! requests drains.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,8 +31,9 @@ use crate::Export;
 const MAX_EXTENTS: usize = 256;
 /// Longest read reply header (a structured OFFSET_DATA chunk header).
 const READ_HEADER_MAX: usize = 28;
-/// Largest request the reader runs itself on a backend that never waits:
-/// past it, the copy alone would hold up the connection's next requests.
+/// Largest request the reader runs itself on a backend that never waits, or
+/// serves from the cache: past it, the copy alone would hold up the
+/// connection's next requests and the runtime thread it runs on.
 const INLINE_MAX: u32 = 1 << 20;
 /// The step in which NBD_CMD_CACHE reads, checking between steps whether its
 /// connection is gone.
@@ -102,18 +107,20 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     if let (false, Some(advisor)) = (bypass, &export.advisor) {
         advisor.observe_read(export.cache.block_range(req.offset, u64::from(req.length)));
     }
-    if !bypass && export.cache.read_cached(req.offset, len, &mut reply) {
+    let small = req.length <= INLINE_MAX;
+    if small && !bypass && export.cache.read_cached(req.offset, len, &mut reply) {
         return finish_read(&conn.replies, export, job, Ok(reply));
     }
     let header = reply.len();
-    reply.resize(header + len, 0);
     if runs_inline(conn, &req) {
+        reply.resize(header + len, 0);
         let r = read_through(export, session, &req, bypass, reply, header);
         return finish_read(&conn.replies, export, job, r);
     }
     let worker = workers.clone().acquire_owned().await.expect("never closed");
     let (tx, session, export) = (conn.replies.clone(), *session, export.clone());
     tokio::task::spawn_blocking(move || {
+        reply.resize(header + len, 0);
         let r = read_through(&export, &session, &req, bypass, reply, header);
         finish_read(&tx, &export, job, r);
         drop(worker);
@@ -157,7 +164,7 @@ pub(super) async fn write<R: AsyncRead + Unpin>(
     if let Some(log) = &conn.export.access_log {
         log.record(Op::Write, req.offset, req.length);
     }
-    if !req.fua() && conn.export.cache.write_cached(req.offset, &data) {
+    if !req.fua() && req.length <= INLINE_MAX && conn.export.cache.write_cached(req.offset, &data) {
         conn.export.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
         conn.buffers.give(data);
         super::background::write_back_held(&conn.export);
@@ -272,7 +279,8 @@ pub(super) async fn hint<R: AsyncRead + Unpin>(
     if let Err(why) = &r {
         debug!(export = %conn.export.info.name, error = %why, "hint refused");
     }
-    let status = r.as_ref().map(|_| ()).map_err(|why| (Errno::Inval, why.as_str()));
+    let why = r.as_ref().err().map(ToString::to_string);
+    let status = why.as_deref().map_or(Ok(()), |why| Err((Errno::Inval, why)));
     send_status(&conn.replies, &conn.session, job.req.cookie, status, job.ticket);
     conn.export.metrics.record(job.req.command, r.is_ok(), job.started.elapsed());
     Ok(())

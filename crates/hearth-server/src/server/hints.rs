@@ -18,6 +18,23 @@ use crate::{BackgroundKind, Export, Origin};
 
 /// Contexts one connection may have open (CONTEXT_BEGIN without END).
 const MAX_OPEN_CONTEXTS: usize = 1024;
+
+/// Why a hint was refused (EINVAL, with this message) or ignored.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HintError {
+    #[error(transparent)]
+    Decode(#[from] hearth_nbd::hints::DecodeError),
+    #[error("more than {MAX_OPEN_CONTEXTS} contexts open on one connection")]
+    TooManyContexts,
+    #[error("buffer address {addr:#x} is beyond the {tracked} client buffers this server tracks (server.max_client_buffers)")]
+    BufferBeyond { addr: u64, tracked: u64 },
+    #[error("eviction hint {offset}+{length} is outside the export")]
+    EvictionOutside { offset: u64, length: u64 },
+    #[error("buffers from {addr:#x} run past the client buffers tracked (server.max_client_buffers)")]
+    BuffersPastEnd { addr: u64 },
+    #[error(transparent)]
+    Untrackable(#[from] hearth_placement::UntrackableBuffer),
+}
 /// Context ids the server gives connections that name none: the top bit set,
 /// apart from the small ids clients choose.
 const CONNECTION_CTX_BASE: u32 = 1 << 31;
@@ -111,7 +128,7 @@ impl ClientView {
         }
     }
 
-    fn begin(&mut self, export: &Export, ctx: u64, class: u64) -> Result<(), String> {
+    fn begin(&mut self, export: &Export, ctx: u64, class: u64) -> Result<(), HintError> {
         self.begin_implicitly(Self::client_ctx(ctx))?;
         if let Some(p) = &export.prefetcher {
             p.lock().unwrap_or_else(|e| e.into_inner()).begin(self.ctx, class as u32);
@@ -129,7 +146,7 @@ impl ClientView {
     }
 
     /// Context `ctx` is used without BEGIN; the prefetcher opens it implicitly.
-    fn switch_to(&mut self, ctx: u64) -> Result<(), String> {
+    fn switch_to(&mut self, ctx: u64) -> Result<(), HintError> {
         if ctx == 0 {
             self.ctx = self.own_ctx;
             return Ok(());
@@ -137,9 +154,9 @@ impl ClientView {
         self.begin_implicitly(Self::client_ctx(ctx))
     }
 
-    fn begin_implicitly(&mut self, ctx: u32) -> Result<(), String> {
+    fn begin_implicitly(&mut self, ctx: u32) -> Result<(), HintError> {
         if !self.open_contexts.contains(&ctx) && self.open_contexts.len() >= MAX_OPEN_CONTEXTS {
-            return Err(format!("more than {MAX_OPEN_CONTEXTS} contexts open on one connection"));
+            return Err(HintError::TooManyContexts);
         }
         self.open_contexts.insert(ctx);
         self.ctx = ctx;
@@ -147,22 +164,21 @@ impl ClientView {
     }
 
     /// Applies a hint payload; an error is the request's EINVAL message.
-    pub(super) fn apply(&mut self, export: &Export, payload: &[u8]) -> Result<(), String> {
+    pub(super) fn apply(&mut self, export: &Export, payload: &[u8]) -> Result<(), HintError> {
         for hint in hearth_nbd::hints::decode(payload)? {
             match hint {
                 Hint::Buffer { addr } => {
                     if addr >= self.buffer_limit {
-                        return Err(format!(
-                            "buffer address {addr:#x} is beyond the {} client buffers this server tracks \
-                             (server.max_client_buffers)",
-                            self.buffer_limit / export.cache.block_size()
-                        ));
+                        return Err(HintError::BufferBeyond {
+                            addr,
+                            tracked: self.buffer_limit / export.cache.block_size(),
+                        });
                     }
                     self.next_buffer = Some(addr);
                 }
                 Hint::Evicted { offset, length } => {
                     if !offset.checked_add(length).is_some_and(|e| e <= export.info.size && length > 0) {
-                        return Err(format!("eviction hint {offset}+{length} is outside the export"));
+                        return Err(HintError::EvictionOutside { offset, length });
                     }
                     for block in export.cache.block_range(offset, length) {
                         self.evicted(export, block);
@@ -177,13 +193,14 @@ impl ClientView {
     }
 
     /// A READ or WRITE is about to use the hinted buffer (if any).
-    pub(super) fn data_request(&mut self, export: &Export, req: &Request) -> Result<(), String> {
+    pub(super) fn data_request(&mut self, export: &Export, req: &Request) -> Result<(), HintError> {
         let Some(addr) = self.next_buffer.take() else { return Ok(()) };
         let bs = export.cache.block_size();
         for (i, block) in export.cache.block_range(req.offset, u64::from(req.length).max(1)).enumerate() {
-            let slot_addr = addr.checked_add(i as u64 * bs).filter(|&a| a < self.buffer_limit).ok_or_else(|| {
-                format!("buffers from {addr:#x} run past the client buffers tracked (server.max_client_buffers)")
-            })?;
+            let slot_addr = addr
+                .checked_add(i as u64 * bs)
+                .filter(|&a| a < self.buffer_limit)
+                .ok_or(HintError::BuffersPastEnd { addr })?;
             if let hearth_placement::Observed::Replaced(old) = self.cct.record(slot_addr, block)? {
                 self.evicted(export, old);
             }

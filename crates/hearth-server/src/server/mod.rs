@@ -148,7 +148,7 @@ impl Server {
             };
             let advisor = match &e.what_if {
                 Some(what_if) => crate::advice::Advisor::new(&e.policy, e.cache_bytes, cache.block_size(), what_if)
-                    .map_err(|m| failed(crate::OpenError::Spec(m)))?,
+                    .map_err(failed)?,
                 None => None,
             };
             let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);

@@ -89,23 +89,41 @@ pub struct WarmupSettings {
     pub preload: bool,
 }
 
+/// A `warmup.*` setting that cannot be used: `key` names it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{problem}")]
+pub struct WarmupSettingError {
+    pub key: &'static str,
+    pub problem: String,
+}
+
+impl WarmupSettingError {
+    fn new(key: &'static str, problem: impl ToString) -> Self {
+        WarmupSettingError { key, problem: problem.to_string() }
+    }
+}
+
 impl WarmupConfig {
     /// Applies defaults for a cache of `cache_bytes`; an error names the key.
-    pub fn settings(&self, cache_bytes: u64) -> Result<WarmupSettings, (&'static str, String)> {
+    pub fn settings(&self, cache_bytes: u64) -> Result<WarmupSettings, WarmupSettingError> {
         let data = self.mode == WarmupMode::Data;
         let size = |key: &'static str, v: &Option<SizeValue>, default: u64| {
-            v.as_ref().map_or(Ok(default), SizeValue::bytes).map_err(|m| (key, m))
+            v.as_ref().map_or(Ok(default), SizeValue::bytes).map_err(|m| WarmupSettingError::new(key, m))
         };
         let staging = size("staging", &self.staging, if data { 128 << 20 } else { 256 << 10 })?;
         let log_size = size("log_size", &self.log_size, if data { 1 << 30 } else { 16 << 20 })?;
         if log_size <= HEADER_LEN {
-            return Err(("log_size", format!("{log_size} bytes leave no room after the {HEADER_LEN}-byte header")));
+            return Err(WarmupSettingError::new(
+                "log_size",
+                format!("{log_size} bytes leave no room after the {HEADER_LEN}-byte header"),
+            ));
         }
         Ok(WarmupSettings {
             log: self.log.clone(),
             mode: self.mode,
             budget: size("budget", &self.budget, cache_bytes)?.min(cache_bytes),
-            staging: usize::try_from(staging).map_err(|_| ("staging", format!("{staging} bytes is too large")))?,
+            staging: usize::try_from(staging)
+                .map_err(|_| WarmupSettingError::new("staging", format!("{staging} bytes is too large")))?,
             log_size,
             preload: self.preload,
         })

@@ -285,6 +285,6 @@ fn settings_default_and_name_bad_keys() {
     let s = c.settings(1 << 30).unwrap();
     assert_eq!((s.staging, s.budget), (128 << 20, 1 << 30), "the budget is capped at the cache size");
     let c: WarmupConfig = toml::from_str("log = \"/tmp/x\"\nstaging = \"lots\"").unwrap();
-    assert_eq!(c.settings(1 << 30).unwrap_err().0, "staging");
+    assert_eq!(c.settings(1 << 30).unwrap_err().key, "staging");
     assert!(toml::from_str::<WarmupConfig>("log = \"/tmp/x\"\nmode = \"blocks\"").is_err());
 }

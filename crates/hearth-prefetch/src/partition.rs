@@ -1,0 +1,212 @@
+//! The prefetch partition, written once for both drivers: the simulator's
+//! [`PrefetchCache`](crate::PrefetchCache) and the server's block cache.
+//!
+//! Prefetched blocks wait here, in a small LRU of their own, until a demand
+//! takes them (a promote, the prefetch was *used*) or they leave unused
+//! (*wasted*): pushed out by newer prefetches, or aged out after one
+//! turnover of the main cache, when an LRU main cache would have dropped
+//! them too. The partition only decides; its owner holds the blocks' data
+//! and frees what leaves.
+
+use std::collections::VecDeque;
+
+use hearth_core::{Access, Key, KeyMap, Op, Policy};
+use hearth_policy::Lru;
+
+pub struct Partition {
+    lru: Lru,
+    block_size: u32,
+    /// Blocks in arrival order, with the owner's clock at arrival.
+    arrivals: VecDeque<(u64, Key)>,
+    arrived_at: KeyMap<u64>,
+    /// Blocks that arrived before [`Partition::forget_waiting`]: their use
+    /// or waste is not counted.
+    carried: KeyMap<()>,
+    evicted: Vec<Key>,
+    /// (block, used) outcomes not yet taken by [`Partition::drain_outcomes`].
+    outcomes: Vec<(Key, bool)>,
+    used: u64,
+    wasted: u64,
+}
+
+impl Partition {
+    /// A partition of at most `capacity` bytes of `block_size` blocks.
+    pub fn new(capacity: u64, block_size: u32) -> Self {
+        Partition {
+            lru: Lru::new(capacity),
+            block_size,
+            arrivals: VecDeque::new(),
+            arrived_at: KeyMap::default(),
+            carried: KeyMap::default(),
+            evicted: Vec::with_capacity(16),
+            outcomes: Vec::with_capacity(16),
+            used: 0,
+            wasted: 0,
+        }
+    }
+
+    pub fn contains(&self, key: Key) -> bool {
+        self.lru.contains(key)
+    }
+
+    /// Bytes held by blocks waiting for a demand.
+    pub fn bytes(&self) -> u64 {
+        self.lru.occupancy()
+    }
+
+    /// Whether a block fits at all.
+    pub fn has_room_for_a_block(&self) -> bool {
+        u64::from(self.block_size) <= self.lru.capacity()
+    }
+
+    /// Prefetched blocks later demanded, and those that left unused.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+    pub fn wasted(&self) -> u64 {
+        self.wasted
+    }
+
+    /// Prefetched `key` arrives at `clock`, the owner's count of demand
+    /// insertions into its main cache. Blocks it pushes out (wasted) are
+    /// appended to `left`.
+    pub fn land(&mut self, key: Key, clock: u64, left: &mut Vec<Key>) {
+        let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
+        self.evicted.clear();
+        self.lru.insert(&a, &mut self.evicted);
+        let evicted = std::mem::take(&mut self.evicted);
+        for &k in &evicted {
+            self.settle(k, false);
+        }
+        left.extend_from_slice(&evicted);
+        self.evicted = evicted;
+        if self.lru.contains(key) {
+            self.arrived_at.insert(key, clock);
+            self.arrivals.push_back((clock, key));
+        }
+        // Entries of blocks that left stay until they age out, which never
+        // happens while the owner's clock stands still: drop them once they
+        // outnumber the live ones, so the queue stays within twice the
+        // partition's blocks (amortised O(1)).
+        if self.arrivals.len() > 2 * self.arrived_at.len() + 16 {
+            let arrived_at = &self.arrived_at;
+            self.arrivals.retain(|(at, k)| arrived_at.get(k) == Some(at));
+        }
+    }
+
+    /// The first demand of `key`: true if it was waiting here (a promote),
+    /// after which it belongs to the main cache.
+    pub fn take(&mut self, key: Key) -> bool {
+        let waiting = self.lru.remove(key);
+        if waiting {
+            self.settle(key, true);
+        }
+        waiting
+    }
+
+    /// Drops `key` with no outcome: the owner invalidated it.
+    pub fn remove(&mut self, key: Key) -> bool {
+        self.arrived_at.remove(&key);
+        self.carried.remove(&key);
+        self.lru.remove(key)
+    }
+
+    /// Drops blocks that arrived more than `horizon` main-cache insertions
+    /// before `clock` (one turnover: `horizon` is the main cache's length),
+    /// appending them to `left` as wasted.
+    pub fn age_out(&mut self, clock: u64, horizon: u64, left: &mut Vec<Key>) {
+        while let Some(&(at, key)) = self.arrivals.front() {
+            if clock - at <= horizon {
+                break;
+            }
+            self.arrivals.pop_front();
+            // Skip entries of blocks that left (or arrived again since).
+            if self.arrived_at.get(&key) == Some(&at) && self.lru.remove(key) {
+                self.settle(key, false);
+                left.push(key);
+            }
+        }
+    }
+
+    /// Records the outcome of `key` leaving the partition.
+    fn settle(&mut self, key: Key, used: bool) {
+        self.arrived_at.remove(&key);
+        if self.carried.remove(&key).is_some() {
+            return;
+        }
+        if used {
+            self.used += 1;
+        } else {
+            self.wasted += 1;
+        }
+        self.outcomes.push((key, used));
+    }
+
+    /// Hands every pending (block, used) outcome to `f`.
+    pub fn drain_outcomes(&mut self, mut f: impl FnMut(Key, bool)) {
+        for (k, used) in self.outcomes.drain(..) {
+            f(k, used);
+        }
+    }
+
+    /// Clears the counts (end of warm-up): blocks waiting now stay, but no
+    /// longer count as used or wasted when they leave.
+    pub fn forget_waiting(&mut self) {
+        self.used = 0;
+        self.wasted = 0;
+        self.carried = self.arrived_at.keys().map(|&k| (k, ())).collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_leave_used_pushed_out_or_aged_and_removal_has_no_outcome() {
+        // Room for two 1-byte blocks.
+        let mut p = Partition::new(2, 1);
+        let mut left = Vec::new();
+        p.land(1, 0, &mut left);
+        p.land(2, 0, &mut left);
+        p.land(3, 1, &mut left);
+        assert_eq!(left, vec![1], "the oldest is pushed out");
+        assert!(p.take(2) && !p.take(2), "taken once");
+        p.land(4, 5, &mut left);
+        // At clock 7 with a horizon of 5, block 3 (arrived at 1) is too old; 4 is not.
+        p.age_out(7, 5, &mut left);
+        assert_eq!(left, vec![1, 3]);
+        assert!(p.remove(4) && p.bytes() == 0);
+        let mut outcomes = Vec::new();
+        p.drain_outcomes(|k, used| outcomes.push((k, used)));
+        assert_eq!(outcomes, vec![(1, false), (2, true), (3, false)]);
+        assert_eq!((p.used(), p.wasted()), (1, 2));
+    }
+
+    #[test]
+    fn arrivals_stay_bounded_while_the_clock_stands_still() {
+        let mut p = Partition::new(2, 1);
+        let mut left = Vec::new();
+        for k in 0..10_000 {
+            p.land(k, 0, &mut left);
+            left.clear();
+        }
+        assert!(p.arrivals.len() <= 2 * 2 + 17, "{} arrival entries for 2 blocks", p.arrivals.len());
+        // Ageing still finds the live ones.
+        p.age_out(10, 1, &mut left);
+        assert_eq!(left, vec![9_998, 9_999]);
+    }
+
+    #[test]
+    fn blocks_waiting_at_a_reset_are_not_counted() {
+        let mut p = Partition::new(4, 1);
+        let mut left = Vec::new();
+        p.land(7, 0, &mut left);
+        p.forget_waiting();
+        assert!(p.take(7));
+        assert_eq!((p.used(), p.wasted()), (0, 0));
+        let mut outcomes = 0;
+        p.drain_outcomes(|_, _| outcomes += 1);
+        assert_eq!(outcomes, 0);
+    }
+}
