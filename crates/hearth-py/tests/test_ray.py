@@ -255,3 +255,31 @@ def test_a_private_ray_writes_no_token_file(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.strip().splitlines()[-1] == "[]"
     assert not (tmp_path / ".ray" / "auth_token").exists()
+
+
+URL_POLICIES = ["lru", "arc"]
+URL_SIZES = "1%,10%,4MiB"
+
+
+def test_ray_sweep_reads_http_and_s3_urls_on_the_workers(ray_cluster, url_traces, http_server, s3_server,
+                                                         monkeypatch):
+    """Traces by URL: each task downloads its own trace (one GET per task;
+    the driver only asks the sizes); S3 settings reach the workers through
+    Ray's runtime_env. The rows equal a local sweep of the same files."""
+    address, _ = ray_cluster
+    want = hearth.sweep(url_traces, URL_POLICIES, URL_SIZES, engine="local", progress=False)
+    for k, v in s3_server.env.items():  # the driver asks S3 for the sizes (the memory hint)
+        monkeypatch.setenv(k, v)
+    names = [p.name for p in url_traces]
+    sources = {
+        "http": [f"{http_server.url}/{n}" for n in names],
+        "s3": s3_server.upload("ray-traces", url_traces),
+    }
+    for scheme, urls in sources.items():
+        gets = {n: http_server.gets(n) for n in names}
+        got = hearth.sweep(urls, URL_POLICIES, URL_SIZES, engine="ray", address=address, progress=False,
+                           ray_init={**RAY_INIT, "runtime_env": {"env_vars": s3_server.env}})
+        assert got.drop(columns="trace").equals(want.drop(columns="trace")), scheme
+        assert got.trace.unique().tolist() == urls
+        if scheme == "http":
+            assert {n: http_server.gets(n) - gets[n] for n in names} == {n: len(URL_POLICIES) for n in names}
