@@ -49,8 +49,8 @@ def tasks(
 # 1000-key run): 73 to 150 bytes per resident key across the online policies,
 # 170 per key of the trace for OPT and BeladySize at any size, and 16 per key
 # for the first pass's key map.
-#: A Ray worker with Python, pandas and hearth loaded (115 MiB measured without
-#: Ray's own share), plus the stream's chunks.
+#: A Ray worker with Python, pandas and hearth loaded (115 MiB measured outside
+#: Ray; Ray's own share not measured), plus the stream's chunks.
 BASE_BYTES = 256 << 20
 #: Policy metadata per key a policy tracks (the largest measured).
 KEY_BYTES = 170
@@ -215,10 +215,10 @@ _AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 def _own_token(private: bool) -> Iterator[None]:
     """For a private Ray, a token of this session's own in the environment.
 
-    Ray (2.52 on) starts a private cluster with token authentication and
-    saves a new token to ~/.ray/auth_token; every later Ray client of the
-    user then sends that token, and clusters started before it, or without
-    it, refuse them (InvalidAuthToken). A token in RAY_AUTH_TOKEN keeps the
+    Ray (2.60) starts a private cluster with token authentication and saves
+    a new token to ~/.ray/auth_token; the user's later Ray clients find it
+    and send it, and clusters started without it refuse them
+    (InvalidAuthToken). A token in RAY_AUTH_TOKEN keeps the
     authentication and writes no file. Nothing changes when the user has
     chosen (one of the variables set, or a token file already there); the
     variables are put back afterwards.
@@ -281,12 +281,15 @@ def sweep(
     The sweep is split into one task per (trace, policy) with all the sizes;
     each task is one :func:`hearth.sim` call on one core. Traces are opened
     by whoever runs the task, so with Ray every node must see the same path
-    (a shared file system) or reach the same fsspec URL (``s3://...``, each
-    task copying its trace to a local temporary file) -- nothing is copied
-    through the driver.
+    (a shared file system) or reach the same fsspec URL (``https://...``,
+    ``s3://...``, with the protocol's settings, e.g. ``AWS_*`` variables
+    through ``ray_init={"runtime_env": {"env_vars": ...}}``; each task
+    downloads its trace to a local temporary file) -- nothing is copied
+    through the driver, which only asks the traces' sizes (see
+    :func:`memory_hint`).
 
     Args:
-        traces: trace paths (or ``synth:`` workloads).
+        traces: trace paths, fsspec URLs (or ``synth:`` workloads).
         policies: spec strings and/or Python policy classes (see :func:`hearth.sim`).
         sizes: as for :func:`hearth.sim`.
         config: a sweep file, as ``hearth sweep FILE`` reads it (TOML:
