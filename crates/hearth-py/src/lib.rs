@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use hearth_core::{Access, Key, Op, Policy, NEVER};
 use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
 use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
-use hearth_sim::source::{Needs, Streamed};
+use hearth_sim::source::{ModeChoice, Needs, Streamed};
 use hearth_sim::stream::{run_pipelined, run_streaming, Counting, Replayer};
 use hearth_sim::{mrc_grid, parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, SourceError, TraceSource};
 use hearth_trace::TraceError;
@@ -151,6 +151,41 @@ fn policies() -> Vec<(&'static str, &'static str)> {
 fn policy_list(spec: &str) -> Vec<String> {
     let pieces: Vec<String> = spec.split(',').map(|x| x.trim().to_string()).collect();
     policy_specs(&pieces)
+}
+
+/// The sizes a size list stands for, as `sim` reads it (ranges expanded),
+/// without a trace: `("share", fraction of the footprint)`, `("bytes", n)` or
+/// `("blocks", n)`. The sweep's memory hint is computed from these.
+#[pyfunction]
+fn cache_sizes(py: Python<'_>, sizes: &str) -> PyResult<Vec<(&'static str, f64)>> {
+    let sizes = parse_sizes(sizes).map_err(|m| to_pyerr(py, arg(format!("sizes: {m}"))))?;
+    Ok(sizes
+        .into_iter()
+        .map(|s| match s {
+            CacheSize::Footprint(f) => ("share", f),
+            CacheSize::Bytes(b) => ("bytes", b as f64),
+            CacheSize::Blocks(n) => ("blocks", n as f64),
+        })
+        .collect())
+}
+
+/// Whether `sim` replays `trace` in object mode: as `mode` says, else for an
+/// oracleGeneral or text trace (by `format`, else by the file's name -- a
+/// URL's too; the file is not opened).
+#[pyfunction]
+#[pyo3(signature = (trace, format=None, mode=None))]
+fn object_mode(py: Python<'_>, trace: &str, format: Option<&str>, mode: Option<&str>) -> PyResult<bool> {
+    let source = trace_source(trace, format, mode, "4KiB", 0, 0).map_err(|f| to_pyerr(py, f))?;
+    Ok(match source.mode {
+        Some(m) => m == ModeChoice::Object,
+        None => source.format().is_some_and(|f| f.is_object_trace()),
+    })
+}
+
+/// Whether a policy spec is offline (OPT, BeladySize: it reads next uses).
+#[pyfunction]
+fn offline_policy(spec: &str) -> bool {
+    hearth_policy::is_offline(spec)
 }
 
 /// Runs policies over traces at cache sizes, as `hearth sim --json`: one
@@ -618,6 +653,9 @@ impl Cache {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(policy_list, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_sizes, m)?)?;
+    m.add_function(wrap_pyfunction!(object_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(offline_policy, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_file, m)?)?;
     m.add_function(wrap_pyfunction!(sim, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;

@@ -231,3 +231,55 @@ def test_sweep_survives_a_killed_worker(ray_cluster, traces, oracle):
         t.join()
     assert killed, "no running task worker was found to kill"
     assert got.equals(want)
+
+
+def test_a_private_ray_writes_no_token_file(tmp_path):
+    """sweep(engine='ray') without an address starts a private Ray: with a token
+    of its own (RAY_AUTH_TOKEN), so no ~/.ray/auth_token is left for later
+    clients to send to clusters that do not know it, and the environment is put back."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        need(False, "ray is not installed (pip install ray): the Ray tests cannot run")
+    script = (
+        "import os, hearth\n"
+        "df = hearth.sweep('synth:zipf:1000:0.9', ['lru', 'arc'], '10%', engine='ray', requests=20000,\n"
+        "                  progress=False, ray_init={'num_cpus': 1, 'include_dashboard': False,\n"
+        "                                            '_node_ip_address': '127.0.0.2'})\n"
+        "assert df.equals(hearth.sweep('synth:zipf:1000:0.9', ['lru', 'arc'], '10%', requests=20000, progress=False))\n"
+        "print(sorted(v for v in os.environ if v.startswith('RAY_AUTH')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env.update(HOME=str(tmp_path), RAY_USAGE_STATS_ENABLED="0")
+    p = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip().splitlines()[-1] == "[]"
+    assert not (tmp_path / ".ray" / "auth_token").exists()
+
+
+URL_POLICIES = ["lru", "arc"]
+URL_SIZES = "1%,10%,4MiB"
+
+
+def test_ray_sweep_reads_http_and_s3_urls_on_the_workers(ray_cluster, url_traces, http_server, s3_server,
+                                                         monkeypatch):
+    """Traces by URL: each task downloads its own trace (one GET per task;
+    the driver only asks the sizes); S3 settings reach the workers through
+    Ray's runtime_env. The rows equal a local sweep of the same files."""
+    address, _ = ray_cluster
+    want = hearth.sweep(url_traces, URL_POLICIES, URL_SIZES, engine="local", progress=False)
+    for k, v in s3_server.env.items():  # the driver asks S3 for the sizes (the memory hint)
+        monkeypatch.setenv(k, v)
+    names = [p.name for p in url_traces]
+    sources = {
+        "http": [f"{http_server.url}/{n}" for n in names],
+        "s3": s3_server.upload("ray-traces", url_traces),
+    }
+    for scheme, urls in sources.items():
+        gets = {n: http_server.gets(n) for n in names}
+        got = hearth.sweep(urls, URL_POLICIES, URL_SIZES, engine="ray", address=address, progress=False,
+                           ray_init={**RAY_INIT, "runtime_env": {"env_vars": s3_server.env}})
+        assert got.drop(columns="trace").equals(want.drop(columns="trace")), scheme
+        assert got.trace.unique().tolist() == urls
+        if scheme == "http":
+            assert {n: http_server.gets(n) - gets[n] for n in names} == {n: len(URL_POLICIES) for n in names}

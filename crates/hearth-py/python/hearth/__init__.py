@@ -8,7 +8,8 @@
 * :class:`Cache` -- a cache driven one request at a time;
 * :class:`Policy` -- write a replacement policy in Python and simulate it
   (also :class:`PluginPolicy`, libCacheSim-style hooks);
-* :func:`sweep` -- traces x policies x sizes on a thread pool or a Ray cluster.
+* :func:`sweep` -- traces x policies x sizes on a thread pool or a Ray cluster
+  (:func:`memory_hint`: what a Ray task reserves).
 
 Errors are :class:`ConfigError` / :class:`TraceError` (ValueError) and
 :class:`TraceIOError` (OSError), with the command line's text.
@@ -20,7 +21,7 @@ from ._native import Cache
 from ._errors import ConfigError, HearthError, TraceError, TraceIOError
 from ._api import SIM_COLUMNS, analyze, mrc, policies, sim
 from ._plugin import PluginPolicy, Policy, PythonLRU
-from ._sweep import sweep, tasks
+from ._sweep import memory_hint, sweep, tasks
 
 __all__ = [
     "Cache",
@@ -33,6 +34,7 @@ __all__ = [
     "TraceError",
     "TraceIOError",
     "analyze",
+    "memory_hint",
     "mrc",
     "policies",
     "sim",

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import tempfile
+from urllib.parse import urlsplit
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -62,8 +63,9 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 def _fetched(trace: str) -> Iterator[str]:
     """A local path for ``trace``: the trace itself, the path of a ``file://``
     URL, or for any other fsspec URL a temporary copy named like the original
-    (so that its format is told from the name), written in 1 MiB pieces and
-    removed afterwards."""
+    (so that its format is told from the name; an HTTP query string is
+    dropped), downloaded in pieces and removed afterwards. The simulator reads
+    a trace more than once (a first pass, then the replay), hence a file."""
     if not _URL.match(trace):
         yield trace
         return
@@ -77,9 +79,12 @@ def _fetched(trace: str) -> Iterator[str]:
         return
     tmp = tempfile.mkdtemp(prefix="hearth-")
     try:
-        local = os.path.join(tmp, os.path.basename(path.rstrip("/")) or "trace")
-        with fs.open(path, "rb") as src, open(local, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        name = os.path.basename(urlsplit(path).path.rstrip("/")) or "trace"
+        local = os.path.join(tmp, name)
+        # get_file, not open(): fsspec's HTTP files read by range requests, which
+        # servers that do not support them (Python's http.server) refuse past the
+        # first block; get_file streams one plain GET.
+        fs.get_file(path, local)
         yield local
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -5,6 +5,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 def policies() -> List[Tuple[str, str]]:
     """The registered policies as (name, description) pairs."""
 
+def cache_sizes(sizes: str) -> List[Tuple[str, float]]:
+    """The sizes of a size list, ranges expanded: ("share", f), ("bytes", n) or ("blocks", n)."""
+
+def object_mode(trace: str, format: Optional[str] = None, mode: Optional[str] = None) -> bool:
+    """Whether ``sim`` replays ``trace`` in object mode (decided from the arguments and the name)."""
+
+def offline_policy(spec: str) -> bool:
+    """Whether a policy spec is offline (OPT, BeladySize)."""
+
 def sim(
     traces: Sequence[str],
     policies: Sequence[Any],
