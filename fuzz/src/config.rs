@@ -46,7 +46,7 @@ pub fn config(data: &[u8]) {
                 assert!((1..=256).contains(&e.background_reads));
                 match e.backend {
                     BackendSpec::Sparse { size, .. } | BackendSpec::Memory { size } => assert!(size > 0),
-                    BackendSpec::File { .. } | BackendSpec::Nbd { .. } => {}
+                    BackendSpec::File { .. } | BackendSpec::Nbd { .. } | BackendSpec::Http { .. } => {}
                 }
             }
         }

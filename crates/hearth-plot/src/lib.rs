@@ -220,6 +220,26 @@ fn dashes(groups: &[Vec<usize>], i: usize) -> Option<(u32, u32)> {
     (k > 0).then(|| PATTERNS[(k - 1) % PATTERNS.len()])
 }
 
+/// Line charts with at most this many points a series mark every point.
+const MARKED_POINTS: usize = 30;
+
+/// Marker outlines, in pixels around a point: one shape per series, hollow,
+/// so that lines crossing or running together for a stretch (not enough to
+/// count as coinciding) stay apart, and two markers on one point both show.
+const MARKERS: [&[(i32, i32)]; 5] = [
+    &[(-4, -4), (4, -4), (4, 4), (-4, 4), (-4, -4)], // square
+    &[(0, -5), (5, 4), (-5, 4), (0, -5)],            // triangle
+    &[(-4, -4), (4, 4), (0, 0), (4, -4), (-4, 4)],   // cross
+    &[(0, -5), (5, 0), (0, 5), (-5, 0), (0, -5)],    // diamond
+    &[(-5, 0), (5, 0), (0, 0), (0, -5), (0, 5)],     // plus
+];
+
+/// The marker of series `i`, if the chart marks its points.
+fn marker(chart: &Chart, i: usize) -> Option<&'static [(i32, i32)]> {
+    let few = chart.series.iter().all(|s| s.points.len() <= MARKED_POINTS);
+    (chart.kind == Kind::Lines && few).then(|| MARKERS[i % MARKERS.len()])
+}
+
 fn draw<DB: DrawingBackend>(chart: &Chart, root: DrawingArea<DB, Shift>) -> DrawResult
 where
     DB::ErrorType: 'static,
@@ -293,14 +313,18 @@ where
         let style = Palette99::pick(i).stroke_width(2);
         // A log axis has no place for zero or below.
         let shown = |v: f64, log: bool| v.is_finite() && (!log || v > 0.0);
-        let points = s.points.iter().copied().filter(|&(x, y)| shown(x, chart.log_x) && shown(y, chart.log_y));
+        let points: Vec<(f64, f64)> =
+            s.points.iter().copied().filter(|&(x, y)| shown(x, chart.log_x) && shown(y, chart.log_y)).collect();
         match dashes(groups, i) {
             Some((dash, gap)) => {
-                c.draw_series(DashedLineSeries::new(points, dash, gap, style))?;
+                c.draw_series(DashedLineSeries::new(points.iter().copied(), dash, gap, style))?;
             }
             None => {
-                c.draw_series(LineSeries::new(points, style))?;
+                c.draw_series(LineSeries::new(points.iter().copied(), style))?;
             }
+        }
+        if let Some(shape) = marker(chart, i) {
+            c.draw_series(points.iter().map(|&p| EmptyElement::at(p) + PathElement::new(shape.to_vec(), style)))?;
         }
     }
     Ok(())
@@ -330,6 +354,9 @@ where
                 }
             }
             (Kind::Lines, None) => area.draw(&PathElement::new(vec![(4, y), (32, y)], color.stroke_width(2)))?,
+        }
+        if let Some(shape) = marker(chart, i) {
+            area.draw(&(EmptyElement::at((18, y)) + PathElement::new(shape.to_vec(), color.stroke_width(2))))?;
         }
         area.draw(&Text::new(s.name.clone(), (38, y - LEGEND_FONT as i32 / 2), font.clone()))?;
         y += LEGEND_ROW;
@@ -393,6 +420,24 @@ mod tests {
             assert!(text_x(&svg, name) >= 960.0, "{name} is drawn over the plot");
         }
         assert!(svg.contains("Overlapping (dashed):"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn few_points_are_marked_with_a_shape_per_series() {
+        let dir = std::env::temp_dir().join(format!("hearth-plot-markers-{}", std::process::id()));
+        // n points from (0, 0) to (2, 2k): the same axes, whatever n.
+        let line = |n: usize, k: f64| (0..n).map(|i| 2.0 * i as f64 / (n - 1) as f64).map(|x| (x, k * x)).collect();
+        let chart = |n| Chart::lines("t", "x", "y").series("LRU", line(n, 1.0)).series("MQ", line(n, 2.0));
+        let polylines = |chart: &Chart, name: &str| {
+            let files = render(chart, &dir.join(name)).unwrap();
+            std::fs::read_to_string(&files[0]).unwrap().matches("<polyline").count()
+        };
+        let (few, many) = (chart(3), chart(40));
+        assert_eq!((marker(&few, 0), marker(&few, 1)), (Some(MARKERS[0]), Some(MARKERS[1])));
+        assert_eq!(marker(&many, 0), None);
+        // A marker per point (2 x 3) and per legend row (2).
+        assert_eq!(polylines(&few, "few"), polylines(&many, "many") + 2 * 3 + 2);
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -59,6 +59,11 @@ pub enum SourceError {
     SweepBlockSize(hearth_core::ValueError),
     #[error("workers: at least one")]
     NoWorkers,
+    #[error(
+        "traces: {} is a synthetic workload, a block trace; drop mode = \"object\" or sweep it in another file",
+        .0.display()
+    )]
+    SynthInObjectSweep(PathBuf),
 }
 
 impl From<StreamError> for SourceError {

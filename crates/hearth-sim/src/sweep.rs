@@ -148,8 +148,13 @@ impl Sweep {
             return Err(SourceError::NoWorkers);
         }
         let output = file.output.as_deref().map(|o| beside(dir, o));
+        let sources: Vec<TraceSource> = traces.iter().map(|t| base.with_trace(beside(dir, t))).collect();
+        // Refused here, not when its task comes up after every other trace has run.
+        if let Some(synth) = sources.iter().find(|s| s.synth().is_some() && s.mode == Some(ModeChoice::Object)) {
+            return Err(SourceError::SynthInObjectSweep(synth.trace.clone()));
+        }
         Ok(Sweep {
-            sources: traces.iter().map(|t| base.with_trace(beside(dir, t))).collect(),
+            sources,
             sim: Simulation { policies, sizes, warmup, interval: None },
             sizes: sizes_text,
             warmup: warmup_text,
@@ -243,6 +248,10 @@ output = "out/sweep.csv"
             ("traces = \"a\"\npolicies = \"lru\"\nsizes = \"1%\"\nwarmup = \"lots\"", "warmup:"),
             ("traces = \"a\"\npolicies = \"lru\"\nsizes = \"1%\"\nmode = \"blocks\"", "mode must be"),
             ("traces = \"a\"\npolicies = \"lru\"\nsizes = \"1%\"\nthreads = 2", "unknown field"),
+            (
+                "traces = [\"a.bin\", \"synth:loop:5\"]\npolicies = \"lru\"\nsizes = \"1%\"\nmode = \"object\"",
+                "traces: synth:loop:5 is a synthetic workload, a block trace; drop mode = \"object\"",
+            ),
         ] {
             let err = Sweep::parse(bad, Path::new("")).unwrap_err().to_string();
             assert!(err.contains(says), "{bad:?}: {err}");

@@ -13,12 +13,16 @@ pub enum Place {
     Line(u64),
     /// A byte offset into a binary trace (after decompression).
     Byte(u64),
+    /// A byte offset into the compressed file, where decompression failed:
+    /// no line or record there was read.
+    Compressed(u64),
 }
 
 /// A trace problem, naming the file, the place in it and what is wrong.
 ///
-/// Displays as `<file>:<line>: <what>` for text formats and
-/// `<file>: byte <offset>: <what>` for binary ones.
+/// Displays as `<file>:<line>: <what>` for text formats,
+/// `<file>: byte <offset>: <what>` for binary ones and
+/// `<file>: compressed byte <offset>: <what>` when decompression fails.
 ///
 /// Boxed so that `Result<Request, TraceError>`, returned once per record on
 /// the hot path, stays small.
@@ -43,6 +47,13 @@ impl TraceError {
         TraceError(Box::new(Details { file: file.to_path_buf(), place, what, io: Some(err) }))
     }
 
+    /// A failed read at `place`, or, when decompression failed, at the
+    /// offset in the compressed file that the decoder reports.
+    pub(crate) fn read(file: &Path, place: Place, err: io::Error) -> Self {
+        let compressed = err.get_ref().and_then(|e| e.downcast_ref::<CompressedAt>()).map(|c| c.offset);
+        TraceError::io(file, compressed.map_or(place, Place::Compressed), "read error", err)
+    }
+
     pub fn file(&self) -> &Path {
         &self.0.file
     }
@@ -59,10 +70,10 @@ impl TraceError {
         }
     }
 
-    /// The byte offset, for errors in binary traces.
+    /// The byte offset, for errors in binary traces and in compressed data.
     pub fn byte_offset(&self) -> Option<u64> {
         match self.0.place {
-            Place::Byte(n) => Some(n),
+            Place::Byte(n) | Place::Compressed(n) => Some(n),
             _ => None,
         }
     }
@@ -85,6 +96,7 @@ impl fmt::Display for TraceError {
             Place::File => write!(f, "{file}: {}", self.0.what),
             Place::Line(n) => write!(f, "{file}:{n}: {}", self.0.what),
             Place::Byte(n) => write!(f, "{file}: byte {n}: {}", self.0.what),
+            Place::Compressed(n) => write!(f, "{file}: compressed byte {n}: {}", self.0.what),
         }
     }
 }
@@ -136,3 +148,21 @@ pub enum CtxOrderError {
     #[error("end of context {ctx}, which is not open")]
     EndNotOpen { ctx: u64 },
 }
+
+/// A decompression failure and the compressed byte where it happened,
+/// carried inside an `io::Error` through the buffered readers above the
+/// decoder, so that the error names that place rather than a line or record
+/// (a decoder may hold back everything it decoded until the frame ends).
+#[derive(Debug)]
+pub(crate) struct CompressedAt {
+    pub(crate) offset: u64,
+    pub(crate) what: &'static str,
+}
+
+impl fmt::Display for CompressedAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.what)
+    }
+}
+
+impl std::error::Error for CompressedAt {}

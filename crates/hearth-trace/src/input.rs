@@ -7,7 +7,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::error::{Place, TraceError};
+use crate::error::{CompressedAt, Place, TraceError};
 
 /// Large reads keep the per-record cost down on multi-GB traces.
 const READ_BUFFER: usize = 256 * 1024;
@@ -56,24 +56,59 @@ pub(crate) fn open_input(path: &Path) -> Result<Input, TraceError> {
 /// Decodes every zstd frame in a stream one after the other (`zstd` and
 /// `pzstd` may write several); ruzstd's decoder stops after one frame.
 struct ZstdFrames {
-    source: Option<BufReader<File>>,
-    frame: Option<ruzstd::StreamingDecoder<BufReader<File>, ruzstd::FrameDecoder>>,
-    /// A frame was corrupt: nothing more is read.
-    failed: bool,
+    source: Option<Counted>,
+    frame: Option<ruzstd::StreamingDecoder<Counted, ruzstd::FrameDecoder>>,
+    /// A frame was corrupt (where, and how): nothing more is read.
+    failed: Option<(u64, &'static str)>,
     /// A frame header was read: a bad one later is corruption, not another format.
     decoded_a_frame: bool,
 }
 
+/// The compressed file, counting the bytes the decoder has taken from it.
+struct Counted {
+    inner: BufReader<File>,
+    taken: u64,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.taken += n as u64;
+        Ok(n)
+    }
+}
+
+impl BufRead for Counted {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        self.taken += amt as u64;
+        self.inner.consume(amt);
+    }
+}
+
 impl ZstdFrames {
     fn new(source: BufReader<File>) -> Self {
-        ZstdFrames { source: Some(source), frame: None, failed: false, decoded_a_frame: false }
+        ZstdFrames {
+            source: Some(Counted { inner: source, taken: 0 }),
+            frame: None,
+            failed: None,
+            decoded_a_frame: false,
+        }
+    }
+
+    /// Fails this and every later read with `what`, at compressed byte `offset`.
+    fn fail(&mut self, kind: io::ErrorKind, offset: u64, what: &'static str) -> io::Error {
+        self.failed = Some((offset, what));
+        io::Error::new(kind, CompressedAt { offset, what })
     }
 }
 
 impl Read for ZstdFrames {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.failed {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "zstd: corrupt or truncated compressed data"));
+        if let Some((offset, what)) = self.failed {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, CompressedAt { offset, what }));
         }
         loop {
             if let Some(frame) = &mut self.frame {
@@ -83,10 +118,14 @@ impl Read for ZstdFrames {
                 let n = match frame.read(buf) {
                     Ok(n) => n,
                     Err(e) => {
-                        self.frame = None;
-                        self.failed = true;
+                        let mut source = self.frame.take().expect("frame is present").into_inner();
                         // ruzstd's errors print as Rust debug output: say it plainly.
-                        return Err(io::Error::new(e.kind(), "zstd: corrupt or truncated compressed data"));
+                        let what = if source.fill_buf().is_ok_and(|rest| rest.is_empty()) {
+                            "zstd: the file ends inside a compressed frame (truncated?)"
+                        } else {
+                            "zstd: corrupt compressed data"
+                        };
+                        return Err(self.fail(e.kind(), source.taken, what));
                     }
                 };
                 if n > 0 || buf.is_empty() {
@@ -101,18 +140,24 @@ impl Read for ZstdFrames {
             if source.fill_buf()?.is_empty() {
                 return Ok(0);
             }
-            let first = !self.decoded_a_frame;
-            let frame = ruzstd::StreamingDecoder::new(source).map_err(|_| {
-                self.failed = true;
-                let what = if first {
-                    "not zstd-compressed data (no zstd frame header at its start)"
-                } else {
-                    "zstd: a corrupt frame header after the first frame"
-                };
-                io::Error::new(io::ErrorKind::InvalidData, what)
-            })?;
-            self.decoded_a_frame = true;
-            self.frame = Some(frame);
+            let at = source.taken;
+            match ruzstd::StreamingDecoder::new(source) {
+                Ok(frame) => {
+                    self.decoded_a_frame = true;
+                    self.frame = Some(frame);
+                }
+                Err(_) if self.decoded_a_frame => {
+                    return Err(self.fail(
+                        io::ErrorKind::InvalidData,
+                        at,
+                        "zstd: a corrupt frame header after the first frame",
+                    ))
+                }
+                Err(_) => {
+                    let what = "not zstd-compressed data (no zstd frame header at its start)";
+                    return Err(self.fail(io::ErrorKind::InvalidData, at, what));
+                }
+            }
         }
     }
 }
@@ -138,7 +183,7 @@ impl Lines {
         let n = self
             .input
             .read_until(b'\n', &mut self.buf)
-            .map_err(|e| TraceError::io(&self.path, Place::Line(self.line_no + 1), "read error", e))?;
+            .map_err(|e| TraceError::read(&self.path, Place::Line(self.line_no + 1), e))?;
         if n == 0 {
             return Ok(None);
         }
@@ -229,7 +274,7 @@ impl Records {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     let at = self.offset + self.end as u64;
-                    return Err(TraceError::io(&self.path, Place::Byte(at), "read error", e));
+                    return Err(TraceError::read(&self.path, Place::Byte(at), e));
                 }
             }
         }

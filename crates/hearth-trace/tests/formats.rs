@@ -438,8 +438,10 @@ fn a_corrupt_zstd_frame_is_an_error_not_a_panic() {
     }
 }
 
-/// A file named .zst that is not zstd, and a truncated one, fail with a
-/// plain sentence naming the file, not the decoder's debug output.
+/// A file named .zst that is not zstd, a truncated one and a corrupt one
+/// fail with a plain sentence naming the file and the compressed byte where
+/// decoding stopped (no line was read: ruzstd holds back a frame's first
+/// window), not the decoder's debug output.
 #[test]
 fn zstd_errors_read_plainly() {
     let dir = tempfile::tempdir().unwrap();
@@ -448,10 +450,17 @@ fn zstd_errors_read_plainly() {
     let bundled =
         std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cloudPhysicsIO.csv.zst")).unwrap();
     let truncated = dir.path().join("truncated.csv.zst");
-    std::fs::write(&truncated, &bundled[..4096]).unwrap();
-    for (path, says) in
-        [(&plain, "not zstd-compressed data"), (&truncated, "zstd: corrupt or truncated compressed data")]
-    {
+    let half = bundled.len() / 2;
+    std::fs::write(&truncated, &bundled[..half]).unwrap();
+    let corrupt = dir.path().join("corrupt.csv.zst");
+    let mut flipped = bundled.clone();
+    flipped[half..half + 64].fill(0xff);
+    std::fs::write(&corrupt, &flipped).unwrap();
+    for (path, at, says) in [
+        (&plain, Some(0), "compressed byte 0: read error: not zstd-compressed data"),
+        (&truncated, Some(half as u64), "the file ends inside a compressed frame (truncated?)"),
+        (&corrupt, None, "zstd: corrupt compressed data"),
+    ] {
         let err = match hearth_trace::open(path, Some(Format::CloudPhysicsCsv)) {
             Err(e) => e,
             Ok(reader) => reader.collect::<Result<Vec<_>, _>>().expect_err("an unreadable trace is an error"),
@@ -459,5 +468,11 @@ fn zstd_errors_read_plainly() {
         let text = err.to_string();
         assert!(text.contains(path.file_name().unwrap().to_str().unwrap()) && text.contains(says), "{text}");
         assert!(!text.contains("Error {") && !text.contains("BadMagicNumber"), "{text}");
+        assert!(matches!(err.place(), hearth_trace::Place::Compressed(_)), "{text}");
+        let offset = err.byte_offset().unwrap();
+        match at {
+            Some(at) => assert_eq!(offset, at, "{text}"),
+            None => assert!(offset > half as u64 && offset <= bundled.len() as u64, "{text}"),
+        }
     }
 }

@@ -61,11 +61,11 @@ pub struct ServerConfig {
     pub metrics: Option<String>,
     /// Seconds a client may take to finish the handshake before it is
     /// disconnected, so idle or trickling sockets cannot pile up; 0 = no limit.
-    #[serde(default = "default_handshake_timeout")]
+    #[serde(default = "default_handshake_timeout", deserialize_with = "whole_seconds")]
     pub handshake_timeout: u64,
     /// Seconds a connection may stay idle (no request arriving, no reply
     /// leaving) before it is closed; 0 = never (the default, as nbdkit).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_seconds")]
     pub idle_timeout: u64,
     /// Client connections served at once; one more is closed at accept.
     #[serde(default = "default_max_connections")]
@@ -147,6 +147,28 @@ impl Default for ServerConfig {
             tls_verify_peer: false,
             allow: Vec::new(),
             deny: Vec::new(),
+        }
+    }
+}
+
+/// Whole seconds from a duration (`"30s"`, `"2m"`, as the flags and the
+/// other duration keys take it) or, as older files have it, a bare number of
+/// seconds.
+fn whole_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Seconds {
+        Number(u64),
+        Text(String),
+    }
+    match Seconds::deserialize(d)? {
+        Seconds::Number(n) => Ok(n),
+        Seconds::Text(text) => {
+            let d = parse_duration(&text).map_err(serde::de::Error::custom)?;
+            if d.subsec_nanos() != 0 {
+                return Err(serde::de::Error::custom(format!("{text}: counts whole seconds")));
+            }
+            Ok(d.as_secs())
         }
     }
 }

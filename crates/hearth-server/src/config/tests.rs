@@ -101,3 +101,17 @@ fn the_offline_bound_is_not_a_server_policy() {
     let e = Config::parse(&format!("{export}policy = \"opt\"\n")).unwrap().validate().unwrap_err().to_string();
     assert!(e.contains(".policy: opt is an offline bound"), "{e}");
 }
+
+#[test]
+fn timeouts_take_durations_as_the_flags_do_and_bare_seconds_as_before() {
+    let timeouts = |text: &str| {
+        Config::parse(&format!("[server]\n{text}\n")).map(|c| (c.server.handshake_timeout, c.server.idle_timeout))
+    };
+    assert_eq!(timeouts("handshake_timeout = \"10s\"\nidle_timeout = \"2m\"").unwrap(), (10, 120));
+    assert_eq!(timeouts("handshake_timeout = 10").unwrap(), (10, 0));
+    assert_eq!(timeouts("").unwrap(), (default_handshake_timeout(), 0));
+    let e = timeouts("handshake_timeout = \"1500ms\"").unwrap_err().to_string();
+    assert!(e.contains("handshake_timeout") && e.contains("whole seconds"), "{e}");
+    let e = timeouts("idle_timeout = \"5\"").unwrap_err().to_string();
+    assert!(e.contains("idle_timeout") && e.contains("no unit"), "{e}");
+}

@@ -63,7 +63,7 @@ impl VscsiReader {
         (&mut input)
             .take((PROBE_RECORDS * 40) as u64)
             .read_to_end(&mut probe)
-            .map_err(|e| TraceError::io(path, Place::Byte(0), "read error", e))?;
+            .map_err(|e| TraceError::read(path, Place::Byte(0), e))?;
         let version = detect(&probe).map_err(|what| TraceError::new(path, Place::Byte(0), what))?;
         let input: Input = Box::new(std::io::Cursor::new(probe).chain(input));
         Ok(VscsiReader { records: Records::new(path, input), version, record: [0; 40] })
