@@ -32,4 +32,4 @@ if [ ! -f "$zipf_file" ]; then
   "$hearth" trace convert "$zipf" --requests "${ZIPF_REQUESTS:-2000000}" -q -o "$zipf_file" >&2
 fi
 python3 scripts/caffeine/compare.py --hearth "$hearth" --classpath "$work/classes:$jar" --version "$version" \
-  --cloudphysics "$trace" --zipf "$zipf_file" "$@"
+  --cloudphysics "$trace" --zipf "$zipf_file" --zipf-label "$zipf, ${ZIPF_REQUESTS:-2000000} requests" "$@"

@@ -76,6 +76,7 @@ def main():
     p.add_argument("--version", required=True)
     p.add_argument("--cloudphysics", required=True)
     p.add_argument("--zipf", required=True, help="an oracleGeneral trace written by hearth trace convert synth:zipf:...")
+    p.add_argument("--zipf-label", required=True, help="what the Zipf trace is, for its table's title")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     print("Hit ratios (hits / requests); diff is Hearth's minus the middle of Caffeine's range.")
@@ -88,7 +89,7 @@ def main():
               [500, 2500, 5000, 12500], "entries")
         table(args, "cloudPhysicsIO, bytes (maximumWeight = request sizes)", args.cloudphysics, "bytes",
               [m << 20 for m in (128, 256, 512, 1024)], "bytes")
-        table(args, f"{os.path.basename(args.zipf)}, entries", zipf_unit, "unit",
+        table(args, f"{args.zipf_label}, entries", zipf_unit, "unit",
               [1000, 5000, 10000, 25000], "entries")
 
 
