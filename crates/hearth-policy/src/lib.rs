@@ -25,6 +25,26 @@ macro_rules! indexed_residency {
     };
 }
 
+/// `capacity`, `occupancy`, `len` and `contains` for a policy built on
+/// [`three_queues::ThreeQueues`] (its `q` field), whose residents are the
+/// small and main queues' items.
+macro_rules! three_queue_residency {
+    () => {
+        fn capacity(&self) -> u64 {
+            self.capacity
+        }
+        fn occupancy(&self) -> u64 {
+            self.q.resident_bytes()
+        }
+        fn len(&self) -> usize {
+            self.q.resident_len()
+        }
+        fn contains(&self, key: hearth_core::Key) -> bool {
+            self.q.contains(key)
+        }
+    };
+}
+
 pub mod admission;
 mod arc;
 mod beladysize;
@@ -50,6 +70,7 @@ mod random;
 mod s3fifo;
 mod sieve;
 mod slru;
+mod three_queues;
 mod twoq;
 mod wtinylfu;
 
