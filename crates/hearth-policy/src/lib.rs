@@ -287,6 +287,29 @@ pub fn group(name: &str) -> Option<Vec<&'static str>> {
     }
 }
 
+/// Families of registered policies, for grouping results (one panel each
+/// in a crowded miss-ratio plot); every policy is in exactly one.
+const FAMILIES: &[(&str, &[&str])] = &[
+    ("Recency: LRU and kin", &["lru", "fifo", "clock", "slru", "2q", "lruk", "mru", "random"]),
+    ("Frequency", &["lfu", "lfuda", "fbr", "mq", "gdsf", "hyperbolic", "lhd", "wtinylfu"]),
+    ("FIFO-based: quick demotion, lazy promotion", &["s3fifo", "sieve", "qdlp", "clock2qplus"]),
+    ("Adaptive", &["arc", "car", "lirs", "clockpro", "lecar", "cacheus"]),
+    ("Offline bounds", &["opt", "beladysize"]),
+];
+
+/// The family of a policy spec (that of its eviction policy for
+/// `wtinylfu:window=0.2+bloom`); None for an unknown policy.
+pub fn family(spec: &str) -> Option<&'static str> {
+    let eviction = spec.split_once('+').map_or(spec, |(eviction, _)| eviction);
+    let name = eviction.split_once(':').map_or(eviction, |(name, _)| name).trim().to_ascii_lowercase();
+    FAMILIES.iter().find(|(_, members)| members.contains(&name.as_str())).map(|&(family, _)| family)
+}
+
+/// The families' names, in the order they are best shown.
+pub fn families() -> Vec<&'static str> {
+    FAMILIES.iter().map(|&(family, _)| family).collect()
+}
+
 /// Every admission policy name (the part after `+` in a spec).
 pub fn admission_names() -> Vec<&'static str> {
     admission::ADMISSIONERS.iter().map(|e| e.name).collect()
@@ -295,6 +318,17 @@ pub fn admission_names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn families_partition_the_registry() {
+        let mut members: Vec<&str> = FAMILIES.iter().flat_map(|(_, m)| m.iter().copied()).collect();
+        members.sort_unstable();
+        let mut all = names();
+        all.sort_unstable();
+        assert_eq!(members, all, "every policy in exactly one family");
+        assert_eq!(family("WTinyLFU:window=0.2+bloom"), Some("Frequency"));
+        assert_eq!(family("nope"), None);
+    }
 
     #[test]
     fn groups_partition_the_registry() {
