@@ -51,7 +51,12 @@ const SHAPES: [Shape; 4] = [Shape::Circle, Shape::Triangle, Shape::Square, Shape
 /// and whether the marker is filled. Any two of a panel's first 8 curves
 /// differ in colour and in at least two of the others.
 fn style(i: usize) -> (RGBColor, Option<(u32, u32)>, Shape, bool) {
-    (COLOURS[i % COLOURS.len()], DASHES[(i + i / 4) % DASHES.len()], SHAPES[i % SHAPES.len()], (i / 4).is_multiple_of(2))
+    (
+        COLOURS[i % COLOURS.len()],
+        DASHES[(i + i / 4) % DASHES.len()],
+        SHAPES[i % SHAPES.len()],
+        (i / 4).is_multiple_of(2),
+    )
 }
 
 const PANEL: (u32, u32) = (560, 480);
