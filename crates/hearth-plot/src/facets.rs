@@ -10,7 +10,9 @@ use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::{bounds, coinciding, ensure_font, nothing_to_plot, Chart, DrawResult, Kind, LEGEND_FONT, LEGEND_ROW};
+use crate::{
+    bounds, coinciding, draw_overlaps, ensure_font, nothing_to_plot, Chart, DrawResult, Kind, LEGEND_FONT, LEGEND_ROW,
+};
 
 /// Panels of line charts under one title, `columns` to a row. Each panel's
 /// title names it; the axes' labels and log scales are the first panel's.
@@ -211,17 +213,7 @@ where
         area.draw(&Text::new(s.name.clone(), (44, y - LEGEND_FONT as i32 / 2), font.clone()))?;
         y += LEGEND_ROW;
     }
-    let groups = coinciding(panel);
-    if !groups.is_empty() {
-        y += LEGEND_ROW / 2;
-        area.draw(&Text::new("On each other:", (2, y), font.clone()))?;
-        for g in groups {
-            y += LEGEND_ROW;
-            let names: Vec<&str> = g.iter().map(|&i| panel.series[i].name.as_str()).collect();
-            area.draw(&Text::new(names.join(" ≈ "), (10, y), font.clone()))?;
-        }
-    }
-    Ok(())
+    draw_overlaps(panel, &coinciding(panel), "On each other:", area, y)
 }
 
 #[cfg(test)]
