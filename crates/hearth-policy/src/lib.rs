@@ -78,7 +78,7 @@ pub use admission::{Admitted, Lehmer64};
 pub use arc::{Arc, Step as ArcStep};
 pub use beladysize::BeladySize;
 pub use cacheus::Cacheus;
-pub use car::Car;
+pub use car::{Car, B2 as CarB2};
 pub use clock::Clock;
 pub use clock2qplus::Clock2QPlus;
 pub use clockpro::ClockPro;
@@ -174,7 +174,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "qdlp", params: &["small", "ghost", "threshold"], about: "QD-LP-FIFO (Yang et al.): probationary FIFO drained first, items hit threshold times (1) move to a 2-bit CLOCK main cache of (1 - small) x capacity (0.1), others become ghosts (ghost x capacity bytes, 0.9) that re-enter the main cache", build: |c, p| Ok(Box::new(Qdlp::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?)?)) },
     Entry { name: "random", params: &["seed"], about: "random replacement: a uniformly drawn resident item, seeded Lehmer64 (seed=S, default libCacheSim's state) so runs repeat", build: |c, p| Ok(Box::new(Random::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "hyperbolic", params: &["samples", "seed"], about: "Hyperbolic caching (Blankstein et al.): evict the lowest requests / time-in-cache among samples random items (64), seeded (seed=S)", build: |c, p| Ok(Box::new(Hyperbolic::new(c, p.get("samples", 64)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
-    Entry { name: "car", params: &[], about: "CAR (Bansal & Modha): ARC's adaptation over two CLOCKs with reference bits, byte-sized ghosts, as libCacheSim but with the paper's bound on B2 (ghosts and residents within 2 x capacity)", build: |c, _| Ok(Box::new(Car::new(c))) },
+    Entry { name: "car", params: &["b2"], about: "CAR (Bansal & Modha): ARC's adaptation over two CLOCKs with reference bits, byte-sized ghosts, as libCacheSim; b2=bounded (default) keeps ghosts and residents within 2 x capacity as the paper, b2=unbounded is libCacheSim's B2", build: |c, p| Ok(Box::new(Car::new(c, p.get("b2", CarB2::Bounded)?))) },
     Entry { name: "lecar", params: &["seed"], about: "LeCaR (Vietri et al.): LRU and LFU experts, the victim drawn by weights that regret-driven ghost hits adjust; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(LeCaR::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "clock2qplus", params: &["small", "ghost", "threshold", "window"], about: "CLOCK-2Q+ (libCacheSim): small FIFO of small x capacity (0.1), 1-bit CLOCK main, ghosts of ghost x capacity bytes (0.9); FIFO hits count (threshold=1 promotes) only past a correlation window of window x the FIFO's bytes admitted after the item (0.5)", build: |c, p| Ok(Box::new(Clock2QPlus::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?, p.get("window", 0.5)?)?)) },
     Entry { name: "beladysize", params: &["samples", "seed"], about: "size-aware Belady, offline: evict the largest size x distance to next request among samples random items (128), seeded (seed=S); items never requested again are not kept", build: |c, p| Ok(Box::new(BeladySize::new(c, p.get("samples", 128)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
