@@ -12,6 +12,9 @@ use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+mod facets;
+pub use facets::{render_facets, Facets};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     /// One polyline per series.
@@ -361,14 +364,31 @@ where
         area.draw(&Text::new(s.name.clone(), (38, y - LEGEND_FONT as i32 / 2), font.clone()))?;
         y += LEGEND_ROW;
     }
-    if !groups.is_empty() {
-        y += LEGEND_ROW / 2;
-        area.draw(&Text::new(NOTE, (4, y), font.clone()))?;
-        for g in groups {
-            y += LEGEND_ROW;
-            let names: Vec<&str> = g.iter().map(|&i| chart.series[i].name.as_str()).collect();
-            area.draw(&Text::new(names.join(" ≈ "), (12, y), font.clone()))?;
-        }
+    draw_overlaps(chart, groups, NOTE, area, y)
+}
+
+/// Below a legend whose next row is at `y`: `note`, then one line per group
+/// of series that lie on each other, naming them.
+fn draw_overlaps<DB: DrawingBackend>(
+    chart: &Chart,
+    groups: &[Vec<usize>],
+    note: &str,
+    area: &DrawingArea<DB, Shift>,
+    mut y: i32,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let font = ("sans-serif", LEGEND_FONT).into_font();
+    y += LEGEND_ROW / 2;
+    area.draw(&Text::new(note, (4, y), font.clone()))?;
+    for g in groups {
+        y += LEGEND_ROW;
+        let names: Vec<&str> = g.iter().map(|&i| chart.series[i].name.as_str()).collect();
+        area.draw(&Text::new(names.join(" ≈ "), (12, y), font.clone()))?;
     }
     Ok(())
 }

@@ -22,138 +22,51 @@
 //! its window is tens of thousands of times longer than the FIFO and no FIFO
 //! hit ever counts; the two agree where sizes are 1 or the window is 0.
 
+use hearth_core::{Access, Key, Policy};
+
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Queue {
-    Small = 0,
-    Main = 1,
-    Ghost = 2,
-}
-
-#[derive(Clone, Copy)]
-struct Entry {
-    key: Key,
-    size: u32,
-    /// Counted hits in the small FIFO, the reference bit in the main cache.
-    hits: u32,
-    /// `admitted` just after this item entered the small FIFO.
-    stamp: u64,
-    queue: Queue,
-}
+use crate::three_queues::{Entry, Queue, ThreeQueues};
 
 pub struct Clock2QPlus {
     capacity: u64,
-    /// The small FIFO's, the main cache's and the ghosts' budgets in bytes.
-    budgets: [u64; 3],
     threshold: u32,
     /// Bytes a small-FIFO item must see admitted after it before its hits count.
     window: u64,
-    index: KeyMap<u32>,
-    slab: Slab<Entry>,
-    /// Newest at the head.
-    queues: [List; 3],
-    bytes: [u64; 3],
+    /// Hits are the counted hits in the small FIFO and the reference bit in
+    /// the main cache; the stamp is `admitted` just after an item entered
+    /// the small FIFO.
+    q: ThreeQueues<u32, u64>,
     /// Bytes ever admitted to the small FIFO.
     admitted: u64,
     /// Whether anything was evicted yet (the end of warm-up).
     has_evicted: bool,
-    /// The key whose lookup just found its ghost.
-    ghost_hit: Option<Key>,
 }
 
 impl Clock2QPlus {
     pub fn new(capacity: u64, small: f64, ghost: f64, threshold: u32, window: f64) -> Result<Self, SpecError> {
-        if !(small > 0.0 && small < 1.0) {
-            return Err(SpecError::range("clock2qplus", format!("small must be in (0, 1), got {small}")));
-        }
-        if ghost.is_nan() || ghost < 0.0 {
-            return Err(SpecError::range("clock2qplus", format!("ghost must be >= 0, got {ghost}")));
-        }
+        let q = ThreeQueues::new("clock2qplus", capacity, small, ghost)?;
         if window.is_nan() || window < 0.0 {
             return Err(SpecError::range("clock2qplus", format!("window must be >= 0, got {window}")));
         }
-        // Truncating products, as libCacheSim sizes its queues.
-        let small_budget = (capacity as f64 * small) as u64;
-        let ghost_budget = (capacity as f64 * ghost) as u64;
         Ok(Clock2QPlus {
             capacity,
-            budgets: [small_budget, capacity - small_budget, ghost_budget],
             threshold,
-            window: (small_budget as f64 * window) as u64,
-            index: key_map(1024),
-            slab: Slab::default(),
-            queues: [List::new(); 3],
-            bytes: [0; 3],
+            window: (q.budget(Queue::Small) as f64 * window) as u64,
+            q,
             admitted: 0,
             has_evicted: false,
-            ghost_hit: None,
         })
-    }
-
-    fn push_front(&mut self, i: u32, queue: Queue) {
-        let e = self.slab.get_mut(i);
-        e.queue = queue;
-        e.hits = 0;
-        self.bytes[queue as usize] += u64::from(e.size);
-        self.slab.push_front(&mut self.queues[queue as usize], i);
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let e = *self.slab.get(i);
-        self.slab.unlink(&mut self.queues[e.queue as usize], i);
-        self.bytes[e.queue as usize] -= u64::from(e.size);
-    }
-
-    /// Frees the (unlinked) slot `i`; returns its key.
-    fn drop_slot(&mut self, i: u32) -> Key {
-        let e = self.slab.release(i);
-        self.index.remove(&e.key);
-        e.key
-    }
-
-    /// Makes the (unlinked) small-FIFO victim `i` a ghost, dropping the oldest ghosts.
-    fn remember(&mut self, i: u32) {
-        let size = u64::from(self.slab.get(i).size);
-        let budget = self.budgets[Queue::Ghost as usize];
-        if size > budget {
-            self.drop_slot(i);
-            return;
-        }
-        while self.bytes[Queue::Ghost as usize] + size > budget {
-            let Some(oldest) = self.queues[Queue::Ghost as usize].tail() else { break };
-            self.unlink(oldest);
-            self.drop_slot(oldest);
-        }
-        self.push_front(i, Queue::Ghost);
     }
 
     /// One CLOCK eviction from the main cache.
     fn evict_main(&mut self) -> Option<Key> {
-        while let Some(i) = self.queues[Queue::Main as usize].tail() {
-            if self.slab.get(i).hits == 0 {
-                self.unlink(i);
-                return Some(self.drop_slot(i));
+        while let Some(i) = self.q.tail(Queue::Main) {
+            if self.q.slab.get(i).hits == 0 {
+                return Some(self.q.forget(i));
             }
-            self.slab.move_to_front(&mut self.queues[Queue::Main as usize], i);
-            self.slab.get_mut(i).hits = 0;
-        }
-        None
-    }
-
-    /// Drains the small FIFO's tail into the main cache until an item without
-    /// enough hits leaves as a ghost (its key returned); None if it empties.
-    fn evict_small(&mut self) -> Option<Key> {
-        while let Some(i) = self.queues[Queue::Small as usize].tail() {
-            self.unlink(i);
-            if self.slab.get(i).hits >= self.threshold {
-                self.push_front(i, Queue::Main);
-            } else {
-                let key = self.slab.get(i).key;
-                self.remember(i);
-                return Some(key);
-            }
+            self.q.move_to_front(i);
+            self.q.slab.get_mut(i).hits = 0;
         }
         None
     }
@@ -163,44 +76,22 @@ impl Policy for Clock2QPlus {
     fn name(&self) -> String {
         "CLOCK-2Q+".into()
     }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn occupancy(&self) -> u64 {
-        self.bytes[Queue::Small as usize] + self.bytes[Queue::Main as usize]
-    }
-    fn len(&self) -> usize {
-        self.queues[Queue::Small as usize].len() + self.queues[Queue::Main as usize].len()
-    }
-    fn contains(&self, key: Key) -> bool {
-        self.index.get(&key).is_some_and(|&i| self.slab.get(i).queue != Queue::Ghost)
-    }
+    three_queue_residency!();
     fn lookup(&mut self, a: &Access) -> bool {
-        self.ghost_hit = None;
-        let Some(&i) = self.index.get(&a.key) else { return false };
-        let admitted = self.admitted;
-        let window = self.window;
-        let e = self.slab.get_mut(i);
-        match e.queue {
-            Queue::Small => {
-                if admitted - e.stamp >= window {
-                    e.hits = e.hits.saturating_add(1);
-                }
-            }
-            Queue::Main => e.hits = 1,
-            Queue::Ghost => {
-                self.unlink(i);
-                self.drop_slot(i);
-                self.ghost_hit = Some(a.key);
-                return false;
-            }
+        let Some(i) = self.q.find(a.key) else { return false };
+        let (admitted, window) = (self.admitted, self.window);
+        let e = self.q.slab.get_mut(i);
+        if e.queue == Queue::Main {
+            e.hits = 1;
+        } else if admitted - e.stamp >= window {
+            e.hits = e.hits.saturating_add(1);
         }
         true
     }
     fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
-        let from_ghost = self.ghost_hit.take() == Some(a.key);
+        let from_ghost = self.q.was_ghost(a.key);
         let size = u64::from(a.size);
-        let small_budget = self.budgets[Queue::Small as usize];
+        let small_budget = self.q.budget(Queue::Small);
         if size > small_budget {
             return;
         }
@@ -209,38 +100,30 @@ impl Policy for Clock2QPlus {
         if !from_ghost && size == small_budget {
             return;
         }
-        let i = self.slab.alloc(Entry { key: a.key, size: a.size, hits: 0, stamp: 0, queue: Queue::Small });
-        self.index.insert(a.key, i);
-        let warming_up = !self.has_evicted && self.bytes[Queue::Small as usize] >= small_budget;
+        let warming_up = !self.has_evicted && self.q.bytes(Queue::Small) >= small_budget;
+        let i = self.q.alloc(Entry::new(a.key, a.size));
         if from_ghost || warming_up {
-            self.push_front(i, Queue::Main);
+            self.q.push_front(i, Queue::Main);
         } else {
             self.admitted += size;
-            self.slab.get_mut(i).stamp = self.admitted;
-            self.push_front(i, Queue::Small);
+            self.q.slab.get_mut(i).stamp = self.admitted;
+            self.q.push_front(i, Queue::Small);
         }
     }
     fn evict(&mut self, _now: &Access) -> Option<Key> {
         self.has_evicted = true;
         loop {
-            let main_over = self.bytes[Queue::Main as usize] > self.budgets[Queue::Main as usize];
-            if main_over || self.queues[Queue::Small as usize].is_empty() {
+            let main_over = self.q.bytes(Queue::Main) > self.q.budget(Queue::Main);
+            if main_over || self.q.is_empty(Queue::Small) {
                 return self.evict_main();
             }
-            if let Some(key) = self.evict_small() {
+            if let Some(key) = self.q.drain_small(self.threshold) {
                 return Some(key);
             }
         }
     }
     fn remove(&mut self, key: Key) -> bool {
-        let Some(&i) = self.index.get(&key) else { return false };
-        let resident = self.slab.get(i).queue != Queue::Ghost;
-        self.unlink(i);
-        self.drop_slot(i);
-        if self.ghost_hit == Some(key) {
-            self.ghost_hit = None;
-        }
-        resident
+        self.q.remove(key)
     }
 }
 
@@ -261,11 +144,11 @@ mod tests {
         for k in 0..8 {
             c.access(&acc(k), &mut ev); // warm-up: the FIFO fills, the rest goes to main
         }
-        assert_eq!(c.queues[Queue::Small as usize].len(), 2);
+        assert_eq!(c.q.list(Queue::Small).len(), 2);
         c.access(&acc(8), &mut ev);
         c.access(&acc(9), &mut ev);
         // 8 and 9 overflowed into the main cache during warm-up too.
-        assert_eq!(c.queues[Queue::Main as usize].len(), 8);
+        assert_eq!(c.q.list(Queue::Main).len(), 8);
         ev.clear();
         c.access(&acc(10), &mut ev); // evicts FIFO item 0 (no hits) as a ghost
         assert_eq!(ev, vec![0]);
@@ -274,11 +157,11 @@ mod tests {
         assert!(c.access(&acc(10), &mut ev), "a hit past the window");
         ev.clear();
         c.access(&acc(12), &mut ev); // FIFO tail 10 has a counted hit: moves to main
-        assert_eq!(c.slab.get(c.index[&10]).queue, Queue::Main);
+        assert_eq!(c.q.queue_of(10), Queue::Main);
         assert!(c.occupancy() <= 10);
         // A ghost goes straight to the main cache.
         c.access(&acc(0), &mut ev);
-        assert_eq!(c.slab.get(c.index[&0]).queue, Queue::Main);
+        assert_eq!(c.q.queue_of(0), Queue::Main);
     }
 
     #[test]

@@ -25,6 +25,26 @@ macro_rules! indexed_residency {
     };
 }
 
+/// `capacity`, `occupancy`, `len` and `contains` for a policy built on
+/// [`three_queues::ThreeQueues`] (its `q` field), whose residents are the
+/// small and main queues' items.
+macro_rules! three_queue_residency {
+    () => {
+        fn capacity(&self) -> u64 {
+            self.capacity
+        }
+        fn occupancy(&self) -> u64 {
+            self.q.resident_bytes()
+        }
+        fn len(&self) -> usize {
+            self.q.resident_len()
+        }
+        fn contains(&self, key: hearth_core::Key) -> bool {
+            self.q.contains(key)
+        }
+    };
+}
+
 pub mod admission;
 mod arc;
 mod beladysize;
@@ -51,6 +71,7 @@ mod random;
 mod s3fifo;
 mod sieve;
 mod slru;
+mod three_queues;
 mod twoq;
 mod wtinylfu;
 
@@ -58,7 +79,7 @@ pub use admission::{Admitted, Lehmer64};
 pub use arc::{Arc, Step as ArcStep};
 pub use beladysize::BeladySize;
 pub use cacheus::Cacheus;
-pub use car::Car;
+pub use car::{Car, B2 as CarB2};
 pub use clock::Clock;
 pub use clock2qplus::Clock2QPlus;
 pub use clockpro::ClockPro;
@@ -163,7 +184,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "qdlp", params: &["small", "ghost", "threshold"], about: "QD-LP-FIFO (Yang et al.): probationary FIFO drained first, items hit threshold times (1) move to a 2-bit CLOCK main cache of (1 - small) x capacity (0.1), others become ghosts (ghost x capacity bytes, 0.9) that re-enter the main cache", build: |c, p| Ok(Box::new(Qdlp::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?)?)) },
     Entry { name: "random", params: &["seed"], about: "random replacement: a uniformly drawn resident item, seeded Lehmer64 (seed=S, default libCacheSim's state) so runs repeat", build: |c, p| Ok(Box::new(Random::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "hyperbolic", params: &["samples", "seed"], about: "Hyperbolic caching (Blankstein et al.): evict the lowest requests / time-in-cache among samples random items (64), seeded (seed=S)", build: |c, p| Ok(Box::new(Hyperbolic::new(c, p.get("samples", 64)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
-    Entry { name: "car", params: &[], about: "CAR (Bansal & Modha): ARC's adaptation over two CLOCKs with reference bits, byte-sized ghosts, as libCacheSim", build: |c, _| Ok(Box::new(Car::new(c))) },
+    Entry { name: "car", params: &["b2"], about: "CAR (Bansal & Modha): ARC's adaptation over two CLOCKs with reference bits, byte-sized ghosts, as libCacheSim; b2=bounded (default) keeps ghosts and residents within 2 x capacity as the paper, b2=unbounded is libCacheSim's B2", build: |c, p| Ok(Box::new(Car::new(c, p.get("b2", CarB2::Bounded)?))) },
     Entry { name: "lecar", params: &["seed"], about: "LeCaR (Vietri et al.): LRU and LFU experts, the victim drawn by weights that regret-driven ghost hits adjust; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(LeCaR::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "clock2qplus", params: &["small", "ghost", "threshold", "window"], about: "CLOCK-2Q+ (libCacheSim): small FIFO of small x capacity (0.1), 1-bit CLOCK main, ghosts of ghost x capacity bytes (0.9); FIFO hits count (threshold=1 promotes) only past a correlation window of window x the FIFO's bytes admitted after the item (0.5)", build: |c, p| Ok(Box::new(Clock2QPlus::new(c, p.get("small", 0.1)?, p.get("ghost", 0.9)?, p.get("threshold", 1)?, p.get("window", 0.5)?)?)) },
     Entry { name: "beladysize", params: &["samples", "seed"], about: "size-aware Belady, offline: evict the largest size x distance to next request among samples random items (128), seeded (seed=S); items never requested again are not kept", build: |c, p| Ok(Box::new(BeladySize::new(c, p.get("samples", 128)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
@@ -276,6 +297,29 @@ pub fn group(name: &str) -> Option<Vec<&'static str>> {
     }
 }
 
+/// Families of registered policies, for grouping results (one panel each
+/// in a crowded miss-ratio plot); every policy is in exactly one.
+const FAMILIES: &[(&str, &[&str])] = &[
+    ("Recency: LRU and kin", &["lru", "fifo", "clock", "slru", "2q", "lruk", "mru", "random"]),
+    ("Frequency", &["lfu", "lfuda", "fbr", "mq", "gdsf", "hyperbolic", "lhd", "wtinylfu"]),
+    ("FIFO-based: quick demotion, lazy promotion", &["s3fifo", "sieve", "qdlp", "clock2qplus"]),
+    ("Adaptive", &["arc", "car", "lirs", "clockpro", "lecar", "cacheus"]),
+    ("Offline bounds", &["opt", "beladysize"]),
+];
+
+/// The family of a policy spec (that of its eviction policy for
+/// `wtinylfu:window=0.2+bloom`); None for an unknown policy.
+pub fn family(spec: &str) -> Option<&'static str> {
+    let eviction = spec.split_once('+').map_or(spec, |(eviction, _)| eviction);
+    let name = eviction.split_once(':').map_or(eviction, |(name, _)| name).trim().to_ascii_lowercase();
+    FAMILIES.iter().find(|(_, members)| members.contains(&name.as_str())).map(|&(family, _)| family)
+}
+
+/// The families' names, in the order they are best shown.
+pub fn families() -> Vec<&'static str> {
+    FAMILIES.iter().map(|&(family, _)| family).collect()
+}
+
 /// Every admission policy name (the part after `+` in a spec).
 pub fn admission_names() -> Vec<&'static str> {
     admission::ADMISSIONERS.iter().map(|e| e.name).collect()
@@ -284,6 +328,17 @@ pub fn admission_names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn families_partition_the_registry() {
+        let mut members: Vec<&str> = FAMILIES.iter().flat_map(|(_, m)| m.iter().copied()).collect();
+        members.sort_unstable();
+        let mut all = names();
+        all.sort_unstable();
+        assert_eq!(members, all, "every policy in exactly one family");
+        assert_eq!(family("WTinyLFU:window=0.2+bloom"), Some("Frequency"));
+        assert_eq!(family("nope"), None);
+    }
 
     #[test]
     fn groups_partition_the_registry() {

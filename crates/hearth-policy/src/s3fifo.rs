@@ -25,137 +25,39 @@
 //! non-ghost item of exactly the small queue's size before refusing it,
 //! which Hearth does not.
 
+use hearth_core::{Access, Key, Policy};
+
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Queue {
-    Small = 0,
-    Main = 1,
-    Ghost = 2,
-}
-
-#[derive(Clone, Copy)]
-struct Entry {
-    key: Key,
-    size: u32,
-    /// Hits since insertion or the last reinsertion (saturating; only
-    /// comparisons with the threshold and 3 matter).
-    hits: u8,
-    queue: Queue,
-}
+use crate::three_queues::{Entry, Queue, ThreeQueues};
 
 pub struct S3Fifo {
     capacity: u64,
-    /// Byte budgets of the small, main and ghost queues.
-    budgets: [u64; 3],
     /// Small-queue hits that earn a move to the main queue.
     threshold: u8,
     /// Residents and ghosts alike; `Entry::queue` tells which.
-    index: KeyMap<u32>,
-    slab: Slab<Entry>,
-    /// Newest at the head of each queue, indexed by `Queue`.
-    queues: [List; 3],
-    bytes: [u64; 3],
+    q: ThreeQueues<u8>,
     /// Whether anything was ever evicted (until then a full small queue
     /// overflows into the main one).
     has_evicted: bool,
-    /// The key whose lookup just found its ghost: the following insert
-    /// puts it in the main queue.
-    ghost_hit: Option<Key>,
 }
 
 impl S3Fifo {
     /// An S3-FIFO cache whose small queue gets `small` of the capacity and
     /// whose ghost queue remembers `ghost` x capacity bytes of items.
     pub fn new(capacity: u64, small: f64, ghost: f64, threshold: u8) -> Result<Self, SpecError> {
-        if !(0.0..1.0).contains(&small) || small == 0.0 {
-            return Err(SpecError::range("s3fifo", format!("small must be in (0, 1), got {small}")));
-        }
-        if ghost.is_nan() || ghost < 0.0 {
-            return Err(SpecError::range("s3fifo", format!("ghost must be >= 0, got {ghost}")));
-        }
-        // Truncating products, as libCacheSim sizes its queues.
-        let small_budget = (capacity as f64 * small) as u64;
-        let ghost_budget = (capacity as f64 * ghost) as u64;
-        Ok(S3Fifo {
-            capacity,
-            budgets: [small_budget, capacity - small_budget, ghost_budget],
-            threshold,
-            index: key_map(1024),
-            slab: Slab::default(),
-            queues: [List::new(); 3],
-            bytes: [0; 3],
-            has_evicted: false,
-            ghost_hit: None,
-        })
-    }
-
-    fn push_front(&mut self, i: u32, queue: Queue) {
-        let e = self.slab.get_mut(i);
-        e.queue = queue;
-        e.hits = 0;
-        self.bytes[queue as usize] += u64::from(e.size);
-        self.slab.push_front(&mut self.queues[queue as usize], i);
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let e = *self.slab.get(i);
-        self.slab.unlink(&mut self.queues[e.queue as usize], i);
-        self.bytes[e.queue as usize] -= u64::from(e.size);
-    }
-
-    /// Unlinks and forgets slot `i` entirely; returns its key.
-    fn forget(&mut self, i: u32) -> Key {
-        self.unlink(i);
-        let e = self.slab.release(i);
-        self.index.remove(&e.key);
-        e.key
-    }
-
-    /// Turns the (unlinked) small-queue victim `i` into a ghost, dropping the
-    /// oldest ghosts to make room; an item larger than the whole ghost queue
-    /// is forgotten instead.
-    fn remember(&mut self, i: u32) {
-        let size = u64::from(self.slab.get(i).size);
-        let budget = self.budgets[Queue::Ghost as usize];
-        if size > budget {
-            let e = self.slab.release(i);
-            self.index.remove(&e.key);
-            return;
-        }
-        while self.bytes[Queue::Ghost as usize] + size > budget {
-            let Some(oldest) = self.queues[Queue::Ghost as usize].tail() else { break };
-            self.forget(oldest);
-        }
-        self.push_front(i, Queue::Ghost);
-    }
-
-    /// Walks the small queue from its oldest item: frequently hit items move
-    /// to the main queue, the first other one is evicted and returned. None
-    /// if every item moved.
-    fn evict_small(&mut self) -> Option<Key> {
-        while let Some(i) = self.queues[Queue::Small as usize].tail() {
-            self.unlink(i);
-            if self.slab.get(i).hits >= self.threshold {
-                self.push_front(i, Queue::Main);
-            } else {
-                self.remember(i);
-                return Some(self.slab.get(i).key);
-            }
-        }
-        None
+        Ok(S3Fifo { capacity, threshold, q: ThreeQueues::new("s3fifo", capacity, small, ghost)?, has_evicted: false })
     }
 
     /// CLOCK over the main queue with a counter capped at 3.
     fn evict_main(&mut self) -> Option<Key> {
-        while let Some(i) = self.queues[Queue::Main as usize].tail() {
-            let hits = self.slab.get(i).hits;
+        while let Some(i) = self.q.tail(Queue::Main) {
+            let hits = self.q.slab.get(i).hits;
             if hits == 0 {
-                return Some(self.forget(i));
+                return Some(self.q.forget(i));
             }
-            self.slab.move_to_front(&mut self.queues[Queue::Main as usize], i);
-            self.slab.get_mut(i).hits = hits.min(3) - 1;
+            self.q.move_to_front(i);
+            self.q.slab.get_mut(i).hits = hits.min(3) - 1;
         }
         None
     }
@@ -165,43 +67,25 @@ impl Policy for S3Fifo {
     fn name(&self) -> String {
         "S3-FIFO".into()
     }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn occupancy(&self) -> u64 {
-        self.bytes[Queue::Small as usize] + self.bytes[Queue::Main as usize]
-    }
-    fn len(&self) -> usize {
-        self.queues[Queue::Small as usize].len() + self.queues[Queue::Main as usize].len()
-    }
-    fn contains(&self, key: Key) -> bool {
-        self.index.get(&key).is_some_and(|&i| self.slab.get(i).queue != Queue::Ghost)
-    }
+    three_queue_residency!();
     fn lookup(&mut self, a: &Access) -> bool {
-        self.ghost_hit = None;
-        let Some(&i) = self.index.get(&a.key) else { return false };
-        if self.slab.get(i).queue == Queue::Ghost {
-            self.forget(i);
-            self.ghost_hit = Some(a.key);
-            return false;
-        }
-        let e = self.slab.get_mut(i);
+        let Some(i) = self.q.find(a.key) else { return false };
+        let e = self.q.slab.get_mut(i);
         e.hits = e.hits.saturating_add(1);
         true
     }
     fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
-        let to_main = self.ghost_hit.take() == Some(a.key);
+        let to_main = self.q.was_ghost(a.key);
         let size = u64::from(a.size);
-        let small_budget = self.budgets[Queue::Small as usize];
+        let small_budget = self.q.budget(Queue::Small);
         if size > small_budget || (size == small_budget && !to_main) {
             return;
         }
         self.make_room(a, evicted);
-        let small_full = self.bytes[Queue::Small as usize] >= small_budget;
+        let small_full = self.q.bytes(Queue::Small) >= small_budget;
         let queue = if to_main || (small_full && !self.has_evicted) { Queue::Main } else { Queue::Small };
-        let i = self.slab.alloc(Entry { key: a.key, size: a.size, hits: 0, queue });
-        self.index.insert(a.key, i);
-        self.push_front(i, queue);
+        let i = self.q.alloc(Entry::new(a.key, a.size));
+        self.q.push_front(i, queue);
     }
     fn evict(&mut self, _now: &Access) -> Option<Key> {
         if self.is_empty() {
@@ -209,11 +93,11 @@ impl Policy for S3Fifo {
         }
         self.has_evicted = true;
         loop {
-            let main_over = self.bytes[Queue::Main as usize] > self.budgets[Queue::Main as usize];
-            let victim = if main_over || self.queues[Queue::Small as usize].is_empty() {
+            let main_over = self.q.bytes(Queue::Main) > self.q.budget(Queue::Main);
+            let victim = if main_over || self.q.is_empty(Queue::Small) {
                 self.evict_main()
             } else {
-                self.evict_small()
+                self.q.drain_small(u32::from(self.threshold))
             };
             if victim.is_some() {
                 return victim;
@@ -221,11 +105,7 @@ impl Policy for S3Fifo {
         }
     }
     fn remove(&mut self, key: Key) -> bool {
-        let Some(&i) = self.index.get(&key) else { return false };
-        // An invalidated item leaves no ghost either: its data is gone.
-        let resident = self.slab.get(i).queue != Queue::Ghost;
-        self.forget(i);
-        resident
+        self.q.remove(key)
     }
 }
 
@@ -240,7 +120,7 @@ mod tests {
     }
 
     fn queue_of(cache: &S3Fifo, key: Key) -> Queue {
-        cache.slab.get(cache.index[&key]).queue
+        cache.q.queue_of(key)
     }
 
     #[test]
@@ -289,9 +169,9 @@ mod tests {
             request(&mut cache, k);
         }
         // Only 2 bytes of ghosts: the last two small-queue victims.
-        assert_eq!(cache.queues[Queue::Ghost as usize].len(), 2);
+        assert_eq!(cache.q.list(Queue::Ghost).len(), 2);
         assert_eq!(cache.len(), 20);
-        let ghost = *cache.slab.get(cache.queues[Queue::Ghost as usize].head().unwrap());
+        let ghost = *cache.q.slab.get(cache.q.list(Queue::Ghost).head().unwrap());
         assert!(!cache.remove(ghost.key), "a ghost is not resident");
         assert!(S3Fifo::new(20, 1.0, 0.9, 2).is_err());
     }

@@ -47,7 +47,10 @@
 //! miss counts differ from libCacheSim's by -2.8% to +5.7%.
 //!
 //! Caffeine's random admission of some warm candidates (a defence against
-//! hash flooding) is left out to stay deterministic.
+//! hash flooding) is left out to stay deterministic. Next to Caffeine 3.3.1
+//! itself (`scripts/bench-caffeine.sh`; figures and causes in
+//! `scripts/caffeine/README.md`) hit ratios differ by up to 2.5 points,
+//! mostly because Caffeine adapts its window and this one is fixed.
 
 use crate::SpecError;
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};

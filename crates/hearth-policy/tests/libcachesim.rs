@@ -271,7 +271,8 @@ fn miss_counts_match_libcachesim() {
 
 /// Hearth specs checked against libCacheSim's `cachesim` command for the
 /// policies its Python package does not expose, with cachesim's name.
-const CLI_COMPARED: &[(&str, &str)] = &[("qdlp", "qdlp"), ("car", "car")];
+/// Plain `car` bounds B2 as the paper does; `car:b2=unbounded` is libCacheSim's.
+const CLI_COMPARED: &[(&str, &str)] = &[("qdlp", "qdlp"), ("car:b2=unbounded", "car")];
 
 /// The same comparison through libCacheSim's own `cachesim` binary (from a
 /// libCacheSim 0.3.5 build, path in `LIBCACHESIM_CACHESIM`), for policies

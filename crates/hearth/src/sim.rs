@@ -12,8 +12,7 @@ use hearth_sim::device::Device;
 use hearth_sim::hierarchy::{HierarchyConfig, HierarchyResult, Timing};
 use hearth_sim::run::{check_policies, policy_specs, Row, Warmup};
 use hearth_sim::{
-    parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, Trace, TraceRun, TraceSource, DEFAULT_SIZES,
-    MRC_SIZES,
+    parse_sizes, simulate, Job, SimResult, Simulation, Trace, TraceRun, TraceSource, DEFAULT_SIZES, MRC_SIZES,
 };
 use hearth_trace::buffered::BufferedAccess;
 
@@ -128,10 +127,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     for source in args.sources() {
         runs.push(simulate(&source, &sim, threads, &progress)?);
     }
-    report(&args, &sim.sizes, &runs)
+    report(&args, &sim, &runs)
 }
 
-fn report(args: &SimArgs, sizes: &[CacheSize], runs: &[TraceRun]) -> anyhow::Result<()> {
+fn report(args: &SimArgs, sim: &Simulation, runs: &[TraceRun]) -> anyhow::Result<()> {
     let out = std::io::stdout();
     let mut out = out.lock();
     let tagged = || runs.iter().flat_map(TraceRun::rows);
@@ -164,7 +163,7 @@ fn report(args: &SimArgs, sizes: &[CacheSize], runs: &[TraceRun]) -> anyhow::Res
         }
     }
     if let Some(path) = &args.mrc {
-        let files = hearth_plot::render(&mrc_chart(runs, sizes), path)?;
+        let files = write_mrc(runs, sim, path)?;
         for f in files {
             eprintln!("wrote {}", f.display());
         }
@@ -227,23 +226,59 @@ fn label(runs: &[TraceRun], run: &TraceRun, r: &SimResult) -> String {
     }
 }
 
-fn mrc_chart(runs: &[TraceRun], sizes: &[CacheSize]) -> hearth_plot::Chart {
+/// Above this many curves the miss-ratio curves are drawn one panel per
+/// policy family (as `-p all` gives 28), so each can be told apart.
+const CURVES_PER_PLOT: usize = 8;
+
+/// Writes the miss-ratio curves to `path`.svg and .png: one plot, or one
+/// panel per policy family when there are too many curves for one.
+fn write_mrc(
+    runs: &[TraceRun],
+    sim: &Simulation,
+    path: &std::path::Path,
+) -> Result<Vec<PathBuf>, hearth_plot::PlotError> {
     let mut chart = hearth_plot::Chart::lines("Miss-ratio curve", "cache size (MiB)", "miss ratio");
-    chart.log_x = sizes.len() > 2;
-    for run in runs {
-        let mut names: Vec<&str> = Vec::new();
-        for r in &run.results {
-            if !names.contains(&r.policy.as_str()) {
-                names.push(&r.policy);
-            }
+    chart.log_x = sim.sizes.len() > 2;
+    let curves = mrc_curves(runs, &sim.policies);
+    let families: Vec<&str> = hearth_policy::families()
+        .into_iter()
+        .filter(|&f| curves.iter().any(|(family, ..)| *family == Some(f)))
+        .collect();
+    if curves.len() <= CURVES_PER_PLOT || families.len() < 2 {
+        for (_, name, points) in curves {
+            chart = chart.series(&name, points);
         }
-        for name in names {
-            let mine: Vec<&SimResult> = run.results.iter().filter(|r| r.policy == name).collect();
+        return hearth_plot::render(&chart, path);
+    }
+    let panels: Vec<hearth_plot::Chart> = families
+        .iter()
+        .map(|&f| {
+            let mut panel = hearth_plot::Chart { title: f.into(), ..chart.clone() };
+            for (_, name, points) in curves.iter().filter(|(family, ..)| *family == Some(f)) {
+                panel = panel.series(name, points.clone());
+            }
+            panel
+        })
+        .collect();
+    let columns = panels.len().min(2);
+    let title = "Miss-ratio curves by policy family".into();
+    hearth_plot::render_facets(&hearth_plot::Facets { title, columns, panels }, path)
+}
+
+/// One curve per trace and policy: the policy's family, the curve's label
+/// and its (MiB, miss ratio) points.
+fn mrc_curves(runs: &[TraceRun], specs: &[String]) -> Vec<(Option<&'static str>, String, Vec<(f64, f64)>)> {
+    let mut curves = Vec::new();
+    for run in runs {
+        // Results come size by size, policies in `specs` order within each.
+        for (p, spec) in specs.iter().enumerate() {
+            let mine: Vec<&SimResult> = run.results.iter().skip(p).step_by(specs.len()).collect();
+            let Some(first) = mine.first() else { continue };
             let points = mine.iter().map(|r| (r.cache_bytes as f64 / (1u64 << 20) as f64, r.miss_ratio())).collect();
-            chart = chart.series(&label(runs, run, mine[0]), points);
+            curves.push((hearth_policy::family(spec), label(runs, run, first), points));
         }
     }
-    chart
+    curves
 }
 
 /// Miss ratio over the trace, one series per (policy, size).

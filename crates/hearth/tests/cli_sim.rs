@@ -30,7 +30,22 @@ fn sim_table_and_mrc_plot() {
     assert!(out.contains("hit ratio") && out.contains("LRU") && out.contains("ARC"), "{out}");
     let svg = std::fs::read_to_string(base.with_extension("svg")).unwrap();
     assert!(svg.contains("LRU") && svg.contains("ARC"));
+    assert!(!svg.contains("by policy family"), "two curves share one plot");
     assert!(std::fs::metadata(base.with_extension("png")).unwrap().len() > 1000);
+}
+
+#[test]
+fn mrc_of_every_policy_has_a_panel_per_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("mrc");
+    let args = ["sim", "synth:zipf:2000:0.9", "--requests", "20000", "-q", "-p", "all", "-s", "2%,10%,50%"];
+    stdout(&hearth(&[&args[..], &["--mrc", base.to_str().unwrap()]].concat()));
+    let svg = std::fs::read_to_string(base.with_extension("svg")).unwrap();
+    let titles = ["Recency: LRU and kin", "Frequency", "FIFO-based", "Adaptive", "Offline bounds"];
+    for text in titles.iter().chain(&["Miss-ratio curves by policy family", "S3-FIFO", "W-TinyLFU", "BeladySize"]) {
+        assert!(svg.contains(text), "{text} is missing");
+    }
+    assert!(std::fs::metadata(base.with_extension("png")).unwrap().len() > 10_000);
 }
 
 #[test]
