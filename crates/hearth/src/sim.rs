@@ -265,9 +265,12 @@ fn write_mrc(
     hearth_plot::render_facets(&hearth_plot::Facets { title, columns, panels }, path)
 }
 
-/// One curve per trace and policy: the policy's family, the curve's label
-/// and its (MiB, miss ratio) points.
-fn mrc_curves(runs: &[TraceRun], specs: &[String]) -> Vec<(Option<&'static str>, String, Vec<(f64, f64)>)> {
+/// A curve of the MRC plot: the policy's family, the curve's label and its
+/// (MiB, miss ratio) points.
+type Curve = (Option<&'static str>, String, Vec<(f64, f64)>);
+
+/// One curve per trace and policy.
+fn mrc_curves(runs: &[TraceRun], specs: &[String]) -> Vec<Curve> {
     let mut curves = Vec::new();
     for run in runs {
         // Results come size by size, policies in `specs` order within each.
