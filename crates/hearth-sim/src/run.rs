@@ -172,7 +172,7 @@ pub fn simulate(
 ) -> Result<TraceRun, SourceError> {
     let prepared = sim.prepare(source, progress)?;
     let jobs = prepared.jobs(&sim.policies);
-    let total = prepared.trace.scan.as_ref().map(|s| s.accesses * jobs.len() as u64);
+    let total = prepared.trace.known_accesses().map(|n| n * jobs.len() as u64);
     progress.begin("simulating", total);
     let results =
         run_streaming(prepared.trace.accesses()?, &jobs, prepared.counting, threads, &|n| progress.advance(n))?;

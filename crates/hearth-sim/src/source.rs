@@ -267,6 +267,17 @@ pub struct Streamed<'a> {
 }
 
 impl<'a> Streamed<'a> {
+    /// How many accesses the stream holds, when known before it is read: from
+    /// the first pass, or for a synthetic pattern (one block a request).
+    /// Progress bars show an ETA from it.
+    pub fn known_accesses(&self) -> Option<u64> {
+        match (&self.scan, self.source.synth()) {
+            (Some(scan), _) => Some(scan.accesses),
+            (None, Some(spec)) if spec != "oltp" => Some(self.source.requests as u64),
+            _ => None,
+        }
+    }
+
     /// Opens the trace and runs the first pass if `needs` asks for anything
     /// the trace does not record itself.
     pub fn open(source: &'a TraceSource, needs: Needs, progress: &dyn Progress) -> Result<Streamed<'a>, SourceError> {
@@ -333,6 +344,20 @@ mod tests {
 
     fn python_names() -> OptionNames {
         OptionNames { block_size: "block_size", object_mode: "mode='object'" }
+    }
+
+    #[test]
+    fn the_access_count_is_known_ahead_for_synthetic_patterns_and_after_a_first_pass() {
+        let mut s = TraceSource::new("synth:uniform:300");
+        s.requests = 1234;
+        let streamed = Streamed::open(&s, Needs::default(), &()).unwrap();
+        assert_eq!(streamed.known_accesses(), Some(1234));
+        assert_eq!(streamed.accesses().unwrap().count(), 1234);
+        // OLTP pages need not be one block each; a first pass counts them.
+        let oltp = TraceSource { requests: 50, block_size: 512, ..TraceSource::new("synth:oltp") };
+        assert_eq!(Streamed::open(&oltp, Needs::default(), &()).unwrap().known_accesses(), None);
+        let scanned = Streamed::open(&oltp, Needs { totals: true, next_access: false }, &()).unwrap();
+        assert_eq!(scanned.known_accesses(), Some(scanned.accesses().unwrap().count() as u64));
     }
 
     #[test]

@@ -344,8 +344,19 @@ impl Config {
 
     /// Parses TOML; errors carry line, column and the offending key.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Syntax { path: None, message: e.to_string() })
+        toml::from_str(text).map_err(|e| ConfigError::Syntax { path: None, message: one_line(text, &e) })
     }
+}
+
+/// `line L, column C: what is wrong`: the TOML error on one line, without
+/// the snippet the toml crate draws under it.
+fn one_line(text: &str, e: &toml::de::Error) -> String {
+    let what = e.message().trim();
+    let Some(span) = e.span() else { return what.to_string() };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    format!("line {line}, column {column}: {what}")
 }
 
 /// `"250us"`, `"2ms"`, `"1.5s"`: the workspace's one duration syntax.
