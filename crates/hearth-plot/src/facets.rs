@@ -11,8 +11,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::{
-    bounds, coinciding, draw_overlaps, ensure_font, nothing_to_plot, Chart, DrawResult, Kind, PlotError, LEGEND_FONT,
-    LEGEND_ROW,
+    bounds, coinciding, draw_overlaps, ready_to_write, Chart, DrawResult, Kind, PlotError, LEGEND_FONT, LEGEND_ROW,
 };
 
 /// Panels of line charts under one title, `columns` to a row. Each panel's
@@ -77,14 +76,8 @@ fn legend_width(chart: &Chart) -> u32 {
 /// (and a warning on stderr) when no panel has a curve to draw.
 pub fn render_facets(facets: &Facets, base: &Path) -> Result<Vec<PathBuf>, PlotError> {
     let whole = joined(facets);
-    if let Some(why) = nothing_to_plot(&whole) {
-        eprintln!("hearth: warning: {} not written: {why}", base.with_extension("png").display());
+    if !ready_to_write(&whole, base)? {
         return Ok(Vec::new());
-    }
-    ensure_font()?;
-    if let Some(dir) = base.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| PlotError::CreateDir { dir: dir.to_path_buf(), reason: e.to_string() })?;
     }
     let columns = facets.columns.clamp(1, facets.panels.len().max(1));
     let rows = facets.panels.len().div_ceil(columns);

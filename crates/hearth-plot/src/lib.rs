@@ -103,18 +103,28 @@ fn ensure_font() -> Result<(), PlotError> {
         .clone()
 }
 
-/// Writes `<base>.svg` and `<base>.png` and returns their paths. A chart
-/// with nothing to show is not written: a warning on stderr says why, and
-/// no paths are returned.
-pub fn render(chart: &Chart, base: &Path) -> Result<Vec<PathBuf>, PlotError> {
+/// Whether `chart` (all that will be drawn) has something to show; if not,
+/// a warning on stderr says why. If so, the font is loaded and `base`'s
+/// directory made.
+fn ready_to_write(chart: &Chart, base: &Path) -> Result<bool, PlotError> {
     if let Some(why) = nothing_to_plot(chart) {
         eprintln!("hearth: warning: {} not written: {why}", base.with_extension("png").display());
-        return Ok(Vec::new());
+        return Ok(false);
     }
     ensure_font()?;
     if let Some(dir) = base.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| PlotError::CreateDir { dir: dir.to_path_buf(), reason: e.to_string() })?;
+    }
+    Ok(true)
+}
+
+/// Writes `<base>.svg` and `<base>.png` and returns their paths. A chart
+/// with nothing to show is not written: a warning on stderr says why, and
+/// no paths are returned.
+pub fn render(chart: &Chart, base: &Path) -> Result<Vec<PathBuf>, PlotError> {
+    if !ready_to_write(chart, base)? {
+        return Ok(Vec::new());
     }
     let svg = base.with_extension("svg");
     let png = base.with_extension("png");
