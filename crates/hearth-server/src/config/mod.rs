@@ -348,15 +348,17 @@ impl Config {
     }
 }
 
-/// `line L, column C: what is wrong`: the TOML error on one line, without
-/// the snippet the toml crate draws under it.
+/// `line L, column C (the line): what is wrong`: the TOML error on one
+/// line, naming the key through its line, instead of the snippet the toml
+/// crate draws over several.
 fn one_line(text: &str, e: &toml::de::Error) -> String {
     let what = e.message().trim();
     let Some(span) = e.span() else { return what.to_string() };
     let before = text.get(..span.start).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
-    format!("line {line}, column {column}: {what}")
+    let source: String = text.lines().nth(line - 1).unwrap_or("").trim().chars().take(80).collect();
+    format!("line {line}, column {column} ({source}): {what}")
 }
 
 /// `"250us"`, `"2ms"`, `"1.5s"`: the workspace's one duration syntax.

@@ -37,7 +37,7 @@ fn full_config_parses_and_validates() {
 #[test]
 fn errors_name_the_key() {
     let e = Config::parse("[[export]]\nname = \"a\"\ncache = \"1MiB\"\n").unwrap_err().to_string();
-    assert!(e.starts_with("line 3, column 1: unknown field `cache`") && !e.contains('\n'), "{e}");
+    assert!(e.starts_with("line 3, column 1 (cache = \"1MiB\"): unknown field `cache`") && !e.contains('\n'), "{e}");
     let c =
         Config::parse("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nblock_size = 1000\n").unwrap();
     let e = c.validate().unwrap_err().to_string();
