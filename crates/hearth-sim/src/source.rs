@@ -169,6 +169,11 @@ impl TraceSource {
         self.trace.to_str().and_then(|s| s.strip_prefix("synth:"))
     }
 
+    /// A synthetic workload (a block trace) asked for in object mode: refused.
+    pub fn synth_in_object_mode(&self) -> bool {
+        self.synth().is_some() && self.mode == Some(ModeChoice::Object)
+    }
+
     /// The trace file's format, as given or as its name tells (`None` for a
     /// synthetic workload or a name that does not tell).
     pub fn format(&self) -> Option<Format> {
@@ -197,7 +202,7 @@ impl TraceSource {
             .filter(|&b| b > 0)
             .ok_or(SourceError::BlockSize { flag: self.names.block_size })?;
         if let Some(spec) = self.synth() {
-            if self.mode == Some(ModeChoice::Object) {
+            if self.synth_in_object_mode() {
                 return Err(SourceError::SynthInObjectMode { flag: self.names.object_mode });
             }
             let n = self.requests;

@@ -150,7 +150,7 @@ impl Sweep {
         let output = file.output.as_deref().map(|o| beside(dir, o));
         let sources: Vec<TraceSource> = traces.iter().map(|t| base.with_trace(beside(dir, t))).collect();
         // Refused here, not when its task comes up after every other trace has run.
-        if let Some(synth) = sources.iter().find(|s| s.synth().is_some() && s.mode == Some(ModeChoice::Object)) {
+        if let Some(synth) = sources.iter().find(|s| s.synth_in_object_mode()) {
             return Err(SourceError::SynthInObjectSweep(synth.trace.clone()));
         }
         Ok(Sweep {
