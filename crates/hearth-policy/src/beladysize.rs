@@ -61,11 +61,7 @@ impl BeladySize {
     }
 
     fn take(&mut self, pos: usize) -> Key {
-        let item = self.items.swap_remove(pos);
-        self.index.remove(&item.key);
-        if let Some(moved) = self.items.get(pos) {
-            self.index.insert(moved.key, pos as u32);
-        }
+        let item = crate::swap_take(&mut self.items, &mut self.index, pos, |i| i.key);
         self.used -= u64::from(item.size);
         item.key
     }
@@ -118,15 +114,7 @@ impl Policy for BeladySize {
         }
         best.map(|(pos, _)| self.take(pos))
     }
-    fn remove(&mut self, key: Key) -> bool {
-        match self.index.get(&key) {
-            Some(&pos) => {
-                self.take(pos as usize);
-                true
-            }
-            None => false,
-        }
-    }
+    remove_by_index!();
     fn observe_next_access(&mut self, a: &Access) {
         if let Some(&pos) = self.index.get(&a.key) {
             self.items[pos as usize].next_access = a.next_access;

@@ -54,11 +54,7 @@ impl Hyperbolic {
     }
 
     fn take(&mut self, pos: usize) -> Key {
-        let item = self.items.swap_remove(pos);
-        self.index.remove(&item.key);
-        if let Some(moved) = self.items.get(pos) {
-            self.index.insert(moved.key, pos as u32);
-        }
+        let item = crate::swap_take(&mut self.items, &mut self.index, pos, |i| i.key);
         self.used -= u64::from(item.size);
         item.key
     }
@@ -104,15 +100,7 @@ impl Policy for Hyperbolic {
         }
         best.map(|(pos, _)| self.take(pos))
     }
-    fn remove(&mut self, key: Key) -> bool {
-        match self.index.get(&key) {
-            Some(&pos) => {
-                self.take(pos as usize);
-                true
-            }
-            None => false,
-        }
-    }
+    remove_by_index!();
 }
 
 #[cfg(test)]

@@ -223,11 +223,7 @@ impl Lhd {
     }
 
     fn take(&mut self, pos: usize) -> Key {
-        let tag = self.tags.swap_remove(pos);
-        self.index.remove(&tag.key);
-        if let Some(moved) = self.tags.get(pos) {
-            self.index.insert(moved.key, pos as u32);
-        }
+        let tag = crate::swap_take(&mut self.tags, &mut self.index, pos, |t| t.key);
         self.used -= u64::from(tag.size);
         tag.key
     }
@@ -335,15 +331,7 @@ impl Policy for Lhd {
         }
         Some(self.take(pos))
     }
-    fn remove(&mut self, key: Key) -> bool {
-        match self.index.get(&key) {
-            Some(&pos) => {
-                self.take(pos as usize);
-                true
-            }
-            None => false,
-        }
-    }
+    remove_by_index!();
 }
 
 #[cfg(test)]

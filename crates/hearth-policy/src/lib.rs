@@ -25,6 +25,35 @@ macro_rules! indexed_residency {
     };
 }
 
+/// `remove` for a sampling policy: its dense array's `take(pos)` by the
+/// position `index` holds.
+macro_rules! remove_by_index {
+    () => {
+        fn remove(&mut self, key: hearth_core::Key) -> bool {
+            let Some(&pos) = self.index.get(&key) else { return false };
+            self.take(pos as usize);
+            true
+        }
+    };
+}
+
+/// Removes `items[pos]` of a dense array that sampling policies draw from,
+/// moving the last item into its place and keeping `index` (key to
+/// position) right; returns the removed item.
+fn swap_take<T>(
+    items: &mut Vec<T>,
+    index: &mut hearth_core::KeyMap<u32>,
+    pos: usize,
+    key: impl Fn(&T) -> hearth_core::Key,
+) -> T {
+    let item = items.swap_remove(pos);
+    index.remove(&key(&item));
+    if let Some(moved) = items.get(pos) {
+        index.insert(key(moved), pos as u32);
+    }
+    item
+}
+
 /// `capacity`, `occupancy`, `len` and `contains` for a policy built on
 /// [`three_queues::ThreeQueues`] (its `q` field), whose residents are the
 /// small and main queues' items.

@@ -45,11 +45,7 @@ impl Random {
 
     /// Removes the item at `pos`; returns its key.
     fn take(&mut self, pos: usize) -> Key {
-        let (key, size) = self.items.swap_remove(pos);
-        self.index.remove(&key);
-        if let Some(&(moved, _)) = self.items.get(pos) {
-            self.index.insert(moved, pos as u32);
-        }
+        let (key, size) = crate::swap_take(&mut self.items, &mut self.index, pos, |&(k, _)| k);
         self.used -= u64::from(size);
         key
     }
@@ -76,15 +72,7 @@ impl Policy for Random {
         let pos = (self.rng.next_u64() % self.items.len() as u64) as usize;
         Some(self.take(pos))
     }
-    fn remove(&mut self, key: Key) -> bool {
-        match self.index.get(&key) {
-            Some(&pos) => {
-                self.take(pos as usize);
-                true
-            }
-            None => false,
-        }
-    }
+    remove_by_index!();
 }
 
 #[cfg(test)]
