@@ -76,9 +76,13 @@ pub struct ServeArgs {
     /// Accept only clients presenting a certificate signed by ca-cert.pem.
     #[arg(long)]
     tls_verify_peer: bool,
+    /// TLS with pre-shared keys instead of certificates: a username:hexkey file (what psktool
+    /// writes; qemu's keys.psk), as nbdkit's --tls-psk.
+    #[arg(long, value_name = "FILE", conflicts_with = "tls_certificates")]
+    tls_psk: Option<PathBuf>,
     /// Serve the export only to TLS clients whose verified certificate has this subject, e.g.
-    /// "CN=alice,O=Example" (RFC 4514; openssl's default order matches too), repeatable. Needs
-    /// --tls-verify-peer.
+    /// "CN=alice,O=Example" (RFC 4514; openssl's default order matches too), or with --tls-psk to
+    /// this key-file user; repeatable. Needs --tls-verify-peer or --tls-psk.
     #[arg(long, value_name = "DN", conflicts_with = "config")]
     tls_identity: Vec<String>,
     /// TCP client address or CIDR block allowed to connect, repeatable (default: all).
@@ -325,6 +329,9 @@ impl ServeArgs {
             config.server.tls_certificates = self.tls_certificates.clone();
         }
         config.server.tls_verify_peer |= self.tls_verify_peer;
+        if self.tls_psk.is_some() {
+            config.server.tls_psk = self.tls_psk.clone();
+        }
         config.server.allow.extend(self.allow.iter().cloned());
         config.server.deny.extend(self.deny.iter().cloned());
         let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());

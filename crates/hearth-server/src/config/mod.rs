@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use spec::{
-    BackendSpec, ExportSpec, ServerSettings, Settings, TierSpec, DEFAULT_DIRTY_MAX_AGE, DEFAULT_MAX_CLIENT_BUFFERS,
-    DEFAULT_MAX_REQUEST,
+    BackendSpec, ExportSpec, ServerSettings, Settings, TierSpec, TlsCredentials, DEFAULT_DIRTY_MAX_AGE,
+    DEFAULT_MAX_CLIENT_BUFFERS, DEFAULT_MAX_REQUEST,
 };
 
 /// Why a configuration cannot be served.
@@ -87,6 +87,9 @@ pub struct ServerConfig {
     /// Accept only clients presenting a certificate signed by `ca-cert.pem`.
     #[serde(default)]
     pub tls_verify_peer: bool,
+    /// A `username:hexkey` file (what `psktool` writes, qemu's `keys.psk`):
+    /// TLS with pre-shared keys instead of certificates.
+    pub tls_psk: Option<PathBuf>,
     /// TCP client addresses or CIDR blocks allowed to connect; empty = all.
     #[serde(default)]
     pub allow: Vec<String>,
@@ -145,6 +148,7 @@ impl Default for ServerConfig {
             tls: TlsMode::Off,
             tls_certificates: None,
             tls_verify_peer: false,
+            tls_psk: None,
             allow: Vec::new(),
             deny: Vec::new(),
         }
@@ -244,9 +248,10 @@ pub struct ExportConfig {
     /// server's `allow`/`deny`); empty = all. Others do not see it.
     #[serde(default)]
     pub allow: Vec<String>,
-    /// TLS client identities (subject names of verified client certificates,
-    /// e.g. `"CN=alice,O=Example"`) that may use this export; empty = any.
-    /// Needs `server.tls_verify_peer`. Others do not see it.
+    /// TLS client identities that may use this export; empty = any. Subject
+    /// names of verified client certificates (`"CN=alice,O=Example"`, needs
+    /// `server.tls_verify_peer`), or with `server.tls_psk` users of its key
+    /// file. Others do not see it.
     #[serde(default)]
     pub tls_identities: Vec<String>,
     /// Cache capacity; 0 disables caching. Default 64 MiB.

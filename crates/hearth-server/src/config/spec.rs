@@ -38,9 +38,25 @@ pub struct ServerSettings {
     pub max_client_buffers: u64,
     pub tls: TlsMode,
     /// Present exactly when `tls` is not off.
-    pub tls_certificates: Option<PathBuf>,
-    pub tls_verify_peer: bool,
+    pub tls_credentials: Option<TlsCredentials>,
     pub(crate) access: Access,
+}
+
+/// Where the server's TLS credentials come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TlsCredentials {
+    /// A certificate directory; with `verify_peer`, clients must present a
+    /// certificate signed by its `ca-cert.pem`.
+    Certificates { dir: PathBuf, verify_peer: bool },
+    /// A `username:hexkey` file: clients prove they hold one of its keys.
+    Psk(PathBuf),
+}
+
+impl TlsCredentials {
+    /// Whether clients prove an identity export lists can name.
+    fn identify_clients(&self) -> bool {
+        matches!(self, TlsCredentials::Certificates { verify_peer: true, .. } | TlsCredentials::Psk(_))
+    }
 }
 
 /// Where an export's data lives.
@@ -119,12 +135,13 @@ impl Config {
         let server = server_settings(self.server)?;
         let mut exports: Vec<ExportSpec> = Vec::with_capacity(self.exports.len());
         for (i, e) in self.exports.into_iter().enumerate() {
-            let spec = export_spec(i, e, &exports)?;
-            if spec.access.wants_identity() && !server.tls_verify_peer {
+            let psk_users = matches!(server.tls_credentials, Some(TlsCredentials::Psk(_)));
+            let spec = export_spec(i, e, &exports, psk_users)?;
+            if spec.access.wants_identity() && !server.tls_credentials.as_ref().is_some_and(|c| c.identify_clients()) {
                 let key = format!("export[{i}] ({:?}).tls_identities", spec.name);
                 return Err(invalid(
                     key,
-                    "needs server.tls_verify_peer: identities come from verified client certificates",
+                    "needs server.tls_verify_peer or server.tls_psk: identities come from verified client certificates or pre-shared keys",
                 ));
             }
             exports.push(spec);
@@ -162,15 +179,30 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
     if s.max_connections == 0 {
         return Err(invalid("server.max_connections", "must be positive"));
     }
-    match (s.tls, &s.tls_certificates) {
-        (TlsMode::Off, Some(_)) => return Err(invalid("server.tls_certificates", "given, but server.tls is \"off\"")),
-        (TlsMode::On | TlsMode::Require, None) => {
-            return Err(invalid("server.tls_certificates", "required when server.tls is \"on\" or \"require\""))
+    let tls_credentials = match (s.tls, s.tls_certificates, s.tls_psk) {
+        (TlsMode::Off, Some(_), _) => {
+            return Err(invalid("server.tls_certificates", "given, but server.tls is \"off\""))
         }
-        _ => {}
-    }
-    if s.tls_verify_peer && s.tls == TlsMode::Off {
-        return Err(invalid("server.tls_verify_peer", "needs server.tls \"on\" or \"require\""));
+        (TlsMode::Off, _, Some(_)) => return Err(invalid("server.tls_psk", "given, but server.tls is \"off\"")),
+        (TlsMode::Off, None, None) => None,
+        (_, Some(_), Some(_)) => {
+            return Err(invalid("server.tls_psk", "given with server.tls_certificates: a server uses one or the other"))
+        }
+        (_, None, None) => {
+            return Err(invalid(
+                "server.tls_certificates",
+                "required (or server.tls_psk) when server.tls is \"on\" or \"require\"",
+            ))
+        }
+        (_, Some(dir), None) => Some(TlsCredentials::Certificates { dir, verify_peer: s.tls_verify_peer }),
+        (_, None, Some(keys)) => Some(TlsCredentials::Psk(keys)),
+    };
+    if s.tls_verify_peer && !matches!(tls_credentials, Some(TlsCredentials::Certificates { .. })) {
+        let why = match tls_credentials {
+            None => "needs server.tls \"on\" or \"require\"",
+            Some(_) => "is for certificates; with server.tls_psk the key verifies the client",
+        };
+        return Err(invalid("server.tls_verify_peer", why));
     }
     let access = Access::parse(&s.allow, &s.deny, "server.").map_err(ConfigError::Access)?;
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
@@ -184,17 +216,17 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
         max_request,
         max_client_buffers,
         tls: s.tls,
-        tls_certificates: s.tls_certificates,
-        tls_verify_peer: s.tls_verify_peer,
+        tls_credentials,
         access,
     })
 }
 
 /// Validates export `i`; `earlier` are the exports before it.
-fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<ExportSpec, ConfigError> {
+/// With `psk_users`, `tls_identities` names key-file users, not certificate subjects.
+fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: bool) -> Result<ExportSpec, ConfigError> {
     let at = |key: &str| format!("export[{i}] ({:?}).{key}", e.name);
     let access = Access::parse(&e.allow, &[], &at(""))
-        .and_then(|a| a.with_identities(&e.tls_identities, &at("tls_identities")))
+        .and_then(|a| a.with_identities(&e.tls_identities, &at("tls_identities"), psk_users))
         .map_err(ConfigError::Access)?;
     if earlier.iter().any(|o| o.name == e.name) {
         return Err(invalid(at("name"), "duplicate export name"));

@@ -29,11 +29,10 @@ use hearth_nbd::handshake::Tls;
 use hearth_nbd::{tflags, ExportInfo};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch, Semaphore};
-use tokio_rustls::TlsAcceptor;
 use tracing::{error, info, warn};
 
 use crate::access::Access;
-use crate::config::{Settings, TlsMode};
+use crate::config::Settings;
 use crate::error::ServeError;
 use crate::Export;
 pub(crate) use sequential::SequentialCutoff;
@@ -57,7 +56,7 @@ pub struct Server {
     metrics: Option<TcpListener>,
     limits: Limits,
     tls_mode: Tls,
-    tls: Option<TlsAcceptor>,
+    tls: Option<crate::tls::Acceptor>,
     access: Access,
     export_access: Vec<Access>,
 }
@@ -183,11 +182,9 @@ impl Server {
             max_client_buffers: config.server.max_client_buffers,
             connections: Arc::new(Semaphore::new(config.server.max_connections)),
         };
-        let tls = match &config.server.tls_certificates {
-            Some(dir) if config.server.tls != TlsMode::Off => {
-                Some(crate::tls::acceptor(dir, config.server.tls_verify_peer).map_err(ServeError::Tls)?)
-            }
-            _ => None,
+        let tls = match &config.server.tls_credentials {
+            Some(credentials) => Some(crate::tls::Acceptor::new(credentials).map_err(ServeError::Tls)?),
+            None => None,
         };
         let tls_mode = config.server.tls.negotiation();
         let access = config.server.access.clone();
@@ -299,7 +296,7 @@ struct Shared {
     limits: Limits,
     tls_mode: Tls,
     /// Set when `tls_mode` is not `Off`.
-    tls: Option<TlsAcceptor>,
+    tls: Option<crate::tls::Acceptor>,
     /// Who may connect at all (TCP addresses).
     access: Access,
     /// Who may use each export, in export order.
