@@ -59,6 +59,11 @@ pub struct ServerConfig {
     pub unix: Vec<PathBuf>,
     /// `host:port` for the Prometheus endpoint (`/metrics`).
     pub metrics: Option<String>,
+    /// Also answer `POST /mode?export=NAME&mode=MODE` there, switching an
+    /// export's cache mode while it serves. Off by default: whoever reaches
+    /// the metrics address may then change modes.
+    #[serde(default)]
+    pub admin: bool,
     /// Seconds a client may take to finish the handshake before it is
     /// disconnected, so idle or trickling sockets cannot pile up; 0 = no limit.
     #[serde(default = "default_handshake_timeout", deserialize_with = "whole_seconds")]
@@ -140,6 +145,7 @@ impl Default for ServerConfig {
             listen: Vec::new(),
             unix: Vec::new(),
             metrics: None,
+            admin: false,
             handshake_timeout: default_handshake_timeout(),
             idle_timeout: 0,
             max_connections: default_max_connections(),
@@ -227,6 +233,8 @@ pub enum WriteModeConfig {
     /// Write-around: writes go to the backend and leave the cache.
     Around,
     Back,
+    /// Pass-through: nothing enters the cache (switch to another mode later).
+    Pass,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -275,6 +283,9 @@ pub struct ExportConfig {
     pub background_reads: Option<usize>,
     /// Cache block size (power of two, 512 B to 1 MiB). Default 4 KiB.
     pub block_size: Option<SizeValue>,
+    /// "through" (default), "around", "back" or "pass"; an operator may
+    /// switch it while serving (`POST /mode` on the metrics listener, with
+    /// `server.admin`).
     #[serde(default)]
     pub write_mode: WriteModeConfig,
     /// Write-back only: flush once more than this is dirty. Default half the cache.

@@ -31,6 +31,8 @@ pub struct ServerSettings {
     pub listen: Vec<String>,
     pub unix: Vec<PathBuf>,
     pub metrics: Option<String>,
+    /// `POST /mode` on the metrics listener.
+    pub admin: bool,
     pub handshake_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub max_connections: usize,
@@ -93,7 +95,8 @@ pub struct ExportSpec {
     pub tier: Option<TierSpec>,
     pub warmup: Option<WarmupSettings>,
     /// Write-back: how long dirty data may wait before background cleaning
-    /// writes it back; `None` for write-through or when turned off.
+    /// writes it back; `None` when turned off. Other modes get the default,
+    /// for a later switch to write-back.
     pub dirty_max_age: Option<Duration>,
     /// Bytes a sequential stream reads before its reads bypass the cache; `None`: off.
     pub sequential_cutoff: Option<u64>,
@@ -176,6 +179,9 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
             format!("{max_client_buffers} is outside 1..={}", hearth_placement::MAX_SLOTS),
         ));
     }
+    if s.admin && s.metrics.is_none() {
+        return Err(invalid("server.admin", "needs server.metrics: the admin endpoint is served beside /metrics"));
+    }
     if s.max_connections == 0 {
         return Err(invalid("server.max_connections", "must be positive"));
     }
@@ -210,6 +216,7 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
         listen,
         unix: s.unix,
         metrics: s.metrics,
+        admin: s.admin,
         handshake_timeout: seconds(s.handshake_timeout),
         idle_timeout: seconds(s.idle_timeout),
         max_connections: s.max_connections,
@@ -279,11 +286,12 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         return Err(invalid(at("background_reads"), "must be 1 to 256"));
     }
     let write_mode = match e.write_mode {
-        WriteModeConfig::Through | WriteModeConfig::Around if e.dirty_limit.is_some() => {
+        WriteModeConfig::Through | WriteModeConfig::Around | WriteModeConfig::Pass if e.dirty_limit.is_some() => {
             return Err(invalid(at("dirty_limit"), "only used with write_mode = \"back\""))
         }
         WriteModeConfig::Through => WriteMode::Through,
         WriteModeConfig::Around => WriteMode::Around,
+        WriteModeConfig::Pass => WriteMode::Pass,
         WriteModeConfig::Back => {
             let dirty_limit = match &e.dirty_limit {
                 Some(v) => v.bytes().map_err(|m| invalid(at("dirty_limit"), m))?,
@@ -299,11 +307,10 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         }
     };
     let dirty_max_age = match (&write_mode, e.dirty_max_age.as_deref()) {
-        (WriteMode::Through | WriteMode::Around, Some(_)) => {
+        (WriteMode::Through | WriteMode::Around | WriteMode::Pass, Some(_)) => {
             return Err(invalid(at("dirty_max_age"), "only used with write_mode = \"back\""))
         }
-        (WriteMode::Through | WriteMode::Around, None) => None,
-        (WriteMode::Back { .. }, None) => Some(DEFAULT_DIRTY_MAX_AGE),
+        (_, None) => Some(DEFAULT_DIRTY_MAX_AGE),
         (WriteMode::Back { .. }, Some(age)) => {
             Some(parse_duration(age).map_err(|m| invalid(at("dirty_max_age"), m))?).filter(|d| !d.is_zero())
         }

@@ -77,7 +77,7 @@ fn dirty_max_age_defaults_for_write_back_and_is_refused_for_write_through() {
     let age = |extra: &str| {
         Config::parse(&format!("{export}{extra}")).unwrap().validate().map(|s| s.exports[0].dirty_max_age)
     };
-    assert_eq!(age("").unwrap(), None);
+    assert_eq!(age("").unwrap(), Some(DEFAULT_DIRTY_MAX_AGE), "for a switch to write-back while serving");
     assert_eq!(age("write_mode = \"back\"\n").unwrap(), Some(DEFAULT_DIRTY_MAX_AGE));
     assert_eq!(age("write_mode = \"back\"\ndirty_max_age = \"2s\"\n").unwrap(), Some(Duration::from_secs(2)));
     assert_eq!(age("write_mode = \"back\"\ndirty_max_age = \"0s\"\n").unwrap(), None);

@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{error, info, warn};
 
 use crate::access::Access;
+use crate::cache::WriteMode;
 use crate::config::Settings;
 use crate::error::ServeError;
 use crate::Export;
@@ -54,6 +55,8 @@ pub struct Server {
     tcp: Vec<TcpListener>,
     unix: Vec<(UnixListener, PathBuf)>,
     metrics: Option<TcpListener>,
+    /// `POST /mode` on the metrics listener.
+    admin: bool,
     limits: Limits,
     tls_mode: Tls,
     tls: Option<crate::tls::Acceptor>,
@@ -133,7 +136,7 @@ impl Server {
                 preferred_block: cache.block_size() as u32,
                 max_block: max_request,
             };
-            info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = ?cache.mode(), "export ready");
+            info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = cache.mode().name(), "export ready");
             let warmup = match &e.warmup {
                 Some(settings) => Some(
                     crate::warmup::start_export(&e.name, settings, &cache, e.backend_file())
@@ -152,9 +155,14 @@ impl Server {
             };
             let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
             let prefetcher = e.prefetcher().map_err(failed)?.map(std::sync::Mutex::new);
+            let write_back_limit = match e.write_mode {
+                WriteMode::Back { dirty_limit } => dirty_limit,
+                _ => e.cache_bytes / 2,
+            };
             let export = Arc::new(Export {
                 info,
                 cache,
+                write_back_limit,
                 metrics: Default::default(),
                 background,
                 reloads_dropped: Default::default(),
@@ -195,6 +203,7 @@ impl Server {
             tcp,
             unix,
             metrics,
+            admin: config.server.admin,
             limits,
             tls_mode,
             tls,
@@ -219,7 +228,8 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         // Every connection holds a clone; recv() returns None once all are gone.
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
-        let metrics_task = self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone())));
+        let metrics_task =
+            self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone(), self.admin)));
         let ctx = Arc::new(Shared {
             exports: self.exports.clone(),
             infos: self.infos,
@@ -343,6 +353,7 @@ mod tests {
         let export = Arc::new(Export {
             info: info.clone(),
             cache,
+            write_back_limit: cache_blocks * BS,
             metrics: Default::default(),
             background,
             reloads_dropped: Default::default(),
