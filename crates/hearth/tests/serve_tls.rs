@@ -12,7 +12,7 @@ use std::process::Command;
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
 };
-use serve_support::{have, run, Server};
+use serve_support::{have, qemu_io_tls, run, Server};
 
 /// A CA, and a certificate and key signed by it.
 struct Authority {
@@ -115,16 +115,8 @@ fn required_tls_serves_real_clients_and_refuses_plain_text() {
 
     // qemu-io writes and reads back over TLS (GnuTLS on its side).
     let addr = server.tcp.unwrap();
-    let image = format!("driver=nbd,host={},port={},export=hearth,tls-creds=tls0", addr.ip(), addr.port());
     let creds = format!("tls-creds-x509,id=tls0,endpoint=client,dir={}", pki.anonymous.display());
-    let qemu_io = |commands: &[&str]| {
-        let mut cmd = Command::new("qemu-io");
-        cmd.args(["--object", &creds, "--image-opts", &image]);
-        for c in commands {
-            cmd.args(["-c", c]);
-        }
-        run(&mut cmd)
-    };
+    let qemu_io = |commands: &[&str]| qemu_io_tls(addr, &creds, commands);
     qemu_io(&["write -P 0xa7 65536 131072", "flush"]);
     let out = qemu_io(&["read -P 0xa7 65536 131072", "read -P 0 0 65536"]);
     assert!(!out.contains("Pattern verification failed"), "{out}");

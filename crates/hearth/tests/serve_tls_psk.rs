@@ -8,7 +8,7 @@ mod serve_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serve_support::{have, run, Server};
+use serve_support::{have, qemu_io_tls, run, Server};
 
 const ALICE_KEY: &str = "5f0c0d8e2b7a41c39e6d1f2a8b4c7e90d3a5b6c7e8f90123456789abcdef0011";
 const BOB_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
@@ -54,17 +54,9 @@ fn pre_shared_keys_serve_their_holders_and_refuse_everyone_else() {
 
     // qemu-io (GnuTLS, tls-creds-psk reads DIR/keys.psk) writes and reads back.
     let addr = server.tcp.unwrap();
-    let image = format!("driver=nbd,host={},port={},export=hearth,tls-creds=tls0", addr.ip(), addr.port());
     let creds =
         format!("tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice", alice.parent().unwrap().display());
-    let qemu_io = |commands: &[&str]| {
-        let mut cmd = Command::new("qemu-io");
-        cmd.args(["--object", &creds, "--image-opts", &image]);
-        for c in commands {
-            cmd.args(["-c", c]);
-        }
-        run(&mut cmd)
-    };
+    let qemu_io = |commands: &[&str]| qemu_io_tls(addr, &creds, commands);
     qemu_io(&["write -P 0x5c 65536 131072", "flush"]);
     let out = qemu_io(&["read -P 0x5c 65536 131072", "read -P 0 0 65536"]);
     assert!(!out.contains("Pattern verification failed"), "{out}");

@@ -144,6 +144,19 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Runs qemu-io over TLS against the export `hearth` at `addr`, with the
+/// credentials `object` (a `tls-creds-*` object with `id=tls0`), one `-c`
+/// per command; its output, failing the test if it fails.
+pub fn qemu_io_tls(addr: std::net::SocketAddr, object: &str, commands: &[&str]) -> String {
+    let image = format!("driver=nbd,host={},port={},export=hearth,tls-creds=tls0", addr.ip(), addr.port());
+    let mut cmd = Command::new("qemu-io");
+    cmd.args(["--object", object, "--image-opts", &image]);
+    for c in commands {
+        cmd.args(["-c", c]);
+    }
+    run(&mut cmd)
+}
+
 /// Fetches the metrics page with a plain HTTP/1.0 GET.
 pub fn scrape(url: &str) -> String {
     use std::io::{Read, Write};
