@@ -8,7 +8,7 @@ mod serve_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serve_support::{have, qemu_io_tls, run, Server};
+use serve_support::{have, qemu_io_tls, Server};
 
 const ALICE_KEY: &str = "5f0c0d8e2b7a41c39e6d1f2a8b4c7e90d3a5b6c7e8f90123456789abcdef0011";
 const BOB_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
