@@ -30,7 +30,7 @@ fn full_config_parses_and_validates() {
     assert_eq!(e.latency, Duration::from_millis(1));
     assert_eq!((e.block_size, e.cache_bytes, e.bandwidth), (4096, 1 << 20, Some(100 << 20)));
     assert_eq!(e.backend, BackendSpec::Memory { size: 8 << 20 });
-    let cache = e.open().unwrap();
+    let (cache, _) = e.open().unwrap();
     assert_eq!(cache.size(), 8 << 20);
 }
 
