@@ -55,6 +55,7 @@ PIDS+=($!)
 wait_for "$WORK/up.sock" -S
 
 start_hearth() {
+    STARTED=$(date +%s.%N)
     rm -f "$WORK/hearth.out"
     "$HEARTH" serve --backend nbd --upstream "nbd+unix:///?socket=$WORK/up.sock" --name disk \
         --cache-size "${RAM_MIB}MiB" --cache-device "$WORK/cache.dev" --cache-device-size "${DEVICE_MIB}MiB" \
@@ -63,6 +64,7 @@ start_hearth() {
     for _ in $(seq 600); do grep -q '^ready' "$WORK/hearth.out" 2>/dev/null && break; sleep 0.1; done
     METRICS=$(sed -n 's/^metrics //p' "$WORK/hearth.out")
     [ -n "$METRICS" ] || { echo "bench-cache-device: hearth did not start" >&2; cat "$WORK/hearth.log" >&2; exit 1; }
+    START_S=$(echo "$STARTED $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
 }
 
 counter() { # name -> value for export disk
@@ -92,7 +94,8 @@ for r in $(seq "$ROUNDS"); do
     start_hearth
     AFTER+=("$(phase "after-$r")")
     echo "round $r: hit ratio before restart ${BEFORE[-1]}, after ${AFTER[-1]}," \
-        "device blocks $(curl -s "$METRICS" | awk '$1 ~ /^hearth_cache_device_blocks.*resident/ {print $2}')"
+        "device blocks $(curl -s "$METRICS" | awk '$1 ~ /^hearth_cache_device_blocks.*resident/ {print $2}')," \
+        "restart to ready ${START_S} s"
 done
 kill -TERM "$HEARTH_PID"
 wait "$HEARTH_PID" || true
