@@ -215,11 +215,7 @@ pub struct Recovered {
 /// Recovers a slot table: for each block keeps the highest-sequence entry
 /// whose data matches its checksum (`data_crc(slot)` reads and hashes it,
 /// only for valid entries of blocks below `blocks`).
-pub fn recover(
-    entries: &[u8],
-    blocks: u64,
-    mut data_crc: impl FnMut(u64) -> io::Result<u32>,
-) -> io::Result<Recovered> {
+pub fn recover(entries: &[u8], blocks: u64, mut data_crc: impl FnMut(u64) -> io::Result<u32>) -> io::Result<Recovered> {
     let mut out = Recovered::default();
     let mut best: rustc_hash::FxHashMap<u64, (u64, Entry)> = Default::default();
     for (slot, raw) in entries.chunks_exact(ENTRY_LEN).enumerate() {

@@ -92,9 +92,14 @@ pub struct DeviceStats {
 enum SlotState {
     Free,
     /// Holds `block` as its entry on the device says.
-    Valid { block: u64, entry: Entry },
+    Valid {
+        block: u64,
+        entry: Entry,
+    },
     /// Assigned to `block`, entry cleared: a write-through is rewriting it.
-    Rewriting { block: u64 },
+    Rewriting {
+        block: u64,
+    },
 }
 
 #[derive(Clone, Copy, Default)]
@@ -131,9 +136,15 @@ pub struct CacheDevice {
 
 /// What one block of a read found.
 enum Found {
-    Hit { slot: u64, generation: u64 },
+    Hit {
+        slot: u64,
+        generation: u64,
+    },
     /// Not on the device; `fill` when its stripe was quiet at lookup.
-    Miss { writes_begun: u64, fill: bool },
+    Miss {
+        writes_begun: u64,
+        fill: bool,
+    },
 }
 
 impl CacheDevice {
@@ -159,8 +170,15 @@ impl CacheDevice {
                 backend.size()
             )));
         }
-        let layout = Layout::for_size(size, bs).ok_or_else(|| refuse(format!("{size} bytes hold fewer than two blocks")))?;
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(io_err("opening"))?;
+        let layout =
+            Layout::for_size(size, bs).ok_or_else(|| refuse(format!("{size} bytes hold fewer than two blocks")))?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io_err("opening"))?;
         // Block devices report length 0 in metadata; seeking finds their size.
         let len = file.seek(SeekFrom::End(0)).map_err(io_err("sizing"))?;
         let wanted = Header { block_size, slots: layout.slots, export_size: backend.size(), identity: identity.into() };
@@ -184,10 +202,7 @@ impl CacheDevice {
                     return Err(refuse(why));
                 }
                 if len < layout.total_len() {
-                    return Err(refuse(format!(
-                        "{len} bytes, its header needs {} (truncated)",
-                        layout.total_len()
-                    )));
+                    return Err(refuse(format!("{len} bytes, its header needs {} (truncated)", layout.total_len())));
                 }
             }
         }

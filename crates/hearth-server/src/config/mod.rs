@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use spec::{
-    BackendSpec, CacheDeviceSpec, ExportSpec, ServerSettings, Settings, TierSpec, DEFAULT_DIRTY_MAX_AGE, DEFAULT_MAX_CLIENT_BUFFERS,
-    DEFAULT_MAX_REQUEST,
+    BackendSpec, CacheDeviceSpec, ExportSpec, ServerSettings, Settings, TierSpec, DEFAULT_DIRTY_MAX_AGE,
+    DEFAULT_MAX_CLIENT_BUFFERS, DEFAULT_MAX_REQUEST,
 };
 
 /// Why a configuration cannot be served.

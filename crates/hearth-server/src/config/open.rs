@@ -35,8 +35,15 @@ impl ExportSpec {
         let mut device = None;
         if let Some(spec) = &self.cache_device {
             let mode = if spec.write_back { DeviceWriteMode::Back } else { DeviceWriteMode::Through };
-            let opened =
-                CacheDevice::open(backend, &spec.path, spec.size, self.block_size, &self.identity(), &self.policy, mode)?;
+            let opened = CacheDevice::open(
+                backend,
+                &spec.path,
+                spec.size,
+                self.block_size,
+                &self.identity(),
+                &self.policy,
+                mode,
+            )?;
             let opened = Arc::new(opened);
             if let Some(max_age) = spec.dirty_max_age {
                 CacheDevice::spawn_cleaner(&opened, max_age)?;

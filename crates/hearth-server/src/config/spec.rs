@@ -9,8 +9,8 @@ use std::time::Duration;
 use hearth_placement::Placement;
 
 use super::{
-    default_policy, parse_duration, BackendKind, CacheDeviceWriteMode, Config, ConfigError, ExportConfig, ServerConfig, SizeValue,
-    TierExportConfig, TlsMode, WriteModeConfig,
+    default_policy, parse_duration, BackendKind, CacheDeviceWriteMode, Config, ConfigError, ExportConfig, ServerConfig,
+    SizeValue, TierExportConfig, TlsMode, WriteModeConfig,
 };
 use crate::access::Access;
 use crate::backend::nbd::Upstream;
@@ -436,7 +436,10 @@ fn cache_device_spec(
     }
     if e.backend == BackendKind::Memory {
         // The backend is empty after a restart, so the kept cache would serve data it no longer has.
-        return Err(invalid(at("cache_device"), "a persistent cache of backend \"memory\" (lost at exit) would go stale"));
+        return Err(invalid(
+            at("cache_device"),
+            "a persistent cache of backend \"memory\" (lost at exit) would go stale",
+        ));
     }
     Ok(Some(CacheDeviceSpec {
         path: path.clone(),

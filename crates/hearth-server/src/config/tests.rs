@@ -121,10 +121,8 @@ fn cache_device_keys_are_checked_and_open_a_device_under_the_ram_cache() {
     let dir = tempfile::tempdir().unwrap();
     let disk = dir.path().join("disk.img");
     let device = dir.path().join("cache.dev");
-    let export = format!(
-        "[[export]]\nname = \"a\"\nbackend = \"sparse\"\nsize = \"1MiB\"\npath = \"{}\"\n",
-        disk.display()
-    );
+    let export =
+        format!("[[export]]\nname = \"a\"\nbackend = \"sparse\"\nsize = \"1MiB\"\npath = \"{}\"\n", disk.display());
     let spec = |extra: &str| Config::parse(&format!("{export}{extra}")).unwrap().validate();
     let with_device = format!("cache_device = \"{}\"\ncache_device_size = \"256KiB\"\n", device.display());
     let settings = spec(&format!("{with_device}cache_device_write_mode = \"back\"\ndirty_max_age = \"2s\"\n")).unwrap();
