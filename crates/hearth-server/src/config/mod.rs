@@ -293,9 +293,10 @@ pub struct ExportConfig {
     /// "through" (default) or "back": writes land on the cache device as
     /// dirty blocks and reach the backend after `dirty_max_age`.
     pub cache_device_write_mode: Option<CacheDeviceWriteMode>,
-    /// Write-back only (the RAM cache's or the cache device's): background cleaning writes dirty data back once it has
-    /// waited this long (as Linux's dirty_expire and bcache's writeback do), e.g.
-    /// "30s" (the default); "0" leaves it for FLUSH, the dirty limit and eviction.
+    /// Write-back only (the RAM cache's or the cache device's): background
+    /// cleaning writes dirty data back once it has waited this long (as
+    /// Linux's dirty_expire and bcache's writeback do), e.g. "30s" (the
+    /// default); "0" leaves it for FLUSH, the dirty limit and eviction.
     pub dirty_max_age: Option<String>,
     /// Reads continuing a sequential stream past this many bytes bypass the
     /// cache, as bcache's sequential_cutoff (whose default is 4 MiB); default
