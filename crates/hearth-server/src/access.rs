@@ -12,13 +12,15 @@
 //! (`CN=alice,O=Example,C=GB`, what `openssl x509 -noout -subject -nameopt
 //! RFC2253` prints); the reverse order openssl prints by default matches
 //! too, and spaces around `,` and `=` and the case of attribute types do not
-//! matter. A client without a verified certificate has no identity.
+//! matter. With pre-shared keys instead of certificates, the names are the
+//! users of the key file. A client that proved nothing has no identity.
 
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
 use crate::error::{AccessError, EntryProblem};
+use crate::tls::Identity;
 
 /// An allow list and a deny list; an empty allow list allows everyone.
 /// Exports may add the TLS identities they admit (empty: any client).
@@ -26,8 +28,16 @@ use crate::error::{AccessError, EntryProblem};
 pub struct Access {
     allow: Vec<IpNet>,
     deny: Vec<IpNet>,
-    /// Distinguished names, each as its attributes in RFC 4514 order.
-    identities: Vec<Vec<String>>,
+    identities: Vec<Allowed>,
+}
+
+/// One identity an export admits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Allowed {
+    /// A certificate subject, as its attributes in RFC 4514 order.
+    Subject(Vec<String>),
+    /// A user of the pre-shared key file.
+    PskUser(String),
 }
 
 impl Access {
@@ -44,13 +54,21 @@ impl Access {
         Ok(Access { allow: nets(allow, "allow")?, deny: nets(deny, "deny")?, identities: Vec::new() })
     }
 
-    /// Admits only clients whose TLS identity is one of `names`; an error
-    /// names the bad entry (`{key}[i]`).
-    pub fn with_identities(mut self, names: &[String], key: &str) -> Result<Access, AccessError> {
+    /// Admits only clients whose TLS identity is one of `names`: PSK users
+    /// with `psk_users`, else certificate subjects; an error names the bad
+    /// entry (`{key}[i]`).
+    pub fn with_identities(mut self, names: &[String], key: &str, psk_users: bool) -> Result<Access, AccessError> {
         self.identities = names
             .iter()
             .enumerate()
-            .map(|(i, s)| parse_name(s).map_err(|problem| AccessError { entry: format!("{key}[{i}]"), problem }))
+            .map(|(i, s)| {
+                let allowed = match psk_users {
+                    true if s.is_empty() => Err(EntryProblem::EmptyName),
+                    true => Ok(Allowed::PskUser(s.clone())),
+                    false => parse_name(s).map(Allowed::Subject),
+                };
+                allowed.map_err(|problem| AccessError { entry: format!("{key}[{i}]"), problem })
+            })
             .collect::<Result<_, _>>()?;
         Ok(self)
     }
@@ -60,16 +78,22 @@ impl Access {
         !self.identities.is_empty()
     }
 
-    /// Whether a client at `ip` with the TLS `identity` (an RFC 4514 name,
-    /// `None` without a verified certificate) may use what this guards.
-    pub fn admits(&self, ip: Option<IpAddr>, identity: Option<&str>) -> bool {
-        self.permits(ip)
-            && (self.identities.is_empty()
-                || identity.and_then(|name| parse_name(name).ok()).is_some_and(|name| {
-                    self.identities.iter().any(|allowed| {
-                        *allowed == name || (allowed.len() == name.len() && allowed.iter().eq(name.iter().rev()))
-                    })
-                }))
+    /// Whether a client at `ip` with the TLS `identity` (`None`: it proved
+    /// none) may use what this guards.
+    pub fn admits(&self, ip: Option<IpAddr>, identity: Option<&Identity>) -> bool {
+        self.permits(ip) && (self.identities.is_empty() || identity.is_some_and(|id| self.lists(id)))
+    }
+
+    fn lists(&self, identity: &Identity) -> bool {
+        match identity {
+            Identity::Subject(subject) => parse_name(subject).is_ok_and(|name| {
+                self.identities.iter().any(|allowed| match allowed {
+                    Allowed::Subject(a) => *a == name || (a.len() == name.len() && a.iter().eq(name.iter().rev())),
+                    Allowed::PskUser(_) => false,
+                })
+            }),
+            Identity::PskUser(user) => self.identities.iter().any(|a| matches!(a, Allowed::PskUser(u) if u == user)),
+        }
     }
 
     /// Whether a client at `ip` (`None`: a Unix socket) may connect.
@@ -86,9 +110,10 @@ fn parse_name(s: &str) -> Result<Vec<String>, EntryProblem> {
     let mut attributes = Vec::new();
     let mut rest = s;
     while !rest.trim().is_empty() {
-        // A comma escaped with a backslash belongs to the value.
-        let end =
-            rest.char_indices().find(|&(i, c)| c == ',' && !rest[..i].ends_with('\\')).map_or(rest.len(), |(i, _)| i);
+        // A comma after an odd number of backslashes is escaped: it belongs
+        // to the value (`\\,` is an escaped backslash, then a separator).
+        let escaped = |i: usize| rest[..i].bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 1;
+        let end = rest.char_indices().find(|&(i, c)| c == ',' && !escaped(i)).map_or(rest.len(), |(i, _)| i);
         let (attribute, tail) = rest.split_at(end);
         rest = tail.strip_prefix(',').unwrap_or(tail);
         let Some((kind, value)) = attribute.split_once('=') else {
@@ -138,27 +163,44 @@ mod tests {
     #[test]
     fn identities_match_in_either_order_whatever_the_spacing() {
         let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let a = Access::default().with_identities(&strings(&["CN=alice,O=Example Org,C=GB"]), "x").unwrap();
+        let subject = |s: &str| Some(Identity::Subject(s.to_string()));
+        let a = Access::default().with_identities(&strings(&["CN=alice,O=Example Org,C=GB"]), "x", false).unwrap();
         assert!(a.wants_identity());
-        assert!(a.admits(None, Some("CN=alice,O=Example Org,C=GB")));
-        assert!(a.admits(None, Some("c = GB, o = Example Org, cn = alice")), "openssl's default order");
-        assert!(!a.admits(None, Some("CN=alice,O=Example Org")), "a different name");
-        assert!(!a.admits(None, Some("CN=bob,O=Example Org,C=GB")));
+        assert!(a.admits(None, subject("CN=alice,O=Example Org,C=GB").as_ref()));
+        assert!(a.admits(None, subject("c = GB, o = Example Org, cn = alice").as_ref()), "openssl's default order");
+        assert!(!a.admits(None, subject("CN=alice,O=Example Org").as_ref()), "a different name");
+        assert!(!a.admits(None, subject("CN=bob,O=Example Org,C=GB").as_ref()));
         assert!(!a.admits(None, None), "no certificate, no identity");
-        assert!(!a.admits(None, Some("O=Example Org,CN=alice,C=GB")), "order is more than a set");
-        let escaped = Access::default().with_identities(&strings(&["CN=Smith\\, J,O=Example"]), "x").unwrap();
-        assert!(escaped.admits(None, Some("CN=Smith\\, J,O=Example")));
-        assert!(!escaped.admits(None, Some("CN=Smith,J,O=Example")));
+        assert!(!a.admits(None, subject("O=Example Org,CN=alice,C=GB").as_ref()), "order is more than a set");
+        let escaped = Access::default().with_identities(&strings(&["CN=Smith\\, J,O=Example"]), "x", false).unwrap();
+        assert!(escaped.admits(None, subject("CN=Smith\\, J,O=Example").as_ref()));
+        assert!(!escaped.admits(None, subject("CN=Smith,J,O=Example").as_ref()));
         let addressed = Access::parse(&strings(&["10.0.0.0/8"]), &[], "").unwrap();
-        let both = addressed.with_identities(&strings(&["CN=alice"]), "x").unwrap();
-        assert!(!both.admits(Some("192.168.0.1".parse().unwrap()), Some("CN=alice")), "the address still counts");
+        let both = addressed.with_identities(&strings(&["CN=alice"]), "x", false).unwrap();
+        assert!(
+            !both.admits(Some("192.168.0.1".parse().unwrap()), subject("CN=alice").as_ref()),
+            "the address still counts"
+        );
         assert!(Access::default().admits(None, None), "no list admits anyone");
         let err = Access::default()
-            .with_identities(&strings(&["CN=alice", "alice"]), "export[0].tls_identities")
+            .with_identities(&strings(&["CN=alice", "alice"]), "export[0].tls_identities", false)
             .unwrap_err();
         assert!(
             err.to_string().starts_with("export[0].tls_identities[1]: \"alice\" is not a distinguished name"),
             "{err}"
         );
+        let backslash = Access::default().with_identities(&strings(&["CN=a\\\\,O=Example"]), "x", false).unwrap();
+        assert!(backslash.admits(None, subject("O=Example,CN=a\\\\").as_ref()), "an escaped backslash ends the value");
+    }
+
+    #[test]
+    fn psk_users_are_matched_by_name_and_never_as_subjects() {
+        let a = Access::default().with_identities(&["alice".to_string()], "x", true).unwrap();
+        assert!(a.admits(None, Some(&Identity::PskUser("alice".into()))));
+        assert!(!a.admits(None, Some(&Identity::PskUser("bob".into()))));
+        assert!(!a.admits(None, Some(&Identity::Subject("CN=alice".into()))));
+        assert!(!a.admits(None, None));
+        let err = Access::default().with_identities(&[String::new()], "x", true).unwrap_err();
+        assert!(err.to_string().starts_with("x[0]:"), "{err}");
     }
 }

@@ -24,7 +24,7 @@ pub enum ServeError {
         #[source]
         source: io::Error,
     },
-    #[error("server.tls_certificates")]
+    #[error("TLS credentials")]
     Tls(#[source] TlsError),
     /// A thread the server needs could not be started.
     #[error("starting a thread")]

@@ -11,6 +11,7 @@
 
 mod access;
 mod access_log;
+mod admin;
 pub mod advice;
 pub mod backend;
 mod cache;
@@ -57,6 +58,9 @@ pub(crate) struct Origin {
 pub(crate) struct Export {
     pub(crate) info: hearth_nbd::ExportInfo,
     pub(crate) cache: cache::BlockCache,
+    /// The dirty limit a switch to write-back uses: the configured one, or
+    /// half the cache.
+    pub(crate) write_back_limit: u64,
     pub(crate) metrics: metrics::ExportMetrics,
     /// Background reads (eviction reloads, prefetches) for one thread that
     /// issues them one at a time, so demand reads go first.

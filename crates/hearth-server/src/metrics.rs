@@ -123,6 +123,11 @@ pub fn render(exports: &[Arc<Export>]) -> String {
             e.metrics.bytes_written.load(Ordering::Relaxed)
         );
     }
+    family(&mut out, "hearth_cache_mode", "gauge", "1 for the export's cache mode now (through, around, back, pass).");
+    for e in exports {
+        let (name, mode) = (label(&e.info.name), e.cache.mode().name());
+        let _ = writeln!(out, "hearth_cache_mode{{export=\"{name}\",mode=\"{mode}\"}} 1");
+    }
     let counters: [Counter; 20] = [
         ("hearth_cache_hits_total", "Blocks served from the cache.", |e| e.cache.stats.hits.load(Ordering::Relaxed)),
         ("hearth_cache_misses_total", "Blocks read from the backend for a client.", |e| {
@@ -137,7 +142,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         ("hearth_cache_writebacks_total", "Dirty blocks written to the backend.", |e| {
             e.cache.stats.writebacks.load(Ordering::Relaxed)
         }),
-        ("hearth_cache_bypassed_total", "Blocks read around the cache (sequential cutoff).", |e| {
+        ("hearth_cache_bypassed_total", "Blocks read around the cache (sequential cutoff, pass-through).", |e| {
             e.cache.stats.bypassed.load(Ordering::Relaxed)
         }),
         ("hearth_access_log_dropped_total", "Client requests the access log could not keep up with.", |e| {
@@ -384,13 +389,21 @@ pub fn render_advice_json(exports: &[Arc<Export>]) -> String {
     serde_json::json!({ "exports": exports }).to_string()
 }
 
+/// The path and query of a `POST` request.
+fn post_target(head: &[u8]) -> Option<String> {
+    let line = head.split(|&b| b == b'\r').next()?;
+    let target = std::str::from_utf8(line.strip_prefix(b"POST ")?).ok()?.split(' ').next()?;
+    Some(target.to_string())
+}
+
 /// Escapes a label value per the text format.
 pub(crate) fn label(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// Answers `GET /metrics` and `GET /advice` on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>) {
+/// Answers `GET /metrics` and `GET /advice` on `listener` until the task is
+/// dropped, and with `admin` `POST /mode` (see `crate::admin`).
+pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>, admin: bool) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             continue;
@@ -426,6 +439,17 @@ pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>) {
                 let body = render_advice_json(&exports);
                 format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            } else if let Some(target) = post_target(&head) {
+                let (status, body) = match admin {
+                    true => crate::admin::answer(&target, &exports).await,
+                    false => {
+                        crate::admin::refused("403 Forbidden", "the admin endpoint is off (server.admin, --admin)")
+                    }
+                };
+                format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
                 )
             } else {

@@ -47,6 +47,10 @@ pub struct ServeArgs {
     /// Address for the Prometheus endpoint, e.g. 127.0.0.1:9109 (serves /metrics).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Also answer POST /mode?export=NAME&mode=through|around|back|pass on the --metrics address,
+    /// switching an export's cache mode while it serves (whoever reaches that address may).
+    #[arg(long)]
+    admin: bool,
     /// Time a client may take to finish the handshake, in whole seconds, e.g. 30s (0 = no limit)
     /// [default: 30s, or the config's].
     #[arg(long, value_name = "DURATION", value_parser = units::duration_or_seconds("--handshake-timeout"))]
@@ -77,9 +81,13 @@ pub struct ServeArgs {
     /// Accept only clients presenting a certificate signed by ca-cert.pem.
     #[arg(long)]
     tls_verify_peer: bool,
+    /// TLS with pre-shared keys instead of certificates: a username:hexkey file (what psktool
+    /// writes; qemu's keys.psk), as nbdkit's --tls-psk.
+    #[arg(long, value_name = "FILE", conflicts_with = "tls_certificates")]
+    tls_psk: Option<PathBuf>,
     /// Serve the export only to TLS clients whose verified certificate has this subject, e.g.
-    /// "CN=alice,O=Example" (RFC 4514; openssl's default order matches too), repeatable. Needs
-    /// --tls-verify-peer.
+    /// "CN=alice,O=Example" (RFC 4514; openssl's default order matches too), or with --tls-psk to
+    /// this key-file user; repeatable. Needs --tls-verify-peer or --tls-psk.
     #[arg(long, value_name = "DN", conflicts_with = "config")]
     tls_identity: Vec<String>,
     /// TCP client address or CIDR block allowed to connect, repeatable (default: all).
@@ -158,6 +166,10 @@ struct ExportFlags {
     /// touch from the cache, so only reads fill it.
     #[arg(long, conflicts_with_all = ["config", "write_back"])]
     write_around: bool,
+    /// Pass-through: nothing enters the cache (reads of uncached blocks and writes go to the
+    /// backend; writes drop cached copies), until a switch to another mode (--admin).
+    #[arg(long, conflicts_with_all = ["config", "write_back", "write_around"])]
+    pass_through: bool,
     /// Write-back: flush once this much is dirty. Default half the cache.
     #[arg(long, value_name = "SIZE", requires = "write_back", conflicts_with = "config")]
     dirty_limit: Option<String>,
@@ -272,10 +284,11 @@ impl ServeArgs {
                     },
                     background_reads: self.export.background_reads,
                     block_size: text(&self.export.block_size),
-                    write_mode: match (self.export.write_back, self.export.write_around) {
-                        (true, _) => WriteModeConfig::Back,
-                        (false, true) => WriteModeConfig::Around,
-                        (false, false) => WriteModeConfig::Through,
+                    write_mode: match (self.export.write_back, self.export.write_around, self.export.pass_through) {
+                        (true, _, _) => WriteModeConfig::Back,
+                        (false, true, _) => WriteModeConfig::Around,
+                        (false, false, true) => WriteModeConfig::Pass,
+                        (false, false, false) => WriteModeConfig::Through,
                     },
                     dirty_limit: text(&self.export.dirty_limit),
                     dirty_max_age: self.export.dirty_max_age.clone(),
@@ -315,6 +328,7 @@ impl ServeArgs {
         // Listener flags add to (or stand in for) the file's [server] table.
         config.server.listen.extend(self.listen.iter().cloned());
         config.server.unix.extend(self.unix.iter().cloned());
+        config.server.admin |= self.admin;
         if self.metrics.is_some() {
             config.server.metrics = self.metrics.clone();
         }
@@ -340,6 +354,9 @@ impl ServeArgs {
             config.server.tls_certificates = self.tls_certificates.clone();
         }
         config.server.tls_verify_peer |= self.tls_verify_peer;
+        if self.tls_psk.is_some() {
+            config.server.tls_psk = self.tls_psk.clone();
+        }
         config.server.allow.extend(self.allow.iter().cloned());
         config.server.deny.extend(self.deny.iter().cloned());
         let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());

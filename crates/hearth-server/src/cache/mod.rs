@@ -51,8 +51,8 @@
 //! zeroing and BLOCK_STATUS of dirty blocks, and retried stranded blocks.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy};
@@ -78,6 +78,9 @@ const PREFETCH_SHARE_PERCENT: u64 = 4;
 /// Most blocks an unlocked write-back copies and writes at once.
 const WRITE_BACK_RUN: usize = 256;
 
+/// How writes (and, for `Pass`, reads) use the cache: Open CAS's cache
+/// modes. An export may switch between them while it serves
+/// ([`BlockCache::set_mode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteMode {
     Through,
@@ -89,6 +92,32 @@ pub enum WriteMode {
     Back {
         dirty_limit: u64,
     },
+    /// Pass-through (Open CAS's PT, bcache's none): nothing enters the cache.
+    /// Writes go to the backend and drop the blocks they touch, as in
+    /// write-around; reads of blocks not cached go to the backend and are not
+    /// inserted (cached ones, never older than the backend's, are served).
+    Pass,
+}
+
+impl WriteMode {
+    fn code(self) -> u8 {
+        match self {
+            WriteMode::Through => 0,
+            WriteMode::Around => 1,
+            WriteMode::Back { .. } => 2,
+            WriteMode::Pass => 3,
+        }
+    }
+
+    /// The name config files and the admin endpoint use.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::Through => "through",
+            WriteMode::Around => "around",
+            WriteMode::Back { .. } => "back",
+            WriteMode::Pass => "pass",
+        }
+    }
 }
 
 /// Told about every change to the cache's contents, under the cache lock, so
@@ -164,7 +193,16 @@ pub struct BlockCache {
     backend: Box<dyn Backend>,
     block_size: u64,
     size: u64,
-    mode: WriteMode,
+    /// Held (read) by every write, discard, FLUSH and BLOCK_STATUS for as
+    /// long as it runs, so a switch (which takes it to write) never leaves
+    /// dirty blocks to a mode that does not expect them.
+    mode: RwLock<WriteMode>,
+    /// The mode's dirty limit (`u64::MAX` unless write-back), readable on
+    /// paths that already hold `mode`.
+    dirty_limit: AtomicU64,
+    /// The mode as [`WriteMode::code`], for readers that must not wait for
+    /// a switch (every read on a connection's async reader, /metrics).
+    mode_code: AtomicU8,
     inner: Mutex<Inner>,
     /// Blocks an unlocked write-back is writing right now, and the signal
     /// that some finished.
@@ -176,6 +214,13 @@ pub struct BlockCache {
     writing_back: Mutex<()>,
     pub stats: CacheStats,
     content_log: OnceLock<Arc<dyn ContentLog>>,
+}
+
+fn dirty_limit_of(mode: WriteMode) -> u64 {
+    match mode {
+        WriteMode::Back { dirty_limit } => dirty_limit,
+        WriteMode::Through | WriteMode::Around | WriteMode::Pass => u64::MAX,
+    }
 }
 
 /// A block the read path found missing, with its stripe's state at lookup.
@@ -211,7 +256,9 @@ impl BlockCache {
             backend,
             block_size: u64::from(block_size),
             size,
-            mode,
+            mode: RwLock::new(mode),
+            dirty_limit: AtomicU64::new(dirty_limit_of(mode)),
+            mode_code: AtomicU8::new(mode.code()),
             inner: Mutex::new(Inner {
                 partition: Partition::new(
                     (policy.capacity() * PREFETCH_SHARE_PERCENT / 100).max(u64::from(block_size)),
@@ -263,8 +310,47 @@ impl BlockCache {
     pub fn block_size(&self) -> u64 {
         self.block_size
     }
+    /// The mode now; never waits for a switch (which it may just miss).
     pub fn mode(&self) -> WriteMode {
-        self.mode
+        match self.mode_code.load(Ordering::Relaxed) {
+            0 => WriteMode::Through,
+            1 => WriteMode::Around,
+            2 => WriteMode::Back { dirty_limit: self.dirty_limit() },
+            _ => WriteMode::Pass,
+        }
+    }
+
+    /// The mode, held until the guard drops (a switch waits for it).
+    fn mode_guard(&self) -> RwLockReadGuard<'_, WriteMode> {
+        self.mode.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Switches to `mode` while serving; returns the mode left. Leaving
+    /// write-back first writes every dirty block back, with writes, FLUSHes
+    /// and discards waiting meanwhile (reads go on); if that fails, the mode
+    /// stays write-back and the error is returned.
+    pub fn set_mode(&self, mode: WriteMode) -> io::Result<WriteMode> {
+        if let WriteMode::Back { .. } = mode {
+            if self.lock().core.policy().capacity() < self.block_size {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "write-back needs a cache of at least one block",
+                ));
+            }
+        }
+        let mut current = self.mode.write().unwrap_or_else(|e| e.into_inner());
+        let was = *current;
+        if matches!(was, WriteMode::Back { .. }) && !matches!(mode, WriteMode::Back { .. }) {
+            self.clean()?;
+            let inner = self.lock();
+            if !inner.dirty.is_empty() || !inner.stranded.is_empty() {
+                return Err(io::Error::other("dirty blocks are left after writing back; the mode stays write-back"));
+            }
+        }
+        *current = mode;
+        self.dirty_limit.store(dirty_limit_of(mode), Ordering::Relaxed);
+        self.mode_code.store(mode.code(), Ordering::Relaxed);
+        Ok(was)
     }
     pub fn placement(&self) -> Placement {
         self.lock().core.placement()

@@ -660,3 +660,69 @@ fn writes_in_memory_are_for_write_back_only() {
     assert!(!cache.write_cached(0, &[7; 4096]));
     assert_eq!(backend.snapshot()[..4096], expected(0, 4096)[..], "nothing written");
 }
+
+/// Switching modes while writers run loses no acknowledged write: every
+/// switch out of write-back writes the dirty blocks first, and writes of
+/// the old mode finish before the new one starts.
+#[test]
+fn mode_switches_under_concurrent_writes_lose_nothing() {
+    const BLOCKS: u64 = 64;
+    let back = WriteMode::Back { dirty_limit: 8 * u64::from(BS) };
+    let (backend, cache) = setup(BLOCKS * u64::from(BS), 16, back);
+    let image = std::sync::Mutex::new(backend.snapshot());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    /// Stops the writers however the switching ends, a failed assertion included.
+    struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    std::thread::scope(|s| {
+        for writer in 0..2u64 {
+            let (cache, image, stop) = (&cache, &image, &stop);
+            s.spawn(move || {
+                // Each writer owns half of the blocks, so its own record of
+                // what it wrote there is the expected contents.
+                let mut x = writer + 1;
+                while !stop.load(Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let block = writer * BLOCKS / 2 + (x >> 33) % (BLOCKS / 2 - 1);
+                    let (start, len) = match x % 3 {
+                        0 => (0, BS as usize),
+                        1 => (512, 1024),
+                        _ => (3072, 2048), // into the next block, still its own
+                    };
+                    let offset = block * u64::from(BS) + start;
+                    let data = vec![(x >> 8) as u8; len];
+                    if !cache.write_cached(offset, &data) {
+                        cache.write(offset, &data, false).unwrap();
+                    }
+                    image.lock().unwrap()[offset as usize..offset as usize + len].copy_from_slice(&data);
+                }
+            });
+        }
+        let _stop = StopOnDrop(&stop);
+        let others = [WriteMode::Through, WriteMode::Around, WriteMode::Pass];
+        for i in 0..60 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let to = if i % 2 == 0 { others[(i / 2) % 3] } else { back };
+            cache.set_mode(to).unwrap();
+            assert_eq!(cache.mode(), to);
+            if to != back {
+                assert_eq!(cache.dirty_age(), None, "no dirty block is left to a mode that does not expect them");
+            }
+        }
+    });
+    cache.flush().unwrap();
+    let expected = image.into_inner().unwrap();
+    let mut through_cache = vec![0u8; expected.len()];
+    cache.read(0, &mut through_cache).unwrap();
+    let differs = |got: &[u8]| {
+        (0..BLOCKS as usize)
+            .filter(|&b| got[b * 4096..(b + 1) * 4096] != expected[b * 4096..(b + 1) * 4096])
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(differs(&backend.snapshot()), Vec::<usize>::new(), "blocks whose backend copy lost a write");
+    assert_eq!(differs(&through_cache), Vec::<usize>::new(), "blocks read wrong through the cache");
+}

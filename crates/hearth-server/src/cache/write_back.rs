@@ -59,7 +59,9 @@ impl BlockCache {
     /// Returns false, having changed nothing, when the write needs the
     /// backend (then call [`write`](Self::write) on a blocking thread).
     pub fn write_cached(&self, offset: u64, data: &[u8]) -> bool {
-        if !matches!(self.mode, WriteMode::Back { .. }) {
+        // A mode switch in progress: take the blocking path, which waits for it.
+        let Ok(mode) = self.mode.try_read() else { return false };
+        if !matches!(*mode, WriteMode::Back { .. }) {
             return false;
         }
         let len = data.len() as u64;
@@ -159,10 +161,7 @@ impl BlockCache {
 
     /// Bytes that may be dirty (or stranded) before write-back kicks in.
     pub(super) fn dirty_limit(&self) -> u64 {
-        match self.mode {
-            WriteMode::Back { dirty_limit } => dirty_limit,
-            WriteMode::Through | WriteMode::Around => u64::MAX,
-        }
+        self.dirty_limit.load(Ordering::Relaxed)
     }
 
     pub(super) fn mark_dirty(inner: &mut Inner, block: u64) {
@@ -252,8 +251,8 @@ impl BlockCache {
 
     /// Makes every acknowledged write durable.
     pub fn flush(&self) -> io::Result<()> {
-        match self.mode {
-            WriteMode::Through | WriteMode::Around => self.backend_flush(),
+        match *self.mode_guard() {
+            WriteMode::Through | WriteMode::Around | WriteMode::Pass => self.backend_flush(),
             WriteMode::Back { .. } => {
                 self.clean()?;
                 self.backend_flush()

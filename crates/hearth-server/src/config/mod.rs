@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use spec::{
-    BackendSpec, CacheDeviceSpec, ExportSpec, ServerSettings, Settings, TierSpec, DEFAULT_DIRTY_MAX_AGE,
-    DEFAULT_MAX_CLIENT_BUFFERS, DEFAULT_MAX_REQUEST,
+    BackendSpec, CacheDeviceSpec, ExportSpec, ServerSettings, Settings, TierSpec, TlsCredentials,
+    DEFAULT_DIRTY_MAX_AGE, DEFAULT_MAX_CLIENT_BUFFERS, DEFAULT_MAX_REQUEST,
 };
 
 /// Why a configuration cannot be served.
@@ -59,6 +59,11 @@ pub struct ServerConfig {
     pub unix: Vec<PathBuf>,
     /// `host:port` for the Prometheus endpoint (`/metrics`).
     pub metrics: Option<String>,
+    /// Also answer `POST /mode?export=NAME&mode=MODE` there, switching an
+    /// export's cache mode while it serves. Off by default: whoever reaches
+    /// the metrics address may then change modes.
+    #[serde(default)]
+    pub admin: bool,
     /// Seconds a client may take to finish the handshake before it is
     /// disconnected, so idle or trickling sockets cannot pile up; 0 = no limit.
     #[serde(default = "default_handshake_timeout", deserialize_with = "whole_seconds")]
@@ -87,6 +92,9 @@ pub struct ServerConfig {
     /// Accept only clients presenting a certificate signed by `ca-cert.pem`.
     #[serde(default)]
     pub tls_verify_peer: bool,
+    /// A `username:hexkey` file (what `psktool` writes, qemu's `keys.psk`):
+    /// TLS with pre-shared keys instead of certificates.
+    pub tls_psk: Option<PathBuf>,
     /// TCP client addresses or CIDR blocks allowed to connect; empty = all.
     #[serde(default)]
     pub allow: Vec<String>,
@@ -137,6 +145,7 @@ impl Default for ServerConfig {
             listen: Vec::new(),
             unix: Vec::new(),
             metrics: None,
+            admin: false,
             handshake_timeout: default_handshake_timeout(),
             idle_timeout: 0,
             max_connections: default_max_connections(),
@@ -145,6 +154,7 @@ impl Default for ServerConfig {
             tls: TlsMode::Off,
             tls_certificates: None,
             tls_verify_peer: false,
+            tls_psk: None,
             allow: Vec::new(),
             deny: Vec::new(),
         }
@@ -223,6 +233,8 @@ pub enum WriteModeConfig {
     /// Write-around: writes go to the backend and leave the cache.
     Around,
     Back,
+    /// Pass-through: nothing enters the cache (switch to another mode later).
+    Pass,
 }
 
 /// How writes treat the cache device (`cache_device_write_mode`).
@@ -255,9 +267,10 @@ pub struct ExportConfig {
     /// server's `allow`/`deny`); empty = all. Others do not see it.
     #[serde(default)]
     pub allow: Vec<String>,
-    /// TLS client identities (subject names of verified client certificates,
-    /// e.g. `"CN=alice,O=Example"`) that may use this export; empty = any.
-    /// Needs `server.tls_verify_peer`. Others do not see it.
+    /// TLS client identities that may use this export; empty = any. Subject
+    /// names of verified client certificates (`"CN=alice,O=Example"`, needs
+    /// `server.tls_verify_peer`), or with `server.tls_psk` users of its key
+    /// file. Others do not see it.
     #[serde(default)]
     pub tls_identities: Vec<String>,
     /// Cache capacity; 0 disables caching. Default 64 MiB.
@@ -281,6 +294,9 @@ pub struct ExportConfig {
     pub background_reads: Option<usize>,
     /// Cache block size (power of two, 512 B to 1 MiB). Default 4 KiB.
     pub block_size: Option<SizeValue>,
+    /// "through" (default), "around", "back" or "pass"; an operator may
+    /// switch it while serving (`POST /mode` on the metrics listener, with
+    /// `server.admin`).
     #[serde(default)]
     pub write_mode: WriteModeConfig,
     /// Write-back only: flush once more than this is dirty. Default half the cache.

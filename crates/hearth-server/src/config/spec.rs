@@ -31,6 +31,8 @@ pub struct ServerSettings {
     pub listen: Vec<String>,
     pub unix: Vec<PathBuf>,
     pub metrics: Option<String>,
+    /// `POST /mode` on the metrics listener.
+    pub admin: bool,
     pub handshake_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub max_connections: usize,
@@ -38,9 +40,25 @@ pub struct ServerSettings {
     pub max_client_buffers: u64,
     pub tls: TlsMode,
     /// Present exactly when `tls` is not off.
-    pub tls_certificates: Option<PathBuf>,
-    pub tls_verify_peer: bool,
+    pub tls_credentials: Option<TlsCredentials>,
     pub(crate) access: Access,
+}
+
+/// Where the server's TLS credentials come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TlsCredentials {
+    /// A certificate directory; with `verify_peer`, clients must present a
+    /// certificate signed by its `ca-cert.pem`.
+    Certificates { dir: PathBuf, verify_peer: bool },
+    /// A `username:hexkey` file: clients prove they hold one of its keys.
+    Psk(PathBuf),
+}
+
+impl TlsCredentials {
+    /// Whether clients prove an identity export lists can name.
+    fn identify_clients(&self) -> bool {
+        matches!(self, TlsCredentials::Certificates { verify_peer: true, .. } | TlsCredentials::Psk(_))
+    }
 }
 
 /// Where an export's data lives.
@@ -77,7 +95,8 @@ pub struct ExportSpec {
     pub tier: Option<TierSpec>,
     pub warmup: Option<WarmupSettings>,
     /// Write-back: how long dirty data may wait before background cleaning
-    /// writes it back; `None` for write-through or when turned off.
+    /// writes it back; `None` when turned off. Other modes get the default,
+    /// for a later switch to write-back.
     pub dirty_max_age: Option<Duration>,
     /// Bytes a sequential stream reads before its reads bypass the cache; `None`: off.
     pub sequential_cutoff: Option<u64>,
@@ -132,12 +151,13 @@ impl Config {
         let server = server_settings(self.server)?;
         let mut exports: Vec<ExportSpec> = Vec::with_capacity(self.exports.len());
         for (i, e) in self.exports.into_iter().enumerate() {
-            let spec = export_spec(i, e, &exports)?;
-            if spec.access.wants_identity() && !server.tls_verify_peer {
+            let psk_users = matches!(server.tls_credentials, Some(TlsCredentials::Psk(_)));
+            let spec = export_spec(i, e, &exports, psk_users)?;
+            if spec.access.wants_identity() && !server.tls_credentials.as_ref().is_some_and(|c| c.identify_clients()) {
                 let key = format!("export[{i}] ({:?}).tls_identities", spec.name);
                 return Err(invalid(
                     key,
-                    "needs server.tls_verify_peer: identities come from verified client certificates",
+                    "needs server.tls_verify_peer or server.tls_psk: identities come from verified client certificates or pre-shared keys",
                 ));
             }
             exports.push(spec);
@@ -172,18 +192,36 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
             format!("{max_client_buffers} is outside 1..={}", hearth_placement::MAX_SLOTS),
         ));
     }
+    if s.admin && s.metrics.is_none() {
+        return Err(invalid("server.admin", "needs server.metrics: the admin endpoint is served beside /metrics"));
+    }
     if s.max_connections == 0 {
         return Err(invalid("server.max_connections", "must be positive"));
     }
-    match (s.tls, &s.tls_certificates) {
-        (TlsMode::Off, Some(_)) => return Err(invalid("server.tls_certificates", "given, but server.tls is \"off\"")),
-        (TlsMode::On | TlsMode::Require, None) => {
-            return Err(invalid("server.tls_certificates", "required when server.tls is \"on\" or \"require\""))
+    let tls_credentials = match (s.tls, s.tls_certificates, s.tls_psk) {
+        (TlsMode::Off, Some(_), _) => {
+            return Err(invalid("server.tls_certificates", "given, but server.tls is \"off\""))
         }
-        _ => {}
-    }
-    if s.tls_verify_peer && s.tls == TlsMode::Off {
-        return Err(invalid("server.tls_verify_peer", "needs server.tls \"on\" or \"require\""));
+        (TlsMode::Off, _, Some(_)) => return Err(invalid("server.tls_psk", "given, but server.tls is \"off\"")),
+        (TlsMode::Off, None, None) => None,
+        (_, Some(_), Some(_)) => {
+            return Err(invalid("server.tls_psk", "given with server.tls_certificates: a server uses one or the other"))
+        }
+        (_, None, None) => {
+            return Err(invalid(
+                "server.tls_certificates",
+                "required (or server.tls_psk) when server.tls is \"on\" or \"require\"",
+            ))
+        }
+        (_, Some(dir), None) => Some(TlsCredentials::Certificates { dir, verify_peer: s.tls_verify_peer }),
+        (_, None, Some(keys)) => Some(TlsCredentials::Psk(keys)),
+    };
+    if s.tls_verify_peer && !matches!(tls_credentials, Some(TlsCredentials::Certificates { .. })) {
+        let why = match tls_credentials {
+            None => "needs server.tls \"on\" or \"require\"",
+            Some(_) => "is for certificates; with server.tls_psk the key verifies the client",
+        };
+        return Err(invalid("server.tls_verify_peer", why));
     }
     let access = Access::parse(&s.allow, &s.deny, "server.").map_err(ConfigError::Access)?;
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
@@ -191,23 +229,24 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
         listen,
         unix: s.unix,
         metrics: s.metrics,
+        admin: s.admin,
         handshake_timeout: seconds(s.handshake_timeout),
         idle_timeout: seconds(s.idle_timeout),
         max_connections: s.max_connections,
         max_request,
         max_client_buffers,
         tls: s.tls,
-        tls_certificates: s.tls_certificates,
-        tls_verify_peer: s.tls_verify_peer,
+        tls_credentials,
         access,
     })
 }
 
 /// Validates export `i`; `earlier` are the exports before it.
-fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<ExportSpec, ConfigError> {
+/// With `psk_users`, `tls_identities` names key-file users, not certificate subjects.
+fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: bool) -> Result<ExportSpec, ConfigError> {
     let at = |key: &str| format!("export[{i}] ({:?}).{key}", e.name);
     let access = Access::parse(&e.allow, &[], &at(""))
-        .and_then(|a| a.with_identities(&e.tls_identities, &at("tls_identities")))
+        .and_then(|a| a.with_identities(&e.tls_identities, &at("tls_identities"), psk_users))
         .map_err(ConfigError::Access)?;
     if earlier.iter().any(|o| o.name == e.name) {
         return Err(invalid(at("name"), "duplicate export name"));
@@ -260,11 +299,12 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         return Err(invalid(at("background_reads"), "must be 1 to 256"));
     }
     let write_mode = match e.write_mode {
-        WriteModeConfig::Through | WriteModeConfig::Around if e.dirty_limit.is_some() => {
+        WriteModeConfig::Through | WriteModeConfig::Around | WriteModeConfig::Pass if e.dirty_limit.is_some() => {
             return Err(invalid(at("dirty_limit"), "only used with write_mode = \"back\""))
         }
         WriteModeConfig::Through => WriteMode::Through,
         WriteModeConfig::Around => WriteMode::Around,
+        WriteModeConfig::Pass => WriteMode::Pass,
         WriteModeConfig::Back => {
             let dirty_limit = match &e.dirty_limit {
                 Some(v) => v.bytes().map_err(|m| invalid(at("dirty_limit"), m))?,
@@ -280,21 +320,19 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec]) -> Result<Expo
         }
     };
     let device_write_back = e.cache_device_write_mode == Some(CacheDeviceWriteMode::Back);
-    let max_age = match e.dirty_max_age.as_deref() {
-        None => Some(DEFAULT_DIRTY_MAX_AGE),
-        Some(age) => Some(parse_duration(age).map_err(|m| invalid(at("dirty_max_age"), m))?).filter(|d| !d.is_zero()),
-    };
-    let dirty_max_age = match &write_mode {
-        WriteMode::Through | WriteMode::Around if e.dirty_max_age.is_some() && !device_write_back => {
+    let dirty_max_age = match (&write_mode, e.dirty_max_age.as_deref()) {
+        (WriteMode::Through | WriteMode::Around | WriteMode::Pass, Some(_)) if !device_write_back => {
             return Err(invalid(
                 at("dirty_max_age"),
                 "only used with write_mode = \"back\" or cache_device_write_mode = \"back\"",
             ))
         }
-        WriteMode::Through | WriteMode::Around => None,
-        WriteMode::Back { .. } => max_age,
+        (_, None) => Some(DEFAULT_DIRTY_MAX_AGE),
+        (_, Some(age)) => {
+            Some(parse_duration(age).map_err(|m| invalid(at("dirty_max_age"), m))?).filter(|d| !d.is_zero())
+        }
     };
-    let cache_device = cache_device_spec(&e, device_write_back.then_some(max_age).flatten(), &at)?;
+    let cache_device = cache_device_spec(&e, dirty_max_age.filter(|_| device_write_back), &at)?;
     if e.max_connections == Some(0) {
         return Err(invalid(at("max_connections"), "must be positive"));
     }

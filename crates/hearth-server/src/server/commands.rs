@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 
 use super::connection::{Conn, Reply, Ticket};
 use super::hints::ClientView;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, WriteMode};
 use crate::Export;
 
 /// Most extents one NBD_CMD_BLOCK_STATUS reply describes.
@@ -100,10 +100,11 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
         reply.extend_from_slice(&simple_reply(req.cookie, None));
     }
     // Every read counts towards its stream, cached or not.
-    let bypass = export
+    let streaming = export
         .sequential
         .as_ref()
         .is_some_and(|s| s.lock().unwrap_or_else(|e| e.into_inner()).bypass(req.offset, u64::from(req.length)));
+    let bypass = streaming || export.cache.mode() == WriteMode::Pass;
     if let (false, Some(advisor)) = (bypass, &export.advisor) {
         advisor.observe_read(export.cache.block_range(req.offset, u64::from(req.length)));
     }

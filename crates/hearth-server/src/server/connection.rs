@@ -104,7 +104,7 @@ pub(super) async fn connection<S: Stream>(
             serve(rd, wr, session, peer, ctx, stop, drain).await
         }
         Ok(Some((Negotiated::Tls(stream, session), _slot))) => {
-            let (rd, wr) = (*stream).into_halves();
+            let (rd, wr) = stream.into_halves();
             serve(rd, wr, session, peer, ctx, stop, drain).await
         }
         Ok(None) => debug!(%peer, "client ended the handshake"),
@@ -174,7 +174,7 @@ async fn idle(last_activity: &AtomicU64, limit: Option<Duration>) -> &'static st
 /// A finished handshake: the session and the stream it runs over.
 enum Negotiated<S> {
     Plain(S, Session),
-    Tls(Box<tokio_rustls::server::TlsStream<S>>, Session),
+    Tls(crate::tls::TlsStream<S>, Session),
 }
 
 /// How one round of option haggling ended.
@@ -197,7 +197,7 @@ enum Visible {
 }
 
 impl Visible {
-    fn to(ctx: &Shared, ip: Option<IpAddr>, identity: Option<&str>) -> Visible {
+    fn to(ctx: &Shared, ip: Option<IpAddr>, identity: Option<&crate::tls::Identity>) -> Visible {
         let admits = |i: usize| ctx.export_access[i].admits(ip, identity);
         if (0..ctx.infos.len()).all(admits) {
             return Visible::All;
@@ -242,21 +242,14 @@ async fn negotiate<S: Stream>(
         Haggled::Transmit(session, slot) => Ok(Some((Negotiated::Plain(stream, visible.session(session)), slot))),
         Haggled::Close => Ok(None),
         Haggled::StartTls => {
-            let acceptor = ctx.tls.clone().expect("STARTTLS is acknowledged only with TLS set up");
-            let mut stream = acceptor
-                .accept(stream)
-                .await
-                .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, format!("TLS handshake: {e}")))?;
-            let certificate = stream.get_ref().1.peer_certificates().and_then(|c| c.first());
-            let identity = certificate.and_then(crate::tls::identity);
+            let acceptor = ctx.tls.as_ref().expect("STARTTLS is acknowledged only with TLS set up");
+            let (mut stream, identity) = acceptor.accept(stream).await?;
             if let Some(identity) = &identity {
                 info!(%peer, %identity, "TLS client identified");
             }
-            let visible = &Visible::to(ctx, ip, identity.as_deref());
+            let visible = &Visible::to(ctx, ip, identity.as_ref());
             match haggle(&mut stream, &mut negotiation, ctx, visible).await? {
-                Haggled::Transmit(session, slot) => {
-                    Ok(Some((Negotiated::Tls(Box::new(stream), visible.session(session)), slot)))
-                }
+                Haggled::Transmit(session, slot) => Ok(Some((Negotiated::Tls(stream, visible.session(session)), slot))),
                 Haggled::Close => Ok(None),
                 Haggled::StartTls => unreachable!("STARTTLS is acknowledged once"),
             }

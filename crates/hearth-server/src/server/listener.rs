@@ -49,7 +49,7 @@ impl Stream for tokio::io::DuplexStream {
     }
 }
 
-impl<S: Stream> Stream for tokio_rustls::server::TlsStream<S> {
+impl<S: Stream> Stream for crate::tls::TlsStream<S> {
     type Read = ReadHalf<Self>;
     type Write = WriteHalf<Self>;
     fn into_halves(self) -> (Self::Read, Self::Write) {

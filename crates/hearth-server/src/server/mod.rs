@@ -29,11 +29,11 @@ use hearth_nbd::handshake::Tls;
 use hearth_nbd::{tflags, ExportInfo};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch, Semaphore};
-use tokio_rustls::TlsAcceptor;
 use tracing::{error, info, warn};
 
 use crate::access::Access;
-use crate::config::{Settings, TlsMode};
+use crate::cache::WriteMode;
+use crate::config::Settings;
 use crate::error::ServeError;
 use crate::Export;
 pub(crate) use sequential::SequentialCutoff;
@@ -55,9 +55,11 @@ pub struct Server {
     tcp: Vec<TcpListener>,
     unix: Vec<(UnixListener, PathBuf)>,
     metrics: Option<TcpListener>,
+    /// `POST /mode` on the metrics listener.
+    admin: bool,
     limits: Limits,
     tls_mode: Tls,
-    tls: Option<TlsAcceptor>,
+    tls: Option<crate::tls::Acceptor>,
     access: Access,
     export_access: Vec<Access>,
 }
@@ -134,7 +136,7 @@ impl Server {
                 preferred_block: cache.block_size() as u32,
                 max_block: max_request,
             };
-            info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = ?cache.mode(), "export ready");
+            info!(export = %e.name, backend = %cache.describe_backend(), size = cache.size(), mode = cache.mode().name(), "export ready");
             let warmup = match &e.warmup {
                 Some(settings) => Some(
                     crate::warmup::start_export(&e.name, settings, &cache, e.backend_file())
@@ -153,9 +155,14 @@ impl Server {
             };
             let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
             let prefetcher = e.prefetcher().map_err(failed)?.map(std::sync::Mutex::new);
+            let write_back_limit = match e.write_mode {
+                WriteMode::Back { dirty_limit } => dirty_limit,
+                _ => e.cache_bytes / 2,
+            };
             let export = Arc::new(Export {
                 info,
                 cache,
+                write_back_limit,
                 metrics: Default::default(),
                 background,
                 reloads_dropped: Default::default(),
@@ -184,11 +191,9 @@ impl Server {
             max_client_buffers: config.server.max_client_buffers,
             connections: Arc::new(Semaphore::new(config.server.max_connections)),
         };
-        let tls = match &config.server.tls_certificates {
-            Some(dir) if config.server.tls != TlsMode::Off => {
-                Some(crate::tls::acceptor(dir, config.server.tls_verify_peer).map_err(ServeError::Tls)?)
-            }
-            _ => None,
+        let tls = match &config.server.tls_credentials {
+            Some(credentials) => Some(crate::tls::Acceptor::new(credentials).map_err(ServeError::Tls)?),
+            None => None,
         };
         let tls_mode = config.server.tls.negotiation();
         let access = config.server.access.clone();
@@ -199,6 +204,7 @@ impl Server {
             tcp,
             unix,
             metrics,
+            admin: config.server.admin,
             limits,
             tls_mode,
             tls,
@@ -223,7 +229,8 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         // Every connection holds a clone; recv() returns None once all are gone.
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
-        let metrics_task = self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone())));
+        let metrics_task =
+            self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone(), self.admin)));
         let ctx = Arc::new(Shared {
             exports: self.exports.clone(),
             infos: self.infos,
@@ -300,7 +307,7 @@ struct Shared {
     limits: Limits,
     tls_mode: Tls,
     /// Set when `tls_mode` is not `Off`.
-    tls: Option<TlsAcceptor>,
+    tls: Option<crate::tls::Acceptor>,
     /// Who may connect at all (TCP addresses).
     access: Access,
     /// Who may use each export, in export order.
@@ -347,6 +354,7 @@ mod tests {
         let export = Arc::new(Export {
             info: info.clone(),
             cache,
+            write_back_limit: cache_blocks * BS,
             metrics: Default::default(),
             background,
             reloads_dropped: Default::default(),

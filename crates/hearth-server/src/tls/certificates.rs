@@ -1,11 +1,6 @@
-//! The server's TLS setup: certificates read from a directory laid out as
+//! TLS with X.509 certificates (rustls): read from a directory laid out as
 //! qemu-nbd and nbdkit expect (`server-cert.pem`, `server-key.pem`, and
-//! `ca-cert.pem` when clients must present a certificate), turned into the
-//! acceptor that a connection hands itself to after NBD_OPT_STARTTLS.
-//!
-//! rustls offers TLS 1.2 and 1.3 (the NBD protocol requires 1.2) and no
-//! external pre-shared keys, so the PSK files qemu and nbdkit accept are not
-//! supported.
+//! `ca-cert.pem` when clients must present a certificate).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,11 +11,12 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
+use super::tls_error;
 use crate::error::TlsError;
 
 /// Reads the certificates in `dir`; with `verify_peer`, clients must present
 /// a certificate signed by `ca-cert.pem`. Errors name the file.
-pub fn acceptor(dir: &Path, verify_peer: bool) -> Result<TlsAcceptor, TlsError> {
+pub(super) fn acceptor(dir: &Path, verify_peer: bool) -> Result<TlsAcceptor, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cert_path = dir.join("server-cert.pem");
     let certs = CertificateDer::pem_file_iter(&cert_path)
@@ -54,14 +50,10 @@ pub fn acceptor(dir: &Path, verify_peer: bool) -> Result<TlsAcceptor, TlsError> 
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-fn tls_error(path: &Path, e: impl std::fmt::Display) -> TlsError {
-    TlsError { path: path.into(), message: e.to_string() }
-}
-
 /// The subject of a client's certificate as an RFC 4514 name
 /// (`CN=alice,O=Example,C=GB`: the last relative name first), what export
 /// identity lists are matched against; `None` if it cannot be read.
-pub(crate) fn identity(certificate: &CertificateDer<'_>) -> Option<String> {
+pub(super) fn identity(certificate: &CertificateDer<'_>) -> Option<String> {
     use x509_parser::prelude::{FromDer, X509Certificate};
     let (_, cert) = X509Certificate::from_der(certificate.as_ref()).ok()?;
     let registry = x509_parser::objects::oid_registry();

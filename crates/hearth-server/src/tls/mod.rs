@@ -1,0 +1,121 @@
+//! The server's TLS: the acceptor a connection hands its stream to after
+//! NBD_OPT_STARTTLS, and the identity the client proved.
+//!
+//! Two kinds of credentials, as qemu-nbd's `tls-creds-x509` and
+//! `tls-creds-psk` (and nbdkit's `--tls-certificates` and `--tls-psk`) offer:
+//! X.509 certificates through rustls ([`certificates`]), and external
+//! pre-shared keys through OpenSSL ([`psk`]), since rustls has no external
+//! PSK. A server uses one kind or the other.
+
+mod certificates;
+mod psk;
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::config::TlsCredentials;
+use crate::error::TlsError;
+
+/// Who a TLS client proved to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// The subject of its verified certificate, as an RFC 4514 name.
+    Subject(String),
+    /// The user name whose pre-shared key it holds.
+    PskUser(String),
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Identity::Subject(name) => f.write_str(name),
+            Identity::PskUser(user) => write!(f, "PSK user {user}"),
+        }
+    }
+}
+
+/// Performs the server side of TLS handshakes.
+#[derive(Clone)]
+pub enum Acceptor {
+    Certificates(tokio_rustls::TlsAcceptor),
+    Psk(psk::PskAcceptor),
+}
+
+impl Acceptor {
+    /// Reads the credentials; errors name the file and what is wrong.
+    pub fn new(credentials: &TlsCredentials) -> Result<Acceptor, TlsError> {
+        Ok(match credentials {
+            TlsCredentials::Certificates { dir, verify_peer } => {
+                Acceptor::Certificates(certificates::acceptor(dir, *verify_peer)?)
+            }
+            TlsCredentials::Psk(path) => Acceptor::Psk(psk::PskAcceptor::new(path)?),
+        })
+    }
+
+    /// The handshake over `stream`, and the client's identity if it proved one.
+    pub async fn accept<S>(&self, stream: S) -> io::Result<(TlsStream<S>, Option<Identity>)>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let refused =
+            |e: &dyn std::fmt::Display| io::Error::new(io::ErrorKind::PermissionDenied, format!("TLS handshake: {e}"));
+        match self {
+            Acceptor::Certificates(acceptor) => {
+                let stream = acceptor.accept(stream).await.map_err(|e| refused(&e))?;
+                let certificate = stream.get_ref().1.peer_certificates().and_then(|c| c.first());
+                let identity = certificate.and_then(certificates::identity).map(Identity::Subject);
+                Ok((TlsStream::Rustls(Box::new(stream)), identity))
+            }
+            Acceptor::Psk(acceptor) => {
+                let (stream, user) = acceptor.accept(stream).await.map_err(|e| refused(&e))?;
+                Ok((TlsStream::OpenSsl(stream), Some(Identity::PskUser(user))))
+            }
+        }
+    }
+}
+
+/// A connection after its TLS handshake, whichever library made it.
+pub enum TlsStream<S> {
+    Rustls(Box<tokio_rustls::server::TlsStream<S>>),
+    OpenSsl(tokio_openssl::SslStream<S>),
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<S> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            TlsStream::Rustls(s) => Pin::new(s).poll_read(cx, buf),
+            TlsStream::OpenSsl(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            TlsStream::Rustls(s) => Pin::new(s).poll_write(cx, buf),
+            TlsStream::OpenSsl(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            TlsStream::Rustls(s) => Pin::new(s).poll_flush(cx),
+            TlsStream::OpenSsl(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            TlsStream::Rustls(s) => Pin::new(s).poll_shutdown(cx),
+            TlsStream::OpenSsl(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+fn tls_error(path: &Path, e: impl std::fmt::Display) -> TlsError {
+    TlsError { path: path.into(), message: e.to_string() }
+}
