@@ -49,6 +49,9 @@ pub enum OpenError {
     /// The live advice's sampling set-up.
     #[error(transparent)]
     Advice(#[from] hearth_sim::SettingError),
+    /// The cache device cannot be used.
+    #[error(transparent)]
+    CacheDevice(#[from] CacheDeviceError),
     /// A tier plan that cannot be used with this export.
     #[error("{}: {message}", path.display())]
     Plan { path: PathBuf, message: String },
@@ -90,4 +93,19 @@ pub enum UpstreamError {
 pub struct TlsError {
     pub path: PathBuf,
     pub message: String,
+}
+
+/// A cache device that cannot be opened: `path` is the device file.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheDeviceError {
+    #[error("cache device {}: {what}", path.display())]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// Formatted for something else, truncated, or otherwise unusable.
+    #[error("cache device {}: {problem}", path.display())]
+    Refused { path: PathBuf, problem: String },
 }

@@ -15,6 +15,7 @@ mod admin;
 pub mod advice;
 pub mod backend;
 mod cache;
+pub mod cache_device;
 pub mod config;
 mod error;
 mod metrics;
@@ -24,7 +25,7 @@ mod tls;
 pub mod warmup;
 
 pub use config::Config;
-pub use error::{OpenError, ServeError, TlsError};
+pub use error::{CacheDeviceError, OpenError, ServeError, TlsError};
 pub use server::Server;
 
 /// A low-priority backend read for the export's background threads.
@@ -82,4 +83,19 @@ pub(crate) struct Export {
     pub(crate) access_log: Option<std::sync::Arc<access_log::AccessLog>>,
     /// Live advice: the LRU miss-ratio curve and what-if policies (`what_if`).
     pub(crate) advisor: Option<advice::Advisor>,
+    /// The persistent second cache level under `cache` (`cache_device`).
+    pub(crate) cache_device: Option<std::sync::Arc<cache_device::CacheDevice>>,
+}
+
+impl Export {
+    /// At shutdown: writes the cache device's dirty blocks to the backend and
+    /// syncs the device, so it holds no data the backend lacks.
+    pub(crate) fn clean_cache_device(&self) -> std::io::Result<()> {
+        let Some(device) = &self.cache_device else { return Ok(()) };
+        let cleaned = device.clean(std::time::Duration::ZERO)?;
+        if cleaned > 0 {
+            tracing::info!(export = %self.info.name, blocks = cleaned, "cache device cleaned");
+        }
+        backend::Backend::flush(&**device)
+    }
 }

@@ -205,6 +205,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         let stranded = e.cache.stranded();
         let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"stranded\"}} {stranded}");
     }
+    render_cache_device(&mut out, exports);
     family(&mut out, "hearth_connections", "gauge", "Open client connections in transmission.");
     for e in exports {
         let _ = writeln!(
@@ -238,6 +239,41 @@ pub fn render(exports: &[Arc<Export>]) -> String {
     crate::warmup::render_metrics(&mut out, exports);
     render_advice(&mut out, exports);
     out
+}
+
+/// The cache device's counters, for the exports that have one.
+fn render_cache_device(out: &mut String, exports: &[Arc<Export>]) {
+    type DeviceCounter = (&'static str, &'static str, fn(&crate::cache_device::DeviceStats) -> &AtomicU64);
+    let with_device: Vec<_> =
+        exports.iter().filter_map(|e| e.cache_device.as_ref().map(|d| (label(&e.info.name), d))).collect();
+    if with_device.is_empty() {
+        return;
+    }
+    let counters: [DeviceCounter; 4] = [
+        ("hearth_cache_device_hits_total", "Blocks the RAM cache missed and the cache device served.", |s| &s.hits),
+        ("hearth_cache_device_misses_total", "Blocks neither cache held, read from the backend.", |s| &s.misses),
+        ("hearth_cache_device_cleaned_total", "Dirty cache device blocks written to the backend.", |s| &s.cleaned),
+        (
+            "hearth_cache_device_dropped_slots_total",
+            "Cache device slots dropped at start: torn or corrupt entries or data.",
+            |s| &s.dropped_at_open,
+        ),
+    ];
+    for (name, help, get) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (export, d) in &with_device {
+            let _ = writeln!(out, "{name}{{export=\"{export}\"}} {}", get(&d.stats).load(Ordering::Relaxed));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP hearth_cache_device_blocks Blocks held on the cache device, by state.\n# TYPE hearth_cache_device_blocks gauge"
+    );
+    for (export, d) in &with_device {
+        let (resident, dirty) = d.occupancy();
+        let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"resident\"}} {resident}");
+        let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"dirty\"}} {dirty}");
+    }
 }
 
 /// The real cache's block hit ratio for reads so far (0 before any read).

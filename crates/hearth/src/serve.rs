@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hearth_server::config::{
-    BackendKind, Config, ExportConfig, Settings, SizeValue, TierExportConfig, TlsMode, WriteModeConfig,
+    BackendKind, CacheDeviceWriteMode, Config, ExportConfig, Settings, SizeValue, TierExportConfig, TlsMode,
+    WriteModeConfig,
 };
 use hearth_server::warmup::{WarmupConfig, WarmupMode};
 use hearth_server::Server;
@@ -172,10 +173,21 @@ struct ExportFlags {
     /// Write-back: flush once this much is dirty. Default half the cache.
     #[arg(long, value_name = "SIZE", requires = "write_back", conflicts_with = "config")]
     dirty_limit: Option<String>,
-    /// Write-back: background cleaning writes dirty data back once it has waited this long,
-    /// e.g. 30s (the default); 0 turns cleaning off.
-    #[arg(long, value_name = "DURATION", requires = "write_back", conflicts_with = "config")]
+    /// Write-back (--write-back or --cache-device-write-back): background cleaning writes dirty data
+    /// back once it has waited this long, e.g. 30s (the default); 0 turns cleaning off.
+    #[arg(long, value_name = "DURATION", conflicts_with = "config")]
     dirty_max_age: Option<String>,
+    /// A persistent second cache level under the RAM cache: a local file (created sparse if missing)
+    /// or block device; a restart keeps what it caches.
+    #[arg(long, value_name = "PATH", requires = "cache_device_size", conflicts_with = "config")]
+    cache_device: Option<PathBuf>,
+    /// Bytes of --cache-device to use, e.g. 100GiB.
+    #[arg(long, value_name = "SIZE", requires = "cache_device", conflicts_with = "config")]
+    cache_device_size: Option<String>,
+    /// Writes land on the cache device as dirty blocks, cleaned to the backend after
+    /// --dirty-max-age, instead of writing through to the backend.
+    #[arg(long, requires = "cache_device", conflicts_with = "config")]
+    cache_device_write_back: bool,
     /// Reads continuing a sequential stream past this many bytes bypass the cache, e.g. 4MiB
     /// (bcache's default). Default: off.
     #[arg(long, value_name = "SIZE", conflicts_with = "config")]
@@ -280,6 +292,9 @@ impl ServeArgs {
                     },
                     dirty_limit: text(&self.export.dirty_limit),
                     dirty_max_age: self.export.dirty_max_age.clone(),
+                    cache_device: self.export.cache_device.clone(),
+                    cache_device_size: text(&self.export.cache_device_size),
+                    cache_device_write_mode: self.export.cache_device_write_back.then_some(CacheDeviceWriteMode::Back),
                     sequential_cutoff: text(&self.export.sequential_cutoff),
                     // One export from flags: the server's --max-connections is its limit.
                     max_connections: None,

@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use spec::{
-    BackendSpec, ExportSpec, ServerSettings, Settings, TierSpec, TlsCredentials, DEFAULT_DIRTY_MAX_AGE,
-    DEFAULT_MAX_CLIENT_BUFFERS, DEFAULT_MAX_REQUEST,
+    BackendSpec, CacheDeviceSpec, ExportSpec, ServerSettings, Settings, TierSpec, TlsCredentials,
+    DEFAULT_DIRTY_MAX_AGE, DEFAULT_MAX_CLIENT_BUFFERS, DEFAULT_MAX_REQUEST,
 };
 
 /// Why a configuration cannot be served.
@@ -237,6 +237,17 @@ pub enum WriteModeConfig {
     Pass,
 }
 
+/// How writes treat the cache device (`cache_device_write_mode`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheDeviceWriteMode {
+    /// Writes reach the backend before they are acknowledged.
+    #[default]
+    Through,
+    /// Writes land on the cache device, cleaned to the backend after `dirty_max_age`.
+    Back,
+}
+
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportConfig {
@@ -290,9 +301,18 @@ pub struct ExportConfig {
     pub write_mode: WriteModeConfig,
     /// Write-back only: flush once more than this is dirty. Default half the cache.
     pub dirty_limit: Option<SizeValue>,
-    /// Write-back only: background cleaning writes dirty data back once it has
-    /// waited this long (as Linux's dirty_expire and bcache's writeback do), e.g.
-    /// "30s" (the default); "0" leaves it for FLUSH, the dirty limit and eviction.
+    /// A second, persistent cache level under the RAM cache: a local file
+    /// (created sparse if missing) or block device, kept across restarts.
+    pub cache_device: Option<PathBuf>,
+    /// Bytes of `cache_device` to use, e.g. "100GiB"; required with it.
+    pub cache_device_size: Option<SizeValue>,
+    /// "through" (default) or "back": writes land on the cache device as
+    /// dirty blocks and reach the backend after `dirty_max_age`.
+    pub cache_device_write_mode: Option<CacheDeviceWriteMode>,
+    /// Write-back only (the RAM cache's or the cache device's): background
+    /// cleaning writes dirty data back once it has waited this long (as
+    /// Linux's dirty_expire and bcache's writeback do), e.g. "30s" (the
+    /// default); "0" leaves it for FLUSH, the dirty limit and eviction.
     pub dirty_max_age: Option<String>,
     /// Reads continuing a sequential stream past this many bytes bypass the
     /// cache, as bcache's sequential_cutoff (whose default is 4 MiB); default

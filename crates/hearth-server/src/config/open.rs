@@ -1,5 +1,6 @@
 //! Opening what a validated export describes: its backend (with any
-//! slow-device simulation and fast tier in front), its policy and its cache.
+//! slow-device simulation, fast tier and cache device in front), its policy
+//! and its cache.
 
 use std::sync::Arc;
 
@@ -8,12 +9,14 @@ use crate::backend::http::HttpBackend;
 use crate::backend::nbd::NbdBackend;
 use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
 use crate::cache::BlockCache;
+use crate::cache_device::{CacheDevice, DeviceWriteMode};
 use crate::error::OpenError;
 use crate::tier::{Migrator, TierBackend};
 
 impl ExportSpec {
-    /// Opens the backend and builds the cache in front of it.
-    pub(crate) fn open(&self) -> Result<BlockCache, OpenError> {
+    /// Opens the backend and builds the cache in front of it; the cache
+    /// device, if any, is also returned (for its counters and shutdown).
+    pub(crate) fn open(&self) -> Result<(BlockCache, Option<Arc<CacheDevice>>), OpenError> {
         let mut backend: Box<dyn Backend> = match &self.backend {
             BackendSpec::File { path, direct } => Box::new(FileBackend::open(path, self.read_only, *direct)?),
             BackendSpec::Sparse { path, size, direct } => Box::new(FileBackend::sparse(path, *size, *direct)?),
@@ -29,8 +32,40 @@ impl ExportSpec {
         if let Some(tier) = &self.tier {
             backend = tier.open(backend, u64::from(self.block_size))?;
         }
+        let mut device = None;
+        if let Some(spec) = &self.cache_device {
+            let mode = if spec.write_back { DeviceWriteMode::Back } else { DeviceWriteMode::Through };
+            let opened = CacheDevice::open(
+                backend,
+                &spec.path,
+                spec.size,
+                self.block_size,
+                &self.identity(),
+                &self.policy,
+                mode,
+            )?;
+            let opened = Arc::new(opened);
+            if let Some(max_age) = spec.dirty_max_age {
+                CacheDevice::spawn_cleaner(&opened, max_age)?;
+            }
+            backend = Box::new(opened.clone());
+            device = Some(opened);
+        }
         let policy = hearth_policy::build(&self.policy, self.cache_bytes)?;
-        Ok(BlockCache::with_placement(backend, policy, self.block_size, self.write_mode, self.placement))
+        let cache = BlockCache::with_placement(backend, policy, self.block_size, self.write_mode, self.placement);
+        Ok((cache, device))
+    }
+
+    /// What a cache device records as the export it caches: the export's
+    /// name and where its data lives.
+    fn identity(&self) -> String {
+        let location = match &self.backend {
+            BackendSpec::File { path, .. } | BackendSpec::Sparse { path, .. } => format!("file {}", path.display()),
+            BackendSpec::Memory { .. } => "memory".into(),
+            BackendSpec::Nbd { upstream, .. } => format!("nbd {upstream}"),
+            BackendSpec::Http { url } => format!("http {url}"),
+        };
+        format!("export {} on {location}", self.name)
     }
 
     /// The export's prefetcher, if any. Offline miners (C-Miner*) have no

@@ -9,8 +9,8 @@ use std::time::Duration;
 use hearth_placement::Placement;
 
 use super::{
-    default_policy, parse_duration, BackendKind, Config, ConfigError, ExportConfig, ServerConfig, SizeValue,
-    TierExportConfig, TlsMode, WriteModeConfig,
+    default_policy, parse_duration, BackendKind, CacheDeviceWriteMode, Config, ConfigError, ExportConfig, ServerConfig,
+    SizeValue, TierExportConfig, TlsMode, WriteModeConfig,
 };
 use crate::access::Access;
 use crate::backend::nbd::Upstream;
@@ -104,8 +104,21 @@ pub struct ExportSpec {
     pub max_connections: Option<usize>,
     /// Every client request is logged here (`access_log`, or `[export.tier] access_log`).
     pub access_log: Option<PathBuf>,
+    /// The persistent second cache level (`cache_device`).
+    pub cache_device: Option<CacheDeviceSpec>,
     pub(crate) write_mode: WriteMode,
     pub(crate) access: Access,
+}
+
+/// `cache_device`, `cache_device_size` and `cache_device_write_mode`, validated.
+#[derive(Debug)]
+pub struct CacheDeviceSpec {
+    pub path: PathBuf,
+    pub size: u64,
+    pub write_back: bool,
+    /// Write-back: dirty blocks older than this are cleaned; `None`: only at
+    /// eviction, BLOCK_STATUS and shutdown.
+    pub dirty_max_age: Option<Duration>,
 }
 
 /// Default of `dirty_max_age`.
@@ -306,15 +319,20 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
             WriteMode::Back { dirty_limit }
         }
     };
+    let device_write_back = e.cache_device_write_mode == Some(CacheDeviceWriteMode::Back);
     let dirty_max_age = match (&write_mode, e.dirty_max_age.as_deref()) {
-        (WriteMode::Through | WriteMode::Around | WriteMode::Pass, Some(_)) => {
-            return Err(invalid(at("dirty_max_age"), "only used with write_mode = \"back\""))
+        (WriteMode::Through | WriteMode::Around | WriteMode::Pass, Some(_)) if !device_write_back => {
+            return Err(invalid(
+                at("dirty_max_age"),
+                "only used with write_mode = \"back\" or cache_device_write_mode = \"back\"",
+            ))
         }
         (_, None) => Some(DEFAULT_DIRTY_MAX_AGE),
-        (WriteMode::Back { .. }, Some(age)) => {
+        (_, Some(age)) => {
             Some(parse_duration(age).map_err(|m| invalid(at("dirty_max_age"), m))?).filter(|d| !d.is_zero())
         }
     };
+    let cache_device = cache_device_spec(&e, dirty_max_age.filter(|_| device_write_back), &at)?;
     if e.max_connections == Some(0) {
         return Err(invalid(at("max_connections"), "must be positive"));
     }
@@ -361,6 +379,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         sequential_cutoff,
         max_connections: e.max_connections,
         access_log: e.access_log.clone().or_else(|| e.tier.as_ref().and_then(|t| t.access_log.clone())),
+        cache_device,
         write_mode,
         access,
     })
@@ -426,6 +445,46 @@ fn backend_spec(e: &ExportConfig, size: Option<u64>, at: &dyn Fn(&str) -> String
             BackendSpec::Http { url }
         }
     })
+}
+
+fn cache_device_spec(
+    e: &ExportConfig,
+    dirty_max_age: Option<Duration>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<CacheDeviceSpec>, ConfigError> {
+    let Some(path) = &e.cache_device else {
+        for (set, key) in [
+            (e.cache_device_size.is_some(), "cache_device_size"),
+            (e.cache_device_write_mode.is_some(), "cache_device_write_mode"),
+        ] {
+            if set {
+                return Err(invalid(at(key), "needs cache_device"));
+            }
+        }
+        return Ok(None);
+    };
+    let size = e
+        .cache_device_size
+        .as_ref()
+        .ok_or_else(|| invalid(at("cache_device_size"), "required with cache_device"))?
+        .bytes()
+        .map_err(|m| invalid(at("cache_device_size"), m))?;
+    if e.path.as_ref() == Some(path) {
+        return Err(invalid(at("cache_device"), format!("{} is the export's own backend", path.display())));
+    }
+    if e.backend == BackendKind::Memory {
+        // The backend is empty after a restart, so the kept cache would serve data it no longer has.
+        return Err(invalid(
+            at("cache_device"),
+            "a persistent cache of backend \"memory\" (lost at exit) would go stale",
+        ));
+    }
+    Ok(Some(CacheDeviceSpec {
+        path: path.clone(),
+        size,
+        write_back: e.cache_device_write_mode == Some(CacheDeviceWriteMode::Back),
+        dirty_max_age,
+    }))
 }
 
 fn block_size(v: &Option<SizeValue>, key: String) -> Result<u32, ConfigError> {

@@ -30,7 +30,7 @@ fn full_config_parses_and_validates() {
     assert_eq!(e.latency, Duration::from_millis(1));
     assert_eq!((e.block_size, e.cache_bytes, e.bandwidth), (4096, 1 << 20, Some(100 << 20)));
     assert_eq!(e.backend, BackendSpec::Memory { size: 8 << 20 });
-    let cache = e.open().unwrap();
+    let (cache, _) = e.open().unwrap();
     assert_eq!(cache.size(), 8 << 20);
 }
 
@@ -114,4 +114,36 @@ fn timeouts_take_durations_as_the_flags_do_and_bare_seconds_as_before() {
     assert!(e.contains("handshake_timeout") && e.contains("whole seconds"), "{e}");
     let e = timeouts("idle_timeout = \"5\"").unwrap_err().to_string();
     assert!(e.contains("idle_timeout") && e.contains("no unit"), "{e}");
+}
+
+#[test]
+fn cache_device_keys_are_checked_and_open_a_device_under_the_ram_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk.img");
+    let device = dir.path().join("cache.dev");
+    let export =
+        format!("[[export]]\nname = \"a\"\nbackend = \"sparse\"\nsize = \"1MiB\"\npath = \"{}\"\n", disk.display());
+    let spec = |extra: &str| Config::parse(&format!("{export}{extra}")).unwrap().validate();
+    let with_device = format!("cache_device = \"{}\"\ncache_device_size = \"256KiB\"\n", device.display());
+    let settings = spec(&format!("{with_device}cache_device_write_mode = \"back\"\ndirty_max_age = \"2s\"\n")).unwrap();
+    let d = settings.exports[0].cache_device.as_ref().unwrap();
+    assert_eq!((d.size, d.write_back, d.dirty_max_age), (256 << 10, true, Some(Duration::from_secs(2))));
+    let (cache, opened) = settings.exports[0].open().unwrap();
+    assert!(cache.describe_backend().contains("under cache device"), "{}", cache.describe_backend());
+    assert!(opened.is_some());
+    assert!(spec(&with_device).unwrap().exports[0].cache_device.as_ref().is_some_and(|d| !d.write_back));
+
+    let err = |extra: &str| spec(extra).unwrap_err().to_string();
+    let e = err(&format!("cache_device = \"{}\"\n", device.display()));
+    assert!(e.contains(".cache_device_size: required with cache_device"), "{e}");
+    let e = err("cache_device_write_mode = \"back\"\n");
+    assert!(e.contains(".cache_device_write_mode: needs cache_device"), "{e}");
+    let e = err(&format!("cache_device = \"{}\"\ncache_device_size = 1\n", disk.display()));
+    assert!(e.contains(".cache_device: ") && e.contains("own backend"), "{e}");
+    let e = Config::parse(&format!("[[export]]\nname = \"m\"\nbackend = \"memory\"\nsize = \"1MiB\"\n{with_device}"))
+        .unwrap()
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(".cache_device: ") && e.contains("memory"), "{e}");
 }

@@ -114,7 +114,7 @@ impl Server {
         let mut exports = Vec::new();
         for (i, e) in config.exports.iter().enumerate() {
             let failed = |source| ServeError::Export { index: i, name: e.name.clone(), source };
-            let cache = e.open().map_err(failed)?;
+            let (cache, cache_device) = e.open().map_err(failed)?;
             let mut flags = tflags::HAS_FLAGS
                 | tflags::SEND_FLUSH
                 | tflags::SEND_CACHE
@@ -174,6 +174,7 @@ impl Server {
                 connection_slots: e.max_connections.map(|n| Arc::new(Semaphore::new(n))),
                 access_log,
                 advisor,
+                cache_device,
             });
             background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)
                 .map_err(ServeError::Thread)?;
@@ -261,7 +262,7 @@ impl Server {
             // A thread of its own: the blocking pool may still be busy with
             // requests of connections that just closed.
             let (export, (done, flushed)) = (e.clone(), tokio::sync::oneshot::channel());
-            std::thread::spawn(move || done.send(export.cache.flush()));
+            std::thread::spawn(move || done.send(export.cache.flush().and_then(|()| export.clean_cache_device())));
             if let Some(log) = e.access_log.clone() {
                 let _ = tokio::task::spawn_blocking(move || log.flush()).await;
             }
@@ -365,6 +366,7 @@ mod tests {
             connection_slots: None,
             access_log: None,
             advisor: None,
+            cache_device: None,
         });
         background::spawn_background(Arc::downgrade(&export), queue, 1).unwrap();
         let limits = Limits {
