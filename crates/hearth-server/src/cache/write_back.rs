@@ -204,9 +204,16 @@ impl BlockCache {
     /// across backend calls: a run of neighbours is copied under the lock,
     /// written, and marked clean unless a write changed it meanwhile.
     pub(super) fn write_back_unlocked(&self) -> io::Result<()> {
+        self.write_back_some(usize::MAX)
+    }
+
+    /// As [`write_back_unlocked`](Self::write_back_unlocked), for at most
+    /// `most` blocks (the lowest-numbered dirty ones).
+    fn write_back_some(&self, most: usize) -> io::Result<()> {
         let _one = self.writing_back.lock().unwrap_or_else(|e| e.into_inner());
         let mut keys: Vec<Key> = self.lock().dirty.keys().copied().collect();
         keys.sort_unstable();
+        keys.truncate(most);
         let mut next = 0;
         while next < keys.len() {
             let (first, copied, buf) = {
@@ -271,6 +278,20 @@ impl BlockCache {
         // What is dirty now was written during this pass.
         inner.dirty_since = (!inner.dirty.is_empty() || !inner.stranded.is_empty()).then_some(started);
         Ok(())
+    }
+
+    /// Idle cleaning: writes at most `most` dirty blocks back (and every
+    /// stranded one), so a quiet export drains its dirty data at a bounded
+    /// rate before any of it reaches the maximum age.
+    pub fn clean_some(&self, most: usize) -> io::Result<()> {
+        self.write_stranded(&mut self.lock(), None)?;
+        self.write_back_some(most)
+    }
+
+    /// A count that changes with every block a client dirties: equal on two
+    /// looks means no write-back write came between them.
+    pub fn dirtied(&self) -> u64 {
+        self.lock().write_seq
     }
 
     /// How long the oldest dirty or stranded block has waited for the
