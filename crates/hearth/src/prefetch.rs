@@ -13,7 +13,7 @@ use hearth_sim::device::Device;
 use hearth_sim::parse_sizes;
 use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup};
 use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
-use hearth_trace::workload::{generate, Kind, Schema, WorkloadConfig};
+use hearth_trace::workload::{generate, template_names, Kind, WorkloadConfig};
 
 use crate::units;
 
@@ -65,7 +65,7 @@ pub struct Source {
     #[arg(long = "trace", hide = true, conflicts_with = "trace",
           value_parser = units::renamed::<PathBuf>("--trace", "the TRACE argument"))]
     trace_flag: Option<PathBuf>,
-    /// Generate this workload: tpcw, rubis or dbt2.
+    /// Generate this workload: tpcw, rubis, dbt2, docstore or fileserver.
     #[arg(long, default_value = "tpcw")]
     workload: Kind,
     /// Concurrent clients of the generated workload.
@@ -259,7 +259,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
                 );
                 println!("context length: mean {:.1}, max {}", m.mean_context_length, m.max_context_length);
                 let names =
-                    if source.trace().is_none() { Schema::of(source.workload).template_names() } else { Vec::new() };
+                    if source.trace().is_none() { template_names(source.workload) } else { Vec::new() };
                 for &(class, contexts, length) in &m.per_class {
                     let name = names.get(class as usize).copied().unwrap_or("");
                     println!("  class {class:>3} {name:<26} {contexts:>8} contexts, mean length {length:.1}");
