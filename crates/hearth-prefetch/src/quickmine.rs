@@ -9,13 +9,8 @@
 //! the last, shorter windows), which yields exactly the rules of mining
 //! each finished sequence, in memory bounded by `G + 2` blocks per context.
 //! Rules are keyed by the context's class (template) as well, so templates
-//! sharing blocks keep separate predictions.
-//!
-//! The rule cache holds at most `max_prefixes` prefixes (LRU: a prefix is
-//! used when mined or looked up) and at most `max_suffixes` suffixes per
-//! prefix (LFU by support count). A new suffix may only replace one that
-//! has outlived a grace period of `grace` updates of its prefix, so fresh
-//! suffixes get a chance to gather support before LFU judges them.
+//! sharing blocks keep separate predictions. They live in the bounded
+//! [`RuleCache`] of [`crate::rules`].
 //!
 //! On a miss (and, unless `on_promote` is off, a promote) of `b` in a
 //! context whose previous block is `a`, the most supported suffixes of
@@ -28,12 +23,36 @@
 //! of all the issuer's prefetch outcomes); symbiotic classes form a set
 //! whose benefit is tracked, and throttled, as one, so a class that pays
 //! off through another keeps prefetching while the set as a whole pays off.
+//!
+//! # Variants (issue 19)
+//!
+//! The same miner, rule table and throttling, with one or more of these
+//! switched on (each off in the paper's QuickMine, which they leave as it
+//! was):
+//! - **Variable order** (`min_order..=max_order`, e.g. 1..=3): prefixes of
+//!   every length in the range are mined; a lookup takes the suffixes of the
+//!   longest prefix first, then fills the remaining degree from shorter
+//!   ones (PPM's fallback from long to short contexts).
+//! - **Position** (`by_position`): rules keyed by template and the
+//!   position of a read in its context as well; looked up after the block
+//!   rules, so a context whose blocks are new (a key never seen) still gets
+//!   the blocks its template reads at the next positions.
+//! - **Lookahead** (`ahead` = k > 1): after a lookup, the suffix that most
+//!   often came *right after* the prefix is taken as the next read, and the
+//!   lookup repeats from that guessed history, k steps in all, each step
+//!   prefetching up to `degree` blocks: blocks further ahead than the
+//!   mining window are fetched before their demand.
+//! - **Timeliness** (`late_ns` > 0): a prefetched block demanded less than
+//!   `late_ns` after its prefetch was issued (so it cannot have arrived: the
+//!   device's service time) counts as wasted for the throttling of the
+//!   template that issued it.
 
 use std::collections::VecDeque;
 
-use hearth_core::{Key, KeyMap, List, Slab};
+use hearth_core::{Key, KeyMap};
 use rustc_hash::FxHashMap;
 
+pub use crate::rules::{PrefixKey, RuleCache, Suffix};
 use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
 
 /// Outcomes per throttling decision.
@@ -67,129 +86,41 @@ pub struct Config {
     /// miss an earlier prefetch avoided; looking up keeps the context's
     /// prefetching ahead of it).
     pub on_promote: bool,
+    /// Prefix lengths mined and looked up (the paper: 2..=2).
+    pub min_order: usize,
+    pub max_order: usize,
+    /// Rules keyed by template and position as well.
+    pub by_position: bool,
+    /// Lookup steps along the guessed next reads (the paper: 1).
+    pub ahead: usize,
+    /// A prefetch demanded sooner than this after its issue counts as
+    /// wasted (0: off, as in the paper).
+    pub late_ns: u64,
 }
 
-/// A prefix: the context class and two consecutive blocks.
-pub type PrefixKey = (u32, Key, Key);
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Suffix {
-    pub block: Key,
-    pub count: u32,
-    /// The prefix's update count when this suffix was added.
-    born: u32,
-}
-
-#[derive(Clone, Copy)]
-struct PrefixNode {
-    key: PrefixKey,
-    updates: u32,
-    len: usize,
-}
-
-/// Bounded rule store: LRU over prefixes, LFU with grace over suffixes.
-pub struct RuleCache {
-    index: FxHashMap<PrefixKey, u32>,
-    slab: Slab<PrefixNode>,
-    lru: List,
-    /// Slot `i` owns `suffixes[i * max_suffixes ..][.. max_suffixes]`.
-    suffixes: Vec<Suffix>,
-    max_prefixes: usize,
-    max_suffixes: usize,
-    grace: u32,
-    rules: usize,
-}
-
-impl RuleCache {
-    pub fn new(max_prefixes: usize, max_suffixes: usize, grace: u32) -> Self {
-        RuleCache {
-            index: FxHashMap::default(),
-            slab: Slab::default(),
-            lru: List::new(),
-            suffixes: Vec::new(),
-            max_prefixes: max_prefixes.max(1),
-            max_suffixes: max_suffixes.max(1),
-            grace,
-            rules: 0,
+impl Config {
+    /// The paper's QuickMine with lookahead `g` and its defaults otherwise.
+    pub fn paper(g: usize) -> Config {
+        Config {
+            lookahead: g,
+            max_prefixes: 16_384,
+            max_suffixes: 8,
+            grace: 4,
+            degree: 5,
+            throttle: true,
+            context_aware: true,
+            on_promote: true,
+            min_order: 2,
+            max_order: 2,
+            by_position: false,
+            ahead: 1,
+            late_ns: 0,
         }
     }
 
-    /// Prefixes held.
-    pub fn prefixes(&self) -> usize {
-        self.index.len()
-    }
-    /// Rules (prefix, suffix) held.
-    pub fn rules(&self) -> usize {
-        self.rules
-    }
-
-    fn slot(&mut self, key: PrefixKey) -> u32 {
-        if let Some(&i) = self.index.get(&key) {
-            self.slab.move_to_front(&mut self.lru, i);
-            return i;
-        }
-        if self.index.len() == self.max_prefixes {
-            let victim = self.slab.pop_back(&mut self.lru).expect("a full cache has prefixes");
-            let node = self.slab.release(victim);
-            self.index.remove(&node.key);
-            self.rules -= node.len;
-        }
-        let i = self.slab.alloc(PrefixNode { key, updates: 0, len: 0 });
-        self.slab.push_front(&mut self.lru, i);
-        self.index.insert(key, i);
-        let needed = (i as usize + 1) * self.max_suffixes;
-        if self.suffixes.len() < needed {
-            self.suffixes.resize(needed, Suffix::default());
-        }
-        i
-    }
-
-    /// Counts one occurrence of rule `key -> block`.
-    pub fn add(&mut self, key: PrefixKey, block: Key) {
-        let i = self.slot(key);
-        let node = self.slab.get_mut(i);
-        node.updates = node.updates.wrapping_add(1);
-        let now = node.updates;
-        let base = i as usize * self.max_suffixes;
-        let list = &mut self.suffixes[base..base + node.len];
-        if let Some(s) = list.iter_mut().find(|s| s.block == block) {
-            s.count += 1;
-            return;
-        }
-        let fresh = Suffix { block, count: 1, born: now };
-        if node.len < self.max_suffixes {
-            self.suffixes[base + node.len] = fresh;
-            node.len += 1;
-            self.rules += 1;
-            return;
-        }
-        let grace = self.grace;
-        let victim = list.iter_mut().filter(|s| now.wrapping_sub(s.born) >= grace).min_by_key(|s| s.count);
-        if let Some(v) = victim {
-            *v = fresh;
-        }
-    }
-
-    /// The suffixes of `key` (unordered), marking the prefix used.
-    pub fn lookup(&mut self, key: &PrefixKey) -> &[Suffix] {
-        let Some(&i) = self.index.get(key) else { return &[] };
-        self.slab.move_to_front(&mut self.lru, i);
-        let base = i as usize * self.max_suffixes;
-        &self.suffixes[base..base + self.slab.get(i).len]
-    }
-
-    /// Every prefix with its suffixes, for tests and reports.
-    pub fn snapshot(&self) -> Vec<(PrefixKey, Vec<Suffix>)> {
-        let mut all: Vec<_> = self
-            .index
-            .iter()
-            .map(|(&k, &i)| {
-                let base = i as usize * self.max_suffixes;
-                (k, self.suffixes[base..base + self.slab.get(i).len].to_vec())
-            })
-            .collect();
-        all.sort_by_key(|(k, _)| *k);
-        all
+    /// Kinds of rule mined: one per prefix length, plus positions.
+    pub fn rule_kinds(&self) -> usize {
+        self.max_order + 1 - self.min_order + usize::from(self.by_position)
     }
 }
 
@@ -212,11 +143,23 @@ struct Benefit {
 
 struct Context {
     class: u32,
-    /// The last `G + 2` blocks; `mined_front` tells whether the window of
-    /// the first prefix held was already mined.
+    /// The last `max_order + G` blocks.
     recent: VecDeque<Key>,
-    mined_front: bool,
+    /// How many of `recent`'s first blocks have had the prefixes ending at
+    /// them mined.
+    mined: usize,
+    /// Blocks dropped from the front of `recent` (the position of its first).
+    dropped: u64,
     degree: usize,
+}
+
+/// A prefetch awaiting its outcome.
+#[derive(Clone, Copy)]
+struct Outstanding {
+    class: u32,
+    issued_ns: u64,
+    /// Demanded before it could have arrived.
+    late: bool,
 }
 
 pub struct QuickMine {
@@ -233,14 +176,23 @@ pub struct QuickMine {
     /// Prefetch outcomes (used or not) per issuing class.
     outcomes: FxHashMap<u32, u32>,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
-    outstanding: KeyMap<u32>,
+    outstanding: KeyMap<Outstanding>,
+    /// Candidates of one lookup step, best first.
     scratch: Vec<Suffix>,
+    /// The history a lookup step predicts from (real, then guessed reads).
+    history: Vec<Key>,
 }
 
 impl QuickMine {
     pub fn new(cfg: Config) -> Result<Self, PrefetchError> {
         if cfg.lookahead == 0 {
             return Err(PrefetchError::range("quickmine", "the lookahead g must be at least 1"));
+        }
+        if !(1..=3).contains(&cfg.min_order) || !(cfg.min_order..=3).contains(&cfg.max_order) {
+            return Err(PrefetchError::range("quickmine", "prefix lengths must lie in 1..=3"));
+        }
+        if cfg.ahead == 0 {
+            return Err(PrefetchError::range("quickmine", "ahead must be at least 1"));
         }
         let rules = RuleCache::new(cfg.max_prefixes, cfg.max_suffixes, cfg.grace);
         Ok(QuickMine {
@@ -252,7 +204,8 @@ impl QuickMine {
             cross_uses: FxHashMap::default(),
             outcomes: FxHashMap::default(),
             outstanding: KeyMap::default(),
-            scratch: Vec::with_capacity(cfg.max_suffixes),
+            scratch: Vec::new(),
+            history: Vec::new(),
             cfg,
         })
     }
@@ -321,23 +274,31 @@ impl QuickMine {
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
         let key = self.context_key(ctx);
-        if let Some(old) = self.contexts.insert(key, Context { class, recent, mined_front: false, degree }) {
+        if let Some(old) = self.contexts.insert(key, Context { class, recent, mined: 0, dropped: 0, degree }) {
             self.close(old);
         }
     }
 
-    /// Mines the prefix at `recent[i]` with the suffixes after it.
-    fn mine_at(rules: &mut RuleCache, class: u32, recent: &VecDeque<Key>, i: usize, lookahead: usize) {
-        let (a, b) = (recent[i], recent[i + 1]);
-        if a == b {
-            return;
-        }
-        let end = (i + 2 + lookahead).min(recent.len());
-        for j in i + 2..end {
-            let c = recent[j];
-            let repeated = (i + 2..j).any(|k| recent[k] == c);
-            if c != a && c != b && !repeated {
-                rules.add((class, a, b), c);
+    /// Mines the prefixes ending at `recent[e]` (each length configured,
+    /// and its position) with the `G` blocks after it as suffixes.
+    fn mine_at(rules: &mut RuleCache, cfg: &Config, c: &Context, e: usize) {
+        let recent = &c.recent;
+        let end = (e + 1 + cfg.lookahead).min(recent.len());
+        for j in e + 1..end {
+            let block = recent[j];
+            if (e + 1..j).any(|k| recent[k] == block) {
+                continue;
+            }
+            let next = j == e + 1;
+            for order in cfg.min_order..=cfg.max_order.min(e + 1) {
+                let prefix: Vec<Key> = recent.range(e + 1 - order..=e).copied().collect();
+                let repeats = prefix.iter().enumerate().any(|(i, b)| prefix[i + 1..].contains(b));
+                if !repeats && !prefix.contains(&block) {
+                    rules.add(PrefixKey::blocks(c.class, &prefix), block, next);
+                }
+            }
+            if cfg.by_position && block != recent[e] {
+                rules.add(PrefixKey::position(c.class, c.dropped + e as u64), block, next);
             }
         }
     }
@@ -345,20 +306,54 @@ impl QuickMine {
     /// Mines the windows not mined yet (they end with the sequence) and
     /// recycles the buffer.
     fn close(&mut self, c: Context) {
-        let first = usize::from(c.mined_front);
-        for i in first..c.recent.len().saturating_sub(2) {
-            Self::mine_at(&mut self.rules, c.class, &c.recent, i, self.cfg.lookahead);
+        for e in c.mined..c.recent.len() {
+            Self::mine_at(&mut self.rules, &self.cfg, &c, e);
         }
         self.spare.push(c.recent);
+    }
+
+    /// Appends to `scratch` the suffixes predicted from `history` (longest
+    /// prefix first, then shorter, then the position `position`) not there
+    /// already, each source's best supported first.
+    fn predict(&mut self, class: u32, position: u64) {
+        let sources = (self.cfg.min_order..=self.cfg.max_order)
+            .rev()
+            .filter(|&m| m <= self.history.len())
+            .map(|m| PrefixKey::blocks(class, &self.history[self.history.len() - m..]))
+            .chain(self.cfg.by_position.then(|| PrefixKey::position(class, position)));
+        let keys: Vec<PrefixKey> = sources.collect();
+        for key in keys {
+            let mut found = self.rules.lookup(&key).to_vec();
+            found.sort_by(|x, y| y.count.cmp(&x.count).then(x.block.cmp(&y.block)));
+            for s in found {
+                if !self.scratch.iter().any(|t| t.block == s.block) {
+                    self.scratch.push(s);
+                }
+            }
+        }
+    }
+
+    /// Whether this configuration is the paper's QuickMine (possibly with
+    /// its own ablations).
+    fn is_paper(&self) -> bool {
+        let c = &self.cfg;
+        c.min_order == 2 && c.max_order == 2 && !c.by_position && c.ahead == 1 && c.late_ns == 0
     }
 }
 
 impl Prefetcher for QuickMine {
     fn name(&self) -> String {
+        let c = &self.cfg;
+        let orders = format!("orders {}-{}", c.min_order, c.max_order);
+        let ahead = format!("ahead {}", c.ahead);
         let variants: Vec<&str> = [
-            (!self.cfg.context_aware, "no context"),
-            (!self.cfg.throttle, "no throttle"),
-            (!self.cfg.on_promote, "miss only"),
+            (!self.is_paper() && (c.min_order, c.max_order) != (2, 2), orders.as_str()),
+            (c.by_position, "position"),
+            (c.ahead > 1, ahead.as_str()),
+            (c.late_ns > 0, "timely"),
+            (!c.context_aware, "no context"),
+            (!c.throttle, "no throttle"),
+            (!c.on_promote, "miss only"),
         ]
         .into_iter()
         .filter_map(|(on, what)| on.then_some(what))
@@ -392,21 +387,28 @@ impl Prefetcher for QuickMine {
             let class = if self.cfg.context_aware { NO_CLASS } else { 0 };
             self.open(d.ctx, class);
         }
-        let g = self.cfg.lookahead;
+        let (max_order, window) = (self.cfg.max_order, self.cfg.max_order + self.cfg.lookahead);
         let c = self.contexts.get_mut(&key).expect("opened above");
-        let prev = c.recent.back().copied();
-        if c.recent.len() == g + 2 {
+        if c.recent.len() == window {
             c.recent.pop_front();
-            c.mined_front = false;
+            c.dropped += 1;
+            c.mined = c.mined.saturating_sub(1);
         }
         c.recent.push_back(d.block);
-        if c.recent.len() == g + 2 {
-            Self::mine_at(&mut self.rules, c.class, &c.recent, 0, g);
-            c.mined_front = true;
+        if c.recent.len() == window {
+            for e in c.mined..max_order {
+                Self::mine_at(&mut self.rules, &self.cfg, c, e);
+            }
+            c.mined = max_order;
         }
         let (class, degree) = (c.class, c.degree);
+        let position = c.dropped + c.recent.len() as u64 - 1;
+        self.history.clear();
+        self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
         if d.class == Class::Promote {
-            if let Some(&issuer) = self.outstanding.get(&d.block) {
+            if let Some(o) = self.outstanding.get_mut(&d.block) {
+                o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
+                let issuer = o.class;
                 if issuer != class {
                     let uses = self.cross_uses.entry((issuer, class)).or_insert(0);
                     *uses += 1;
@@ -417,31 +419,42 @@ impl Prefetcher for QuickMine {
                 }
             }
         }
-        let Some(a) = prev else { return };
+        // The paper's rules need two blocks; shorter prefixes and positions
+        // can predict from the first.
+        if self.history.len() < self.cfg.min_order && !self.cfg.by_position {
+            return;
+        }
         let trigger = if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
         if !trigger || degree == 0 {
             return;
         }
-        self.scratch.clear();
-        self.scratch.extend_from_slice(self.rules.lookup(&(class, a, d.block)));
-        self.scratch.sort_by(|x, y| y.count.cmp(&x.count).then(x.block.cmp(&y.block)));
-        let start = out.len();
-        for s in &self.scratch {
-            if out.len() - start == degree {
-                break;
+        for step in 0..self.cfg.ahead {
+            self.scratch.clear();
+            self.predict(class, position + step as u64);
+            let start = out.len();
+            for s in &self.scratch {
+                if out.len() - start == degree {
+                    break;
+                }
+                if !cached(s.block) && s.block != d.block && !out.contains(&s.block) {
+                    out.push(s.block);
+                    self.outstanding.insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false });
+                }
             }
-            if !cached(s.block) && s.block != d.block {
-                out.push(s.block);
-                self.outstanding.insert(s.block, class);
-            }
+            // The guessed next read: the suffix most often right after.
+            let guess = self.scratch.iter().filter(|s| s.next > 0).max_by_key(|s| s.next).map(|s| s.block);
+            let Some(next) = guess else { break };
+            self.history.push(next);
+            let keep = self.history.len().saturating_sub(max_order);
+            self.history.drain(..keep);
         }
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
-        let Some(class) = self.outstanding.remove(&block) else { return };
+        let Some(Outstanding { class, late, .. }) = self.outstanding.remove(&block) else { return };
         *self.outcomes.entry(class).or_insert(0) += 1;
         let b = self.benefit.entry(self.set_of(class)).or_default();
-        if used {
+        if used && !late {
             b.used += 1;
         } else {
             b.wasted += 1;
@@ -472,16 +485,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn config(g: usize) -> Config {
-        Config {
-            lookahead: g,
-            max_prefixes: 1000,
-            max_suffixes: 8,
-            grace: 0,
-            degree: 5,
-            throttle: true,
-            context_aware: true,
-            on_promote: true,
-        }
+        Config { max_prefixes: 1000, grace: 0, ..Config::paper(g) }
     }
 
     fn demand(ctx: u32, block: Key) -> Demand {
@@ -518,10 +522,10 @@ mod tests {
         q.rule_cache()
             .snapshot()
             .into_iter()
-            .map(|((_, a, b), s)| {
+            .map(|(k, s)| {
                 let mut c: Vec<Key> = s.iter().map(|s| s.block).collect();
                 c.sort();
-                (a, b, c)
+                (k.of[0], k.of[1], c)
             })
             .collect()
     }
@@ -572,28 +576,6 @@ mod tests {
         assert!(out.is_empty(), "one block is no prefix");
         q.access(&demand(50, 2), &|b| b == 3, &mut out);
         assert_eq!(out, vec![4, 5], "3 is cached; 4 (2) beats 5 and 6 (1), ties by block");
-    }
-
-    #[test]
-    fn grace_period_protects_new_suffixes() {
-        let key = (0, 1, 2);
-        let mut no_grace = RuleCache::new(4, 2, 0);
-        let mut grace = RuleCache::new(4, 2, 3);
-        for c in [&mut no_grace, &mut grace] {
-            c.add(key, 10);
-            c.add(key, 10);
-            c.add(key, 11); // full: {10: 2, 11: 1}
-            c.add(key, 12); // without grace, 12 replaces 11 at once
-        }
-        let blocks = |c: &RuleCache| c.snapshot()[0].1.iter().map(|s| s.block).collect::<Vec<_>>();
-        assert_eq!(blocks(&no_grace), vec![10, 12], "the newest suffix is the least frequent");
-        // With grace 3, 11 (one update old) is protected; 10 is the only
-        // suffix past its grace, so LFU among those picks it.
-        assert_eq!(blocks(&grace), vec![12, 11]);
-        grace.add(key, 13);
-        assert_eq!(blocks(&grace), vec![12, 11], "all in grace: the newcomer is dropped");
-        grace.add(key, 14);
-        assert_eq!(blocks(&grace), vec![12, 14], "11 outlived its grace");
     }
 
     #[test]
@@ -685,6 +667,104 @@ mod tests {
         assert_eq!(class_one_prefetches(true), 500);
     }
 
+    /// Runs `seqs` as contexts of template 0, one after another, and
+    /// returns what a new context prefetches at each read of `probe`.
+    fn prefetched_along(cfg: Config, seqs: &[&[Key]], probe: &[Key]) -> Vec<Vec<Key>> {
+        let mut q = QuickMine::new(cfg).unwrap();
+        let learned: Vec<(u32, &[Key])> = seqs.iter().enumerate().map(|(i, s)| (i as u32, *s)).collect();
+        run_contexts(&mut q, &learned, false);
+        let ctx = seqs.len() as u32;
+        q.begin(ctx, 0);
+        probe
+            .iter()
+            .map(|&b| {
+                let mut out = Vec::new();
+                q.access(&demand(ctx, b), &|_| false, &mut out);
+                out
+            })
+            .collect()
+    }
+
+    fn variable_order(g: usize) -> Config {
+        Config { min_order: 1, max_order: 3, ..config(g) }
+    }
+
+    /// 2 3 is followed by 4 three times (after 1) and by 5 once (after 9):
+    /// the order-3 prefix 9 2 3 tells them apart, and a prefix never seen
+    /// at length 2 (8 6) falls back to what 6 alone predicted.
+    #[test]
+    fn variable_order_prefers_long_prefixes_and_falls_back_to_short_ones() {
+        let seqs: &[&[Key]] = &[&[1, 2, 3, 4], &[1, 2, 3, 4], &[1, 2, 3, 4], &[9, 2, 3, 5], &[6, 7]];
+        let one = |cfg: Config| Config { degree: 1, ..cfg };
+        let paper = prefetched_along(one(config(1)), seqs, &[9, 2, 3]);
+        assert_eq!(paper[2], vec![4], "2 3 -> 4 is the best supported pair rule");
+        let vo = prefetched_along(one(variable_order(1)), seqs, &[9, 2, 3]);
+        assert_eq!(vo[2], vec![5], "9 2 3 -> 5");
+        assert!(prefetched_along(config(1), seqs, &[8, 6])[1].is_empty(), "8 6 was never seen");
+        assert_eq!(prefetched_along(variable_order(1), seqs, &[8, 6])[1], vec![7], "6 -> 7");
+    }
+
+    /// Contexts of a template read a fresh key (100+), then 50, another
+    /// fresh key, then 60: block rules never see a fresh key twice, rules
+    /// keyed by position know what the next positions read.
+    #[test]
+    fn position_rules_predict_around_keys_never_seen() {
+        let seqs: Vec<Vec<Key>> = (0..4).map(|i| vec![100 + i, 50, 200 + i, 60]).collect();
+        let seqs: Vec<&[Key]> = seqs.iter().map(|s| s.as_slice()).collect();
+        let probe = [999, 50, 998, 60];
+        let paper = prefetched_along(config(3), &seqs, &probe);
+        assert!(paper.iter().all(|o| o.is_empty()), "no block rule applies: {paper:?}");
+        let by_position = prefetched_along(Config { by_position: true, ..config(3) }, &seqs, &probe);
+        // 50 and 60 follow position 0 every time, each fresh key once.
+        assert_eq!(by_position[0][..2], [50, 60]);
+        assert_eq!(by_position[2], vec![60], "position 2 is followed by 60");
+    }
+
+    /// With a window of one block, a lookup predicts only the next read;
+    /// looking ahead along the guessed reads fetches the one after too.
+    #[test]
+    fn lookahead_chains_past_the_mining_window() {
+        let seqs: &[&[Key]] = &[&[1, 2, 3, 4, 5, 6], &[1, 2, 3, 4, 5, 6]];
+        let near = prefetched_along(config(1), seqs, &[1, 2]);
+        assert_eq!(near[1], vec![3]);
+        let far = prefetched_along(Config { ahead: 3, ..config(1) }, seqs, &[1, 2]);
+        assert_eq!(far[1], vec![3, 4, 5]);
+    }
+
+    /// A template whose prefetches are all used, but demanded `gap_ns` after
+    /// their issue: how many it issues over 400 contexts with `late_ns`.
+    fn issued_when_demanded_after(gap_ns: u64, late_ns: u64) -> usize {
+        let mut q = QuickMine::new(Config { late_ns, ..config(2) }).unwrap();
+        let mut issued = 0;
+        for round in 0..400u32 {
+            q.begin(round, 0);
+            let mut out = Vec::new();
+            let t = u64::from(round) * 1_000_000_000;
+            q.access(&Demand { time_ns: t, ..demand(round, 1) }, &|_| false, &mut out);
+            q.access(&Demand { time_ns: t + 1_000, ..demand(round, 2) }, &|_| false, &mut out);
+            issued += out.len();
+            let class = if out.contains(&3) { Class::Promote } else { Class::Miss };
+            q.access(&Demand { time_ns: t + 1_000 + gap_ns, class, ..demand(round, 3) }, &|_| false, &mut Vec::new());
+            for &b in &out {
+                q.outcome(b, true);
+            }
+            q.end(round);
+        }
+        issued
+    }
+
+    #[test]
+    fn timeliness_throttles_prefetches_that_arrive_after_their_demand() {
+        // Without the timeliness check, or with demands well after the
+        // prefetch, every context but the first prefetches 3.
+        assert_eq!(issued_when_demanded_after(10_000, 0), 399);
+        assert_eq!(issued_when_demanded_after(1_000_000, 100_000), 399);
+        // Demanded 10 µs after issue, with a 100 µs device: all late, so
+        // wasted, and the template is throttled as in the accuracy test.
+        let late = issued_when_demanded_after(10_000, 100_000);
+        assert!(late <= WINDOW as usize + 400 / PROBE_EVERY as usize + 1, "issued {late}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
@@ -695,7 +775,7 @@ mod tests {
             g in 1usize..6,
             events in proptest::collection::vec((0u32..6, 0u64..30, 0u8..10), 0..400),
         ) {
-            let cfg = Config { lookahead: g, max_prefixes, max_suffixes, grace, degree: 3, throttle: true, context_aware: true, on_promote: true };
+            let cfg = Config { max_prefixes, max_suffixes, grace, degree: 3, ..Config::paper(g) };
             let mut q = QuickMine::new(cfg).unwrap();
             let mut out = Vec::new();
             for (ctx, block, action) in events {

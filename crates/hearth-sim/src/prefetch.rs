@@ -168,7 +168,6 @@ pub fn compare_mining(
         // No prefix bound; 64 suffixes per prefix is far more than the
         // lookahead ever offers a repeatable prefix.
         let cfg = quickmine::Config {
-            lookahead: g,
             max_prefixes: usize::MAX,
             max_suffixes: 64,
             grace: 0,
@@ -176,6 +175,7 @@ pub fn compare_mining(
             throttle: false,
             context_aware,
             on_promote: false,
+            ..quickmine::Config::paper(g)
         };
         let mut q = QuickMine::new(cfg)?;
         let mut out = Vec::new();

@@ -258,8 +258,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
                     m.mean_interference
                 );
                 println!("context length: mean {:.1}, max {}", m.mean_context_length, m.max_context_length);
-                let names =
-                    if source.trace().is_none() { template_names(source.workload) } else { Vec::new() };
+                let names = if source.trace().is_none() { template_names(source.workload) } else { Vec::new() };
                 for &(class, contexts, length) in &m.per_class {
                     let name = names.get(class as usize).copied().unwrap_or("");
                     println!("  class {class:>3} {name:<26} {contexts:>8} contexts, mean length {length:.1}");
