@@ -11,7 +11,7 @@ use hearth_core::{format_bytes, KeyMap};
 use hearth_prefetch::cminer;
 use hearth_sim::device::Device;
 use hearth_sim::parse_sizes;
-use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup};
+use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup, REMAINING_LOOKAHEAD};
 use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
 use hearth_trace::workload::{generate, template_names, Kind, WorkloadConfig};
 
@@ -401,6 +401,19 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
                 s.coverage(),
                 o.rules,
                 latency
+            )?;
+        }
+        writeln!(
+            out,
+            "read misses left, by the ceiling's oracle (lookahead {REMAINING_LOOKAHEAD}): in-context predictable \
+             (prefetched but dropped unused / never prefetched), not predictable in context"
+        )?;
+        for o in &outcomes {
+            let r = &o.remaining;
+            writeln!(
+                out,
+                "  {:<24} {:>9} / {:>9}  {:>9}",
+                o.scheme, r.in_context_dropped, r.in_context_not_prefetched, r.not_in_context
             )?;
         }
         if let Some(m) = &mining {
