@@ -379,9 +379,11 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             100.0 * args.prefetch_fraction,
             100.0 * args.replay.warmup
         )?;
+        // The scheme column fits the longest name (variants spell their switches out).
+        let w = outcomes.iter().map(|o| o.scheme.chars().count()).max().unwrap_or(0).max(24);
         writeln!(
             out,
-            "{:<24} {:>7} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
+            "{:<w$} {:>7} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
             "scheme", "miss%", "hit%", "promote%", "miss-cut%", "issued", "accuracy", "coverage", "rules", "read µs"
         )?;
         for o in &outcomes {
@@ -390,7 +392,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             let latency = o.timing.as_ref().map_or(String::from("-"), |t| format!("{:.0}", t.mean_read_ns / 1000.0));
             writeln!(
                 out,
-                "{:<24} {:>7.2} {:>7.2} {:>8.2} {:>9} {:>9} {:>9.3} {:>9.3} {:>8} {:>10}",
+                "{:<w$} {:>7.2} {:>7.2} {:>8.2} {:>9} {:>9} {:>9.3} {:>9.3} {:>8} {:>10}",
                 o.scheme,
                 100.0 * s.miss_rate(),
                 100.0 * s.hit_rate(),
@@ -412,7 +414,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             let r = &o.remaining;
             writeln!(
                 out,
-                "  {:<24} {:>9} / {:>9}  {:>9}",
+                "  {:<w$} {:>9} / {:>9}  {:>9}",
                 o.scheme, r.in_context_dropped, r.in_context_not_prefetched, r.not_in_context
             )?;
         }
