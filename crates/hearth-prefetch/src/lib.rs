@@ -31,6 +31,7 @@ pub mod quickmine;
 pub mod rules;
 pub mod run;
 pub mod seq;
+mod throttle;
 
 pub use cache::{Class, PrefetchCache, Stats};
 pub use error::PrefetchError;

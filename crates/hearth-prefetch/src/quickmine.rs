@@ -17,12 +17,10 @@
 //! `a&b` not in cache are prefetched, up to `degree`. Throttling tracks, per class, how many of its prefetches are
 //! used: below [`FULL_ACCURACY`] the degree is halved, below
 //! [`MIN_ACCURACY`] the class stops prefetching except in one context out
-//! of [`PROBE_EVERY`], whose outcomes can re-enable it. Two classes are
-//! symbiotic when one's demands promote a real share of the other's
-//! prefetches (at least [`SYMBIOTIC_USES`], and at least [`MIN_ACCURACY`]
-//! of all the issuer's prefetch outcomes); symbiotic classes form a set
-//! whose benefit is tracked, and throttled, as one, so a class that pays
-//! off through another keeps prefetching while the set as a whole pays off.
+//! of [`PROBE_EVERY`], whose outcomes can re-enable it; classes that
+//! promote each other's prefetches form a symbiotic set throttled as one,
+//! so a class that pays off through another keeps prefetching while the
+//! set as a whole pays off (`throttle.rs`).
 //!
 //! # Variants (issue 19)
 //!
@@ -50,22 +48,12 @@
 use std::collections::VecDeque;
 
 use hearth_core::{Key, KeyMap};
-use rustc_hash::FxHashMap;
 
 pub use crate::rules::{PrefixKey, RuleCache, Suffix};
+use crate::throttle::Throttle;
+pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
 use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
 
-/// Outcomes per throttling decision.
-pub const WINDOW: u32 = 64;
-/// Used share at or above which a class prefetches at full degree.
-pub const FULL_ACCURACY: f64 = 0.4;
-/// Used share below which a class stops prefetching.
-pub const MIN_ACCURACY: f64 = 0.15;
-/// A stopped class still prefetches in one context of this many.
-pub const PROBE_EVERY: u32 = 16;
-/// Fewest promotes of one class's prefetches by another that can make them
-/// symbiotic.
-pub const SYMBIOTIC_USES: u32 = 8;
 /// Class of I/O outside any begun context.
 pub const NO_CLASS: u32 = u32::MAX;
 
@@ -124,23 +112,6 @@ impl Config {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-enum Level {
-    #[default]
-    Full,
-    Half,
-    Off,
-}
-
-/// Benefit of the prefetches of one class, or of one symbiotic set.
-#[derive(Default)]
-struct Benefit {
-    used: u32,
-    wasted: u32,
-    level: Level,
-    contexts: u32,
-}
-
 struct Context {
     class: u32,
     /// The last `max_order + G` blocks.
@@ -167,14 +138,7 @@ pub struct QuickMine {
     rules: RuleCache,
     contexts: KeyMap<Context>,
     spare: Vec<VecDeque<Key>>,
-    /// Benefit per symbiotic set, keyed by the set's representative class.
-    benefit: FxHashMap<u32, Benefit>,
-    /// Union-find parent of each class that joined a symbiotic set.
-    parent: FxHashMap<u32, u32>,
-    /// Promotes of `issuer`'s prefetches by `user`, for issuer != user.
-    cross_uses: FxHashMap<(u32, u32), u32>,
-    /// Prefetch outcomes (used or not) per issuing class.
-    outcomes: FxHashMap<u32, u32>,
+    throttle: Throttle,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
     outstanding: KeyMap<Outstanding>,
     /// Candidates of one lookup step, best first.
@@ -199,10 +163,7 @@ impl QuickMine {
             rules,
             contexts: KeyMap::default(),
             spare: Vec::new(),
-            benefit: FxHashMap::default(),
-            parent: FxHashMap::default(),
-            cross_uses: FxHashMap::default(),
-            outcomes: FxHashMap::default(),
+            throttle: Throttle::default(),
             outstanding: KeyMap::default(),
             scratch: Vec::new(),
             history: Vec::new(),
@@ -214,6 +175,11 @@ impl QuickMine {
         &self.rules
     }
 
+    /// The set `class` belongs to (itself unless symbiotic).
+    pub fn symbiotic_set(&self, class: u32) -> Vec<u32> {
+        self.throttle.symbiotic_set(class)
+    }
+
     fn context_key(&self, ctx: u32) -> u64 {
         if self.cfg.context_aware {
             u64::from(ctx)
@@ -222,55 +188,8 @@ impl QuickMine {
         }
     }
 
-    /// The representative class of `class`'s symbiotic set.
-    fn set_of(&self, mut class: u32) -> u32 {
-        while let Some(&p) = self.parent.get(&class) {
-            class = p;
-        }
-        class
-    }
-
-    /// Joins the sets of `a` and `b`, pooling their benefit counters; the
-    /// merged set keeps the better level until its next window decides.
-    fn join(&mut self, a: u32, b: u32) {
-        let (ra, rb) = (self.set_of(a), self.set_of(b));
-        if ra == rb {
-            return;
-        }
-        self.parent.insert(rb, ra);
-        if let Some(from) = self.benefit.remove(&rb) {
-            let into = self.benefit.entry(ra).or_default();
-            into.used += from.used;
-            into.wasted += from.wasted;
-            into.level = into.level.min(from.level);
-        }
-    }
-
-    /// The set `class` belongs to (itself unless symbiotic).
-    pub fn symbiotic_set(&self, class: u32) -> Vec<u32> {
-        let root = self.set_of(class);
-        let mut members: Vec<u32> = self.parent.keys().copied().filter(|&c| self.set_of(c) == root).collect();
-        members.push(root);
-        members.sort_unstable();
-        members
-    }
-
     fn open(&mut self, ctx: u32, class: u32) {
-        let set = self.set_of(class);
-        let degree = match self.benefit.get(&set).map_or(Level::Full, |b| b.level) {
-            _ if !self.cfg.throttle => self.cfg.degree,
-            Level::Full => self.cfg.degree,
-            Level::Half => self.cfg.degree.div_ceil(2),
-            Level::Off => {
-                let b = self.benefit.get_mut(&set).expect("Off implies tracked");
-                b.contexts = b.contexts.wrapping_add(1);
-                if b.contexts.is_multiple_of(PROBE_EVERY) {
-                    self.cfg.degree.div_ceil(2)
-                } else {
-                    0
-                }
-            }
-        };
+        let degree = if self.cfg.throttle { self.throttle.degree(class, self.cfg.degree) } else { self.cfg.degree };
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
         let key = self.context_key(ctx);
@@ -408,15 +327,7 @@ impl Prefetcher for QuickMine {
         if d.class == Class::Promote {
             if let Some(o) = self.outstanding.get_mut(&d.block) {
                 o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
-                let issuer = o.class;
-                if issuer != class {
-                    let uses = self.cross_uses.entry((issuer, class)).or_insert(0);
-                    *uses += 1;
-                    let issued = self.outcomes.get(&issuer).copied().unwrap_or(0).max(1);
-                    if *uses >= SYMBIOTIC_USES && f64::from(*uses) >= MIN_ACCURACY * f64::from(issued) {
-                        self.join(issuer, class);
-                    }
-                }
+                self.throttle.promoted(o.class, class);
             }
         }
         // The paper's rules need two blocks; shorter prefixes and positions
@@ -452,25 +363,7 @@ impl Prefetcher for QuickMine {
 
     fn outcome(&mut self, block: Key, used: bool) {
         let Some(Outstanding { class, late, .. }) = self.outstanding.remove(&block) else { return };
-        *self.outcomes.entry(class).or_insert(0) += 1;
-        let b = self.benefit.entry(self.set_of(class)).or_default();
-        if used && !late {
-            b.used += 1;
-        } else {
-            b.wasted += 1;
-        }
-        if b.used + b.wasted >= WINDOW {
-            let accuracy = f64::from(b.used) / f64::from(b.used + b.wasted);
-            b.level = if accuracy >= FULL_ACCURACY {
-                Level::Full
-            } else if accuracy >= MIN_ACCURACY {
-                Level::Half
-            } else {
-                Level::Off
-            };
-            b.used = 0;
-            b.wasted = 0;
-        }
+        self.throttle.outcome(class, used && !late);
     }
 
     fn rule_count(&self) -> usize {
