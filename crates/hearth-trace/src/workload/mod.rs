@@ -190,7 +190,8 @@ pub(crate) trait Model {
 }
 
 fn model(kind: Kind) -> Box<dyn Model> {
-    let db = |s: Schema| -> Box<dyn Model> { Box::new(Db { tables: s.tables, templates: s.templates }) };
+    let db =
+        |s: Schema| -> Box<dyn Model> { Box::new(DbModel { db: Db { tables: s.tables }, templates: s.templates }) };
     match kind {
         Kind::TpcW => db(tpcw_schema()),
         Kind::Rubis => db(rubis_schema()),
@@ -467,21 +468,24 @@ struct Client {
     pending: VecDeque<(Op, u64)>,
 }
 
-/// The database model while generating: the tables' current row counts
-/// (appends grow them) and the templates.
+/// The tables' mutable state while generating: current row counts (appends
+/// grow them).
 struct Db {
     tables: Vec<Table>,
+}
+
+/// A database workload: its tables and templates.
+struct DbModel {
+    db: Db,
     templates: Vec<Template>,
 }
 
-impl Model for Db {
+impl Model for DbModel {
     fn templates(&self) -> Vec<(&'static str, f64)> {
         self.templates.iter().map(|t| (t.name, t.weight)).collect()
     }
     fn execute(&mut self, class: usize, _client: u32, rng: &mut Xoshiro256PlusPlus, out: &mut VecDeque<(Op, u64)>) {
-        let template = std::mem::take(&mut self.templates[class].steps);
-        self.run_template(&template, rng, out);
-        self.templates[class].steps = template;
+        self.db.run_template(&self.templates[class].steps, rng, out);
     }
 }
 
@@ -636,7 +640,7 @@ mod tests {
     fn templates_repeat_paths_and_scatter_secondary_rows() {
         // A lookup by primary key of rows 0..3 reads root, inner, one leaf and
         // the one heap block holding rows 0..3 (5 per block).
-        let mut db = Db { tables: vec![table(1000, 5, 1)], templates: Vec::new() };
+        let mut db = Db { tables: vec![table(1000, 5, 1)] };
         let mut out = VecDeque::new();
         let read = db.run(&get(0, KeyDist::Group(1)).rows(3), 0, &mut out);
         assert_eq!(read, vec![0, 1, 2]);
@@ -668,7 +672,7 @@ mod tests {
     /// reads the same heap blocks before and after the table grows.
     #[test]
     fn appends_do_not_move_rows() {
-        let mut db = Db { tables: vec![table(33_000, 8, 1)], templates: Vec::new() };
+        let mut db = Db { tables: vec![table(33_000, 8, 1)] };
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
         let lookup = get(0, KeyDist::Group(20)).via(1).rows(25);
         let blocks = |db: &mut Db| {
@@ -705,7 +709,7 @@ mod tests {
                 get(users, Referenced { of: 0 }),
             ],
         );
-        let mut db = Db { tables, templates: Vec::new() };
+        let mut db = Db { tables };
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
         let mut by_item: std::collections::HashMap<u64, Vec<u64>> = Default::default();
         let mut repeats = 0;
