@@ -202,6 +202,21 @@ impl QuickMine {
     /// and its position) with the `G` blocks after it as suffixes.
     fn mine_at(rules: &mut RuleCache, cfg: &Config, c: &Context, e: usize) {
         let recent = &c.recent;
+        // The prefixes ending at `e`, as (key, blocks); one with a repeated
+        // block is no prefix.
+        let mut prefixes = [(PrefixKey::position(0, 0), [0; 3]); 3];
+        let mut count = 0;
+        for order in cfg.min_order..=cfg.max_order.min(e + 1) {
+            let mut of = [0; 3];
+            for (slot, k) in (e + 1 - order..=e).enumerate() {
+                of[slot] = recent[k];
+            }
+            let prefix = &of[..order];
+            if !prefix.iter().enumerate().any(|(i, b)| prefix[i + 1..].contains(b)) {
+                prefixes[count] = (PrefixKey::blocks(c.class, prefix), of);
+                count += 1;
+            }
+        }
         let end = (e + 1 + cfg.lookahead).min(recent.len());
         for j in e + 1..end {
             let block = recent[j];
@@ -209,11 +224,9 @@ impl QuickMine {
                 continue;
             }
             let next = j == e + 1;
-            for order in cfg.min_order..=cfg.max_order.min(e + 1) {
-                let prefix: Vec<Key> = recent.range(e + 1 - order..=e).copied().collect();
-                let repeats = prefix.iter().enumerate().any(|(i, b)| prefix[i + 1..].contains(b));
-                if !repeats && !prefix.contains(&block) {
-                    rules.add(PrefixKey::blocks(c.class, &prefix), block, next);
+            for (key, of) in &prefixes[..count] {
+                if !of[..usize::from(key.order)].contains(&block) {
+                    rules.add(*key, block, next);
                 }
             }
             if cfg.by_position && block != recent[e] {
@@ -251,13 +264,6 @@ impl QuickMine {
             }
         }
     }
-
-    /// Whether this configuration is the paper's QuickMine (possibly with
-    /// its own ablations).
-    fn is_paper(&self) -> bool {
-        let c = &self.cfg;
-        c.min_order == 2 && c.max_order == 2 && !c.by_position && c.ahead == 1 && c.late_ns == 0
-    }
 }
 
 impl Prefetcher for QuickMine {
@@ -266,7 +272,7 @@ impl Prefetcher for QuickMine {
         let orders = format!("orders {}-{}", c.min_order, c.max_order);
         let ahead = format!("ahead {}", c.ahead);
         let variants: Vec<&str> = [
-            (!self.is_paper() && (c.min_order, c.max_order) != (2, 2), orders.as_str()),
+            ((c.min_order, c.max_order) != (2, 2), orders.as_str()),
             (c.by_position, "position"),
             (c.ahead > 1, ahead.as_str()),
             (c.late_ns > 0, "timely"),
