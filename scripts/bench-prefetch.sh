@@ -7,7 +7,8 @@
 # read latency and the servers' miss/promote counters are compared.
 # Usage: scripts/bench-prefetch.sh [PCT] [LATENCY] [SPEED] [WORKLOADS...]
 #   defaults: 10 1ms 1 rubis tpcw dbt2 (a higher SPEED can saturate a small machine's CPUs,
-#   which then dominates the latencies)
+#   which then dominates the latencies); PREFETCH="none quickmine qm-best" compares more
+#   schemes (the first is the baseline of the cut columns; default "none quickmine")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,14 +37,15 @@ metric() { # page name
     grep "^$2{export=\"disk\"}" "$1" | awk '{print $2}'
 }
 
-printf "%-6s %-10s %9s %9s %9s %9s %9s %10s %10s\n" \
+printf "%-10s %-10s %9s %9s %9s %9s %9s %10s %10s\n" \
     workload prefetch "read µs" "p99 µs" misses promotes issued "miss cut" "latency"
 for w in "${WORKLOADS[@]}"; do
     footprint=$("$HEARTH" prefetch sim --workload "$w" --schemes none --json | jq .footprint_bytes)
     size_mib=$(((footprint >> 20) + 1))
     cache=$((footprint * PCT / 100))
     declare -A MISSES=() MEAN=()
-    for p in none quickmine; do
+    read -r -a SCHEMES <<<"${PREFETCH:-none quickmine}"
+    for p in "${SCHEMES[@]}"; do
         echo "bench-prefetch: $w, prefetch $p: replaying (the row follows when done) ..." >&2
         "$HEARTH" serve --backend memory --size "${size_mib}MiB" --cache-size "$cache" --policy lru \
             --prefetch "$p" --latency "$LATENCY" --name disk --unix "$WORK/$w-$p.sock" --metrics 127.0.0.1:0 \
@@ -55,9 +57,10 @@ for w in "${WORKLOADS[@]}"; do
         curl -s "$(sed -n 's/^metrics //p' "$WORK/$w-$p.out")" >"$WORK/$w-$p.metrics"
         MISSES[$p]=$(metric "$WORK/$w-$p.metrics" hearth_cache_misses_total)
         MEAN[$p]=$(jq .read_us.mean "$WORK/$w-$p.json")
-        cut=$(awk -v a="${MISSES[none]}" -v b="${MISSES[$p]}" 'BEGIN { printf "%.1f%%", 100 * (a - b) / a }')
-        ratio=$(awk -v a="${MEAN[none]}" -v b="${MEAN[$p]}" 'BEGIN { printf "%.2fx", b / a }')
-        printf "%-6s %-10s %9.0f %9d %9d %9d %9d %10s %10s\n" "$w" "$p" "${MEAN[$p]}" \
+        base=${SCHEMES[0]}
+        cut=$(awk -v a="${MISSES[$base]}" -v b="${MISSES[$p]}" 'BEGIN { printf "%.1f%%", 100 * (a - b) / a }')
+        ratio=$(awk -v a="${MEAN[$base]}" -v b="${MEAN[$p]}" 'BEGIN { printf "%.2fx", b / a }')
+        printf "%-10s %-10s %9.0f %9d %9d %9d %9d %10s %10s\n" "$w" "$p" "${MEAN[$p]}" \
             "$(jq .read_us.p99 "$WORK/$w-$p.json")" "${MISSES[$p]}" \
             "$(metric "$WORK/$w-$p.metrics" hearth_prefetch_promotes_total)" \
             "$(metric "$WORK/$w-$p.metrics" hearth_prefetches_total)" "$cut" "$ratio"

@@ -103,53 +103,60 @@ struct OpenContext {
     reads: u64,
 }
 
-/// Replays `events` through a cache of `cache_bytes` run by `main_policy`
-/// (blocks of `block_size`), counting misses from event index `split` on.
-pub fn ceiling(
-    events: &[CtxEvent],
-    split: usize,
-    main_policy: &str,
-    cache_bytes: u64,
-    block_size: u32,
-    lookahead: u32,
-) -> Result<Ceiling, PrefetchError> {
-    if lookahead == 0 {
-        return Err(PrefetchError::range("ceiling", "the lookahead must be at least 1"));
-    }
-    let k = lookahead as usize;
-    let mut cache = PrefetchCache::new(main_policy, cache_bytes, 0.0, block_size)?;
-    let mut known = Knowledge {
-        hasher: FxBuildHasher,
-        in_template: FxHashSet::default(),
-        anywhere: FxHashSet::default(),
-        at_position: FxHashSet::default(),
-        read: FxHashSet::default(),
-    };
-    let mut open: KeyMap<OpenContext> = KeyMap::default();
-    let mut c = Ceiling { cache_bytes, lookahead, ..Ceiling::default() };
-    for (i, e) in events.iter().enumerate() {
-        if i == split {
-            cache.reset_stats();
+/// What could have predicted a read, by the definitions above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Predictable {
+    InContext,
+    OtherContext,
+    SeenElsewhere,
+    FirstTouch,
+}
+
+/// The oracle's knowledge as a trace goes by: fed every event in order, it
+/// tells of each read what could have predicted it from what came before.
+pub struct Oracle {
+    k: usize,
+    known: Knowledge,
+    open: KeyMap<OpenContext>,
+}
+
+impl Oracle {
+    /// An oracle looking up to `lookahead` reads ahead.
+    pub fn new(lookahead: u32) -> Result<Oracle, PrefetchError> {
+        if lookahead == 0 {
+            return Err(PrefetchError::range("ceiling", "the lookahead must be at least 1"));
         }
+        Ok(Oracle {
+            k: lookahead as usize,
+            known: Knowledge {
+                hasher: FxBuildHasher,
+                in_template: FxHashSet::default(),
+                anywhere: FxHashSet::default(),
+                at_position: FxHashSet::default(),
+                read: FxHashSet::default(),
+            },
+            open: KeyMap::default(),
+        })
+    }
+
+    /// Learns from `e`; for a read with `classify`, first says what could
+    /// have predicted it (`None` for other events and unclassified reads).
+    pub fn event(&mut self, e: &CtxEvent, classify: bool) -> Option<Predictable> {
+        let (k, known) = (self.k, &mut self.known);
         match *e {
             CtxEvent::Begin { ctx, class, .. } => {
-                open.insert(
-                    u64::from(ctx),
-                    OpenContext { template: class, history: VecDeque::from([START]), reads: 0 },
-                );
+                let history = VecDeque::from([START]);
+                self.open.insert(u64::from(ctx), OpenContext { template: class, history, reads: 0 });
+                None
             }
             CtxEvent::End { ctx, .. } => {
-                open.remove(&u64::from(ctx));
+                self.open.remove(&u64::from(ctx));
+                None
             }
-            CtxEvent::Io { ctx, op, block, .. } => {
-                let class = cache.demand(block, op);
-                let counted = i >= split && class == Class::Miss;
-                if op == Op::Write {
-                    c.write_misses += u64::from(counted);
-                    continue;
-                }
+            CtxEvent::Io { op: Op::Write, .. } => None,
+            CtxEvent::Io { ctx, block, .. } => {
                 // I/O outside a begin/end pair: a context of its own, template u32::MAX.
-                let context = open.entry(u64::from(ctx)).or_insert_with(|| OpenContext {
+                let context = self.open.entry(u64::from(ctx)).or_insert_with(|| OpenContext {
                     template: u32::MAX,
                     history: VecDeque::from([START]),
                     reads: 0,
@@ -157,19 +164,19 @@ pub fn ceiling(
                 let t = context.template;
                 // The j-th most recent entry, j = 1..=k.
                 let back = |j: usize| context.history.len().checked_sub(j).map(|at| context.history[at]);
-                if counted {
+                let verdict = classify.then(|| {
                     let in_context = (1..=k)
                         .any(|j| back(j).is_some_and(|h| known.in_template.contains(&known.key((t, h, j, block)))))
                         || known.at_position.contains(&known.key((t, context.reads, block)));
                     let elsewhere =
                         (1..=k).any(|j| back(j).is_some_and(|h| known.anywhere.contains(&known.key((h, j, block)))));
                     match (in_context, elsewhere, known.read.contains(&block)) {
-                        (true, _, _) => c.in_context += 1,
-                        (false, true, _) => c.other_context += 1,
-                        (false, false, true) => c.seen_elsewhere += 1,
-                        (false, false, false) => c.first_touch += 1,
+                        (true, _, _) => Predictable::InContext,
+                        (false, true, _) => Predictable::OtherContext,
+                        (false, false, true) => Predictable::SeenElsewhere,
+                        (false, false, false) => Predictable::FirstTouch,
                     }
-                }
+                });
                 for j in 1..=k {
                     if let Some(h) = back(j) {
                         let (a, b) = (known.key((t, h, j, block)), known.key((h, j, block)));
@@ -185,7 +192,42 @@ pub fn ceiling(
                     context.history.pop_front();
                 }
                 context.reads += 1;
+                verdict
             }
+        }
+    }
+}
+
+/// Replays `events` through a cache of `cache_bytes` run by `main_policy`
+/// (blocks of `block_size`), counting misses from event index `split` on.
+pub fn ceiling(
+    events: &[CtxEvent],
+    split: usize,
+    main_policy: &str,
+    cache_bytes: u64,
+    block_size: u32,
+    lookahead: u32,
+) -> Result<Ceiling, PrefetchError> {
+    let mut oracle = Oracle::new(lookahead)?;
+    let mut cache = PrefetchCache::new(main_policy, cache_bytes, 0.0, block_size)?;
+    let mut c = Ceiling { cache_bytes, lookahead, ..Ceiling::default() };
+    for (i, e) in events.iter().enumerate() {
+        if i == split {
+            cache.reset_stats();
+        }
+        let counted = match *e {
+            CtxEvent::Io { op, block, .. } => cache.demand(block, op) == Class::Miss && i >= split,
+            _ => false,
+        };
+        if counted && matches!(e, CtxEvent::Io { op: Op::Write, .. }) {
+            c.write_misses += 1;
+        }
+        match oracle.event(e, counted) {
+            Some(Predictable::InContext) => c.in_context += 1,
+            Some(Predictable::OtherContext) => c.other_context += 1,
+            Some(Predictable::SeenElsewhere) => c.seen_elsewhere += 1,
+            Some(Predictable::FirstTouch) => c.first_touch += 1,
+            None => {}
         }
     }
     let stats = cache.stats();

@@ -9,44 +9,51 @@
 //! the last, shorter windows), which yields exactly the rules of mining
 //! each finished sequence, in memory bounded by `G + 2` blocks per context.
 //! Rules are keyed by the context's class (template) as well, so templates
-//! sharing blocks keep separate predictions.
-//!
-//! The rule cache holds at most `max_prefixes` prefixes (LRU: a prefix is
-//! used when mined or looked up) and at most `max_suffixes` suffixes per
-//! prefix (LFU by support count). A new suffix may only replace one that
-//! has outlived a grace period of `grace` updates of its prefix, so fresh
-//! suffixes get a chance to gather support before LFU judges them.
+//! sharing blocks keep separate predictions. They live in the bounded
+//! [`RuleCache`] of [`crate::rules`].
 //!
 //! On a miss (and, unless `on_promote` is off, a promote) of `b` in a
 //! context whose previous block is `a`, the most supported suffixes of
 //! `a&b` not in cache are prefetched, up to `degree`. Throttling tracks, per class, how many of its prefetches are
 //! used: below [`FULL_ACCURACY`] the degree is halved, below
 //! [`MIN_ACCURACY`] the class stops prefetching except in one context out
-//! of [`PROBE_EVERY`], whose outcomes can re-enable it. Two classes are
-//! symbiotic when one's demands promote a real share of the other's
-//! prefetches (at least [`SYMBIOTIC_USES`], and at least [`MIN_ACCURACY`]
-//! of all the issuer's prefetch outcomes); symbiotic classes form a set
-//! whose benefit is tracked, and throttled, as one, so a class that pays
-//! off through another keeps prefetching while the set as a whole pays off.
+//! of [`PROBE_EVERY`], whose outcomes can re-enable it; classes that
+//! promote each other's prefetches form a symbiotic set throttled as one,
+//! so a class that pays off through another keeps prefetching while the
+//! set as a whole pays off (`throttle.rs`).
+//!
+//! # Variants (issue 19)
+//!
+//! The same miner, rule table and throttling, with one or more of these
+//! switched on (each off in the paper's QuickMine, which they leave as it
+//! was):
+//! - **Variable order** (`min_order..=max_order`, e.g. 1..=3): prefixes of
+//!   every length in the range are mined; a lookup takes the suffixes of the
+//!   longest prefix first, then fills the remaining degree from shorter
+//!   ones (PPM's fallback from long to short contexts).
+//! - **Position** (`by_position`): rules keyed by template and the
+//!   position of a read in its context as well; looked up after the block
+//!   rules, so a context whose blocks are new (a key never seen) still gets
+//!   the blocks its template reads at the next positions.
+//! - **Lookahead** (`ahead` = k > 1): after a lookup, the suffix that most
+//!   often came *right after* the prefix is taken as the next read, and the
+//!   lookup repeats from that guessed history, k steps in all, each step
+//!   prefetching up to `degree` blocks: blocks further ahead than the
+//!   mining window are fetched before their demand.
+//! - **Timeliness** (`late_ns` > 0): a prefetched block demanded less than
+//!   `late_ns` after its prefetch was issued (so it cannot have arrived: the
+//!   device's service time) counts as wasted for the throttling of the
+//!   template that issued it.
 
 use std::collections::VecDeque;
 
-use hearth_core::{Key, KeyMap, List, Slab};
-use rustc_hash::FxHashMap;
+use hearth_core::{Key, KeyMap};
 
+pub use crate::rules::{PrefixKey, RuleCache, Suffix};
+use crate::throttle::Throttle;
+pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
 use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
 
-/// Outcomes per throttling decision.
-pub const WINDOW: u32 = 64;
-/// Used share at or above which a class prefetches at full degree.
-pub const FULL_ACCURACY: f64 = 0.4;
-/// Used share below which a class stops prefetching.
-pub const MIN_ACCURACY: f64 = 0.15;
-/// A stopped class still prefetches in one context of this many.
-pub const PROBE_EVERY: u32 = 16;
-/// Fewest promotes of one class's prefetches by another that can make them
-/// symbiotic.
-pub const SYMBIOTIC_USES: u32 = 8;
 /// Class of I/O outside any begun context.
 pub const NO_CLASS: u32 = u32::MAX;
 
@@ -67,156 +74,63 @@ pub struct Config {
     /// miss an earlier prefetch avoided; looking up keeps the context's
     /// prefetching ahead of it).
     pub on_promote: bool,
+    /// Prefix lengths mined and looked up (the paper: 2..=2).
+    pub min_order: usize,
+    pub max_order: usize,
+    /// Rules keyed by template and position as well.
+    pub by_position: bool,
+    /// Lookup steps along the guessed next reads (the paper: 1).
+    pub ahead: usize,
+    /// A prefetch demanded sooner than this after its issue counts as
+    /// wasted (0: off, as in the paper).
+    pub late_ns: u64,
 }
 
-/// A prefix: the context class and two consecutive blocks.
-pub type PrefixKey = (u32, Key, Key);
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Suffix {
-    pub block: Key,
-    pub count: u32,
-    /// The prefix's update count when this suffix was added.
-    born: u32,
-}
-
-#[derive(Clone, Copy)]
-struct PrefixNode {
-    key: PrefixKey,
-    updates: u32,
-    len: usize,
-}
-
-/// Bounded rule store: LRU over prefixes, LFU with grace over suffixes.
-pub struct RuleCache {
-    index: FxHashMap<PrefixKey, u32>,
-    slab: Slab<PrefixNode>,
-    lru: List,
-    /// Slot `i` owns `suffixes[i * max_suffixes ..][.. max_suffixes]`.
-    suffixes: Vec<Suffix>,
-    max_prefixes: usize,
-    max_suffixes: usize,
-    grace: u32,
-    rules: usize,
-}
-
-impl RuleCache {
-    pub fn new(max_prefixes: usize, max_suffixes: usize, grace: u32) -> Self {
-        RuleCache {
-            index: FxHashMap::default(),
-            slab: Slab::default(),
-            lru: List::new(),
-            suffixes: Vec::new(),
-            max_prefixes: max_prefixes.max(1),
-            max_suffixes: max_suffixes.max(1),
-            grace,
-            rules: 0,
+impl Config {
+    /// The paper's QuickMine with lookahead `g` and its defaults otherwise.
+    pub fn paper(g: usize) -> Config {
+        Config {
+            lookahead: g,
+            max_prefixes: 16_384,
+            max_suffixes: 8,
+            grace: 4,
+            degree: 5,
+            throttle: true,
+            context_aware: true,
+            on_promote: true,
+            min_order: 2,
+            max_order: 2,
+            by_position: false,
+            ahead: 1,
+            late_ns: 0,
         }
     }
 
-    /// Prefixes held.
-    pub fn prefixes(&self) -> usize {
-        self.index.len()
+    /// Kinds of rule mined: one per prefix length, plus positions.
+    pub fn rule_kinds(&self) -> usize {
+        self.max_order + 1 - self.min_order + usize::from(self.by_position)
     }
-    /// Rules (prefix, suffix) held.
-    pub fn rules(&self) -> usize {
-        self.rules
-    }
-
-    fn slot(&mut self, key: PrefixKey) -> u32 {
-        if let Some(&i) = self.index.get(&key) {
-            self.slab.move_to_front(&mut self.lru, i);
-            return i;
-        }
-        if self.index.len() == self.max_prefixes {
-            let victim = self.slab.pop_back(&mut self.lru).expect("a full cache has prefixes");
-            let node = self.slab.release(victim);
-            self.index.remove(&node.key);
-            self.rules -= node.len;
-        }
-        let i = self.slab.alloc(PrefixNode { key, updates: 0, len: 0 });
-        self.slab.push_front(&mut self.lru, i);
-        self.index.insert(key, i);
-        let needed = (i as usize + 1) * self.max_suffixes;
-        if self.suffixes.len() < needed {
-            self.suffixes.resize(needed, Suffix::default());
-        }
-        i
-    }
-
-    /// Counts one occurrence of rule `key -> block`.
-    pub fn add(&mut self, key: PrefixKey, block: Key) {
-        let i = self.slot(key);
-        let node = self.slab.get_mut(i);
-        node.updates = node.updates.wrapping_add(1);
-        let now = node.updates;
-        let base = i as usize * self.max_suffixes;
-        let list = &mut self.suffixes[base..base + node.len];
-        if let Some(s) = list.iter_mut().find(|s| s.block == block) {
-            s.count += 1;
-            return;
-        }
-        let fresh = Suffix { block, count: 1, born: now };
-        if node.len < self.max_suffixes {
-            self.suffixes[base + node.len] = fresh;
-            node.len += 1;
-            self.rules += 1;
-            return;
-        }
-        let grace = self.grace;
-        let victim = list.iter_mut().filter(|s| now.wrapping_sub(s.born) >= grace).min_by_key(|s| s.count);
-        if let Some(v) = victim {
-            *v = fresh;
-        }
-    }
-
-    /// The suffixes of `key` (unordered), marking the prefix used.
-    pub fn lookup(&mut self, key: &PrefixKey) -> &[Suffix] {
-        let Some(&i) = self.index.get(key) else { return &[] };
-        self.slab.move_to_front(&mut self.lru, i);
-        let base = i as usize * self.max_suffixes;
-        &self.suffixes[base..base + self.slab.get(i).len]
-    }
-
-    /// Every prefix with its suffixes, for tests and reports.
-    pub fn snapshot(&self) -> Vec<(PrefixKey, Vec<Suffix>)> {
-        let mut all: Vec<_> = self
-            .index
-            .iter()
-            .map(|(&k, &i)| {
-                let base = i as usize * self.max_suffixes;
-                (k, self.suffixes[base..base + self.slab.get(i).len].to_vec())
-            })
-            .collect();
-        all.sort_by_key(|(k, _)| *k);
-        all
-    }
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-enum Level {
-    #[default]
-    Full,
-    Half,
-    Off,
-}
-
-/// Benefit of the prefetches of one class, or of one symbiotic set.
-#[derive(Default)]
-struct Benefit {
-    used: u32,
-    wasted: u32,
-    level: Level,
-    contexts: u32,
 }
 
 struct Context {
     class: u32,
-    /// The last `G + 2` blocks; `mined_front` tells whether the window of
-    /// the first prefix held was already mined.
+    /// The last `max_order + G` blocks.
     recent: VecDeque<Key>,
-    mined_front: bool,
+    /// How many of `recent`'s first blocks have had the prefixes ending at
+    /// them mined.
+    mined: usize,
+    /// Blocks dropped from the front of `recent` (the position of its first).
+    dropped: u64,
     degree: usize,
+}
+
+/// A prefetch awaiting its outcome.
+#[derive(Clone, Copy)]
+struct Outstanding {
+    class: u32,
+    issued_ns: u64,
+    /// Demanded before it could have arrived.
+    late: bool,
 }
 
 pub struct QuickMine {
@@ -224,17 +138,13 @@ pub struct QuickMine {
     rules: RuleCache,
     contexts: KeyMap<Context>,
     spare: Vec<VecDeque<Key>>,
-    /// Benefit per symbiotic set, keyed by the set's representative class.
-    benefit: FxHashMap<u32, Benefit>,
-    /// Union-find parent of each class that joined a symbiotic set.
-    parent: FxHashMap<u32, u32>,
-    /// Promotes of `issuer`'s prefetches by `user`, for issuer != user.
-    cross_uses: FxHashMap<(u32, u32), u32>,
-    /// Prefetch outcomes (used or not) per issuing class.
-    outcomes: FxHashMap<u32, u32>,
+    throttle: Throttle,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
-    outstanding: KeyMap<u32>,
+    outstanding: KeyMap<Outstanding>,
+    /// Candidates of one lookup step, best first.
     scratch: Vec<Suffix>,
+    /// The history a lookup step predicts from (real, then guessed reads).
+    history: Vec<Key>,
 }
 
 impl QuickMine {
@@ -242,23 +152,32 @@ impl QuickMine {
         if cfg.lookahead == 0 {
             return Err(PrefetchError::range("quickmine", "the lookahead g must be at least 1"));
         }
+        if !(1..=3).contains(&cfg.min_order) || !(cfg.min_order..=3).contains(&cfg.max_order) {
+            return Err(PrefetchError::range("quickmine", "prefix lengths must lie in 1..=3"));
+        }
+        if cfg.ahead == 0 {
+            return Err(PrefetchError::range("quickmine", "ahead must be at least 1"));
+        }
         let rules = RuleCache::new(cfg.max_prefixes, cfg.max_suffixes, cfg.grace);
         Ok(QuickMine {
             rules,
             contexts: KeyMap::default(),
             spare: Vec::new(),
-            benefit: FxHashMap::default(),
-            parent: FxHashMap::default(),
-            cross_uses: FxHashMap::default(),
-            outcomes: FxHashMap::default(),
+            throttle: Throttle::default(),
             outstanding: KeyMap::default(),
-            scratch: Vec::with_capacity(cfg.max_suffixes),
+            scratch: Vec::new(),
+            history: Vec::new(),
             cfg,
         })
     }
 
     pub fn rule_cache(&self) -> &RuleCache {
         &self.rules
+    }
+
+    /// The set `class` belongs to (itself unless symbiotic).
+    pub fn symbiotic_set(&self, class: u32) -> Vec<u32> {
+        self.throttle.symbiotic_set(class)
     }
 
     fn context_key(&self, ctx: u32) -> u64 {
@@ -269,75 +188,49 @@ impl QuickMine {
         }
     }
 
-    /// The representative class of `class`'s symbiotic set.
-    fn set_of(&self, mut class: u32) -> u32 {
-        while let Some(&p) = self.parent.get(&class) {
-            class = p;
-        }
-        class
-    }
-
-    /// Joins the sets of `a` and `b`, pooling their benefit counters; the
-    /// merged set keeps the better level until its next window decides.
-    fn join(&mut self, a: u32, b: u32) {
-        let (ra, rb) = (self.set_of(a), self.set_of(b));
-        if ra == rb {
-            return;
-        }
-        self.parent.insert(rb, ra);
-        if let Some(from) = self.benefit.remove(&rb) {
-            let into = self.benefit.entry(ra).or_default();
-            into.used += from.used;
-            into.wasted += from.wasted;
-            into.level = into.level.min(from.level);
-        }
-    }
-
-    /// The set `class` belongs to (itself unless symbiotic).
-    pub fn symbiotic_set(&self, class: u32) -> Vec<u32> {
-        let root = self.set_of(class);
-        let mut members: Vec<u32> = self.parent.keys().copied().filter(|&c| self.set_of(c) == root).collect();
-        members.push(root);
-        members.sort_unstable();
-        members
-    }
-
     fn open(&mut self, ctx: u32, class: u32) {
-        let set = self.set_of(class);
-        let degree = match self.benefit.get(&set).map_or(Level::Full, |b| b.level) {
-            _ if !self.cfg.throttle => self.cfg.degree,
-            Level::Full => self.cfg.degree,
-            Level::Half => self.cfg.degree.div_ceil(2),
-            Level::Off => {
-                let b = self.benefit.get_mut(&set).expect("Off implies tracked");
-                b.contexts = b.contexts.wrapping_add(1);
-                if b.contexts.is_multiple_of(PROBE_EVERY) {
-                    self.cfg.degree.div_ceil(2)
-                } else {
-                    0
-                }
-            }
-        };
+        let degree = if self.cfg.throttle { self.throttle.degree(class, self.cfg.degree) } else { self.cfg.degree };
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
         let key = self.context_key(ctx);
-        if let Some(old) = self.contexts.insert(key, Context { class, recent, mined_front: false, degree }) {
+        if let Some(old) = self.contexts.insert(key, Context { class, recent, mined: 0, dropped: 0, degree }) {
             self.close(old);
         }
     }
 
-    /// Mines the prefix at `recent[i]` with the suffixes after it.
-    fn mine_at(rules: &mut RuleCache, class: u32, recent: &VecDeque<Key>, i: usize, lookahead: usize) {
-        let (a, b) = (recent[i], recent[i + 1]);
-        if a == b {
-            return;
+    /// Mines the prefixes ending at `recent[e]` (each length configured,
+    /// and its position) with the `G` blocks after it as suffixes.
+    fn mine_at(rules: &mut RuleCache, cfg: &Config, c: &Context, e: usize) {
+        let recent = &c.recent;
+        // The prefixes ending at `e`, as (key, blocks); one with a repeated
+        // block is no prefix.
+        let mut prefixes = [(PrefixKey::position(0, 0), [0; 3]); 3];
+        let mut count = 0;
+        for order in cfg.min_order..=cfg.max_order.min(e + 1) {
+            let mut of = [0; 3];
+            for (slot, k) in (e + 1 - order..=e).enumerate() {
+                of[slot] = recent[k];
+            }
+            let prefix = &of[..order];
+            if !prefix.iter().enumerate().any(|(i, b)| prefix[i + 1..].contains(b)) {
+                prefixes[count] = (PrefixKey::blocks(c.class, prefix), of);
+                count += 1;
+            }
         }
-        let end = (i + 2 + lookahead).min(recent.len());
-        for j in i + 2..end {
-            let c = recent[j];
-            let repeated = (i + 2..j).any(|k| recent[k] == c);
-            if c != a && c != b && !repeated {
-                rules.add((class, a, b), c);
+        let end = (e + 1 + cfg.lookahead).min(recent.len());
+        for j in e + 1..end {
+            let block = recent[j];
+            if (e + 1..j).any(|k| recent[k] == block) {
+                continue;
+            }
+            let next = j == e + 1;
+            for (key, of) in &prefixes[..count] {
+                if !of[..usize::from(key.order)].contains(&block) {
+                    rules.add(*key, block, next);
+                }
+            }
+            if cfg.by_position && block != recent[e] {
+                rules.add(PrefixKey::position(c.class, c.dropped + e as u64), block, next);
             }
         }
     }
@@ -345,20 +238,47 @@ impl QuickMine {
     /// Mines the windows not mined yet (they end with the sequence) and
     /// recycles the buffer.
     fn close(&mut self, c: Context) {
-        let first = usize::from(c.mined_front);
-        for i in first..c.recent.len().saturating_sub(2) {
-            Self::mine_at(&mut self.rules, c.class, &c.recent, i, self.cfg.lookahead);
+        for e in c.mined..c.recent.len() {
+            Self::mine_at(&mut self.rules, &self.cfg, &c, e);
         }
         self.spare.push(c.recent);
+    }
+
+    /// Appends to `scratch` the suffixes predicted from `history` (longest
+    /// prefix first, then shorter, then the position `position`) not there
+    /// already, each source's best supported first.
+    fn predict(&mut self, class: u32, position: u64) {
+        let sources = (self.cfg.min_order..=self.cfg.max_order)
+            .rev()
+            .filter(|&m| m <= self.history.len())
+            .map(|m| PrefixKey::blocks(class, &self.history[self.history.len() - m..]))
+            .chain(self.cfg.by_position.then(|| PrefixKey::position(class, position)));
+        let keys: Vec<PrefixKey> = sources.collect();
+        for key in keys {
+            let mut found = self.rules.lookup(&key).to_vec();
+            found.sort_by(|x, y| y.count.cmp(&x.count).then(x.block.cmp(&y.block)));
+            for s in found {
+                if !self.scratch.iter().any(|t| t.block == s.block) {
+                    self.scratch.push(s);
+                }
+            }
+        }
     }
 }
 
 impl Prefetcher for QuickMine {
     fn name(&self) -> String {
+        let c = &self.cfg;
+        let orders = format!("orders {}-{}", c.min_order, c.max_order);
+        let ahead = format!("ahead {}", c.ahead);
         let variants: Vec<&str> = [
-            (!self.cfg.context_aware, "no context"),
-            (!self.cfg.throttle, "no throttle"),
-            (!self.cfg.on_promote, "miss only"),
+            ((c.min_order, c.max_order) != (2, 2), orders.as_str()),
+            (c.by_position, "position"),
+            (c.ahead > 1, ahead.as_str()),
+            (c.late_ns > 0, "timely"),
+            (!c.context_aware, "no context"),
+            (!c.throttle, "no throttle"),
+            (!c.on_promote, "miss only"),
         ]
         .into_iter()
         .filter_map(|(on, what)| on.then_some(what))
@@ -392,72 +312,64 @@ impl Prefetcher for QuickMine {
             let class = if self.cfg.context_aware { NO_CLASS } else { 0 };
             self.open(d.ctx, class);
         }
-        let g = self.cfg.lookahead;
+        let (max_order, window) = (self.cfg.max_order, self.cfg.max_order + self.cfg.lookahead);
         let c = self.contexts.get_mut(&key).expect("opened above");
-        let prev = c.recent.back().copied();
-        if c.recent.len() == g + 2 {
+        if c.recent.len() == window {
             c.recent.pop_front();
-            c.mined_front = false;
+            c.dropped += 1;
+            c.mined = c.mined.saturating_sub(1);
         }
         c.recent.push_back(d.block);
-        if c.recent.len() == g + 2 {
-            Self::mine_at(&mut self.rules, c.class, &c.recent, 0, g);
-            c.mined_front = true;
+        if c.recent.len() == window {
+            for e in c.mined..max_order {
+                Self::mine_at(&mut self.rules, &self.cfg, c, e);
+            }
+            c.mined = max_order;
         }
         let (class, degree) = (c.class, c.degree);
+        let position = c.dropped + c.recent.len() as u64 - 1;
+        self.history.clear();
+        self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
         if d.class == Class::Promote {
-            if let Some(&issuer) = self.outstanding.get(&d.block) {
-                if issuer != class {
-                    let uses = self.cross_uses.entry((issuer, class)).or_insert(0);
-                    *uses += 1;
-                    let issued = self.outcomes.get(&issuer).copied().unwrap_or(0).max(1);
-                    if *uses >= SYMBIOTIC_USES && f64::from(*uses) >= MIN_ACCURACY * f64::from(issued) {
-                        self.join(issuer, class);
-                    }
-                }
+            if let Some(o) = self.outstanding.get_mut(&d.block) {
+                o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
+                self.throttle.promoted(o.class, class);
             }
         }
-        let Some(a) = prev else { return };
+        // The paper's rules need two blocks; shorter prefixes and positions
+        // can predict from the first.
+        if self.history.len() < self.cfg.min_order && !self.cfg.by_position {
+            return;
+        }
         let trigger = if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
         if !trigger || degree == 0 {
             return;
         }
-        self.scratch.clear();
-        self.scratch.extend_from_slice(self.rules.lookup(&(class, a, d.block)));
-        self.scratch.sort_by(|x, y| y.count.cmp(&x.count).then(x.block.cmp(&y.block)));
-        let start = out.len();
-        for s in &self.scratch {
-            if out.len() - start == degree {
-                break;
+        for step in 0..self.cfg.ahead {
+            self.scratch.clear();
+            self.predict(class, position + step as u64);
+            let start = out.len();
+            for s in &self.scratch {
+                if out.len() - start == degree {
+                    break;
+                }
+                if !cached(s.block) && s.block != d.block && !out.contains(&s.block) {
+                    out.push(s.block);
+                    self.outstanding.insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false });
+                }
             }
-            if !cached(s.block) && s.block != d.block {
-                out.push(s.block);
-                self.outstanding.insert(s.block, class);
-            }
+            // The guessed next read: the suffix most often right after.
+            let guess = self.scratch.iter().filter(|s| s.next > 0).max_by_key(|s| s.next).map(|s| s.block);
+            let Some(next) = guess else { break };
+            self.history.push(next);
+            let keep = self.history.len().saturating_sub(max_order);
+            self.history.drain(..keep);
         }
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
-        let Some(class) = self.outstanding.remove(&block) else { return };
-        *self.outcomes.entry(class).or_insert(0) += 1;
-        let b = self.benefit.entry(self.set_of(class)).or_default();
-        if used {
-            b.used += 1;
-        } else {
-            b.wasted += 1;
-        }
-        if b.used + b.wasted >= WINDOW {
-            let accuracy = f64::from(b.used) / f64::from(b.used + b.wasted);
-            b.level = if accuracy >= FULL_ACCURACY {
-                Level::Full
-            } else if accuracy >= MIN_ACCURACY {
-                Level::Half
-            } else {
-                Level::Off
-            };
-            b.used = 0;
-            b.wasted = 0;
-        }
+        let Some(Outstanding { class, late, .. }) = self.outstanding.remove(&block) else { return };
+        self.throttle.outcome(class, used && !late);
     }
 
     fn rule_count(&self) -> usize {
@@ -472,16 +384,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn config(g: usize) -> Config {
-        Config {
-            lookahead: g,
-            max_prefixes: 1000,
-            max_suffixes: 8,
-            grace: 0,
-            degree: 5,
-            throttle: true,
-            context_aware: true,
-            on_promote: true,
-        }
+        Config { max_prefixes: 1000, grace: 0, ..Config::paper(g) }
     }
 
     fn demand(ctx: u32, block: Key) -> Demand {
@@ -518,10 +421,10 @@ mod tests {
         q.rule_cache()
             .snapshot()
             .into_iter()
-            .map(|((_, a, b), s)| {
+            .map(|(k, s)| {
                 let mut c: Vec<Key> = s.iter().map(|s| s.block).collect();
                 c.sort();
-                (a, b, c)
+                (k.of[0], k.of[1], c)
             })
             .collect()
     }
@@ -572,28 +475,6 @@ mod tests {
         assert!(out.is_empty(), "one block is no prefix");
         q.access(&demand(50, 2), &|b| b == 3, &mut out);
         assert_eq!(out, vec![4, 5], "3 is cached; 4 (2) beats 5 and 6 (1), ties by block");
-    }
-
-    #[test]
-    fn grace_period_protects_new_suffixes() {
-        let key = (0, 1, 2);
-        let mut no_grace = RuleCache::new(4, 2, 0);
-        let mut grace = RuleCache::new(4, 2, 3);
-        for c in [&mut no_grace, &mut grace] {
-            c.add(key, 10);
-            c.add(key, 10);
-            c.add(key, 11); // full: {10: 2, 11: 1}
-            c.add(key, 12); // without grace, 12 replaces 11 at once
-        }
-        let blocks = |c: &RuleCache| c.snapshot()[0].1.iter().map(|s| s.block).collect::<Vec<_>>();
-        assert_eq!(blocks(&no_grace), vec![10, 12], "the newest suffix is the least frequent");
-        // With grace 3, 11 (one update old) is protected; 10 is the only
-        // suffix past its grace, so LFU among those picks it.
-        assert_eq!(blocks(&grace), vec![12, 11]);
-        grace.add(key, 13);
-        assert_eq!(blocks(&grace), vec![12, 11], "all in grace: the newcomer is dropped");
-        grace.add(key, 14);
-        assert_eq!(blocks(&grace), vec![12, 14], "11 outlived its grace");
     }
 
     #[test]
@@ -685,6 +566,104 @@ mod tests {
         assert_eq!(class_one_prefetches(true), 500);
     }
 
+    /// Runs `seqs` as contexts of template 0, one after another, and
+    /// returns what a new context prefetches at each read of `probe`.
+    fn prefetched_along(cfg: Config, seqs: &[&[Key]], probe: &[Key]) -> Vec<Vec<Key>> {
+        let mut q = QuickMine::new(cfg).unwrap();
+        let learned: Vec<(u32, &[Key])> = seqs.iter().enumerate().map(|(i, s)| (i as u32, *s)).collect();
+        run_contexts(&mut q, &learned, false);
+        let ctx = seqs.len() as u32;
+        q.begin(ctx, 0);
+        probe
+            .iter()
+            .map(|&b| {
+                let mut out = Vec::new();
+                q.access(&demand(ctx, b), &|_| false, &mut out);
+                out
+            })
+            .collect()
+    }
+
+    fn variable_order(g: usize) -> Config {
+        Config { min_order: 1, max_order: 3, ..config(g) }
+    }
+
+    /// 2 3 is followed by 4 three times (after 1) and by 5 once (after 9):
+    /// the order-3 prefix 9 2 3 tells them apart, and a prefix never seen
+    /// at length 2 (8 6) falls back to what 6 alone predicted.
+    #[test]
+    fn variable_order_prefers_long_prefixes_and_falls_back_to_short_ones() {
+        let seqs: &[&[Key]] = &[&[1, 2, 3, 4], &[1, 2, 3, 4], &[1, 2, 3, 4], &[9, 2, 3, 5], &[6, 7]];
+        let one = |cfg: Config| Config { degree: 1, ..cfg };
+        let paper = prefetched_along(one(config(1)), seqs, &[9, 2, 3]);
+        assert_eq!(paper[2], vec![4], "2 3 -> 4 is the best supported pair rule");
+        let vo = prefetched_along(one(variable_order(1)), seqs, &[9, 2, 3]);
+        assert_eq!(vo[2], vec![5], "9 2 3 -> 5");
+        assert!(prefetched_along(config(1), seqs, &[8, 6])[1].is_empty(), "8 6 was never seen");
+        assert_eq!(prefetched_along(variable_order(1), seqs, &[8, 6])[1], vec![7], "6 -> 7");
+    }
+
+    /// Contexts of a template read a fresh key (100+), then 50, another
+    /// fresh key, then 60: block rules never see a fresh key twice, rules
+    /// keyed by position know what the next positions read.
+    #[test]
+    fn position_rules_predict_around_keys_never_seen() {
+        let seqs: Vec<Vec<Key>> = (0..4).map(|i| vec![100 + i, 50, 200 + i, 60]).collect();
+        let seqs: Vec<&[Key]> = seqs.iter().map(|s| s.as_slice()).collect();
+        let probe = [999, 50, 998, 60];
+        let paper = prefetched_along(config(3), &seqs, &probe);
+        assert!(paper.iter().all(|o| o.is_empty()), "no block rule applies: {paper:?}");
+        let by_position = prefetched_along(Config { by_position: true, ..config(3) }, &seqs, &probe);
+        // 50 and 60 follow position 0 every time, each fresh key once.
+        assert_eq!(by_position[0][..2], [50, 60]);
+        assert_eq!(by_position[2], vec![60], "position 2 is followed by 60");
+    }
+
+    /// With a window of one block, a lookup predicts only the next read;
+    /// looking ahead along the guessed reads fetches the one after too.
+    #[test]
+    fn lookahead_chains_past_the_mining_window() {
+        let seqs: &[&[Key]] = &[&[1, 2, 3, 4, 5, 6], &[1, 2, 3, 4, 5, 6]];
+        let near = prefetched_along(config(1), seqs, &[1, 2]);
+        assert_eq!(near[1], vec![3]);
+        let far = prefetched_along(Config { ahead: 3, ..config(1) }, seqs, &[1, 2]);
+        assert_eq!(far[1], vec![3, 4, 5]);
+    }
+
+    /// A template whose prefetches are all used, but demanded `gap_ns` after
+    /// their issue: how many it issues over 400 contexts with `late_ns`.
+    fn issued_when_demanded_after(gap_ns: u64, late_ns: u64) -> usize {
+        let mut q = QuickMine::new(Config { late_ns, ..config(2) }).unwrap();
+        let mut issued = 0;
+        for round in 0..400u32 {
+            q.begin(round, 0);
+            let mut out = Vec::new();
+            let t = u64::from(round) * 1_000_000_000;
+            q.access(&Demand { time_ns: t, ..demand(round, 1) }, &|_| false, &mut out);
+            q.access(&Demand { time_ns: t + 1_000, ..demand(round, 2) }, &|_| false, &mut out);
+            issued += out.len();
+            let class = if out.contains(&3) { Class::Promote } else { Class::Miss };
+            q.access(&Demand { time_ns: t + 1_000 + gap_ns, class, ..demand(round, 3) }, &|_| false, &mut Vec::new());
+            for &b in &out {
+                q.outcome(b, true);
+            }
+            q.end(round);
+        }
+        issued
+    }
+
+    #[test]
+    fn timeliness_throttles_prefetches_that_arrive_after_their_demand() {
+        // Without the timeliness check, or with demands well after the
+        // prefetch, every context but the first prefetches 3.
+        assert_eq!(issued_when_demanded_after(10_000, 0), 399);
+        assert_eq!(issued_when_demanded_after(1_000_000, 100_000), 399);
+        // Demanded 10 µs after issue, with a 100 µs device: all late, so
+        // wasted, and the template is throttled as in the accuracy test.
+        let late = issued_when_demanded_after(10_000, 100_000);
+        assert!(late <= WINDOW as usize + 400 / PROBE_EVERY as usize + 1, "issued {late}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
@@ -695,7 +674,7 @@ mod tests {
             g in 1usize..6,
             events in proptest::collection::vec((0u32..6, 0u64..30, 0u8..10), 0..400),
         ) {
-            let cfg = Config { lookahead: g, max_prefixes, max_suffixes, grace, degree: 3, throttle: true, context_aware: true, on_promote: true };
+            let cfg = Config { max_prefixes, max_suffixes, grace, degree: 3, ..Config::paper(g) };
             let mut q = QuickMine::new(cfg).unwrap();
             let mut out = Vec::new();
             for (ctx, block, action) in events {

@@ -9,6 +9,7 @@
 //! and, as in the server, prefetchers see only the reads.
 
 use hearth_core::{Key, Op};
+use hearth_prefetch::ceiling::{Oracle, Predictable};
 use hearth_prefetch::cminer;
 use hearth_prefetch::quickmine::{self, QuickMine};
 use hearth_prefetch::{Class, Demand, PrefetchCache, PrefetchError, Prefetcher, Stats};
@@ -41,6 +42,23 @@ pub struct Timing {
     pub max_demand_delay_by_prefetch_ns: u64,
 }
 
+/// Where the read misses left after prefetching (after the warm-up) go,
+/// sorted by the ceiling's oracle (`hearth_prefetch::ceiling`, lookahead
+/// [`REMAINING_LOOKAHEAD`]) as the trace so far shows them.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Remaining {
+    /// In-context predictable, and prefetched since the block's last demand
+    /// but dropped from the partition unused before this one.
+    pub in_context_dropped: u64,
+    /// In-context predictable and not prefetched since its last demand.
+    pub in_context_not_prefetched: u64,
+    /// Not predictable in context (another context, seen elsewhere, first touch).
+    pub not_in_context: u64,
+}
+
+/// The oracle's lookahead for [`Remaining`]: the ceiling's default.
+pub const REMAINING_LOOKAHEAD: u32 = 3;
+
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Outcome {
     pub scheme: String,
@@ -49,6 +67,7 @@ pub struct Outcome {
     /// Rules (or graph edges) the prefetcher held at the end.
     pub rules: usize,
     pub timing: Option<Timing>,
+    pub remaining: Remaining,
 }
 
 /// Index of the event at which `share` of the I/Os have been seen.
@@ -81,16 +100,34 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
     let mut issued_to_device = 0u64;
     let (mut read_ns, mut reads, mut demand_reads, mut prefetch_reads) = (0u64, 0u64, 0u64, 0u64);
     let mut out: Vec<Key> = Vec::with_capacity(32);
+    let mut oracle = Oracle::new(REMAINING_LOOKAHEAD)?;
+    let mut remaining = Remaining::default();
+    // Blocks prefetched and dropped unused since their last demand.
+    let mut dropped: hearth_core::KeyMap<()> = hearth_core::KeyMap::default();
     for (i, e) in events.iter().enumerate() {
         if i == split {
             cache.reset_stats();
             (read_ns, reads, demand_reads, prefetch_reads) = (0, 0, 0, 0);
         }
         match *e {
-            CtxEvent::Begin { ctx, class, .. } => prefetcher.begin(ctx, class),
-            CtxEvent::End { ctx, .. } => prefetcher.end(ctx),
+            CtxEvent::Begin { ctx, class, .. } => {
+                oracle.event(e, false);
+                prefetcher.begin(ctx, class)
+            }
+            CtxEvent::End { ctx, .. } => {
+                oracle.event(e, false);
+                prefetcher.end(ctx)
+            }
             CtxEvent::Io { time_ns, ctx, op, block } => {
                 let class = cache.demand(block, op);
+                let counted = i >= split && class == Class::Miss && op == Op::Read;
+                let was_dropped = dropped.remove(&block).is_some();
+                match oracle.event(e, counted) {
+                    Some(Predictable::InContext) if was_dropped => remaining.in_context_dropped += 1,
+                    Some(Predictable::InContext) => remaining.in_context_not_prefetched += 1,
+                    Some(_) => remaining.not_in_context += 1,
+                    None => {}
+                }
                 if let (Some(q), Op::Read) = (device.as_mut(), op) {
                     let started = |q: &DeviceQueue, b: Key| {
                         prefetch_seq.get(&b).is_some_and(|&s| s < q.background_stats.requests)
@@ -123,6 +160,9 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
                 }
                 cache.drain_outcomes(|k, used| {
                     prefetch_seq.remove(&k);
+                    if !used {
+                        dropped.insert(k, ());
+                    }
                     prefetcher.outcome(k, used)
                 });
             }
@@ -140,6 +180,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
         stats: cache.stats(),
         rules: prefetcher.rule_count(),
         timing,
+        remaining,
     })
 }
 
@@ -168,7 +209,6 @@ pub fn compare_mining(
         // No prefix bound; 64 suffixes per prefix is far more than the
         // lookahead ever offers a repeatable prefix.
         let cfg = quickmine::Config {
-            lookahead: g,
             max_prefixes: usize::MAX,
             max_suffixes: 64,
             grace: 0,
@@ -176,6 +216,7 @@ pub fn compare_mining(
             throttle: false,
             context_aware,
             on_promote: false,
+            ..quickmine::Config::paper(g)
         };
         let mut q = QuickMine::new(cfg)?;
         let mut out = Vec::new();
@@ -244,12 +285,10 @@ mod tests {
     /// reads the same blocks: context-aware mining must turn most misses
     /// into promotes, and prefetches must not delay demand reads by more
     /// than one service time.
-    #[test]
-    fn quickmine_learns_repeated_contexts_and_prefetches_stay_low_priority() {
-        let mut events = Vec::new();
-        let mut t = 0;
+    /// Three clients interleave; class c reads 1000c.. in one of five fixed orders.
+    fn three_repeating_classes() -> Vec<CtxEvent> {
+        let (mut events, mut t) = (Vec::new(), 0);
         for round in 0..300u32 {
-            // Three clients interleave; class c reads 100c.. in a fixed order.
             for c in 0..3u32 {
                 events.push(CtxEvent::Begin { time_ns: t, ctx: round * 3 + c, class: c });
             }
@@ -264,6 +303,31 @@ mod tests {
                 events.push(CtxEvent::End { time_ns: t, ctx: round * 3 + c });
             }
         }
+        events
+    }
+
+    /// The remaining misses add up to the read misses; without prefetching
+    /// none was dropped, and these repeating contexts are predictable once
+    /// seen; with a one-block partition QuickMine's prefetches are pushed
+    /// out by the next ones before their demand.
+    #[test]
+    fn remaining_misses_are_sorted_by_predictability_and_drops() {
+        let events = three_repeating_classes();
+        let none = simulate(&events, "none", &setup(4096 * 100)).unwrap();
+        let r = &none.remaining;
+        assert_eq!(r.in_context_dropped, 0);
+        assert_eq!(r.in_context_not_prefetched + r.not_in_context, none.stats.misses);
+        assert!(r.in_context_not_prefetched > 9 * r.not_in_context, "{r:?}");
+        let tight = Setup { prefetch_fraction: 0.01, ..setup(4096 * 100) };
+        let qm = simulate(&events, "quickmine", &tight).unwrap();
+        let r = &qm.remaining;
+        assert!(r.in_context_dropped > 0, "{r:?}");
+        assert_eq!(r.in_context_dropped + r.in_context_not_prefetched + r.not_in_context, qm.stats.misses);
+    }
+
+    #[test]
+    fn quickmine_learns_repeated_contexts_and_prefetches_stay_low_priority() {
+        let events = three_repeating_classes();
         let device = Device { latency_ns: 500_000, bytes_per_sec: u64::MAX };
         // A 20-block prefetch partition (20%): three clients with five blocks
         // ahead each fit.

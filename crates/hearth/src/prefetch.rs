@@ -11,9 +11,9 @@ use hearth_core::{format_bytes, KeyMap};
 use hearth_prefetch::cminer;
 use hearth_sim::device::Device;
 use hearth_sim::parse_sizes;
-use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup};
+use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup, REMAINING_LOOKAHEAD};
 use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
-use hearth_trace::workload::{generate, Kind, Schema, WorkloadConfig};
+use hearth_trace::workload::{generate, template_names, Kind, WorkloadConfig};
 
 use crate::units;
 
@@ -65,7 +65,7 @@ pub struct Source {
     #[arg(long = "trace", hide = true, conflicts_with = "trace",
           value_parser = units::renamed::<PathBuf>("--trace", "the TRACE argument"))]
     trace_flag: Option<PathBuf>,
-    /// Generate this workload: tpcw, rubis or dbt2.
+    /// Generate this workload: tpcw, rubis, dbt2, docstore or fileserver.
     #[arg(long, default_value = "tpcw")]
     workload: Kind,
     /// Concurrent clients of the generated workload.
@@ -258,8 +258,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
                     m.mean_interference
                 );
                 println!("context length: mean {:.1}, max {}", m.mean_context_length, m.max_context_length);
-                let names =
-                    if source.trace().is_none() { Schema::of(source.workload).template_names() } else { Vec::new() };
+                let names = if source.trace().is_none() { template_names(source.workload) } else { Vec::new() };
                 for &(class, contexts, length) in &m.per_class {
                     let name = names.get(class as usize).copied().unwrap_or("");
                     println!("  class {class:>3} {name:<26} {contexts:>8} contexts, mean length {length:.1}");
@@ -380,9 +379,11 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             100.0 * args.prefetch_fraction,
             100.0 * args.replay.warmup
         )?;
+        // The scheme column fits the longest name (variants spell their switches out).
+        let w = outcomes.iter().map(|o| o.scheme.chars().count()).max().unwrap_or(0).max(24);
         writeln!(
             out,
-            "{:<24} {:>7} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
+            "{:<w$} {:>7} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
             "scheme", "miss%", "hit%", "promote%", "miss-cut%", "issued", "accuracy", "coverage", "rules", "read µs"
         )?;
         for o in &outcomes {
@@ -391,7 +392,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             let latency = o.timing.as_ref().map_or(String::from("-"), |t| format!("{:.0}", t.mean_read_ns / 1000.0));
             writeln!(
                 out,
-                "{:<24} {:>7.2} {:>7.2} {:>8.2} {:>9} {:>9} {:>9.3} {:>9.3} {:>8} {:>10}",
+                "{:<w$} {:>7.2} {:>7.2} {:>8.2} {:>9} {:>9} {:>9.3} {:>9.3} {:>8} {:>10}",
                 o.scheme,
                 100.0 * s.miss_rate(),
                 100.0 * s.hit_rate(),
@@ -402,6 +403,19 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
                 s.coverage(),
                 o.rules,
                 latency
+            )?;
+        }
+        writeln!(
+            out,
+            "read misses left, by the ceiling's oracle (lookahead {REMAINING_LOOKAHEAD}): in-context predictable \
+             (prefetched but dropped unused / never prefetched), not predictable in context"
+        )?;
+        for o in &outcomes {
+            let r = &o.remaining;
+            writeln!(
+                out,
+                "  {:<w$} {:>9} / {:>9}  {:>9}",
+                o.scheme, r.in_context_dropped, r.in_context_not_prefetched, r.not_in_context
             )?;
         }
         if let Some(m) = &mining {

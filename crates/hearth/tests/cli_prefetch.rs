@@ -58,6 +58,12 @@ fn the_ceiling_sorts_the_misses_prefetch_sim_counts() {
     assert_eq!(c["cache_bytes"], sim["cache_bytes"]);
     assert_eq!(c["misses"], sim["results"][0]["stats"]["misses"]);
     assert_eq!(c["accesses"], sim["results"][0]["stats"]["accesses"]);
+    // sim sorts its misses left with the same oracle (lookahead 3, the default here too).
+    let left = &sim["results"][0]["remaining"];
+    assert_eq!(left["in_context_not_prefetched"], c["in_context"]);
+    assert_eq!(left["in_context_dropped"], 0);
+    let not_in_context = ["other_context", "seen_elsewhere", "first_touch"].map(|k| c[k].as_u64().unwrap());
+    assert_eq!(left["not_in_context"].as_u64().unwrap(), not_in_context.iter().sum::<u64>());
     for c in ceilings {
         let n = |k: &str| c[k].as_u64().unwrap();
         let parts = ["in_context", "other_context", "seen_elsewhere", "first_touch", "write_misses"].map(n);
@@ -69,4 +75,34 @@ fn the_ceiling_sorts_the_misses_prefetch_sim_counts() {
     assert!(n(1, "misses") < n(0, "misses"));
     let bad = hearth(&[&["prefetch", "analyze", "--ceiling", "10%", "--lookahead", "0"][..], &workload[..]].concat());
     assert!(failure(&bad).contains("lookahead"));
+}
+
+/// The new workload models and the QuickMine variants run end to end, and
+/// their names show where they are chosen.
+#[test]
+fn new_workloads_and_quickmine_variants_run() {
+    for (workload, template) in [("docstore", "by_owner"), ("fileserver", "grep_project")] {
+        let args = ["--workload", workload, "--clients", "20", "--transactions", "300", "--seed", "2"];
+        let analyze = stdout(&hearth(&[&["prefetch", "analyze"][..], &args[..]].concat()));
+        assert!(analyze.contains(template), "{analyze}");
+        let schemes = "none;quickmine;qm-orders;qm-position;qm-ahead;qm-timely;qm-best";
+        let sim = [&["prefetch", "sim", "--json", "--schemes", schemes, "--cache-size", "10%"][..], &args[..]].concat();
+        let sim: serde_json::Value = serde_json::from_str(&stdout(&hearth(&sim))).unwrap();
+        let results = sim["results"].as_array().unwrap();
+        let names: Vec<&str> = results.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+        assert_eq!(names[1], "QuickMine");
+        assert_eq!(names[6], "QuickMine(orders 1-3, position, ahead 2, timely)");
+        for r in results {
+            let left = &r["remaining"];
+            let sum: u64 = ["in_context_dropped", "in_context_not_prefetched", "not_in_context"]
+                .map(|k| left[k].as_u64().unwrap())
+                .iter()
+                .sum();
+            assert!(sum > 0 && sum <= r["stats"]["misses"].as_u64().unwrap(), "{workload}: {r}");
+        }
+    }
+    let o = hearth(&["prefetch", "sim", "--transactions", "10", "--schemes", "qm-orders:orders=5"]);
+    assert!(failure(&o).contains("prefix lengths must lie in 1..=3"));
+    let o = hearth(&["prefetch", "gen", "--workload", "mailserver", "-o", "x.ctx"]);
+    assert!(failure(&o).contains("docstore, fileserver"));
 }

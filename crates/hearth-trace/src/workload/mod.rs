@@ -1,7 +1,12 @@
 //! Generated context-tagged workloads: many concurrent clients running
 //! transaction templates over a database-like block space, in the shape of
-//! TPC-W (shopping mix), RUBiS (bidding mix) and DBT-2 (TPC-C).
+//! TPC-W (shopping mix), RUBiS (bidding mix) and DBT-2 (TPC-C); and two
+//! models of other shapes, each in its own file with its parameters:
+//! [`docstore`] (a document store: hashed primary keys, Zipf-popular
+//! documents that reference others, secondary indexes) and [`fileserver`]
+//! (directory walks, per-user working sets, whole-file reads).
 //!
+//! The database model below:
 //! The model, fixed before any prefetcher was compared on it:
 //! - A table is a clustered heap (row `k` lives in data block
 //!   `k / rows_per_block`) with a B-tree primary index (root, one inner
@@ -46,6 +51,9 @@ use rand_distr::{Distribution, Exp};
 use crate::ctx::CtxEvent;
 use crate::SettingError;
 
+pub mod docstore;
+pub mod fileserver;
+
 /// Index entries per B-tree leaf.
 pub const KEYS_PER_LEAF: u64 = 200;
 /// Leaves under one inner node.
@@ -57,6 +65,8 @@ pub enum Kind {
     TpcW,
     Rubis,
     Dbt2,
+    DocStore,
+    FileServer,
 }
 
 impl FromStr for Kind {
@@ -66,6 +76,8 @@ impl FromStr for Kind {
             "tpcw" | "tpc-w" => Ok(Kind::TpcW),
             "rubis" => Ok(Kind::Rubis),
             "dbt2" | "dbt-2" => Ok(Kind::Dbt2),
+            "docstore" => Ok(Kind::DocStore),
+            "fileserver" => Ok(Kind::FileServer),
             _ => Err(SettingError::UnknownWorkload { name: s.to_string() }),
         }
     }
@@ -162,24 +174,36 @@ struct Template {
     steps: Vec<Step>,
 }
 
-/// Tables and templates of one workload.
-pub struct Schema {
+/// Tables and templates of one database workload.
+struct Schema {
     tables: Vec<Table>,
     templates: Vec<Template>,
 }
 
-impl Schema {
-    pub fn of(kind: Kind) -> Schema {
-        match kind {
-            Kind::TpcW => tpcw_schema(),
-            Kind::Rubis => rubis_schema(),
-            Kind::Dbt2 => dbt2_schema(),
-        }
+/// A workload model: its templates, and what one execution of a template
+/// by a client reads and writes.
+pub(crate) trait Model {
+    /// `(name, weight)` of each template, indexed by context class.
+    fn templates(&self) -> Vec<(&'static str, f64)>;
+    /// Appends the I/Os of one execution of template `class` by `client`.
+    fn execute(&mut self, class: usize, client: u32, rng: &mut Xoshiro256PlusPlus, out: &mut VecDeque<(Op, u64)>);
+}
+
+fn model(kind: Kind) -> Box<dyn Model> {
+    let db =
+        |s: Schema| -> Box<dyn Model> { Box::new(DbModel { db: Db { tables: s.tables }, templates: s.templates }) };
+    match kind {
+        Kind::TpcW => db(tpcw_schema()),
+        Kind::Rubis => db(rubis_schema()),
+        Kind::Dbt2 => db(dbt2_schema()),
+        Kind::DocStore => Box::new(docstore::DocStore::new()),
+        Kind::FileServer => Box::new(fileserver::FileServer::new()),
     }
-    /// Template names, indexed by context class.
-    pub fn template_names(&self) -> Vec<&'static str> {
-        self.templates.iter().map(|t| t.name).collect()
-    }
+}
+
+/// Template names of a workload, indexed by context class.
+pub fn template_names(kind: Kind) -> Vec<&'static str> {
+    model(kind).templates().into_iter().map(|t| t.0).collect()
 }
 
 fn table(rows: u64, rows_per_block: u64, secondary: u32) -> Table {
@@ -392,13 +416,25 @@ fn dbt2_schema() -> Schema {
 /// Block-number layout: every (table, part) owns a 2^24-block region; part 0
 /// is the heap, part 1 + i index i (root at 0, inner nodes from 1, leaves
 /// from 2^20).
-fn region(table: usize, part: u32) -> u64 {
+pub(crate) fn region(table: usize, part: u32) -> u64 {
     ((table as u64) * 8 + u64::from(part)) << 24
+}
+
+/// Appends a B-tree lookup of keys `first..=last` in the index at block
+/// `index`: root, the inner node of `first`, then every leaf the range
+/// spans (`leaf_op`: a read, or a write when the lookup inserts).
+pub(crate) fn btree_path(index: u64, first: u64, last: u64, leaf_op: Op, out: &mut VecDeque<(Op, u64)>) {
+    let leaf = first / KEYS_PER_LEAF;
+    out.push_back((Op::Read, index));
+    out.push_back((Op::Read, index + 1 + leaf / FANOUT));
+    for l in leaf..=last / KEYS_PER_LEAF {
+        out.push_back((leaf_op, index + (1 << 20) + l));
+    }
 }
 
 /// A fixed permutation of `0..n`: multiplication by the first number coprime
 /// to `n` at or above a large constant (mod `n`) that `salt` varies.
-fn scatter(key: u64, n: u64, salt: u32) -> u64 {
+pub(crate) fn scatter(key: u64, n: u64, salt: u32) -> u64 {
     if n <= 2 {
         return key % n.max(1);
     }
@@ -438,6 +474,21 @@ struct Db {
     tables: Vec<Table>,
 }
 
+/// A database workload: its tables and templates.
+struct DbModel {
+    db: Db,
+    templates: Vec<Template>,
+}
+
+impl Model for DbModel {
+    fn templates(&self) -> Vec<(&'static str, f64)> {
+        self.templates.iter().map(|t| (t.name, t.weight)).collect()
+    }
+    fn execute(&mut self, class: usize, _client: u32, rng: &mut Xoshiro256PlusPlus, out: &mut VecDeque<(Op, u64)>) {
+        self.db.run_template(&self.templates[class].steps, rng, out);
+    }
+}
+
 impl Db {
     /// The first key of repetition `rep` of `step`; `read` holds the heap
     /// rows each earlier step of this execution read (for joins).
@@ -474,15 +525,8 @@ impl Db {
     fn run(&mut self, step: &Step, key: u64, out: &mut VecDeque<(Op, u64)>) -> Vec<u64> {
         let table = &self.tables[step.table];
         let index = step.index.min(table.secondary);
-        let idx = region(step.table, 1 + index);
-        let leaf = key / KEYS_PER_LEAF;
-        out.push_back((Op::Read, idx));
-        out.push_back((Op::Read, idx + 1 + leaf / FANOUT));
-        let last_leaf = (key + step.rows - 1) / KEYS_PER_LEAF;
-        for l in leaf..=last_leaf {
-            let op = if step.write && matches!(step.key, KeyDist::Append) { Op::Write } else { Op::Read };
-            out.push_back((op, idx + (1 << 20) + l));
-        }
+        let leaf_op = if step.write && matches!(step.key, KeyDist::Append) { Op::Write } else { Op::Read };
+        btree_path(region(step.table, 1 + index), key, key + step.rows - 1, leaf_op, out);
         let data = region(step.table, 0);
         let op = if step.write { Op::Write } else { Op::Read };
         let mut previous = u64::MAX;
@@ -499,10 +543,10 @@ impl Db {
         read
     }
 
-    /// Appends the blocks of one execution of `template`.
-    fn execute(&mut self, template: &Template, rng: &mut Xoshiro256PlusPlus, out: &mut VecDeque<(Op, u64)>) {
-        let mut read: Vec<Vec<u64>> = vec![Vec::new(); template.steps.len()];
-        for (s, step) in template.steps.iter().enumerate() {
+    /// Appends the blocks of one execution of a template's `steps`.
+    fn run_template(&mut self, steps: &[Step], rng: &mut Xoshiro256PlusPlus, out: &mut VecDeque<(Op, u64)>) {
+        let mut read: Vec<Vec<u64>> = vec![Vec::new(); steps.len()];
+        for (s, step) in steps.iter().enumerate() {
             if step.prob < 1.0 && !rng.random_bool(step.prob) {
                 continue;
             }
@@ -520,14 +564,14 @@ pub fn generate(cfg: &WorkloadConfig) -> Result<Vec<CtxEvent>, SettingError> {
     if cfg.clients == 0 {
         return Err(SettingError::NoClients);
     }
-    let schema = Schema::of(cfg.kind);
+    let mut model = model(cfg.kind);
+    let templates = model.templates();
     let timing = TIMING;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
     let exp = |e: rand_distr::ExpError| SettingError::Distribution { distribution: "exp", reason: e.to_string() };
     let think = Exp::new(1.0 / timing.think_ns).map_err(exp)?;
     let gap = Exp::new(1.0 / timing.io_gap_ns).map_err(exp)?;
-    let total_weight: f64 = schema.templates.iter().map(|t| t.weight).sum();
-    let mut db = Db { tables: schema.tables.clone() };
+    let total_weight: f64 = templates.iter().map(|t| t.1).sum();
 
     let mut clients: Vec<Client> =
         (0..cfg.clients).map(|_| Client { ctx: 0, in_txn: false, pending: VecDeque::new() }).collect();
@@ -545,12 +589,12 @@ pub fn generate(cfg: &WorkloadConfig) -> Result<Vec<CtxEvent>, SettingError> {
             }
             started += 1;
             let mut pick = rng.random_range(0.0..total_weight);
-            let class = schema.templates.iter().position(|t| {
-                pick -= t.weight;
+            let class = templates.iter().position(|t| {
+                pick -= t.1;
                 pick < 0.0
             });
-            let class = class.unwrap_or(schema.templates.len() - 1);
-            db.execute(&schema.templates[class], &mut rng, &mut client.pending);
+            let class = class.unwrap_or(templates.len() - 1);
+            model.execute(class, c, &mut rng, &mut client.pending);
             client.ctx = next_ctx;
             next_ctx = next_ctx.wrapping_add(1);
             client.in_txn = true;
@@ -576,7 +620,7 @@ mod tests {
 
     #[test]
     fn generated_traces_are_well_bracketed_and_repeatable() {
-        for kind in [Kind::TpcW, Kind::Rubis, Kind::Dbt2] {
+        for kind in [Kind::TpcW, Kind::Rubis, Kind::Dbt2, Kind::DocStore, Kind::FileServer] {
             let cfg = WorkloadConfig { kind, clients: 10, transactions: 300, seed: 3 };
             let events = generate(&cfg).unwrap();
             let mut checker = CtxChecker::default();
@@ -587,6 +631,8 @@ mod tests {
             let begins = events.iter().filter(|e| matches!(e, CtxEvent::Begin { .. })).count();
             assert_eq!(begins, 300);
             assert_eq!(events, generate(&cfg).unwrap(), "same seed, same trace");
+            let other = generate(&WorkloadConfig { seed: 4, ..cfg.clone() }).unwrap();
+            assert_ne!(events, other, "{kind:?}: another seed, another trace");
         }
     }
 
@@ -669,7 +715,7 @@ mod tests {
         let mut repeats = 0;
         for _ in 0..20_000 {
             let mut out = VecDeque::new();
-            db.execute(&view_item, &mut rng, &mut out);
+            db.run_template(&view_item.steps, &mut rng, &mut out);
             let blocks: Vec<u64> = out.iter().map(|&(_, b)| b).collect();
             let item_block = blocks[3];
             if let Some(earlier) = by_item.insert(item_block, blocks.clone()) {

@@ -1,0 +1,141 @@
+//! QuickMine's throttling, per class (template) and per symbiotic set of
+//! classes: tracks how many of a class's prefetches are used; below
+//! [`FULL_ACCURACY`] the degree is halved, below [`MIN_ACCURACY`] the class
+//! stops prefetching except in one context out of [`PROBE_EVERY`], whose
+//! outcomes can re-enable it. Two classes are symbiotic when one's demands
+//! promote a real share of the other's prefetches (at least
+//! [`SYMBIOTIC_USES`], and at least [`MIN_ACCURACY`] of all the issuer's
+//! prefetch outcomes); a symbiotic set's benefit is tracked, and
+//! throttled, as one.
+
+use rustc_hash::FxHashMap;
+
+/// Outcomes per throttling decision.
+pub const WINDOW: u32 = 64;
+/// Used share at or above which a class prefetches at full degree.
+pub const FULL_ACCURACY: f64 = 0.4;
+/// Used share below which a class stops prefetching.
+pub const MIN_ACCURACY: f64 = 0.15;
+/// A stopped class still prefetches in one context of this many.
+pub const PROBE_EVERY: u32 = 16;
+/// Fewest promotes of one class's prefetches by another that can make them
+/// symbiotic.
+pub const SYMBIOTIC_USES: u32 = 8;
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    #[default]
+    Full,
+    Half,
+    Off,
+}
+
+/// Benefit of the prefetches of one class, or of one symbiotic set.
+#[derive(Default)]
+struct Benefit {
+    used: u32,
+    wasted: u32,
+    level: Level,
+    contexts: u32,
+}
+
+/// Benefit counters and symbiotic sets of every class seen.
+#[derive(Default)]
+pub(crate) struct Throttle {
+    /// Benefit per symbiotic set, keyed by the set's representative class.
+    benefit: FxHashMap<u32, Benefit>,
+    /// Union-find parent of each class that joined a symbiotic set.
+    parent: FxHashMap<u32, u32>,
+    /// Promotes of `issuer`'s prefetches by `user`, for issuer != user.
+    cross_uses: FxHashMap<(u32, u32), u32>,
+    /// Prefetch outcomes (used or not) per issuing class.
+    outcomes: FxHashMap<u32, u32>,
+}
+
+impl Throttle {
+    /// The representative class of `class`'s symbiotic set.
+    fn set_of(&self, mut class: u32) -> u32 {
+        while let Some(&p) = self.parent.get(&class) {
+            class = p;
+        }
+        class
+    }
+
+    /// Joins the sets of `a` and `b`, pooling their benefit counters; the
+    /// merged set keeps the better level until its next window decides.
+    fn join(&mut self, a: u32, b: u32) {
+        let (ra, rb) = (self.set_of(a), self.set_of(b));
+        if ra == rb {
+            return;
+        }
+        self.parent.insert(rb, ra);
+        if let Some(from) = self.benefit.remove(&rb) {
+            let into = self.benefit.entry(ra).or_default();
+            into.used += from.used;
+            into.wasted += from.wasted;
+            into.level = into.level.min(from.level);
+        }
+    }
+
+    /// The set `class` belongs to (itself unless symbiotic).
+    pub fn symbiotic_set(&self, class: u32) -> Vec<u32> {
+        let root = self.set_of(class);
+        let mut members: Vec<u32> = self.parent.keys().copied().filter(|&c| self.set_of(c) == root).collect();
+        members.push(root);
+        members.sort_unstable();
+        members
+    }
+
+    /// The degree a new context of `class` prefetches at (of `full`).
+    pub(crate) fn degree(&mut self, class: u32, full: usize) -> usize {
+        let set = self.set_of(class);
+        match self.benefit.get(&set).map_or(Level::Full, |b| b.level) {
+            Level::Full => full,
+            Level::Half => full.div_ceil(2),
+            Level::Off => {
+                let b = self.benefit.get_mut(&set).expect("Off implies tracked");
+                b.contexts = b.contexts.wrapping_add(1);
+                if b.contexts.is_multiple_of(PROBE_EVERY) {
+                    full.div_ceil(2)
+                } else {
+                    0
+                }
+            }
+        }
+    }
+
+    /// A prefetch `issuer` asked for was promoted by a context of `user`.
+    pub(crate) fn promoted(&mut self, issuer: u32, user: u32) {
+        if issuer == user {
+            return;
+        }
+        let uses = self.cross_uses.entry((issuer, user)).or_insert(0);
+        *uses += 1;
+        let issued = self.outcomes.get(&issuer).copied().unwrap_or(0).max(1);
+        if *uses >= SYMBIOTIC_USES && f64::from(*uses) >= MIN_ACCURACY * f64::from(issued) {
+            self.join(issuer, user);
+        }
+    }
+
+    /// A prefetch of `class` was useful (used in time) or wasted.
+    pub(crate) fn outcome(&mut self, class: u32, useful: bool) {
+        *self.outcomes.entry(class).or_insert(0) += 1;
+        let b = self.benefit.entry(self.set_of(class)).or_default();
+        if useful {
+            b.used += 1;
+        } else {
+            b.wasted += 1;
+        }
+        if b.used + b.wasted >= WINDOW {
+            let accuracy = f64::from(b.used) / f64::from(b.used + b.wasted);
+            b.level = if accuracy >= FULL_ACCURACY {
+                Level::Full
+            } else if accuracy >= MIN_ACCURACY {
+                Level::Half
+            } else {
+                Level::Off
+            };
+            b.used = 0;
+            b.wasted = 0;
+        }
+    }
+}
