@@ -16,7 +16,8 @@ miniature ARC, LIRS, 2Q and MQ against their full runs, at each rate (1% by
 default). Prints mean and max absolute miss-ratio error and seconds (wall, as
 `hearth mrc` reports them). The traces and rates were fixed before any result
 was seen. --big runs ROUNDS rounds, alternating the three commands, and
-reports min and median.
+reports min and median wall and CPU (user + sys) seconds: on a shared
+machine CPU time is the steadier figure.
 
 The binary is $CARGO_TARGET_DIR/release/hearth (target/ by default), built
 first, or $HEARTH as it is.
@@ -25,6 +26,7 @@ first, or $HEARTH as it is.
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -80,9 +82,13 @@ def big(trace):
     trace stats`), so no run pays the first pass that shares of the
     footprint need; all three read the trace once."""
     def timed(cmd):
+        """Wall and CPU (user + sys) seconds of one run."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        return time.perf_counter() - start
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     stats = json.loads(subprocess.run([HEARTH, "trace", "stats", trace, "--json", "-q"], check=True,
                                       stdout=subprocess.PIPE, text=True).stdout)
     footprint = stats["footprint_bytes"]
@@ -97,12 +103,15 @@ def big(trace):
     for _ in range(ROUNDS):
         for name, cmd in commands.items():
             times[name].append(timed(cmd))
-    one = statistics.median(times["one full LRU run at 10%"])
-    print(f"  {os.path.basename(trace)} ({stats['requests']} requests), wall s over {ROUNDS} rounds:")
+    print(f"  {os.path.basename(trace)} ({stats['requests']} requests), {ROUNDS} rounds, min/median seconds:")
+    one = times["one full LRU run at 10%"]
     for name, cmd in commands.items():
-        t = times[name]
-        print(f"    {name}: min {min(t):.2f} median {statistics.median(t):.2f} "
-              f"({one / statistics.median(t):.1f}x less than one full run)  [{' '.join(cmd[1:4])} ...]")
+        line = f"    {name:<28}"
+        for i, kind in enumerate(["wall", "CPU"]):
+            t = [r[i] for r in times[name]]
+            ratio = statistics.median(r[i] for r in one) / statistics.median(t)
+            line += f" {kind} {min(t):6.2f} / {statistics.median(t):6.2f} ({ratio:5.1f}x less)"
+        print(f"{line}   $ {' '.join(cmd)}")
 
 
 def big_zipf(directory):
