@@ -5,25 +5,38 @@ footprint, log-spaced), on the bundled traces and two synthetic ones.
 
     scripts/bench-mrc.py                  # every trace below
     scripts/bench-mrc.py --quick          # the bundled traces only
+    scripts/bench-mrc.py --rates 1%,5%,10%  # SHARDS and miniatures at each rate
     scripts/bench-mrc.py --big TRACE      # also: exact LRU and SHARDS 1% on TRACE
                                           # against one full LRU run at 10%
+    scripts/bench-mrc.py --big-zipf DIR   # as --big, on a Zipf oracleGeneral trace
+                                          # generated into DIR (kept for reuse)
 
-For each trace: exact LRU, SHARDS at 1% and miniature LRU at 1% against full
-LRU; miniature ARC, LIRS, 2Q and MQ at 1% against their full runs. Prints
-mean and max absolute miss-ratio error and seconds (wall, as `hearth mrc`
-reports them). The traces and rates were fixed before any result was seen.
+For each trace: exact LRU, SHARDS and miniature LRU against full LRU;
+miniature ARC, LIRS, 2Q and MQ against their full runs, at each rate (1% by
+default). Prints mean and max absolute miss-ratio error and seconds (wall, as
+`hearth mrc` reports them). The traces and rates were fixed before any result
+was seen. --big runs ROUNDS rounds, alternating the three commands, and
+reports min and median wall and CPU (user + sys) seconds: on a shared
+machine CPU time is the steadier figure.
+
+The binary is $CARGO_TARGET_DIR/release/hearth (target/ by default), built
+first, or $HEARTH as it is.
 """
 
 import argparse
 import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(ROOT, "..", "shared", "data")
-HEARTH = os.path.join(ROOT, "target", "release", "hearth")
+# $HEARTH names another build to measure (an older commit's); it is used as is.
+HEARTH = os.environ.get("HEARTH") or os.path.join(
+    os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "hearth")
 
 TRACES = [
     ("cloudPhysics block (vscsi)", [os.path.join(SHARED, "cloudPhysicsIO.vscsi")]),
@@ -33,10 +46,13 @@ TRACES = [
 ]
 RATE = "1%"
 MINI_POLICIES = ["arc", "lirs", "2q", "mq"]
+ROUNDS = 3
+# The generated big trace: 50 M requests, Zipf 0.9 over 10 M blocks (bench-sim.sh's shape).
+BIG_ZIPF = ("synth:zipf:10000000:0.9", "50000000")
 
 
-def mrc(trace_args, methods, policies):
-    cmd = [HEARTH, "mrc", *trace_args, "-m", ",".join(methods), "-p", ",".join(policies), "--rate", RATE, "--json", "-q"]
+def mrc(trace_args, methods, policies, rate=RATE):
+    cmd = [HEARTH, "mrc", *trace_args, "-m", ",".join(methods), "-p", ",".join(policies), "--rate", rate, "--json", "-q"]
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
     return json.loads(out)
 
@@ -45,11 +61,10 @@ def miss(point):
     return 1 - point["hits"] / point["requests"]
 
 
-def compare(name, curves):
-    full = {c["points"][0]["policy"]: c for c in curves if c["method"] == "full"}
+def compare(name, full, curves):
+    """Each curve's error against the full simulation of its policy."""
+    full = {c["points"][0]["policy"]: c for c in full}
     for c in curves:
-        if c["method"] == "full":
-            continue
         policy = c["points"][0]["policy"]
         ref = full[policy]
         errors = [abs(miss(p) - miss(r)) for p, r in zip(c["points"], ref["points"])]
@@ -67,34 +82,68 @@ def big(trace):
     trace stats`), so no run pays the first pass that shares of the
     footprint need; all three read the trace once."""
     def timed(cmd):
+        """Wall and CPU (user + sys) seconds of one run."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        return time.perf_counter() - start
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     stats = json.loads(subprocess.run([HEARTH, "trace", "stats", trace, "--json", "-q"], check=True,
                                       stdout=subprocess.PIPE, text=True).stdout)
     footprint = stats["footprint_bytes"]
     grid = ",".join(str(max(1, round(footprint * 0.001 * 1000 ** (i / 39)))) for i in range(40))
-    one = timed([HEARTH, "sim", trace, "-p", "lru", "-s", str(round(footprint * 0.1)), "-q", "--threads", "1"])
-    exact = timed([HEARTH, "mrc", trace, "-m", "exact", "-s", grid, "-q"])
-    shards = timed([HEARTH, "mrc", trace, "-m", "shards", "--rate", RATE, "-s", grid, "-q"])
-    print(f"  {os.path.basename(trace)}: one full LRU run at 10% {one:.1f} s; "
-          f"exact LRU curve (40 sizes) {exact:.1f} s ({one / exact:.2f}x less); "
-          f"SHARDS {RATE} {shards:.1f} s ({one / shards:.1f}x less)  [wall, each reading the trace once]")
+    commands = {
+        "one full LRU run at 10%": [HEARTH, "sim", trace, "-p", "lru", "-s", str(round(footprint * 0.1)), "-q",
+                                    "--threads", "1"],
+        "exact LRU curve (40 sizes)": [HEARTH, "mrc", trace, "-m", "exact", "-s", grid, "-q"],
+        f"SHARDS {RATE} (40 sizes)": [HEARTH, "mrc", trace, "-m", "shards", "--rate", RATE, "-s", grid, "-q"],
+    }
+    times = {name: [] for name in commands}
+    for _ in range(ROUNDS):
+        for name, cmd in commands.items():
+            times[name].append(timed(cmd))
+    print(f"  {os.path.basename(trace)} ({stats['requests']} requests), {ROUNDS} rounds, min/median seconds:")
+    one = times["one full LRU run at 10%"]
+    for name, cmd in commands.items():
+        line = f"    {name:<28}"
+        for i, kind in enumerate(["wall", "CPU"]):
+            t = [r[i] for r in times[name]]
+            ratio = statistics.median(r[i] for r in one) / statistics.median(t)
+            line += f" {kind} {min(t):6.2f} / {statistics.median(t):6.2f} ({ratio:5.1f}x less)"
+        print(f"{line}   $ {' '.join(cmd)}")
+
+
+def big_zipf(directory):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "zipf-10M-0.9-50M.oracleGeneral.bin")
+    if not os.path.exists(path):
+        spec, requests = BIG_ZIPF
+        subprocess.run([HEARTH, "trace", "convert", spec, "--requests", requests, "-o", path, "-q"], check=True)
+    return path
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rates", default=RATE, help="comma-separated sampling rates (default 1%%)")
     ap.add_argument("--big", metavar="TRACE")
+    ap.add_argument("--big-zipf", metavar="DIR")
+    ap.add_argument("--no-accuracy", action="store_true", help="only the --big timings")
     args = ap.parse_args()
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "hearth"], cwd=ROOT, check=True)
-    traces = TRACES[:2] if args.quick else TRACES
-    print(f"40 sizes, 0.1%..100% of the footprint; sampling rate {RATE}")
+    if not os.environ.get("HEARTH"):
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "hearth"], cwd=ROOT, check=True)
+    traces = [] if args.no_accuracy else TRACES[:2] if args.quick else TRACES
+    rates = args.rates.split(",")
+    print(f"40 sizes, 0.1%..100% of the footprint; sampling rates {', '.join(rates)}")
     for name, trace_args in traces:
-        compare(name, mrc(trace_args, ["exact", "shards", "mini", "full"], ["lru"]))
-        compare(name, mrc(trace_args, ["mini", "full"], MINI_POLICIES))
-    if args.big:
-        big(args.big)
+        full = mrc(trace_args, ["full"], ["lru", *MINI_POLICIES])
+        compare(name, full, mrc(trace_args, ["exact"], ["lru"]))
+        for rate in rates:
+            compare(name, full, mrc(trace_args, ["shards", "mini"], ["lru", *MINI_POLICIES], rate))
+    for trace in [args.big, args.big_zipf and big_zipf(args.big_zipf)]:
+        if trace:
+            big(trace)
 
 
 if __name__ == "__main__":

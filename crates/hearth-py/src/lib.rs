@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
-use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
+use hearth_sim::mrc::{shards_pass, ShardsMode, StackDistances};
 use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
 use hearth_sim::source::{ModeChoice, Needs, Streamed};
 use hearth_sim::stream::{run_pipelined, run_streaming, Counting, Replayer};
@@ -412,7 +412,6 @@ fn mrc<'py>(
             .iter()
             .flat_map(|p| cache_bytes.iter().map(|&c| Job { policy: p.clone(), cache_bytes: c }))
             .collect();
-        let unit = u64::from(trace.block_size().unwrap_or(1));
         let mut curves = Vec::new();
         for method in &methods {
             let started = Instant::now();
@@ -428,13 +427,10 @@ fn mrc<'py>(
                 }
                 "shards" => {
                     let m = shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
-                    let mut shards = Shards::new(m, &cache_bytes)?;
-                    run_pipelined(trace.accesses()?, |chunk| chunk.iter().for_each(|a| shards.access(a)))?;
+                    let shards = shards_pass(&trace, m, &cache_bytes, &|_| {})?;
                     (shards.rate(), shards.results())
                 }
-                "mini" => {
-                    (rate, hearth_sim::minisim::run_miniature(trace.accesses()?, &jobs, rate, unit, threads, &|_| {})?)
-                }
+                "mini" => (rate, hearth_sim::minisim::run_miniature(&trace, &jobs, rate, threads, &|_| {})?),
                 _ => (1.0, run_streaming(trace.accesses()?, &jobs, Counting::default(), threads, &|_| {})?),
             };
             let seconds = started.elapsed().as_secs_f64();

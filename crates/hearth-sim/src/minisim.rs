@@ -4,29 +4,85 @@
 //! same streaming pass, so a whole curve of any policy costs about R of one
 //! full simulation per point.
 
-use hearth_core::Access;
-use hearth_trace::sample;
-use hearth_trace::TraceError;
+use std::collections::BTreeMap;
 
-use crate::stream::{run_streaming, Counting, StreamError};
+use hearth_trace::sample;
+
+use crate::source::{SourceError, Streamed};
+use crate::stream::{run_streaming, Counting};
 use crate::{Job, SimResult};
 
-/// Runs `jobs` on the items kept at `rate` (0, 1], each cache scaled by the
-/// rate (whole `unit`s, at least one). Results carry the full-size cache and
-/// the whole stream's requests; misses are the sample's scaled by 1/rate
-/// (SHARDS_adj, as [`crate::mrc::Shards`] counts), in job order.
+/// Fewest objects a miniature cache holds. A policy part sized as a share
+/// of the cache has to hold an object for the miniature to behave as the
+/// full cache does: LIRS's HIR queue is 1% of the cache and LIRS never
+/// admits an object larger than it, so a LIRS miniature of fewer than 100
+/// objects admits nothing at all where the full cache works normally. 100
+/// is one over the smallest default part share of any registered policy
+/// (LIRS's 1%), fixed before any error was measured. A grid point whose
+/// cache × R holds fewer objects runs at twice the rate, again until it
+/// holds enough or the rate reaches 1 (a full simulation); doubling lets
+/// points share passes (one per distinct rate).
+pub const MIN_MINIATURE_OBJECTS: u64 = 100;
+
+/// Runs `jobs` on the items kept at `rate` (0, 1], each cache scaled by its
+/// point's rate (whole blocks in block mode, at least one; see
+/// [`MIN_MINIATURE_OBJECTS`]). Results carry the full-size cache and the
+/// whole stream's requests; misses are the sample's scaled by one over the
+/// rate (SHARDS_adj, as [`crate::mrc::Shards`] counts), in job order.
+/// An object is a block in block mode; in object mode, the trace's mean
+/// object size when a first pass measured it, else one byte.
 pub fn run_miniature(
-    accesses: impl Iterator<Item = Result<Access, TraceError>>,
+    trace: &Streamed,
     jobs: &[Job],
+    rate: f64,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<SimResult>, SourceError> {
+    if !(rate > 0.0 && rate <= 1.0) {
+        return Err(crate::SettingError::SamplingRate { rate }.into());
+    }
+    let unit = u64::from(trace.block_size().unwrap_or(1));
+    let object = match (trace.block_size(), &trace.scan) {
+        (Some(block), _) => u64::from(block),
+        (None, Some(scan)) if scan.unique_keys > 0 => (scan.footprint_bytes / scan.unique_keys).max(1),
+        (None, _) => 1,
+    };
+    let mut by_rate: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, job) in jobs.iter().enumerate() {
+        by_rate.entry(doublings(job.cache_bytes, rate, object)).or_default().push(i);
+    }
+    let mut results: Vec<Option<SimResult>> = vec![None; jobs.len()];
+    for (doubled, members) in by_rate {
+        let rate = (rate * f64::from(1u32 << doubled)).min(1.0);
+        let group: Vec<&Job> = members.iter().map(|&i| &jobs[i]).collect();
+        for (i, r) in members.into_iter().zip(run_sampled(trace, &group, rate, unit, threads, progress)?) {
+            results[i] = Some(r);
+        }
+    }
+    Ok(results.into_iter().map(|r| r.expect("every job is in a group")).collect())
+}
+
+/// How many times `rate` doubles before a cache of `cache_bytes` scaled by
+/// it holds [`MIN_MINIATURE_OBJECTS`] objects of `object` bytes (or the
+/// rate reaches 1).
+fn doublings(cache_bytes: u64, rate: f64, object: u64) -> u32 {
+    let wanted = (MIN_MINIATURE_OBJECTS * object) as f64;
+    let mut doubled = 0;
+    while rate * f64::from(1u32 << doubled) < 1.0 && cache_bytes as f64 * rate * f64::from(1u32 << doubled) < wanted {
+        doubled += 1;
+    }
+    doubled
+}
+
+/// One pass over the sample at `rate` for `jobs`.
+fn run_sampled(
+    trace: &Streamed,
+    jobs: &[&Job],
     rate: f64,
     unit: u64,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<Vec<SimResult>, StreamError> {
-    if !(rate > 0.0 && rate <= 1.0) {
-        return Err(crate::SettingError::SamplingRate { rate }.into());
-    }
-    let threshold = sample::threshold(rate);
+) -> Result<Vec<SimResult>, SourceError> {
     let scaled: Vec<Job> = jobs
         .iter()
         .map(|j| Job {
@@ -34,16 +90,17 @@ pub fn run_miniature(
             cache_bytes: ((j.cache_bytes as f64 * rate / unit as f64).round() as u64).max(1) * unit,
         })
         .collect();
-    let (mut requests, mut bytes) = (0u64, 0u64);
-    let sampled = accesses
-        .inspect(|a| {
-            if let Ok(a) = a {
-                requests += 1;
-                bytes += u64::from(a.size);
-            }
-        })
-        .filter(|a| a.as_ref().map_or(true, |a| sample::keeps(a.key, threshold)));
-    let results = run_streaming(sampled, &scaled, Counting::default(), threads, progress)?;
+    let mut sampled = trace.sampled_accesses(sample::threshold(rate))?;
+    let (mut kept, mut kept_bytes) = (0u64, 0u64);
+    let counted = sampled.by_ref().inspect(|a| {
+        if let Ok(a) = a {
+            kept += 1;
+            kept_bytes += u64::from(a.size);
+        }
+    });
+    let results = run_streaming(counted, &scaled, Counting::default(), threads, progress)?;
+    let skipped = sampled.skipped();
+    let (requests, bytes) = (kept + skipped.requests, kept_bytes + skipped.bytes);
     let up = |n: u64| (n as f64 / rate).round() as u64;
     Ok(results
         .into_iter()
@@ -62,31 +119,63 @@ pub fn run_miniature(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hearth_core::Op;
+    use crate::source::{Needs, TraceSource};
+    use hearth_core::{Access, Op, NEVER};
 
     #[test]
     fn rate_one_is_the_full_simulation_and_small_rates_come_close() {
         // Skewed over 100,000 blocks (density ~ 1/sqrt(key)), with no item
         // hot enough alone (the hottest gets 0.3%) to swing a 10% sample.
         let mut x = 7u64;
-        let accesses: Vec<Access> = (0..400_000u64)
+        let mut accesses: Vec<Access> = (0..400_000u64)
             .map(|i| {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let u = ((x >> 11) as f64 / (1u64 << 53) as f64).max(1e-12);
                 let key = (100_000f64 * u * u) as u64;
-                Access { key, size: 1, vtime: i, next_access: 0, op: Op::Read, ctx: 0 }
+                Access { key, size: 1, vtime: i, next_access: NEVER, op: Op::Read, ctx: 0 }
             })
             .collect();
+        hearth_trace::fill_next_access(&mut accesses);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("skewed.oracleGeneral.bin");
+        hearth_trace::write_oracle_general(&path, &accesses).unwrap();
+        let source = TraceSource::new(&path);
+        let trace = Streamed::open(&source, Needs::default(), &()).unwrap();
         let jobs: Vec<Job> =
             [1000u64, 5000, 20_000].iter().map(|&cache_bytes| Job { policy: "arc".into(), cache_bytes }).collect();
-        let full = run_streaming(accesses.iter().copied().map(Ok), &jobs, Counting::default(), 2, &|_| {}).unwrap();
-        let same = run_miniature(accesses.iter().copied().map(Ok), &jobs, 1.0, 1, 2, &|_| {}).unwrap();
+        let full = run_streaming(trace.accesses().unwrap(), &jobs, Counting::default(), 2, &|_| {}).unwrap();
+        let same = run_miniature(&trace, &jobs, 1.0, 2, &|_| {}).unwrap();
         assert_eq!(same, full);
-        let mini = run_miniature(accesses.iter().copied().map(Ok), &jobs, 0.1, 1, 2, &|_| {}).unwrap();
+        let mini = run_miniature(&trace, &jobs, 0.1, 2, &|_| {}).unwrap();
         for (m, f) in mini.iter().zip(&full) {
             assert_eq!(m.cache_bytes, f.cache_bytes);
             assert!((m.miss_ratio() - f.miss_ratio()).abs() < 0.03, "{m:?} vs {f:?}");
         }
-        assert!(run_miniature(std::iter::empty(), &jobs, 0.0, 1, 1, &|_| {}).is_err());
+        assert!(run_miniature(&trace, &jobs, 0.0, 1, &|_| {}).is_err());
+    }
+
+    #[test]
+    fn small_miniatures_run_at_a_doubled_rate_until_they_hold_enough_objects() {
+        // 1% of 10,000 blocks is 100 blocks: enough.
+        assert_eq!(doublings(10_000 * 4096, 0.01, 4096), 0);
+        // 1% of 1,000 blocks is 10: 16% gives 160.
+        assert_eq!(doublings(1000 * 4096, 0.01, 4096), 4);
+        // A cache of 50 blocks can never hold 100: it runs in full.
+        assert_eq!(doublings(50 * 4096, 0.01, 4096), 7);
+        assert_eq!(doublings(50 * 4096, 1.0, 4096), 0);
+    }
+
+    #[test]
+    fn a_lirs_miniature_of_a_small_cache_admits_as_the_full_cache_does() {
+        // LIRS at 2,000 blocks has a 20-block HIR queue; at 1% without the
+        // minimum it would be 0.2 blocks, too small for any block.
+        let mut source = TraceSource::new("synth:zipf:20000:0.9");
+        source.requests = 200_000;
+        let trace = Streamed::open(&source, Needs::default(), &()).unwrap();
+        let jobs = [Job { policy: "lirs".into(), cache_bytes: 2000 * 4096 }];
+        let full = run_streaming(trace.accesses().unwrap(), &jobs, Counting::default(), 1, &|_| {}).unwrap();
+        let mini = run_miniature(&trace, &jobs, 0.01, 1, &|_| {}).unwrap();
+        assert!(full[0].miss_ratio() < 0.9, "{:?}", full[0]);
+        assert!((mini[0].miss_ratio() - full[0].miss_ratio()).abs() < 0.05, "{:?} vs {:?}", mini[0], full[0]);
     }
 }

@@ -27,6 +27,8 @@ use std::collections::{BinaryHeap, VecDeque};
 use hearth_core::{key_map, Access, KeyMap, NEVER};
 use hearth_trace::sample;
 
+use crate::source::{SourceError, Streamed};
+use crate::stream::run_pipelined;
 use crate::{SettingError, SimResult};
 
 /// Fewest request slots the table starts with.
@@ -377,11 +379,17 @@ impl Shards {
 
     /// Records one request of the full stream (most are not sampled).
     pub fn access(&mut self, a: &Access) {
-        self.totals.0 += 1;
-        self.totals.1 += u64::from(a.size.max(1));
         if !sample::keeps(a.key, self.threshold) {
+            self.skip(1, u64::from(a.size.max(1)));
             return;
         }
+        self.record_sampled(a);
+    }
+
+    /// Records a request whose key the current threshold keeps.
+    fn record_sampled(&mut self, a: &Access) {
+        self.totals.0 += 1;
+        self.totals.1 += u64::from(a.size.max(1));
         let size = a.size.max(1);
         let fresh = !self.stack.tracks(a.key);
         let above = self.stack.push(a, size);
@@ -429,6 +437,56 @@ impl Shards {
     pub fn results(&self) -> Vec<SimResult> {
         self.stack.counts.results("LRU", Some(self.totals))
     }
+
+    /// Distinct keys in the sample now. Below [`TRUSTED_SAMPLE_KEYS`] the
+    /// curve can be off by more than sampling at a higher rate would be.
+    pub fn sampled_keys(&self) -> usize {
+        self.stack.live
+    }
+}
+
+/// Fewest distinct sampled keys a SHARDS curve is trusted with: the sample
+/// size of the SHARDS paper's fixed-size variant (s_max = 8K), which the
+/// paper found accurate across its traces. Fixed before any Hearth curve
+/// was measured against it; front ends warn below it.
+pub const TRUSTED_SAMPLE_KEYS: usize = 8192;
+
+/// Runs SHARDS over one pass of `trace`. At a fixed rate only sampled
+/// accesses are decoded where the format allows
+/// ([`Streamed::sampled_accesses`]); fixed-size SHARDS lowers its rate as it
+/// goes, so it reads every access. `progress` receives accesses read.
+pub fn shards_pass(
+    trace: &Streamed,
+    mode: ShardsMode,
+    cache_bytes: &[u64],
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Shards, SourceError> {
+    let mut shards = Shards::new(mode, cache_bytes)?;
+    match mode {
+        ShardsMode::FixedRate(_) => {
+            let mut sampled = trace.sampled_accesses(shards.threshold())?;
+            let (mut kept, mut reported) = (0u64, 0u64);
+            let mut report = |kept: u64, skipped: u64| {
+                progress(kept + skipped - reported);
+                reported = kept + skipped;
+            };
+            while let Some(a) = sampled.next() {
+                shards.record_sampled(&a?);
+                kept += 1;
+                if kept.is_multiple_of(1 << 12) {
+                    report(kept, sampled.skipped().requests);
+                }
+            }
+            let skipped = sampled.skipped();
+            report(kept, skipped.requests);
+            shards.skip(skipped.requests, skipped.bytes);
+        }
+        ShardsMode::FixedSize(_) => run_pipelined(trace.accesses()?, |chunk| {
+            chunk.iter().for_each(|a| shards.access(a));
+            progress(chunk.len() as u64);
+        })?,
+    }
+    Ok(shards)
 }
 
 #[cfg(test)]

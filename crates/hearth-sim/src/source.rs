@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use hearth_core::Access;
 use hearth_trace::oltp::{Oltp, OltpConfig};
+use hearth_trace::sample::{self, SampledOracle, Skipped};
 use hearth_trace::synth::{Pattern, Synth};
 use hearth_trace::{Format, Mode, Request, TraceError};
 
@@ -310,6 +311,20 @@ impl<'a> Streamed<'a> {
         })
     }
 
+    /// A fresh pass over the accesses whose keys
+    /// [`hearth_trace::sample::keeps`] keeps at `threshold`, counting the
+    /// others. An oracleGeneral file in object mode is sampled before
+    /// decoding (only a kept record is decoded); any other trace is decoded
+    /// and filtered. Next uses are filled as [`accesses`](Self::accesses) fills them.
+    pub fn sampled_accesses(&self, threshold: u64) -> Result<SampledStream<'_>, SourceError> {
+        let from = if self.source.records_next_access(self.mode) {
+            Sampling::Oracle(SampledOracle::open(&self.source.trace, threshold)?)
+        } else {
+            Sampling::Filtered { accesses: self.accesses()?, threshold, skipped: Skipped::default() }
+        };
+        Ok(SampledStream { from, cancel: self.source.cancel.clone() })
+    }
+
     /// Whether every access of a pass carries its next use (from the trace
     /// or the first pass's column).
     pub fn records_next_access(&self) -> bool {
@@ -343,6 +358,52 @@ impl<'a> Streamed<'a> {
     }
 }
 
+/// The accesses of one sampled pass ([`Streamed::sampled_accesses`]).
+pub struct SampledStream<'a> {
+    from: Sampling<'a>,
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+enum Sampling<'a> {
+    /// Keys hashed in the read buffer, before decoding.
+    Oracle(SampledOracle),
+    /// Every access decoded, then filtered.
+    Filtered { accesses: AccessStream<'a>, threshold: u64, skipped: Skipped },
+}
+
+impl SampledStream<'_> {
+    /// The requests (and bytes) not kept so far; with the kept ones, the
+    /// whole stream's totals.
+    pub fn skipped(&self) -> Skipped {
+        match &self.from {
+            Sampling::Oracle(oracle) => oracle.skipped(),
+            Sampling::Filtered { skipped, .. } => *skipped,
+        }
+    }
+}
+
+impl Iterator for SampledStream<'_> {
+    type Item = Result<Access, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return None;
+        }
+        match &mut self.from {
+            Sampling::Oracle(oracle) => oracle.next(),
+            Sampling::Filtered { accesses, threshold, skipped } => loop {
+                match accesses.next()? {
+                    Ok(a) if !sample::keeps(a.key, *threshold) => {
+                        skipped.requests += 1;
+                        skipped.bytes += u64::from(a.size);
+                    }
+                    kept => return Some(kept),
+                }
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +424,36 @@ mod tests {
         assert_eq!(Streamed::open(&oltp, Needs::default(), &()).unwrap().known_accesses(), None);
         let scanned = Streamed::open(&oltp, Needs { totals: true, next_access: false }, &()).unwrap();
         assert_eq!(scanned.known_accesses(), Some(scanned.accesses().unwrap().count() as u64));
+    }
+
+    /// A sampled pass keeps what filtering a full pass keeps, with the same
+    /// vtimes and next uses, and counts the rest: through the oracleGeneral
+    /// fast path and through decoding.
+    #[test]
+    fn sampled_passes_equal_filtered_full_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let oracle = dir.path().join("t.oracleGeneral.bin");
+        let mut zipf = TraceSource::new("synth:zipf:5000:0.9");
+        zipf.requests = 30_000;
+        let block = Streamed::open(&zipf, Needs::default(), &()).unwrap();
+        let mut accesses: Vec<Access> = block.accesses().unwrap().map(Result::unwrap).collect();
+        hearth_trace::fill_next_access(&mut accesses);
+        hearth_trace::write_oracle_general(&oracle, &accesses).unwrap();
+        let object = TraceSource::new(&oracle);
+        let threshold = sample::threshold(0.05);
+        for source in [&zipf, &object] {
+            let trace = Streamed::open(source, Needs { totals: true, next_access: true }, &()).unwrap();
+            let all: Vec<Access> = trace.accesses().unwrap().map(Result::unwrap).collect();
+            let mut sampled = trace.sampled_accesses(threshold).unwrap();
+            let kept: Vec<Access> = sampled.by_ref().map(Result::unwrap).collect();
+            let expected: Vec<Access> = all.iter().copied().filter(|a| sample::keeps(a.key, threshold)).collect();
+            assert!(!kept.is_empty() && kept.len() < all.len() / 5, "{}", source.trace.display());
+            assert_eq!(kept, expected, "{}", source.trace.display());
+            let skipped = sampled.skipped();
+            assert_eq!(skipped.requests as usize + kept.len(), all.len());
+            let bytes = |a: &[Access]| a.iter().map(|a| u64::from(a.size)).sum::<u64>();
+            assert_eq!(skipped.bytes + bytes(&kept), bytes(&all));
+        }
     }
 
     #[test]

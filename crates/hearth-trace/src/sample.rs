@@ -8,7 +8,14 @@
 //! same keys. A threshold `t` keeps the keys with `key_hash(key) < t`, a
 //! share `t / 2^64` of the key space; `u64::MAX` keeps every key.
 
-use crate::SettingError;
+use std::path::Path;
+
+use hearth_core::{Access, Op, NEVER};
+
+use crate::error::Place;
+use crate::input::{open_input, Records};
+use crate::readers::oracle;
+use crate::{SettingError, TraceError};
 
 /// The hash sampling decisions are made on: the SplitMix64 output for a
 /// generator seeded with `key`, i.e. the SplitMix64 finalizer (Stafford's
@@ -62,6 +69,114 @@ pub fn parse_rate(s: &str) -> Result<f64, SettingError> {
     }
 }
 
+/// The accesses a sample keeps, read from an oracleGeneral file in object
+/// mode: each record's key is hashed where it lies in the read buffer and
+/// only kept records are decoded (and their next access checked), so a 1%
+/// sample costs little more than reading the file. Accesses keep the vtime
+/// and next access they have in the whole trace; the requests and bytes not
+/// kept are counted for the whole stream's totals.
+pub struct SampledOracle {
+    records: Records,
+    threshold: u64,
+    /// 0-based index of the next record.
+    index: u64,
+    skipped: Skipped,
+    /// Kept accesses of the last batch read, handed out from `handed`.
+    kept: Vec<Access>,
+    handed: usize,
+    failed: bool,
+}
+
+/// Requests a sample did not keep, and their bytes (each at least 1, as
+/// object mode sizes them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    pub requests: u64,
+    pub bytes: u64,
+}
+
+impl SampledOracle {
+    /// Opens `path` (oracleGeneral, plain or compressed) keeping the keys
+    /// [`keeps`] keeps at `threshold`.
+    pub fn open(path: &Path, threshold: u64) -> Result<SampledOracle, TraceError> {
+        Ok(SampledOracle {
+            records: Records::new(path, open_input(path)?),
+            threshold,
+            index: 0,
+            skipped: Skipped::default(),
+            kept: Vec::new(),
+            handed: 0,
+            failed: false,
+        })
+    }
+
+    /// What was not kept among the records read so far.
+    pub fn skipped(&self) -> Skipped {
+        self.skipped
+    }
+
+    /// Reads the next batch of records into `kept`; `false` at the end.
+    fn read_batch(&mut self) -> Result<bool, TraceError> {
+        self.kept.clear();
+        self.handed = 0;
+        let batch = self.records.next_batch(oracle::RECORD_LEN)?;
+        if batch.is_empty() {
+            return Ok(false);
+        }
+        let records = batch.len() / oracle::RECORD_LEN;
+        let mut bad = None;
+        for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
+            let (key, size) = (oracle::key(record), oracle::size(record).max(1));
+            let vtime = self.index + i as u64;
+            if !keeps(key, self.threshold) {
+                self.skipped.requests += 1;
+                self.skipped.bytes += u64::from(size);
+                continue;
+            }
+            match oracle::next_access(record, vtime) {
+                Ok(next_access) => {
+                    let next_access = next_access.unwrap_or(NEVER);
+                    self.kept.push(Access { key, size, vtime, next_access, op: Op::Read, ctx: 0 });
+                }
+                Err(what) => {
+                    bad = Some((records - i, what));
+                    break;
+                }
+            }
+        }
+        if let Some((from_end, what)) = bad {
+            let at = self.records.offset - (from_end * oracle::RECORD_LEN) as u64;
+            return Err(TraceError::new(&self.records.path, Place::Byte(at), what));
+        }
+        self.index += records as u64;
+        Ok(true)
+    }
+}
+
+impl Iterator for SampledOracle {
+    type Item = Result<Access, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.handed == self.kept.len() {
+            if self.failed {
+                return None;
+            }
+            match self.read_batch() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    // The error ends the stream: nothing after it, as every reader.
+                    self.failed = true;
+                    self.kept.clear();
+                    return Some(Err(e));
+                }
+            }
+        }
+        self.handed += 1;
+        Some(Ok(self.kept[self.handed - 1]))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +200,67 @@ mod tests {
         assert!((kept - 0.1).abs() < 0.005, "kept {kept}");
         assert!((0..n).all(|k| keeps(k, u64::MAX)));
         assert!((0..n).filter(|&k| keeps(k, twentieth)).all(|k| keeps(k, tenth)));
+    }
+
+    /// Every key's accesses, as the full reader and the split give them.
+    fn full_pass(path: &Path) -> Vec<Access> {
+        let reader = crate::open(path, Some(crate::Format::OracleGeneral)).unwrap();
+        crate::accesses(reader, crate::Mode::Object).map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn sampled_oracle_reads_what_filtering_the_full_pass_keeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.oracleGeneral.bin");
+        // Enough records for several read batches, sizes 0 (read as 1) to 99.
+        let mut accesses: Vec<Access> = (0..200_000u64)
+            .map(|i| Access {
+                key: (i * 7919) % 10_007,
+                size: (i % 100) as u32,
+                vtime: i,
+                next_access: NEVER,
+                op: Op::Read,
+                ctx: 0,
+            })
+            .collect();
+        crate::fill_next_access(&mut accesses);
+        crate::write_oracle_general(&path, &accesses).unwrap();
+        let full = full_pass(&path);
+        for rate in [0.01, 0.3, 1.0] {
+            let t = threshold(rate);
+            let mut sampled = SampledOracle::open(&path, t).unwrap();
+            let got: Vec<Access> = sampled.by_ref().map(Result::unwrap).collect();
+            let (kept, dropped): (Vec<Access>, Vec<Access>) = full.iter().partition(|a| keeps(a.key, t));
+            assert_eq!(got, kept, "rate {rate}");
+            let dropped_bytes = dropped.iter().map(|a| u64::from(a.size)).sum();
+            assert_eq!(sampled.skipped(), Skipped { requests: dropped.len() as u64, bytes: dropped_bytes });
+        }
+    }
+
+    #[test]
+    fn sampled_oracle_reports_bad_records_where_the_full_reader_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.oracleGeneral.bin");
+        let mut accesses: Vec<Access> = (0..1000u64)
+            .map(|i| Access { key: i % 50, size: 4, vtime: i, next_access: NEVER, op: Op::Read, ctx: 0 })
+            .collect();
+        crate::fill_next_access(&mut accesses);
+        // Record 700 names itself as its next access: no trace does that.
+        let kept_key = (0..50).find(|&k| keeps(k, threshold(0.2))).unwrap();
+        let bad = 700 - 700 % 50 + kept_key as usize;
+        accesses[bad].next_access = bad as u64 - 1;
+        crate::write_oracle_general(&path, &accesses).unwrap();
+        let full_error = crate::open(&path, None).unwrap().find_map(Result::err).unwrap().to_string();
+        let mut sampled = SampledOracle::open(&path, threshold(0.2)).unwrap();
+        let sampled_error = sampled.find_map(Result::err).unwrap().to_string();
+        assert_eq!(sampled_error, full_error);
+        assert!(sampled_error.contains(&format!("byte {}", bad * 24)), "{sampled_error}");
+        assert!(sampled.next().is_none(), "nothing after the error");
+        // A file cut inside a record.
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..100]).unwrap();
+        let cut = SampledOracle::open(&path, u64::MAX).unwrap().find_map(Result::err).unwrap().to_string();
+        assert!(cut.contains("truncated record"), "{cut}");
     }
 
     #[test]

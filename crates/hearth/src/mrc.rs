@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hearth_core::format_bytes;
-use hearth_sim::mrc::{Shards, ShardsMode, StackDistances};
+use hearth_sim::mrc::{shards_pass, ShardsMode, StackDistances, TRUSTED_SAMPLE_KEYS};
 use hearth_sim::run::check_policies;
 use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::stream::{run_pipelined, run_streaming, Counting};
@@ -120,7 +120,6 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
         .collect::<Result<Vec<u64>, _>>()?;
     let jobs: Vec<Job> =
         policies.iter().flat_map(|p| cache_bytes.iter().map(|&c| Job { policy: p.clone(), cache_bytes: c })).collect();
-    let unit = u64::from(trace.block_size().unwrap_or(1));
 
     let mut curves = Vec::new();
     for &method in &args.method {
@@ -141,16 +140,18 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
             }
             Method::Shards => {
                 let mode = args.shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
-                let mut shards = Shards::new(mode, &cache_bytes)?;
-                run_pipelined(trace.accesses()?, |chunk| {
-                    chunk.iter().for_each(|a| shards.access(a));
-                    bar.inc(chunk.len() as u64);
-                })?;
+                let shards = shards_pass(&trace, mode, &cache_bytes, &|n| bar.inc(n))?;
+                if shards.sampled_keys() < TRUSTED_SAMPLE_KEYS {
+                    eprintln!(
+                        "warning: the SHARDS sample holds {} distinct keys, fewer than the {TRUSTED_SAMPLE_KEYS} \
+                         its curve is trusted with; raise --rate (or --shards-items)",
+                        shards.sampled_keys()
+                    );
+                }
                 (shards.rate(), shards.results())
             }
             Method::Mini => {
-                let results =
-                    hearth_sim::minisim::run_miniature(trace.accesses()?, &jobs, rate, unit, threads, &|n| bar.inc(n))?;
+                let results = hearth_sim::minisim::run_miniature(&trace, &jobs, rate, threads, &|n| bar.inc(n))?;
                 (rate, results)
             }
             Method::Full => {

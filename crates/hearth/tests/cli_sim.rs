@@ -160,6 +160,29 @@ fn mrc_exact_equals_full_and_samples_come_close() {
     assert!(table.contains("LRU shards 10%: mean absolute error"), "{table}");
 }
 
+/// SHARDS on the bundled oracleGeneral trace (read sampled, before
+/// decoding): a 1% sample of its 48,974 objects is too small to trust and
+/// says so; a 50% one is not, says nothing, and comes close to full LRU.
+#[test]
+fn shards_warns_when_its_sample_is_small() {
+    let trace = shared("cloudPhysicsIO.oracleGeneral.bin");
+    let small = hearth(&["mrc", &trace, "-q", "-m", "shards", "--rate", "1%"]);
+    let warning = String::from_utf8_lossy(&small.stderr).to_string();
+    assert!(small.status.success(), "{small:?}");
+    assert!(warning.contains("warning: the SHARDS sample holds 511 distinct keys, fewer than the 8192"), "{warning}");
+    let args = ["mrc", &trace, "-q", "-m", "shards,full", "--rate", "50%", "-s", "1%,10%,50%", "--json"];
+    let large = hearth(&args);
+    assert!(large.stderr.is_empty(), "{}", String::from_utf8_lossy(&large.stderr));
+    let curves: serde_json::Value = serde_json::from_str(&stdout(&large)).unwrap();
+    let miss_ratios = |i: usize| -> Vec<f64> {
+        let points = curves[i]["points"].as_array().unwrap();
+        points.iter().map(|p| 1.0 - p["hits"].as_f64().unwrap() / p["requests"].as_f64().unwrap()).collect()
+    };
+    for (shards, full) in miss_ratios(0).iter().zip(miss_ratios(1)) {
+        assert!((shards - full).abs() < 0.02, "shards at 50%: {shards} vs full {full}");
+    }
+}
+
 /// An empty trace is refused by analyze as by sim, not reported as all zeros.
 #[test]
 fn analyze_refuses_an_empty_trace_as_sim_does() {

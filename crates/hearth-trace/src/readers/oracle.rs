@@ -38,33 +38,40 @@ impl OracleReader {
         if !self.records.next_record(&mut r)? {
             return Ok(None);
         }
-        let clock_s = le_u32(&r, 0);
-        let id = le_u64(&r, 4);
-        let size = le_u32(&r, 12);
-        let next_vtime = le_u64(&r, 16) as i64;
-        let own_vtime = self.index + 1;
-        let next_access = match next_vtime {
-            -1 | i64::MAX => None,
-            v if v > 0 && v as u64 > own_vtime && v as u64 <= MAX_PLAUSIBLE_VTIME => Some(v as u64 - 1),
-            v => {
-                return Err(self.records.record_error(
-                    RECORD_LEN,
-                    format!(
-                        "next_access_vtime {v} is not a vtime after this request's ({own_vtime}) \
-                         and below 2^48, nor -1 for never; is this an oracleGeneral trace?"
-                    ),
-                ))
-            }
-        };
+        let next_access =
+            next_access(&r, self.index).map_err(|what| self.records.record_error(RECORD_LEN, what))?;
         self.index += 1;
         Ok(Some(Request {
-            time_ns: u64::from(clock_s) * 1_000_000_000,
+            time_ns: u64::from(le_u32(&r, 0)) * 1_000_000_000,
             client: 0,
             op: Op::Read,
-            offset: id,
-            len: size,
+            offset: key(&r),
+            len: le_u32(&r, 12),
             next_access,
         }))
+    }
+}
+
+/// A record's object id.
+pub(crate) fn key(record: &[u8]) -> u64 {
+    le_u64(record, 4)
+}
+
+/// A record's object size as written (0 is allowed).
+pub(crate) fn size(record: &[u8]) -> u32 {
+    le_u32(record, 12)
+}
+
+/// The 0-based next access of the record at 0-based `index`, checked.
+pub(crate) fn next_access(record: &[u8], index: u64) -> Result<Option<u64>, String> {
+    let own_vtime = index + 1;
+    match le_u64(record, 16) as i64 {
+        -1 | i64::MAX => Ok(None),
+        v if v > 0 && v as u64 > own_vtime && v as u64 <= MAX_PLAUSIBLE_VTIME => Ok(Some(v as u64 - 1)),
+        v => Err(format!(
+            "next_access_vtime {v} is not a vtime after this request's ({own_vtime}) \
+             and below 2^48, nor -1 for never; is this an oracleGeneral trace?"
+        )),
     }
 }
 
