@@ -245,9 +245,10 @@ mod tests {
             .map(|i| Access { key: i % 50, size: 4, vtime: i, next_access: NEVER, op: Op::Read, ctx: 0 })
             .collect();
         crate::fill_next_access(&mut accesses);
-        // Record 700 names itself as its next access: no trace does that.
+        // A record of a sampled key from 700 on names an earlier access as its
+        // next: no trace does that.
         let kept_key = (0..50).find(|&k| keeps(k, threshold(0.2))).unwrap();
-        let bad = 700 - 700 % 50 + kept_key as usize;
+        let bad = 700 + kept_key as usize; // 700 is a multiple of the 50 keys
         accesses[bad].next_access = bad as u64 - 1;
         crate::write_oracle_general(&path, &accesses).unwrap();
         let full_error = crate::open(&path, None).unwrap().find_map(Result::err).unwrap().to_string();
