@@ -38,8 +38,7 @@ impl OracleReader {
         if !self.records.next_record(&mut r)? {
             return Ok(None);
         }
-        let next_access =
-            next_access(&r, self.index).map_err(|what| self.records.record_error(RECORD_LEN, what))?;
+        let next_access = next_access(&r, self.index).map_err(|what| self.records.record_error(RECORD_LEN, what))?;
         self.index += 1;
         Ok(Some(Request {
             time_ns: u64::from(le_u32(&r, 0)) * 1_000_000_000,
