@@ -196,13 +196,13 @@ pub struct BlockCache {
     /// Held (read) by every write, discard, FLUSH and BLOCK_STATUS for as
     /// long as it runs, so a switch (which takes it to write) never leaves
     /// dirty blocks to a mode that does not expect them.
-    mode: RwLock<WriteMode>,
-    /// The mode's dirty limit (`u64::MAX` unless write-back), readable on
-    /// paths that already hold `mode`.
-    dirty_limit: AtomicU64,
-    /// The mode as [`WriteMode::code`], for readers that must not wait for
-    /// a switch (every read on a connection's async reader, /metrics).
+    switching: RwLock<()>,
+    /// The mode as [`WriteMode::code`], changed only under `switching`
+    /// taken to write; reads look without waiting for a switch.
     mode_code: AtomicU8,
+    /// The mode's dirty limit (`u64::MAX` unless write-back), changed with
+    /// `mode_code`.
+    dirty_limit: AtomicU64,
     inner: Mutex<Inner>,
     /// Blocks an unlocked write-back is writing right now, and the signal
     /// that some finished.
@@ -256,9 +256,9 @@ impl BlockCache {
             backend,
             block_size: u64::from(block_size),
             size,
-            mode: RwLock::new(mode),
-            dirty_limit: AtomicU64::new(dirty_limit_of(mode)),
+            switching: RwLock::new(()),
             mode_code: AtomicU8::new(mode.code()),
+            dirty_limit: AtomicU64::new(dirty_limit_of(mode)),
             inner: Mutex::new(Inner {
                 partition: Partition::new(
                     (policy.capacity() * PREFETCH_SHARE_PERCENT / 100).max(u64::from(block_size)),
@@ -320,9 +320,10 @@ impl BlockCache {
         }
     }
 
-    /// The mode, held until the guard drops (a switch waits for it).
-    fn mode_guard(&self) -> RwLockReadGuard<'_, WriteMode> {
-        self.mode.read().unwrap_or_else(|e| e.into_inner())
+    /// Keeps the mode from changing until the guard drops (a switch waits
+    /// for it).
+    fn hold_mode(&self) -> RwLockReadGuard<'_, ()> {
+        self.switching.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Switches to `mode` while serving; returns the mode left. Leaving
@@ -338,8 +339,8 @@ impl BlockCache {
                 ));
             }
         }
-        let mut current = self.mode.write().unwrap_or_else(|e| e.into_inner());
-        let was = *current;
+        let _switch = self.switching.write().unwrap_or_else(|e| e.into_inner());
+        let was = self.mode();
         if matches!(was, WriteMode::Back { .. }) && !matches!(mode, WriteMode::Back { .. }) {
             self.clean()?;
             let inner = self.lock();
@@ -347,7 +348,6 @@ impl BlockCache {
                 return Err(io::Error::other("dirty blocks are left after writing back; the mode stays write-back"));
             }
         }
-        *current = mode;
         self.dirty_limit.store(dirty_limit_of(mode), Ordering::Relaxed);
         self.mode_code.store(mode.code(), Ordering::Relaxed);
         Ok(was)

@@ -248,8 +248,8 @@ impl BlockCache {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let mode = self.mode_guard();
-        if let WriteMode::Back { .. } = *mode {
+        let _held = self.hold_mode();
+        if let WriteMode::Back { .. } = self.mode() {
             let mut inner = self.lock();
             self.write_stranded(&mut inner, Some(self.block_range(offset, len)))?;
             self.write_dirty(&mut inner, self.block_range(offset, len))?;

@@ -36,8 +36,9 @@ impl BlockCache {
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         let len = data.len() as u64;
         let range = self.block_range(offset, len);
-        let mode = self.mode_guard();
-        if let WriteMode::Back { .. } = *mode {
+        let _held = self.hold_mode();
+        let mode = self.mode();
+        if let WriteMode::Back { .. } = mode {
             return self.write_back(offset, data, fua);
         }
         self.begin_write(&mut self.lock(), range.clone());
@@ -47,7 +48,7 @@ impl BlockCache {
         for b in range {
             let (in_block, in_req, n) = self.overlap(b, offset, len);
             let whole = in_block == 0 && n as u64 == self.block_len(b);
-            if raced || result.is_err() || matches!(*mode, WriteMode::Around | WriteMode::Pass) {
+            if raced || result.is_err() || matches!(mode, WriteMode::Around | WriteMode::Pass) {
                 self.remove(&mut inner, b);
                 self.log_changed(b, None);
             } else {
@@ -86,10 +87,10 @@ impl BlockCache {
             self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
             r.and_then(|()| if fua { self.backend_flush() } else { Ok(()) })
         };
-        let mode = self.mode_guard();
+        let _held = self.hold_mode();
         let mut inner = self.lock();
         self.begin_write(&mut inner, range.clone());
-        let result = if let WriteMode::Back { .. } = *mode {
+        let result = if let WriteMode::Back { .. } = self.mode() {
             // Partially covered dirty (or stranded) blocks hold data outside the range.
             let r = self
                 .write_stranded(&mut inner, Some(range.clone()))

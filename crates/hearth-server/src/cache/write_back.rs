@@ -60,8 +60,8 @@ impl BlockCache {
     /// backend (then call [`write`](Self::write) on a blocking thread).
     pub fn write_cached(&self, offset: u64, data: &[u8]) -> bool {
         // A mode switch in progress: take the blocking path, which waits for it.
-        let Ok(mode) = self.mode.try_read() else { return false };
-        if !matches!(*mode, WriteMode::Back { .. }) {
+        let Ok(_held) = self.switching.try_read() else { return false };
+        if !matches!(self.mode(), WriteMode::Back { .. }) {
             return false;
         }
         let len = data.len() as u64;
@@ -258,7 +258,8 @@ impl BlockCache {
 
     /// Makes every acknowledged write durable.
     pub fn flush(&self) -> io::Result<()> {
-        match *self.mode_guard() {
+        let _held = self.hold_mode();
+        match self.mode() {
             WriteMode::Through | WriteMode::Around | WriteMode::Pass => self.backend_flush(),
             WriteMode::Back { .. } => {
                 self.clean()?;
