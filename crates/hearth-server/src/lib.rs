@@ -58,8 +58,7 @@ pub(crate) struct Origin {
 pub(crate) struct Export {
     pub(crate) info: hearth_nbd::ExportInfo,
     pub(crate) cache: cache::BlockCache,
-    /// The dirty limit a switch to write-back uses: the configured one, or
-    /// half the cache.
+    /// The dirty limit a switch to write-back uses (`ExportSpec::write_back_limit`).
     pub(crate) write_back_limit: u64,
     pub(crate) metrics: metrics::ExportMetrics,
     /// Background reads (eviction reloads, prefetches) for one thread that

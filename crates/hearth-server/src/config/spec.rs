@@ -107,6 +107,9 @@ pub struct ExportSpec {
     /// The persistent second cache level (`cache_device`).
     pub cache_device: Option<CacheDeviceSpec>,
     pub(crate) write_mode: WriteMode,
+    /// The dirty limit in write-back, from the start or after a switch:
+    /// `dirty_limit`, or half the cache.
+    pub(crate) write_back_limit: u64,
     pub(crate) access: Access,
 }
 
@@ -150,8 +153,8 @@ impl Config {
         }
         let server = server_settings(self.server)?;
         let mut exports: Vec<ExportSpec> = Vec::with_capacity(self.exports.len());
+        let psk_users = matches!(server.tls_credentials, Some(TlsCredentials::Psk(_)));
         for (i, e) in self.exports.into_iter().enumerate() {
-            let psk_users = matches!(server.tls_credentials, Some(TlsCredentials::Psk(_)));
             let spec = export_spec(i, e, &exports, psk_users)?;
             if spec.access.wants_identity() && !server.tls_credentials.as_ref().is_some_and(|c| c.identify_clients()) {
                 let key = format!("export[{i}] ({:?}).tls_identities", spec.name);
@@ -298,6 +301,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
     if !(1..=256).contains(&background_reads) {
         return Err(invalid(at("background_reads"), "must be 1 to 256"));
     }
+    let default_dirty_limit = cache_bytes / 2;
     let write_mode = match e.write_mode {
         WriteModeConfig::Through | WriteModeConfig::Around | WriteModeConfig::Pass if e.dirty_limit.is_some() => {
             return Err(invalid(at("dirty_limit"), "only used with write_mode = \"back\""))
@@ -308,7 +312,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         WriteModeConfig::Back => {
             let dirty_limit = match &e.dirty_limit {
                 Some(v) => v.bytes().map_err(|m| invalid(at("dirty_limit"), m))?,
-                None => cache_bytes / 2,
+                None => default_dirty_limit,
             };
             if cache_bytes < u64::from(block_size) {
                 return Err(invalid(at("cache_size"), "write_mode \"back\" needs a cache of at least one block"));
@@ -318,6 +322,11 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
             }
             WriteMode::Back { dirty_limit }
         }
+    };
+    // What a switch to write-back while serving uses.
+    let write_back_limit = match write_mode {
+        WriteMode::Back { dirty_limit } => dirty_limit,
+        _ => default_dirty_limit,
     };
     let device_write_back = e.cache_device_write_mode == Some(CacheDeviceWriteMode::Back);
     let dirty_max_age = match (&write_mode, e.dirty_max_age.as_deref()) {
@@ -381,6 +390,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         access_log: e.access_log.clone().or_else(|| e.tier.as_ref().and_then(|t| t.access_log.clone())),
         cache_device,
         write_mode,
+        write_back_limit,
         access,
     })
 }

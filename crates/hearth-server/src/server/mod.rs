@@ -32,7 +32,6 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{error, info, warn};
 
 use crate::access::Access;
-use crate::cache::WriteMode;
 use crate::config::Settings;
 use crate::error::ServeError;
 use crate::Export;
@@ -155,14 +154,10 @@ impl Server {
             };
             let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
             let prefetcher = e.prefetcher().map_err(failed)?.map(std::sync::Mutex::new);
-            let write_back_limit = match e.write_mode {
-                WriteMode::Back { dirty_limit } => dirty_limit,
-                _ => e.cache_bytes / 2,
-            };
             let export = Arc::new(Export {
                 info,
                 cache,
-                write_back_limit,
+                write_back_limit: e.write_back_limit,
                 metrics: Default::default(),
                 background,
                 reloads_dropped: Default::default(),
