@@ -389,6 +389,14 @@ pub fn render_advice_json(exports: &[Arc<Export>]) -> String {
     serde_json::json!({ "exports": exports }).to_string()
 }
 
+/// A whole HTTP/1.1 response that closes the connection.
+fn http_response(status: &str, content_type: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 /// The path and query of a `POST` request.
 fn post_target(head: &[u8]) -> Option<String> {
     let line = head.split(|&b| b == b'\r').next()?;
@@ -430,17 +438,9 @@ pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>, admin:
                     || head.starts_with(format!("GET {path}?").as_bytes())
             };
             let response = if get("/metrics") {
-                let body = render(&exports);
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
+                http_response("200 OK", "text/plain; version=0.0.4", &render(&exports))
             } else if get("/advice") {
-                let body = render_advice_json(&exports);
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
+                http_response("200 OK", "application/json", &render_advice_json(&exports))
             } else if let Some(target) = post_target(&head) {
                 let (status, body) = match admin {
                     true => crate::admin::answer(&target, &exports).await,
@@ -448,10 +448,7 @@ pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>, admin:
                         crate::admin::refused("403 Forbidden", "the admin endpoint is off (server.admin, --admin)")
                     }
                 };
-                format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
+                http_response(status, "application/json", &body)
             } else {
                 "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
             };
