@@ -20,6 +20,7 @@ pub mod config;
 mod error;
 mod metrics;
 mod server;
+mod stripes;
 pub mod tier;
 mod tls;
 pub mod warmup;

@@ -25,8 +25,8 @@
 //! Keeping cache and backend equal while requests run concurrently: a read
 //! miss fetches from the backend without the lock and may only insert what it
 //! read if no write touched those blocks meanwhile. Writes are tracked per
-//! stripe of blocks (`block % STRIPES`): a counter of writes begun and of
-//! writes in flight. A read fills a block only if its stripe had no write in
+//! stripe of blocks (`block % STRIPES`, [`crate::stripes`], shared with the
+//! cache device): a counter of writes begun and of writes in flight. A read fills a block only if its stripe had no write in
 //! flight when the read looked it up and none began since. Two writes in
 //! flight on one stripe may reach the backend in either order, so both then
 //! invalidate the blocks they touched instead of updating them.
@@ -61,6 +61,7 @@ use hearth_prefetch::{Class, Partition};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backend::{Backend, Extent};
+use crate::stripes::{Glance, WriteStripes};
 
 /// What to do with dirty blocks an eviction pushes out.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -151,15 +152,6 @@ pub struct CacheStats {
     pub bypassed: AtomicU64,
 }
 
-#[derive(Clone, Copy, Default)]
-struct Stripe {
-    writes_begun: u64,
-    writes_in_flight: u32,
-    /// Set when a write began while another was in flight; cleared when the
-    /// stripe drains.
-    conflict: bool,
-}
-
 struct Inner {
     /// The policy and placement decisions: the same core the simulator drives.
     core: StorageCache,
@@ -186,7 +178,7 @@ struct Inner {
     /// Prefetched blocks that left before any demand, for the prefetcher's feedback.
     wasted: Vec<Key>,
     vtime: u64,
-    stripes: Vec<Stripe>,
+    stripes: WriteStripes,
 }
 
 pub struct BlockCache {
@@ -226,8 +218,8 @@ fn dirty_limit_of(mode: WriteMode) -> u64 {
 /// A block the read path found missing, with its stripe's state at lookup.
 struct Miss {
     block: u64,
-    writes_begun: u64,
-    quiet: bool,
+    /// Its stripe at lookup.
+    glance: Glance,
     /// The placement wants the block cached once read.
     place: bool,
 }
@@ -274,7 +266,7 @@ impl BlockCache {
                 prefetched: FxHashSet::default(),
                 wasted: Vec::new(),
                 vtime: 0,
-                stripes: vec![Stripe::default(); STRIPES],
+                stripes: WriteStripes::new(STRIPES),
             }),
             in_flight: Mutex::new(FxHashSet::default()),
             in_flight_done: Condvar::new(),

@@ -17,7 +17,7 @@ impl BlockCache {
         if inner.blocks.contains_key(&block) {
             return true;
         }
-        if inner.stripes[block as usize % STRIPES].writes_in_flight > 0 {
+        if inner.stripes.writing(block) {
             return false;
         }
         let n = (self.block_len(block) as usize).min(data.len());
@@ -107,11 +107,9 @@ impl BlockCache {
                     buf[in_req..in_req + n].copy_from_slice(&data[in_block..in_block + n]);
                 } else {
                     // A hit without data is a block placed by a reload still in flight.
-                    let s = inner.stripes[b as usize % STRIPES];
                     misses.push(Miss {
                         block: b,
-                        writes_begun: s.writes_begun,
-                        quiet: s.writes_in_flight == 0,
+                        glance: inner.stripes.glance(b),
                         place: matches!(demand, Demand::Miss { place: true }),
                     });
                 }
@@ -144,9 +142,7 @@ impl BlockCache {
     pub(super) fn fill(&self, misses: &[Miss], first_block: u64, fetched: &[u8]) {
         let mut inner = self.lock();
         for m in misses {
-            let s = inner.stripes[m.block as usize % STRIPES];
-            let safe = m.quiet && s.writes_in_flight == 0 && s.writes_begun == m.writes_begun;
-            if !safe {
+            if !inner.stripes.unchanged_since(m.block, m.glance) {
                 self.stats.fills_skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }

@@ -85,20 +85,17 @@ impl BlockCache {
     /// unless a write raced with the read or it was demanded meanwhile (the
     /// demand read caches it itself).
     pub fn prefetch(&self, block: u64) -> io::Result<()> {
-        let (writes_begun, quiet) = {
+        let glance = {
             let inner = self.lock();
             if inner.blocks.contains_key(&block) || !inner.prefetched.contains(&block) {
                 return Ok(());
             }
-            let s = inner.stripes[block as usize % STRIPES];
-            (s.writes_begun, s.writes_in_flight == 0)
+            inner.stripes.glance(block)
         };
         let mut data = vec![0u8; self.block_len(block) as usize];
         self.backend_read(&mut data, block * self.block_size)?;
         let mut inner = self.lock();
-        let s = inner.stripes[block as usize % STRIPES];
-        let safe = quiet && s.writes_in_flight == 0 && s.writes_begun == writes_begun;
-        if !safe
+        if !inner.stripes.unchanged_since(block, glance)
             || inner.blocks.contains_key(&block)
             || inner.stranded.contains_key(&block)
             || !inner.prefetched.contains(&block)
@@ -163,8 +160,7 @@ impl BlockCache {
                 inner.free.push(data);
                 return Ok(());
             }
-            let s = inner.stripes[block as usize % STRIPES];
-            Miss { block, writes_begun: s.writes_begun, quiet: s.writes_in_flight == 0, place: false }
+            Miss { block, glance: inner.stripes.glance(block), place: false }
         };
         let mut data = vec![0u8; self.block_len(block) as usize];
         self.backend_read(&mut data, block * self.block_size)?;

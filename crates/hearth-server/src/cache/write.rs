@@ -5,34 +5,6 @@ use super::*;
 
 impl BlockCache {
     /// Stripes touched by a block range, each once.
-    pub(super) fn stripes_of(&self, range: std::ops::Range<u64>) -> impl Iterator<Item = usize> {
-        let n = (range.end - range.start).min(STRIPES as u64);
-        (range.start..range.start + n).map(|b| b as usize % STRIPES)
-    }
-
-    pub(super) fn begin_write(&self, inner: &mut Inner, range: std::ops::Range<u64>) {
-        for s in self.stripes_of(range) {
-            let st = &mut inner.stripes[s];
-            st.conflict |= st.writes_in_flight > 0;
-            st.writes_in_flight += 1;
-            st.writes_begun += 1;
-        }
-    }
-
-    /// Ends a write; returns whether it raced with another write.
-    pub(super) fn end_write(&self, inner: &mut Inner, range: std::ops::Range<u64>) -> bool {
-        let mut raced = false;
-        for s in self.stripes_of(range) {
-            let st = &mut inner.stripes[s];
-            raced |= st.conflict;
-            st.writes_in_flight -= 1;
-            if st.writes_in_flight == 0 {
-                st.conflict = false;
-            }
-        }
-        raced
-    }
-
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         let len = data.len() as u64;
         let range = self.block_range(offset, len);
@@ -41,10 +13,10 @@ impl BlockCache {
         if let WriteMode::Back { .. } = mode {
             return self.write_back(offset, data, fua);
         }
-        self.begin_write(&mut self.lock(), range.clone());
+        self.lock().stripes.begin(range.clone());
         let result = self.backend_write(data, offset).and_then(|()| if fua { self.backend_flush() } else { Ok(()) });
         let mut inner = self.lock();
-        let raced = self.end_write(&mut inner, range.clone());
+        let raced = inner.stripes.end(range.clone());
         for b in range {
             let (in_block, in_req, n) = self.overlap(b, offset, len);
             let whole = in_block == 0 && n as u64 == self.block_len(b);
@@ -89,7 +61,7 @@ impl BlockCache {
         };
         let _held = self.hold_mode();
         let mut inner = self.lock();
-        self.begin_write(&mut inner, range.clone());
+        inner.stripes.begin(range.clone());
         let result = if let WriteMode::Back { .. } = self.mode() {
             // Partially covered dirty (or stranded) blocks hold data outside the range.
             let r = self
@@ -114,7 +86,7 @@ impl BlockCache {
             }
             r
         };
-        self.end_write(&mut inner, range);
+        inner.stripes.end(range);
         result
     }
 }

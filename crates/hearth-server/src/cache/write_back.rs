@@ -30,14 +30,14 @@ impl BlockCache {
             // and refuse this write while it still fails.
             self.write_stranded(&mut inner, None)?;
         }
-        self.begin_write(&mut inner, range.clone());
+        inner.stripes.begin(range.clone());
         let result = self.write_blocks(&mut inner, offset, data, Victims::WriteBack).and_then(|()| {
             if fua {
                 self.write_dirty(&mut inner, range.clone())?;
             }
             Ok(())
         });
-        self.end_write(&mut inner, range);
+        inner.stripes.end(range);
         let over_limit = inner.dirty.len() as u64 * self.block_size > self.dirty_limit();
         drop(inner);
         result?;
@@ -78,9 +78,9 @@ impl BlockCache {
         if !range.clone().all(in_memory) {
             return false;
         }
-        self.begin_write(&mut inner, range.clone());
+        inner.stripes.begin(range.clone());
         let written = self.write_blocks(&mut inner, offset, data, Victims::Hold);
-        self.end_write(&mut inner, range);
+        inner.stripes.end(range);
         debug_assert!(written.is_ok(), "a held write makes no backend call");
         written.is_ok()
     }

@@ -59,10 +59,11 @@ use rustc_hash::FxHashMap;
 
 use crate::backend::Backend;
 use crate::error::CacheDeviceError;
+use crate::stripes::{Glance, WriteStripes};
 use layout::{Entry, Header, Layout, ENTRY_LEN, HEADER_LEN};
 
-/// Write stripes (`block % STRIPES`), as the RAM cache tracks them.
-const STRIPES: u64 = 4096;
+/// Write stripes (`crate::stripes`), as the RAM cache tracks them.
+const STRIPES: usize = 4096;
 /// Most dirty blocks one cleaning step writes while holding the lock.
 pub const CLEAN_BATCH: usize = 32;
 
@@ -102,14 +103,6 @@ enum SlotState {
     },
 }
 
-#[derive(Clone, Copy, Default)]
-struct Stripe {
-    writes_begun: u64,
-    writes_in_flight: u32,
-    /// A write began while another was in flight; cleared when the stripe drains.
-    conflict: bool,
-}
-
 struct State {
     policy: Box<dyn Policy>,
     slot_of: FxHashMap<u64, u64>,
@@ -121,7 +114,7 @@ struct State {
     free: Vec<u64>,
     next_seq: u64,
     vtime: u64,
-    stripes: Vec<Stripe>,
+    stripes: WriteStripes,
 }
 
 pub struct CacheDevice {
@@ -140,11 +133,8 @@ enum Found {
         slot: u64,
         generation: u64,
     },
-    /// Not on the device; `fill` when its stripe was quiet at lookup.
-    Miss {
-        writes_begun: u64,
-        fill: bool,
-    },
+    /// Not on the device, with its stripe at lookup.
+    Miss(Glance),
 }
 
 impl CacheDevice {
@@ -217,7 +207,7 @@ impl CacheDevice {
             free: Vec::new(),
             next_seq: 1,
             vtime: 0,
-            stripes: vec![Stripe::default(); STRIPES as usize],
+            stripes: WriteStripes::new(STRIPES),
         };
         let device = CacheDevice {
             backend,
@@ -386,36 +376,6 @@ impl CacheDevice {
         }
     }
 
-    fn stripes_of(blocks: std::ops::Range<u64>) -> impl Iterator<Item = usize> {
-        let all = blocks.end - blocks.start >= STRIPES;
-        let range = if all { 0..STRIPES } else { blocks };
-        range.map(|b| (b % STRIPES) as usize)
-    }
-
-    fn begin_write(st: &mut State, blocks: std::ops::Range<u64>) {
-        for i in Self::stripes_of(blocks) {
-            let s = &mut st.stripes[i];
-            s.writes_begun += 1;
-            s.conflict |= s.writes_in_flight > 0;
-            s.writes_in_flight += 1;
-        }
-    }
-
-    /// Ends a write begun with [`begin_write`]; returns whether no other
-    /// write overlapped it on any of its stripes.
-    fn end_write(st: &mut State, blocks: std::ops::Range<u64>) -> bool {
-        let mut alone = true;
-        for i in Self::stripes_of(blocks) {
-            let s = &mut st.stripes[i];
-            s.writes_in_flight -= 1;
-            alone &= !s.conflict && s.writes_in_flight == 0;
-            if s.writes_in_flight == 0 {
-                s.conflict = false;
-            }
-        }
-        alone
-    }
-
     /// Reads whole blocks `first..first + buf.len() / bs` into `buf`.
     fn read_blocks(&self, buf: &mut [u8], first: u64) -> io::Result<()> {
         let bs = self.layout.block_size as usize;
@@ -431,11 +391,8 @@ impl CacheDevice {
                             Found::Hit { slot, generation: st.generations[slot as usize] }
                         }
                         // Being rewritten: the backend has the old or the new data.
-                        Some((_, _)) => Found::Miss { writes_begun: 0, fill: false },
-                        None => {
-                            let s = st.stripes[(block % STRIPES) as usize];
-                            Found::Miss { writes_begun: s.writes_begun, fill: s.writes_in_flight == 0 }
-                        }
+                        Some((_, _)) => Found::Miss(Glance::NEVER_SAFE),
+                        None => Found::Miss(st.stripes.glance(block)),
                     }
                 })
                 .collect()
@@ -443,7 +400,7 @@ impl CacheDevice {
         // Runs of misses are one backend read each.
         let mut i = 0;
         while i < found.len() {
-            let run = found[i..].iter().take_while(|f| matches!(f, Found::Miss { .. })).count();
+            let run = found[i..].iter().take_while(|f| matches!(f, Found::Miss(_))).count();
             if run == 0 {
                 if let Found::Hit { slot, .. } = found[i] {
                     self.read_slot(slot, &mut buf[i * bs..(i + 1) * bs])?;
@@ -465,10 +422,11 @@ impl CacheDevice {
                         self.stats.hits.fetch_add(1, Ordering::Relaxed);
                     }
                     Found::Hit { .. } => stale.push(i),
-                    Found::Miss { writes_begun, fill } => {
-                        let stripe = st.stripes[(block % STRIPES) as usize];
-                        let quiet = fill && stripe.writes_in_flight == 0 && stripe.writes_begun == writes_begun;
-                        if quiet && !st.slot_of.contains_key(&block) && self.admit(&mut st, block)? {
+                    Found::Miss(glance) => {
+                        if st.stripes.unchanged_since(block, glance)
+                            && !st.slot_of.contains_key(&block)
+                            && self.admit(&mut st, block)?
+                        {
                             self.place(&mut st, block, &buf[i * bs..(i + 1) * bs], false)?;
                         }
                     }
@@ -492,7 +450,7 @@ impl CacheDevice {
         let mut rewriting = Vec::new();
         {
             let mut st = self.lock();
-            Self::begin_write(&mut st, blocks.clone());
+            st.stripes.begin(blocks.clone());
             for block in blocks.clone() {
                 let a = Self::access(&mut st, block, bs, Op::Write);
                 st.policy.lookup(&a);
@@ -502,7 +460,7 @@ impl CacheDevice {
                     let cleared = if entry.dirty { self.write_back(slot, block) } else { Ok(()) }
                         .and_then(|()| self.write_entry(slot, None));
                     if let Err(e) = cleared {
-                        Self::end_write(&mut st, blocks);
+                        st.stripes.end(blocks);
                         return Err(e);
                     }
                     st.generations[slot as usize] += 1;
@@ -514,7 +472,7 @@ impl CacheDevice {
         }
         let written = self.backend.write_at(data, offset);
         let mut st = self.lock();
-        let alone = Self::end_write(&mut st, blocks.clone());
+        let alone = !st.stripes.end(blocks.clone());
         if written.is_err() || !alone {
             for block in rewriting {
                 if matches!(st.slot_of.get(&block).map(|&s| st.slots[s as usize]), Some(SlotState::Rewriting { .. })) {
@@ -587,7 +545,7 @@ impl CacheDevice {
                     }
                     _ => block_data.copy_from_slice(piece),
                 }
-                st.stripes[(block % STRIPES) as usize].writes_begun += 1;
+                st.stripes.changed(block);
                 self.place(&mut st, block, &block_data, true)?;
                 if let Some(old) = old_slot {
                     self.free_slot(&mut st, old)?;
@@ -728,7 +686,7 @@ impl CacheDevice {
         let blocks = offset / bs..(offset + len).div_ceil(bs);
         {
             let mut st = self.lock();
-            Self::begin_write(&mut st, blocks.clone());
+            st.stripes.begin(blocks.clone());
             let held: Vec<u64> = if blocks.end - blocks.start > st.slot_of.len() as u64 {
                 st.slot_of.keys().copied().filter(|b| blocks.contains(b)).collect()
             } else {
@@ -741,13 +699,13 @@ impl CacheDevice {
                 let dropped = if dirty && partly { self.write_back(slot, block) } else { Ok(()) }
                     .and_then(|()| self.drop_block(&mut st, block));
                 if let Err(e) = dropped {
-                    Self::end_write(&mut st, blocks);
+                    st.stripes.end(blocks);
                     return Err(e);
                 }
             }
         }
         let zeroed = self.backend.write_zeroes(offset, len, may_punch);
-        Self::end_write(&mut self.lock(), blocks);
+        self.lock().stripes.end(blocks);
         zeroed
     }
 }
