@@ -43,7 +43,7 @@ pub enum SettingError {
 }
 
 /// Why a client/storage cache hierarchy could not be simulated.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum HierarchyError {
     #[error(transparent)]
     Policy(#[from] SpecError),
@@ -53,4 +53,8 @@ pub enum HierarchyError {
     DemoteWithoutEvictions,
     #[error("block size {bytes} is too large")]
     BlockSize { bytes: u64 },
+    #[error(transparent)]
+    Trace(#[from] hearth_trace::TraceError),
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
 }

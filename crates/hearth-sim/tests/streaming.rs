@@ -1,6 +1,7 @@
-//! The streamed paths give today's in-memory answers on the bundled real
-//! trace: every policy at every size, OPT with next uses from a temporary
-//! column or from an oracleGeneral file, and the one-pass LRU curve.
+//! The streamed paths give today's in-memory answers: on the bundled real
+//! trace, every policy at every size, OPT with next uses from a temporary
+//! column or from an oracleGeneral file, and the one-pass LRU curve; on an
+//! OLTP-like workload, two-level runs (client caches above the storage cache).
 
 use std::path::{Path, PathBuf};
 
@@ -96,5 +97,50 @@ fn one_pass_lru_curve_equals_full_simulation_at_40_sizes() {
             by_next_use.access(&a.unwrap());
         }
         assert_eq!(by_next_use.results(), full, "{mode:?}: by next use");
+    }
+}
+
+#[test]
+fn two_level_runs_streamed_from_the_file_equal_in_memory_runs() {
+    use hearth_placement::Placement;
+    use hearth_sim::hierarchy::{run_hierarchy, run_storage_trace, storage_trace, HierarchyConfig};
+    use hearth_sim::source::{Needs, Streamed};
+    use hearth_sim::TraceSource;
+
+    // The OLTP-like workload: reads and writes, skewed, quick in a debug build.
+    let source = TraceSource { requests: 60_000, ..TraceSource::new("synth:oltp") };
+    let streamed = Streamed::open(&source, Needs { totals: true, next_access: false }, &()).unwrap();
+    let (requests, mode) = source.open().unwrap();
+    let accesses: Vec<Access> = hearth_trace::accesses(requests, mode).collect::<Result<_, _>>().unwrap();
+    let in_memory = Trace::from_accesses(accesses, streamed.mode);
+    assert_eq!(streamed.footprint_bytes(), in_memory.footprint_bytes);
+    let share = |s: f64| CacheSize::Footprint(s).resolve(in_memory.footprint_bytes, in_memory.block_size()).unwrap();
+    for placement in [Placement::Access, Placement::Eviction { reload_threshold: 0 }, Placement::Demote] {
+        for policy in ["lru", "arc", "opt"] {
+            let cfg = HierarchyConfig {
+                client_policy: "lru".into(),
+                client_bytes: share(0.02),
+                per_client: false,
+                storage_policy: policy.into(),
+                storage_bytes: share(0.1),
+                placement,
+                slot_bytes: 4096,
+                timing: None,
+            };
+            let want = run_hierarchy(&in_memory.accesses, &cfg).unwrap();
+            let got = run_hierarchy(&streamed, &cfg).unwrap();
+            assert_eq!(got.storage, want.storage, "{policy} {placement}");
+            assert_eq!(got.result, want.result, "{policy} {placement}");
+            assert!(want.storage.read_hits > 0, "{policy} {placement}: the case should exercise hits");
+            if placement != Placement::Demote {
+                // A recorded storage-level trace, replayed from its file.
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("storage.trace");
+                let recorded = storage_trace(&streamed, &cfg).unwrap().map(Result::unwrap);
+                hearth_trace::buffered::write(&path, recorded).unwrap();
+                let replayed = run_storage_trace(&hearth_sim::hierarchy::BufferedFile(path), &cfg).unwrap();
+                assert_eq!(replayed.storage, want.storage, "{policy} {placement}: replayed from the file");
+            }
+        }
     }
 }

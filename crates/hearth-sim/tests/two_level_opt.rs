@@ -80,7 +80,7 @@ fn check_two_level(trace: &Trace, what: &str) {
             bounded_policies().into_iter().map(|p| config(p, client, storage, Placement::Access)).collect();
         let live: Vec<_> = cfgs.iter().map(|c| run_hierarchy(&trace.accesses, c).unwrap()).collect();
         assert_opt_on_top(&live, &format!("{what}, two-level"));
-        let recorded = storage_trace(&trace.accesses, &cfgs[0]).unwrap();
+        let recorded: Vec<_> = storage_trace(&trace.accesses, &cfgs[0]).unwrap().collect::<Result<_, _>>().unwrap();
         let replayed: Vec<_> = cfgs.iter().map(|c| run_storage_trace(&recorded, c).unwrap()).collect();
         assert_opt_on_top(&replayed, &format!("{what}, storage-trace replay"));
         for (l, r) in live.iter().zip(&replayed) {

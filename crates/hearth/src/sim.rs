@@ -9,12 +9,10 @@ use clap::Args;
 use hearth_core::format_bytes;
 use hearth_placement::Placement;
 use hearth_sim::device::Device;
-use hearth_sim::hierarchy::{HierarchyConfig, HierarchyResult, Timing};
+use hearth_sim::hierarchy::{BufferedFile, HierarchyConfig, HierarchyResult, StorageReplay, Timing};
 use hearth_sim::run::{check_policies, policy_specs, Row, Warmup};
-use hearth_sim::{
-    parse_sizes, simulate, Job, SimResult, Simulation, Trace, TraceRun, TraceSource, DEFAULT_SIZES, MRC_SIZES,
-};
-use hearth_trace::buffered::BufferedAccess;
+use hearth_sim::source::{Needs, Streamed};
+use hearth_sim::{parse_sizes, simulate, Job, SimResult, Simulation, TraceRun, TraceSource, DEFAULT_SIZES, MRC_SIZES};
 
 use crate::progress;
 use crate::trace_args::TraceArgs;
@@ -298,38 +296,46 @@ fn interval_chart(runs: &[TraceRun], every: u64) -> hearth_plot::Chart {
     chart
 }
 
-/// Two-level runs hold the trace in memory: every configuration replays it
-/// through its own client caches.
+/// Two-level runs stream the trace: a first pass measures the footprint
+/// (and next uses for an offline client policy), then every configuration
+/// reads the trace on its own, so memory does not grow with its length.
 fn run_hierarchy(args: &SimArgs, client: &str, threads: usize) -> anyhow::Result<()> {
     anyhow::ensure!(args.more_traces.is_empty(), "two-level runs take one trace");
-    let (reader, mode) = args.trace.open()?;
-    let trace = Trace::load(reader, mode)?;
-    if trace.accesses.is_empty() {
+    let (size, client_policy) = client.split_once(':').unwrap_or((client, "lru"));
+    let source = args.trace.source();
+    let needs = Needs { totals: true, next_access: hearth_policy::is_offline(client_policy) };
+    let trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet))?;
+    if trace.accesses_counted() == 0 {
         anyhow::bail!("{} holds no requests", args.trace.trace.display());
     }
+    let (footprint, block_size) = (trace.footprint_bytes(), trace.block_size());
     let sizes_spec = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.into());
     let mut jobs = Vec::new();
     for size in parse_sizes(&sizes_spec).context("--sizes")? {
-        let cache_bytes = size.resolve(trace.footprint_bytes, trace.block_size())?;
+        let cache_bytes = size.resolve(footprint, block_size)?;
         jobs.extend(policy_specs(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
     }
-    let (trace, jobs) = (&trace, &jobs[..]);
     let h = &args.hierarchy;
-    let (size, client_policy) = client.split_once(':').unwrap_or((client, "lru"));
     let [client_size] = parse_sizes(size).context("--client-cache")?[..] else {
         anyhow::bail!("--client-cache takes one size, got {size:?}");
     };
-    let client_bytes = client_size.resolve(trace.footprint_bytes, trace.block_size())?;
-    let slot_bytes = u64::from(trace.block_size().unwrap_or(4096));
-    let configs = hierarchy_configs(h, jobs, client_policy, client_bytes, slot_bytes);
+    let client_bytes = client_size.resolve(footprint, block_size)?;
+    let slot_bytes = u64::from(block_size.unwrap_or(4096));
+    let configs = hierarchy_configs(h, &jobs, client_policy, client_bytes, slot_bytes);
     if let Some(path) = &h.export_storage_trace {
-        let recorded = hearth_sim::hierarchy::storage_trace(&trace.accesses, &configs[0])?;
-        hearth_trace::buffered::write(path, recorded.iter().copied())?;
-        eprintln!("wrote {} ({} storage-level accesses with buffer addresses)", path.display(), recorded.len());
+        let recorded = hearth_sim::hierarchy::storage_trace(&trace, &configs[0])?;
+        let mut failed = None;
+        let accesses = recorded.map_while(|r| r.map_err(|e| failed = Some(e)).ok());
+        let written = std::cell::Cell::new(0u64);
+        hearth_trace::buffered::write(path, accesses.inspect(|_| written.set(written.get() + 1)))?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        eprintln!("wrote {} ({} storage-level accesses with buffer addresses)", path.display(), written.get());
     }
     let bar = progress::bar(configs.len() as u64, "simulating two levels", args.quiet);
     let results = hearth_sim::parallel_map(&configs, threads, |cfg| {
-        let r = hearth_sim::hierarchy::run_hierarchy(&trace.accesses, cfg);
+        let r = hearth_sim::hierarchy::run_hierarchy(&trace, cfg);
         bar.inc(1);
         r
     })
@@ -341,19 +347,26 @@ fn run_hierarchy(args: &SimArgs, client: &str, threads: usize) -> anyhow::Result
         format_bytes(client_bytes),
         if h.per_client { ", one per client" } else { "" },
         results.first().map_or(0, |r| r.client_hits),
-        trace.accesses.len()
+        results.first().map_or(0, |r| r.client_requests)
     );
     report_hierarchy(args, &header, &results)
 }
 
 /// A storage-level trace with client buffer addresses (`hearth_trace::buffered`):
-/// the clients' caches are already in the trace, so only the storage cache runs.
+/// the clients' caches are already in the trace, so only the storage cache
+/// runs. Streamed: a first pass counts the accesses and distinct blocks.
 fn run_storage_level(args: &SimArgs, threads: usize) -> anyhow::Result<()> {
     let path = &args.trace.trace;
-    let trace: Vec<BufferedAccess> = hearth_trace::buffered::open(path)?.collect::<Result<_, _>>()?;
+    let trace = BufferedFile(path.clone());
+    let mut blocks = hearth_core::key_map::<()>(1 << 16);
+    let mut accesses = 0u64;
+    for a in trace.pass()? {
+        blocks.insert(a?.block, ());
+        accesses += 1;
+    }
     let block_size = args.trace.block_size;
-    let blocks: std::collections::HashSet<u64> = trace.iter().map(|a| a.block).collect();
     let footprint = blocks.len() as u64 * block_size;
+    drop(blocks);
     let sizes_spec = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.into());
     let mut jobs = Vec::new();
     for size in parse_sizes(&sizes_spec).context("--sizes")? {
@@ -368,7 +381,7 @@ fn run_storage_level(args: &SimArgs, threads: usize) -> anyhow::Result<()> {
     let header = format!(
         "{}: storage-level trace, {} accesses, footprint {}",
         path.display(),
-        trace.len(),
+        accesses,
         format_bytes(footprint)
     );
     report_hierarchy(args, &header, &results)

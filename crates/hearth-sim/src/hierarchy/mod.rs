@@ -22,13 +22,83 @@
 //! equals the single-level simulator's OPT (which counts every request as a
 //! use, as libCacheSim does, because its hit ratio counts write hits).
 
+mod future;
+
 use hearth_core::{key_map, Access, Key, KeyMap, Op, Policy, NEVER};
 use hearth_placement::{Cct, EvictionAction, Observed, Placement, Stats, StorageCache};
 use hearth_trace::buffered::BufferedAccess;
+use hearth_trace::TraceError;
 use serde::Serialize;
 
 use crate::device::{ClassStats, Device, DeviceQueue};
+use crate::source::{AccessStream, SourceError, Streamed};
 use crate::{HierarchyError, SimResult};
+pub use future::StorageFuture;
+
+/// A client trace that can be read from the start as often as a run needs:
+/// a streamed trace file or workload (memory independent of its length),
+/// or accesses already in memory.
+pub trait Replay: Sync {
+    fn pass(&self) -> Result<AccessStream<'_>, SourceError>;
+}
+
+impl Replay for [Access] {
+    fn pass(&self) -> Result<AccessStream<'_>, SourceError> {
+        Ok(Box::new(self.iter().copied().map(Ok)))
+    }
+}
+
+impl Replay for Vec<Access> {
+    fn pass(&self) -> Result<AccessStream<'_>, SourceError> {
+        self[..].pass()
+    }
+}
+
+impl Replay for Streamed<'_> {
+    fn pass(&self) -> Result<AccessStream<'_>, SourceError> {
+        self.accesses()
+    }
+}
+
+/// A storage-level trace with buffer addresses, readable from the start as
+/// often as a run needs.
+pub trait StorageReplay: Sync {
+    fn pass(&self) -> Result<Box<dyn Iterator<Item = Result<BufferedAccess, TraceError>> + '_>, TraceError>;
+}
+
+impl StorageReplay for [BufferedAccess] {
+    fn pass(&self) -> Result<Box<dyn Iterator<Item = Result<BufferedAccess, TraceError>> + '_>, TraceError> {
+        Ok(Box::new(self.iter().copied().map(Ok)))
+    }
+}
+
+impl StorageReplay for Vec<BufferedAccess> {
+    fn pass(&self) -> Result<Box<dyn Iterator<Item = Result<BufferedAccess, TraceError>> + '_>, TraceError> {
+        self[..].pass()
+    }
+}
+
+/// A storage-level trace file (`hearth_trace::buffered`), streamed.
+pub struct BufferedFile(pub std::path::PathBuf);
+
+impl StorageReplay for BufferedFile {
+    fn pass(&self) -> Result<Box<dyn Iterator<Item = Result<BufferedAccess, TraceError>> + '_>, TraceError> {
+        Ok(Box::new(hearth_trace::buffered::open(&self.0)?))
+    }
+}
+
+/// The oracle a storage policy needs: for an offline one (OPT), built from
+/// one pass over the storage-level requests `requests` opens; for any
+/// other, nothing (no pass).
+fn storage_future<I: Iterator<Item = Result<(Key, Op), TraceError>>>(
+    policy: &str,
+    requests: impl FnOnce() -> Result<I, HierarchyError>,
+) -> Result<StorageFuture, HierarchyError> {
+    if !hearth_policy::is_offline(policy) {
+        return Ok(StorageFuture::blind());
+    }
+    Ok(StorageFuture::new(requests()?, &std::env::temp_dir())?)
+}
 
 /// One client's buffer cache: a replacement policy plus the slot each
 /// cached block occupies, so requests can carry buffer addresses.
@@ -66,45 +136,6 @@ impl ClientCache {
             self.free_slots.push(slot);
         }
         Some(slot)
-    }
-}
-
-/// Next-use times over the storage-level stream, answered as the replay
-/// moves forward: OPT's oracle below a client cache. A use is a read not
-/// preceded by a write of the same block (see the module comment).
-pub struct StorageFuture {
-    /// For the storage request at index `i`, the index of the block's next
-    /// use after `i` (or `NEVER`).
-    next: Vec<u64>,
-    /// For every block, its next use at or after the current index.
-    upcoming: KeyMap<u64>,
-}
-
-impl StorageFuture {
-    /// Prepares the oracle from the storage-level requests, in order.
-    pub fn new(requests: impl DoubleEndedIterator<Item = (Key, Op)> + ExactSizeIterator) -> Self {
-        let mut next = vec![NEVER; requests.len()];
-        let mut upcoming = key_map(requests.len() / 4);
-        for (i, (key, op)) in requests.enumerate().rev() {
-            // The storage cache counts every non-write as a read.
-            let use_here = if op == Op::Write { NEVER } else { i as u64 };
-            if let Some(later) = upcoming.insert(key, use_here) {
-                next[i] = later;
-            }
-        }
-        StorageFuture { next, upcoming }
-    }
-
-    /// The next use of `key` at or after the current index.
-    fn next_use(&self, key: Key) -> u64 {
-        self.upcoming.get(&key).copied().unwrap_or(NEVER)
-    }
-
-    /// Moves past request `i` (for `key`) and returns that request's next use.
-    fn advance(&mut self, i: u64, key: Key) -> u64 {
-        let next = self.next.get(i as usize).copied().expect("the oracle covers every storage request");
-        self.upcoming.insert(key, next);
-        next
     }
 }
 
@@ -268,7 +299,7 @@ impl StorageSide {
                 }
             }
         }
-        let a = &Access { next_access: self.future.advance(now, a.key), ..*a };
+        let a = &Access { next_access: self.future.advance(now, a.key)?, ..*a };
         if let Some(prev) = self.last_access.insert(a.key, now) {
             add_log2(&mut self.reuse_distance, now - prev);
         }
@@ -329,34 +360,43 @@ impl StorageSide {
     }
 }
 
-/// Runs the trace through client caches and the storage cache.
-pub fn run_hierarchy(accesses: &[Access], cfg: &HierarchyConfig) -> Result<HierarchyResult, HierarchyError> {
+/// Runs the trace through client caches and the storage cache, streaming
+/// it: one pass, or two under an offline storage policy (the first records
+/// the storage-level sequence its next uses are read from).
+pub fn run_hierarchy(trace: &(impl Replay + ?Sized), cfg: &HierarchyConfig) -> Result<HierarchyResult, HierarchyError> {
     // The client caches do not depend on the storage cache, so a first pass
-    // gives the storage-level sequence OPT's next-use times are read from.
-    let recorded = storage_trace(accesses, cfg)?;
-    let future = StorageFuture::new(recorded.iter().map(|r| (r.block, r.op)));
-    drop(recorded);
+    // sees what the run below will send to storage.
+    let future =
+        storage_future(&cfg.storage_policy, || Ok(storage_trace(trace, cfg)?.map(|r| r.map(|r| (r.block, r.op)))))?;
     let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client)?;
     let mut storage = StorageSide::new(cfg, future)?;
-    for a in accesses {
-        let Some(miss) = clients.access(a) else { continue };
+    let mut client_requests = 0;
+    for a in trace.pass()? {
+        let a = a?;
+        client_requests += 1;
+        let Some(miss) = clients.access(&a) else { continue };
         // The storage server's view: a request for `a.key` into buffer `slot`.
         let demoted = if cfg.placement == Placement::Demote { miss.evicted } else { &[] };
-        storage.request(a, miss.client, Some(miss.slot * cfg.slot_bytes), demoted)?;
+        storage.request(&a, miss.client, Some(miss.slot * cfg.slot_bytes), demoted)?;
     }
-    Ok(storage.finish(accesses.len() as u64, clients.hits()))
+    Ok(storage.finish(client_requests, clients.hits()))
 }
 
 /// Runs a storage-level trace that already carries client buffer addresses
 /// (see `hearth_trace::buffered`) through the storage cache; the client
 /// caches are the trace's. `cfg`'s client fields are unused.
-pub fn run_storage_trace(trace: &[BufferedAccess], cfg: &HierarchyConfig) -> Result<HierarchyResult, HierarchyError> {
+pub fn run_storage_trace(
+    trace: &(impl StorageReplay + ?Sized),
+    cfg: &HierarchyConfig,
+) -> Result<HierarchyResult, HierarchyError> {
     if cfg.placement == Placement::Demote {
         return Err(HierarchyError::DemoteWithoutEvictions);
     }
-    let mut storage = StorageSide::new(cfg, StorageFuture::new(trace.iter().map(|r| (r.block, r.op))))?;
+    let future = storage_future(&cfg.storage_policy, || Ok(trace.pass()?.map(|r| r.map(|r| (r.block, r.op)))))?;
+    let mut storage = StorageSide::new(cfg, future)?;
     let size = u32::try_from(cfg.slot_bytes).map_err(|_| HierarchyError::BlockSize { bytes: cfg.slot_bytes })?;
-    for (vtime, r) in trace.iter().enumerate() {
+    for (vtime, r) in trace.pass()?.enumerate() {
+        let r = r?;
         let a = Access { key: r.block, size, vtime: vtime as u64, next_access: NEVER, op: r.op, ctx: r.client };
         storage.request(&a, u64::from(r.client), r.buffer, &[])?;
     }
@@ -365,17 +405,22 @@ pub fn run_storage_trace(trace: &[BufferedAccess], cfg: &HierarchyConfig) -> Res
 }
 
 /// What the storage server sees below the client caches, with buffer
-/// addresses: the input of [`run_storage_trace`].
-pub fn storage_trace(accesses: &[Access], cfg: &HierarchyConfig) -> Result<Vec<BufferedAccess>, HierarchyError> {
+/// addresses, streamed: the input of [`run_storage_trace`].
+pub fn storage_trace<'a>(
+    trace: &'a (impl Replay + ?Sized),
+    cfg: &HierarchyConfig,
+) -> Result<impl Iterator<Item = Result<BufferedAccess, TraceError>> + 'a, HierarchyError> {
     let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client)?;
-    Ok(accesses
-        .iter()
-        .filter_map(|a| {
-            let miss = clients.access(a)?;
-            let client = u32::try_from(miss.client).expect("client ids come from u32 contexts");
-            Some(BufferedAccess { client, op: a.op, block: a.key, buffer: Some(miss.slot * cfg.slot_bytes) })
-        })
-        .collect())
+    let slot_bytes = cfg.slot_bytes;
+    Ok(trace.pass()?.filter_map(move |a| {
+        let a = match a {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
+        let miss = clients.access(&a)?;
+        let client = u32::try_from(miss.client).expect("client ids come from u32 contexts");
+        Some(Ok(BufferedAccess { client, op: a.op, block: a.key, buffer: Some(miss.slot * slot_bytes) }))
+    }))
 }
 
 #[cfg(test)]
@@ -501,7 +546,7 @@ mod tests {
         ] {
             let c = cfg(placement, 3 * 4096, 3 * 4096);
             let live = run_hierarchy(&trace, &c).unwrap();
-            let recorded = storage_trace(&trace, &c).unwrap();
+            let recorded: Vec<_> = storage_trace(&trace, &c).unwrap().collect::<Result<_, _>>().unwrap();
             assert_eq!(recorded.len() as u64, live.result.requests);
             let replayed = run_storage_trace(&recorded, &c).unwrap();
             assert_eq!(replayed.storage, live.storage, "{placement}");
