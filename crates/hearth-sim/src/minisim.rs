@@ -42,11 +42,7 @@ pub fn run_miniature(
         return Err(crate::SettingError::SamplingRate { rate }.into());
     }
     let unit = u64::from(trace.block_size().unwrap_or(1));
-    let object = match (trace.block_size(), &trace.scan) {
-        (Some(block), _) => u64::from(block),
-        (None, Some(scan)) if scan.unique_keys > 0 => (scan.footprint_bytes / scan.unique_keys).max(1),
-        (None, _) => 1,
-    };
+    let object = object_bytes(trace);
     let mut by_rate: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (i, job) in jobs.iter().enumerate() {
         by_rate.entry(doublings(job.cache_bytes, rate, object)).or_default().push(i);
@@ -62,10 +58,21 @@ pub fn run_miniature(
     Ok(results.into_iter().map(|r| r.expect("every job is in a group")).collect())
 }
 
+/// The size of an object, for [`MIN_MINIATURE_OBJECTS`]: a block in block
+/// mode; in object mode, the trace's mean object size when a first pass
+/// measured it, else one byte.
+pub(crate) fn object_bytes(trace: &Streamed) -> u64 {
+    match (trace.block_size(), &trace.scan) {
+        (Some(block), _) => u64::from(block),
+        (None, Some(scan)) if scan.unique_keys > 0 => (scan.footprint_bytes / scan.unique_keys).max(1),
+        (None, _) => 1,
+    }
+}
+
 /// How many times `rate` doubles before a cache of `cache_bytes` scaled by
 /// it holds [`MIN_MINIATURE_OBJECTS`] objects of `object` bytes (or the
 /// rate reaches 1).
-fn doublings(cache_bytes: u64, rate: f64, object: u64) -> u32 {
+pub(crate) fn doublings(cache_bytes: u64, rate: f64, object: u64) -> u32 {
     let wanted = (MIN_MINIATURE_OBJECTS * object) as f64;
     let mut doubled = 0;
     while rate * f64::from(1u32 << doubled) < 1.0 && cache_bytes as f64 * rate * f64::from(1u32 << doubled) < wanted {

@@ -22,11 +22,12 @@
 //! FAST '15) and scales the distances it measures by the sampling rate: a
 //! curve from 1% of the items, at about 1% of the cost.
 
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use hearth_core::{key_map, Access, KeyMap, NEVER};
 use hearth_trace::sample;
 
+use crate::minisim;
 use crate::source::{SourceError, Streamed};
 use crate::stream::run_pipelined;
 use crate::{SettingError, SimResult};
@@ -451,41 +452,100 @@ impl Shards {
 /// was measured against it; front ends warn below it.
 pub const TRUSTED_SAMPLE_KEYS: usize = 8192;
 
-/// Runs SHARDS over one pass of `trace`. At a fixed rate only sampled
-/// accesses are decoded where the format allows
-/// ([`Streamed::sampled_accesses`]); fixed-size SHARDS lowers its rate as it
-/// goes, so it reads every access. `progress` receives accesses read.
+/// A SHARDS curve: one sample, or at a fixed rate one per rate its sizes
+/// needed (see [`shards_pass`]).
+pub struct ShardsCurve {
+    rate: f64,
+    results: Vec<SimResult>,
+    sampled_keys: usize,
+}
+
+impl ShardsCurve {
+    /// The rate asked for (fixed rate), or the one the sample ended at
+    /// (fixed size).
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Estimated LRU results, in the order of the sizes given.
+    pub fn results(&self) -> Vec<SimResult> {
+        self.results.clone()
+    }
+
+    /// Distinct keys of the smallest sample used (see [`TRUSTED_SAMPLE_KEYS`]).
+    pub fn sampled_keys(&self) -> usize {
+        self.sampled_keys
+    }
+}
+
+/// Runs SHARDS over `trace`. At a fixed rate, a size whose cache scaled by
+/// the rate would hold fewer than [`MIN_MINIATURE_OBJECTS`](minisim::MIN_MINIATURE_OBJECTS) objects is
+/// estimated from a sample at twice the rate, again until it holds enough
+/// (the rule miniature simulations follow, for the same reason: a scaled
+/// cache of a few objects sees every sampled distance in steps of 1/rate
+/// objects, and one sampled hot item decides its curve). Sizes sharing a
+/// rate share a pass, and only sampled accesses are decoded where the
+/// format allows ([`Streamed::sampled_accesses`]). Fixed-size SHARDS lowers
+/// its rate as it goes, so it reads every access once. `progress` receives
+/// accesses read.
 pub fn shards_pass(
     trace: &Streamed,
     mode: ShardsMode,
     cache_bytes: &[u64],
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<Shards, SourceError> {
-    let mut shards = Shards::new(mode, cache_bytes)?;
-    match mode {
-        ShardsMode::FixedRate(_) => {
-            let mut sampled = trace.sampled_accesses(shards.threshold())?;
-            let (mut kept, mut reported) = (0u64, 0u64);
-            let mut report = |kept: u64, skipped: u64| {
-                progress(kept + skipped - reported);
-                reported = kept + skipped;
-            };
-            while let Some(a) = sampled.next() {
-                shards.record_sampled(&a?);
-                kept += 1;
-                if kept.is_multiple_of(1 << 12) {
-                    report(kept, sampled.skipped().requests);
-                }
-            }
-            let skipped = sampled.skipped();
-            report(kept, skipped.requests);
-            shards.skip(skipped.requests, skipped.bytes);
-        }
-        ShardsMode::FixedSize(_) => run_pipelined(trace.accesses()?, |chunk| {
+) -> Result<ShardsCurve, SourceError> {
+    let ShardsMode::FixedRate(rate) = mode else {
+        let mut shards = Shards::new(mode, cache_bytes)?;
+        run_pipelined(trace.accesses()?, |chunk| {
             chunk.iter().for_each(|a| shards.access(a));
             progress(chunk.len() as u64);
-        })?,
+        })?;
+        return Ok(ShardsCurve { rate: shards.rate(), results: shards.results(), sampled_keys: shards.sampled_keys() });
+    };
+    Shards::new(mode, cache_bytes)?; // checks the rate before any pass
+    let object = minisim::object_bytes(trace);
+    let mut by_rate: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, &bytes) in cache_bytes.iter().enumerate() {
+        by_rate.entry(minisim::doublings(bytes, rate, object)).or_default().push(i);
     }
+    let mut results: Vec<Option<SimResult>> = vec![None; cache_bytes.len()];
+    let mut sampled_keys = usize::MAX;
+    for (doubled, members) in by_rate {
+        let sizes: Vec<u64> = members.iter().map(|&i| cache_bytes[i]).collect();
+        let shards = fixed_rate_pass(trace, (rate * f64::from(1u32 << doubled)).min(1.0), &sizes, progress)?;
+        sampled_keys = sampled_keys.min(shards.sampled_keys());
+        for (i, r) in members.into_iter().zip(shards.results()) {
+            results[i] = Some(r);
+        }
+    }
+    let results = results.into_iter().map(|r| r.expect("every size is in a group")).collect();
+    Ok(ShardsCurve { rate, results, sampled_keys: if cache_bytes.is_empty() { 0 } else { sampled_keys } })
+}
+
+/// One SHARDS pass at `rate`, decoding only sampled accesses where it can.
+fn fixed_rate_pass(
+    trace: &Streamed,
+    rate: f64,
+    cache_bytes: &[u64],
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Shards, SourceError> {
+    let mut shards = Shards::new(ShardsMode::FixedRate(rate), cache_bytes)?;
+    let mut sampled = trace.sampled_accesses(shards.threshold())?;
+    let (mut kept, mut reported) = (0u64, 0u64);
+    let mut report = |kept: u64, skipped: u64| {
+        progress(kept + skipped - reported);
+        reported = kept + skipped;
+    };
+    while let Some(a) = sampled.next() {
+        shards.record_sampled(&a?);
+        kept += 1;
+        if kept.is_multiple_of(1 << 12) {
+            report(kept, sampled.skipped().requests);
+        }
+    }
+    let skipped = sampled.skipped();
+    report(kept, skipped.requests);
+    shards.skip(skipped.requests, skipped.bytes);
     Ok(shards)
 }
 
@@ -579,5 +639,21 @@ mod tests {
         for bad in [ShardsMode::FixedRate(0.0), ShardsMode::FixedRate(1.5), ShardsMode::FixedSize(0)] {
             assert!(Shards::new(bad, &sizes).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn small_caches_are_estimated_from_a_denser_sample() {
+        use crate::source::{Needs, TraceSource};
+        let source = TraceSource { requests: 200_000, ..TraceSource::new("synth:zipf:200000:0.8") };
+        let trace = Streamed::open(&source, Needs::default(), &()).unwrap();
+        // At 1%, 100 blocks of 4 KiB need a 40 MiB cache: 4 MiB needs 16%.
+        let (small, large) = (4 << 20, 64 << 20);
+        let curve = shards_pass(&trace, ShardsMode::FixedRate(0.01), &[small, large], &|_| {}).unwrap();
+        let at = |rate: f64, size: u64| {
+            fixed_rate_pass(&trace, rate, &[size], &|_| {}).unwrap().results().remove(0)
+        };
+        assert_eq!(curve.results(), vec![at(0.16, small), at(0.01, large)]);
+        assert_eq!(curve.rate(), 0.01);
+        assert_ne!(at(0.16, small), at(0.01, small), "the case should tell the rates apart");
     }
 }
