@@ -7,7 +7,7 @@
 # read latency and the servers' miss/promote counters are compared.
 # Usage: scripts/bench-prefetch.sh [PCT] [LATENCY] [SPEED] [WORKLOADS...]
 #   defaults: 10 1ms 1 rubis tpcw dbt2 (a higher SPEED can saturate a small machine's CPUs,
-#   which then dominates the latencies); PREFETCH="none quickmine qm-best" compares more
+#   which then dominates the latencies); PREFETCH="none quickmine qm-guarded" compares more
 #   schemes (the first is the baseline of the cut columns; default "none quickmine")
 set -euo pipefail
 cd "$(dirname "$0")/.."

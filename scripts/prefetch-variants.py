@@ -27,7 +27,7 @@ import sys
 
 WORKLOADS = ["tpcw", "rubis", "dbt2", "docstore", "fileserver"]
 SIZES = ["10%", "25%"]
-SCHEMES = ["none", "quickmine", "qm-orders", "qm-position", "qm-ahead", "qm-timely", "qm-best"]
+SCHEMES = ["none", "quickmine", "qm-orders", "qm-position", "qm-ahead", "qm-timely", "qm-best", "qm-guarded"]
 COMMON = ["--clients", "100", "--transactions", "20000", "--seed", "1"]
 
 

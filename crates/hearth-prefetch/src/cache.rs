@@ -178,6 +178,23 @@ impl PrefetchCache {
         true
     }
 
+    /// Prefetches `key` into the partition's spare tier: only if it is not
+    /// cached and the base prefetches leave room (it may push out older
+    /// spare blocks, never a base one); returns whether a read was issued.
+    pub fn prefetch_spare(&mut self, key: Key) -> bool {
+        if self.contains(key) {
+            return false;
+        }
+        self.evicted.clear();
+        if !self.partition.land_spare(key, self.inserts, &mut self.evicted) {
+            return false;
+        }
+        let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
+        self.make_room(0, &a);
+        self.counts.issued += 1;
+        true
+    }
+
     /// Hands every pending (block, used) outcome to `f`.
     pub fn drain_outcomes(&mut self, f: impl FnMut(Key, bool)) {
         self.partition.drain_outcomes(f);

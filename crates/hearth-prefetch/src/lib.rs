@@ -14,7 +14,8 @@
 //! - One file per prefetcher: [`seq`] (Linux-style read-ahead), [`run`]
 //!   (run-based), [`cminer`] (C-Miner*, offline closed frequent sequences),
 //!   [`borg`] (BORG-style correlation graph with chains), [`quickmine`]
-//!   (context-aware online mining with throttling).
+//!   (context-aware online mining with throttling), [`guarded`] (QuickMine
+//!   with extra rule kinds that only use spare budget).
 //! - [`metrics`]: what a context-tagged trace looks like to a prefetcher
 //!   (sequential run length, interference, context length).
 //! - [`ceiling`]: the most a prefetcher could cut: each miss sorted by what
@@ -25,6 +26,7 @@ pub mod cache;
 pub mod ceiling;
 pub mod cminer;
 mod error;
+pub mod guarded;
 pub mod metrics;
 pub mod partition;
 pub mod quickmine;
@@ -64,6 +66,12 @@ pub trait Prefetcher: Send {
     /// A block this prefetcher asked for was demanded (`used`) or evicted
     /// from the prefetch partition without being demanded.
     fn outcome(&mut self, _block: Key, _used: bool) {}
+    /// Blocks to prefetch only into the room base prefetches leave in the
+    /// prefetch partition (its spare tier), asked for by the last `access`
+    /// after the blocks it pushed to `out`: the caller issues them after
+    /// those, and each may push out only another spare block, never one
+    /// `out` asked for. Only the guarded QuickMine has any.
+    fn take_spare(&mut self, _spare: &mut Vec<Key>) {}
     /// Rules or correlations currently held, for reports (0 if none).
     fn rule_count(&self) -> usize {
         0
@@ -139,9 +147,11 @@ pub const SCHEMES: &[(&str, &[&str], &str)] = &[
     ("qm-ahead", VARIANT_PARAMS, "QuickMine looking up ahead (2) steps along the guessed next reads, degree blocks each"),
     ("qm-timely", VARIANT_PARAMS, "QuickMine counting a prefetch demanded within late_us (100) µs of its issue as wasted when throttling"),
     ("qm-best", VARIANT_PARAMS, "the four QuickMine variants together: orders 1-3, position, ahead 2, late_us 100"),
+    ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
 
 const QUICKMINE_PARAMS: &[&str] = &["g", "prefixes", "suffixes", "grace", "degree", "throttle", "context", "promote"];
+const GUARDED_PARAMS: &[&str] = &["g", "prefixes", "suffixes", "grace", "degree", "late_us"];
 const VARIANT_PARAMS: &[&str] = &[
     "g", "prefixes", "suffixes", "grace", "degree", "throttle", "context", "promote", "orders", "position", "ahead",
     "late_us",
@@ -192,6 +202,15 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
         }
         "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" => {
             Box::new(quickmine::QuickMine::new(quickmine_config(&name, &p)?)?)
+        }
+        "qm-guarded" => {
+            let mut base = quickmine::Config::paper(p.get("g", 5)?);
+            base.max_prefixes = p.get("prefixes", base.max_prefixes)?;
+            base.max_suffixes = p.get("suffixes", base.max_suffixes)?;
+            base.grace = p.get("grace", base.grace)?;
+            base.degree = p.get("degree", base.degree)?;
+            let late_ns = p.get("late_us", 100u64)?.saturating_mul(1000);
+            Box::new(guarded::Guarded::new(base, late_ns)?)
         }
         _ => unreachable!("every SCHEMES entry has a builder"),
     })

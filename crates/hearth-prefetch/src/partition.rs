@@ -7,6 +7,13 @@
 //! turnover of the main cache, when an LRU main cache would have dropped
 //! them too. The partition only decides; its owner holds the blocks' data
 //! and frees what leaves.
+//!
+//! Blocks land in one of two tiers sharing the capacity: *base* prefetches
+//! ([`Partition::land`]) and *spare* ones ([`Partition::land_spare`], the
+//! guarded QuickMine's extra candidates). A spare block takes only room
+//! the base tier leaves and may push out only older spare blocks; a base
+//! block pushes out spare blocks first, so the base tier holds exactly what
+//! it would hold with no spare blocks at all.
 
 use std::collections::VecDeque;
 
@@ -15,6 +22,8 @@ use hearth_policy::Lru;
 
 pub struct Partition {
     lru: Lru,
+    /// The spare tier: blocks that never displace one of `lru`'s.
+    spare: Lru,
     block_size: u32,
     /// Blocks in arrival order, with the owner's clock at arrival.
     arrivals: VecDeque<(u64, Key)>,
@@ -34,6 +43,7 @@ impl Partition {
     pub fn new(capacity: u64, block_size: u32) -> Self {
         Partition {
             lru: Lru::new(capacity),
+            spare: Lru::new(capacity),
             block_size,
             arrivals: VecDeque::new(),
             arrived_at: KeyMap::default(),
@@ -46,12 +56,22 @@ impl Partition {
     }
 
     pub fn contains(&self, key: Key) -> bool {
-        self.lru.contains(key)
+        self.lru.contains(key) || self.spare.contains(key)
+    }
+
+    /// Whether `key` waits in the spare tier.
+    pub fn is_spare(&self, key: Key) -> bool {
+        self.spare.contains(key)
     }
 
     /// Bytes held by blocks waiting for a demand.
     pub fn bytes(&self) -> u64 {
-        self.lru.occupancy()
+        self.lru.occupancy() + self.spare.occupancy()
+    }
+
+    /// Whether a spare block fits beside the base tier.
+    pub fn has_spare_room(&self) -> bool {
+        self.lru.occupancy() + u64::from(self.block_size) <= self.lru.capacity()
     }
 
     /// Whether a block fits at all.
@@ -71,16 +91,39 @@ impl Partition {
     /// insertions into its main cache. Blocks it pushes out (wasted) are
     /// appended to `left`.
     pub fn land(&mut self, key: Key, clock: u64, left: &mut Vec<Key>) {
+        self.land_in(false, key, clock, left);
+    }
+
+    /// Lands `key` in the spare tier if the base tier leaves room for it,
+    /// pushing out older spare blocks only; false (nothing landed) if not.
+    pub fn land_spare(&mut self, key: Key, clock: u64, left: &mut Vec<Key>) -> bool {
+        if !self.has_spare_room() {
+            return false;
+        }
+        self.land_in(true, key, clock, left);
+        true
+    }
+
+    fn land_in(&mut self, spare: bool, key: Key, clock: u64, left: &mut Vec<Key>) {
         let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.evicted.clear();
-        self.lru.insert(&a, &mut self.evicted);
+        let tier = if spare { &mut self.spare } else { &mut self.lru };
+        tier.insert(&a, &mut self.evicted);
+        // The tiers share the capacity: the spare tier gives way (its
+        // newest block always fits, as the base tier left room for it).
+        while self.lru.occupancy() + self.spare.occupancy() > self.lru.capacity() {
+            match self.spare.evict(&a) {
+                Some(k) => self.evicted.push(k),
+                None => break,
+            }
+        }
         let evicted = std::mem::take(&mut self.evicted);
         for &k in &evicted {
             self.settle(k, false);
         }
         left.extend_from_slice(&evicted);
         self.evicted = evicted;
-        if self.lru.contains(key) {
+        if self.contains(key) {
             self.arrived_at.insert(key, clock);
             self.arrivals.push_back((clock, key));
         }
@@ -97,7 +140,7 @@ impl Partition {
     /// The first demand of `key`: true if it was waiting here (a promote),
     /// after which it belongs to the main cache.
     pub fn take(&mut self, key: Key) -> bool {
-        let waiting = self.lru.remove(key);
+        let waiting = self.lru.remove(key) || self.spare.remove(key);
         if waiting {
             self.settle(key, true);
         }
@@ -108,7 +151,7 @@ impl Partition {
     pub fn remove(&mut self, key: Key) -> bool {
         self.arrived_at.remove(&key);
         self.carried.remove(&key);
-        self.lru.remove(key)
+        self.lru.remove(key) || self.spare.remove(key)
     }
 
     /// Drops blocks that arrived more than `horizon` main-cache insertions
@@ -121,7 +164,7 @@ impl Partition {
             }
             self.arrivals.pop_front();
             // Skip entries of blocks that left (or arrived again since).
-            if self.arrived_at.get(&key) == Some(&at) && self.lru.remove(key) {
+            if self.arrived_at.get(&key) == Some(&at) && (self.lru.remove(key) || self.spare.remove(key)) {
                 self.settle(key, false);
                 left.push(key);
             }
@@ -181,6 +224,36 @@ mod tests {
         p.drain_outcomes(|k, used| outcomes.push((k, used)));
         assert_eq!(outcomes, vec![(1, false), (2, true), (3, false)]);
         assert_eq!((p.used(), p.wasted()), (1, 2));
+    }
+
+    #[test]
+    fn spare_blocks_never_push_out_base_blocks() {
+        // Room for three 1-byte blocks.
+        let mut p = Partition::new(3, 1);
+        let mut left = Vec::new();
+        p.land(1, 0, &mut left);
+        assert!(p.land_spare(10, 0, &mut left) && p.land_spare(11, 0, &mut left));
+        // A third spare block pushes out the oldest spare one, not base 1.
+        assert!(p.land_spare(12, 0, &mut left));
+        assert_eq!(left, vec![10]);
+        assert!(p.contains(1) && p.is_spare(11) && p.is_spare(12));
+        // A base block pushes out spare blocks first: 11.
+        p.land(2, 0, &mut left);
+        assert_eq!(left, vec![10, 11]);
+        p.land(3, 0, &mut left);
+        assert_eq!(left, vec![10, 11, 12]);
+        // The base tier is full: spare blocks are refused and push out nothing.
+        assert!(!p.has_spare_room() && !p.land_spare(13, 0, &mut left));
+        assert!(!p.contains(13) && [1, 2, 3].iter().all(|&k| p.contains(k)));
+        // Base blocks push out the oldest base block, as with no spare tier.
+        p.land(4, 0, &mut left);
+        assert_eq!(left, vec![10, 11, 12, 1]);
+        // A spare block is promoted like any other, and ages out like one.
+        assert!(p.take(2) && p.land_spare(14, 0, &mut left) && p.take(14));
+        assert!(p.land_spare(15, 1, &mut left));
+        p.age_out(5, 2, &mut left);
+        assert_eq!(left, vec![10, 11, 12, 1, 3, 4, 15]);
+        assert_eq!((p.used(), p.wasted(), p.bytes()), (2, 7, 0));
     }
 
     #[test]

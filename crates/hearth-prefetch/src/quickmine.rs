@@ -175,6 +175,19 @@ impl QuickMine {
         &self.rules
     }
 
+    pub(crate) fn rule_cache_mut(&mut self) -> &mut RuleCache {
+        &mut self.rules
+    }
+
+    /// Context `ctx`'s template, the position of its last read, and its
+    /// last `max_order` reads (oldest first), if it is open.
+    pub(crate) fn context_view(&self, ctx: u32, history: &mut Vec<Key>) -> Option<(u32, u64)> {
+        let c = self.contexts.get(&self.context_key(ctx))?;
+        history.clear();
+        history.extend(c.recent.range(c.recent.len().saturating_sub(self.cfg.max_order)..));
+        Some((c.class, (c.dropped + c.recent.len() as u64).checked_sub(1)?))
+    }
+
     /// The set `class` belongs to (itself unless symbiotic).
     pub fn symbiotic_set(&self, class: u32) -> Vec<u32> {
         self.throttle.symbiotic_set(class)

@@ -43,6 +43,9 @@ pub(crate) enum BackgroundKind {
     Reload,
     /// A block a prefetcher predicted.
     Prefetch,
+    /// A block predicted for the prefetch partition's spare room only
+    /// (never displacing a `Prefetch` block; dropped if there is none).
+    SparePrefetch,
 }
 
 /// A connection's share of the background reads: how many it has queued

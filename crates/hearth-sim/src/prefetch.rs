@@ -100,6 +100,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
     let mut issued_to_device = 0u64;
     let (mut read_ns, mut reads, mut demand_reads, mut prefetch_reads) = (0u64, 0u64, 0u64, 0u64);
     let mut out: Vec<Key> = Vec::with_capacity(32);
+    let mut spare: Vec<Key> = Vec::with_capacity(8);
     let mut oracle = Oracle::new(REMAINING_LOOKAHEAD)?;
     let mut remaining = Remaining::default();
     // Blocks prefetched and dropped unused since their last demand.
@@ -144,12 +145,17 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
                     reads += 1;
                 }
                 out.clear();
+                spare.clear();
                 if op == Op::Read {
                     let demand = Demand { block, ctx, time_ns, op, class };
                     prefetcher.access(&demand, &|k| cache.contains(k), &mut out);
+                    prefetcher.take_spare(&mut spare);
                 }
-                for &k in &out {
-                    if cache.prefetch(k) {
+                // Base prefetches first; spare ones only into the room they leave.
+                let base = out.iter().map(|&k| (k, false));
+                for (k, is_spare) in base.chain(spare.iter().map(|&k| (k, true))) {
+                    let issued = if is_spare { cache.prefetch_spare(k) } else { cache.prefetch(k) };
+                    if issued {
                         if let Some(q) = device.as_mut() {
                             q.background(time_ns, bytes);
                             prefetch_seq.insert(k, issued_to_device);

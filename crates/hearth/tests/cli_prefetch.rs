@@ -85,13 +85,14 @@ fn new_workloads_and_quickmine_variants_run() {
         let args = ["--workload", workload, "--clients", "20", "--transactions", "300", "--seed", "2"];
         let analyze = stdout(&hearth(&[&["prefetch", "analyze"][..], &args[..]].concat()));
         assert!(analyze.contains(template), "{analyze}");
-        let schemes = "none;quickmine;qm-orders;qm-position;qm-ahead;qm-timely;qm-best";
+        let schemes = "none;quickmine;qm-orders;qm-position;qm-ahead;qm-timely;qm-best;qm-guarded";
         let sim = [&["prefetch", "sim", "--json", "--schemes", schemes, "--cache-size", "10%"][..], &args[..]].concat();
         let sim: serde_json::Value = serde_json::from_str(&stdout(&hearth(&sim))).unwrap();
         let results = sim["results"].as_array().unwrap();
         let names: Vec<&str> = results.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
         assert_eq!(names[1], "QuickMine");
         assert_eq!(names[6], "QuickMine(orders 1-3, position, ahead 2, timely)");
+        assert_eq!(names[7], "QuickMine(guarded extras)");
         for r in results {
             let left = &r["remaining"];
             let sum: u64 = ["in_context_dropped", "in_context_not_prefetched", "not_in_context"]

@@ -85,6 +85,21 @@ impl BlockCache {
     /// unless a write raced with the read or it was demanded meanwhile (the
     /// demand read caches it itself).
     pub fn prefetch(&self, block: u64) -> io::Result<()> {
+        self.prefetch_into(block, false)
+    }
+
+    /// [`Self::prefetch`] into the partition's spare tier: lands only in
+    /// room the base prefetches leave, else the claim is released (the
+    /// block's first demand is then a plain miss).
+    pub fn prefetch_spare(&self, block: u64) -> io::Result<()> {
+        if !self.lock().partition.has_spare_room() {
+            self.cancel_prefetch(block);
+            return Ok(());
+        }
+        self.prefetch_into(block, true)
+    }
+
+    fn prefetch_into(&self, block: u64, spare: bool) -> io::Result<()> {
         let glance = {
             let inner = self.lock();
             if inner.blocks.contains_key(&block) || !inner.prefetched.contains(&block) {
@@ -104,7 +119,12 @@ impl BlockCache {
         }
         let mut left = Vec::new();
         let clock = inner.core.stats().placements;
-        inner.partition.land(block, clock, &mut left);
+        if !spare {
+            inner.partition.land(block, clock, &mut left);
+        } else if !inner.partition.land_spare(block, clock, &mut left) {
+            inner.prefetched.remove(&block);
+            return Ok(());
+        }
         Self::release_unused(&mut inner, &left);
         self.store(&mut inner, block, &data, false);
         Ok(())

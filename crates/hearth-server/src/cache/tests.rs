@@ -726,3 +726,31 @@ fn mode_switches_under_concurrent_writes_lose_nothing() {
     assert_eq!(differs(&backend.snapshot()), Vec::<usize>::new(), "blocks whose backend copy lost a write");
     assert_eq!(differs(&through_cache), Vec::<usize>::new(), "blocks read wrong through the cache");
 }
+
+/// The guarded QuickMine's spare prefetches in the server: they land only in
+/// room the base prefetches leave, push out only each other, and when
+/// refused release their claim and their buffer.
+#[test]
+fn spare_prefetches_never_push_out_base_prefetches() {
+    // 50 blocks: the partition holds 4% = 2 blocks.
+    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    assert!(cache.start_prefetch(10));
+    cache.prefetch(10).unwrap();
+    for b in [20, 21] {
+        assert!(cache.start_prefetch(b));
+        cache.prefetch_spare(b).unwrap();
+    }
+    // 21 pushed out 20, the older spare block, not base block 10.
+    assert_eq!(cache.take_wasted(), vec![20]);
+    assert!(cache.start_prefetch(11));
+    cache.prefetch(11).unwrap();
+    assert_eq!(cache.take_wasted(), vec![21], "a base prefetch pushes spare blocks out first");
+    // The base tier is full: a spare prefetch is refused and its claim released.
+    assert!(cache.start_prefetch(22));
+    cache.prefetch_spare(22).unwrap();
+    assert!(!cache.cached_or_prefetching(22));
+    assert!(cache.take_wasted().is_empty());
+    assert_eq!(cache.occupancy().0, 2, "the refused block holds no buffer");
+    assert_eq!(cache.classify_demand(22), Class::Miss);
+    assert_eq!([10, 11].map(|b| cache.classify_demand(b)), [Class::Promote; 2]);
+}

@@ -41,6 +41,7 @@ pub(super) fn spawn_background(
             let r = match job.kind {
                 BackgroundKind::Reload => export.cache.reload(job.block),
                 BackgroundKind::Prefetch => export.cache.prefetch(job.block),
+                BackgroundKind::SparePrefetch => export.cache.prefetch_spare(job.block),
             };
             if let Err(e) = r {
                 warn!(export = %export.info.name, block = job.block, error = %e, "background read failed");
@@ -70,7 +71,7 @@ pub(super) fn queue_background(export: &Export, origin: &Arc<Origin>, kind: Back
 pub(super) fn dropped(export: &Export, kind: BackgroundKind, block: u64) {
     match kind {
         BackgroundKind::Reload => export.reloads_dropped.fetch_add(1, Ordering::Relaxed),
-        BackgroundKind::Prefetch => {
+        BackgroundKind::Prefetch | BackgroundKind::SparePrefetch => {
             export.cache.cancel_prefetch(block);
             export.prefetch_stats.dropped.fetch_add(1, Ordering::Relaxed)
         }

@@ -106,7 +106,7 @@ impl ClientView {
             export.prefetch_stats.wasted.fetch_add(1, Ordering::Relaxed);
             p.outcome(block, false);
         }
-        let mut predicted = Vec::new();
+        let (mut predicted, mut spare) = (Vec::new(), Vec::new());
         for block in blocks {
             let class = export.cache.classify_demand(block);
             if class == Class::Promote {
@@ -115,14 +115,17 @@ impl ClientView {
             }
             let demand = PrefetchDemand { block, ctx: self.ctx, time_ns: server_clock_ns(), op: Op::Read, class };
             p.access(&demand, &|b| export.cache.cached_or_prefetching(b), &mut predicted);
+            p.take_spare(&mut spare);
         }
         drop(p);
-        for b in predicted {
+        // Base prefetches claim their blocks first; spare ones queue after.
+        let base = predicted.into_iter().map(|b| (b, BackgroundKind::Prefetch));
+        for (b, kind) in base.chain(spare.into_iter().map(|b| (b, BackgroundKind::SparePrefetch))) {
             if export.cache.start_prefetch(b) {
-                if queue_background(export, &self.origin, BackgroundKind::Prefetch, b) {
+                if queue_background(export, &self.origin, kind, b) {
                     export.prefetch_stats.issued.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    dropped(export, BackgroundKind::Prefetch, b);
+                    dropped(export, kind, b);
                 }
             }
         }
