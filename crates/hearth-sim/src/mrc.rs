@@ -649,9 +649,7 @@ mod tests {
         // At 1%, 100 blocks of 4 KiB need a 40 MiB cache: 4 MiB needs 16%.
         let (small, large) = (4 << 20, 64 << 20);
         let curve = shards_pass(&trace, ShardsMode::FixedRate(0.01), &[small, large], &|_| {}).unwrap();
-        let at = |rate: f64, size: u64| {
-            fixed_rate_pass(&trace, rate, &[size], &|_| {}).unwrap().results().remove(0)
-        };
+        let at = |rate: f64, size: u64| fixed_rate_pass(&trace, rate, &[size], &|_| {}).unwrap().results().remove(0);
         assert_eq!(curve.results(), vec![at(0.16, small), at(0.01, large)]);
         assert_eq!(curve.rate(), 0.01);
         assert_ne!(at(0.16, small), at(0.01, small), "the case should tell the rates apart");
