@@ -6,13 +6,14 @@
 #               1 MiB sequential read and write at iodepth 8 (MB/s);
 #   numjobs     1 and 4 (each fio job is its own NBD connection);
 #   transports  Unix socket and TCP on loopback.
-# Each cell runs every server once per round, servers alternating, for
-# ROUNDS rounds; the table shows each server's median (min..max) and its
-# ratio to nbdkit (median of the per-round ratios, min..max). Every export
-# is filled first, which also makes Hearth's cache (larger than the export)
-# hold all of it. The machine is shared and noisy: read ratios, not rates,
-# and the servers' CPU time per operation (utime+stime from /proc around each
-# run, in clock ticks: coarse, but not skewed by other load the way rates are).
+# Each cell runs every server once per round, servers alternating (in
+# reverse order on even rounds), for ROUNDS rounds; the table shows each
+# server's median (min..max) and its ratio to nbdkit (median of the
+# per-round ratios, min..max). Every export is filled first, which also makes
+# Hearth's cache (larger than the export) hold all of it. The machine is
+# shared and noisy: read ratios, not rates, and the servers' CPU time per
+# operation (utime+stime from /proc around each run, in clock ticks: coarse,
+# but not skewed by other load the way rates are).
 #
 #   scripts/bench-serve.sh [SIZE_MIB] [SECONDS] [ROUNDS]
 # Environment, to run part of the matrix or compare builds:
@@ -138,8 +139,15 @@ for pattern in $PATTERNS; do
     esac
     for jobs in $JOBS; do
         for round in $(seq "$ROUNDS"); do
+            # Even rounds run the servers in reverse order: whoever runs first
+            # after the local fio run (which churns memory) is not always the same.
+            order=("${SERVERS[@]}")
+            if [ $((round % 2)) = 0 ]; then
+                order=()
+                for ((i = ${#SERVERS[@]} - 1; i >= 0; i--)); do order+=("${SERVERS[i]}"); done
+            fi
             for t in $TRANSPORTS; do
-                for s in "${SERVERS[@]}"; do
+                for s in "${order[@]}"; do
                     echo "round $round: $s $t $pattern $bs numjobs $jobs"
                     ticks=$(cpu_ticks "${PID_OF[$s-$t]}")
                     run_fio "$WORK/r-$pattern-$jobs-$t-$s-$round.json" "$pattern" "$bs" "$depth" "$jobs" \
