@@ -6,11 +6,14 @@
 #               1 MiB sequential read and write at iodepth 8 (MB/s);
 #   numjobs     1 and 4 (each fio job is its own NBD connection);
 #   transports  Unix socket and TCP on loopback.
-# Each cell runs every server once per round, servers alternating, for
-# ROUNDS rounds; the table shows each server's median (min..max) and its
-# ratio to nbdkit (median of the per-round ratios, min..max). Every export
-# is filled first, which also makes Hearth's cache (larger than the export)
-# hold all of it. The machine is shared and noisy: read ratios, not rates.
+# Each cell runs every server once per round, servers alternating (in
+# reverse order on even rounds), for ROUNDS rounds; the table shows each
+# server's median (min..max) and its ratio to nbdkit (median of the
+# per-round ratios, min..max). Every export is filled first, which also makes
+# Hearth's cache (larger than the export) hold all of it. The machine is
+# shared and noisy: read ratios, not rates, and the servers' CPU time per
+# operation (utime+stime from /proc around each run, in clock ticks: coarse,
+# but not skewed by other load the way rates are).
 #
 #   scripts/bench-serve.sh [SIZE_MIB] [SECONDS] [ROUNDS]
 # Environment, to run part of the matrix or compare builds:
@@ -61,6 +64,7 @@ wait_for_port() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 declare -A URI
+declare -A PID_OF # server-transport -> the process serving it, for its CPU time
 SERVERS=()
 start_hearth() { # name binary flags...
     local name=$1 binary=$2 port
@@ -70,6 +74,7 @@ start_hearth() { # name binary flags...
         --name disk --unix "$WORK/$name.sock" --listen "127.0.0.1:$port" --metrics 127.0.0.1:0 --log warn \
         "$@" >"$WORK/$name.out" 2>"$WORK/$name.log" &
     PIDS+=($!)
+    PID_OF[$name-unix]=$! PID_OF[$name-tcp]=$!
     wait_for_socket "$WORK/$name.sock"
     URI[$name-unix]="nbd+unix:///disk?socket=$WORK/$name.sock"
     URI[$name-tcp]="nbd://127.0.0.1:$port/disk"
@@ -81,8 +86,10 @@ if [ -n "${BASELINE:-}" ]; then start_hearth before "$BASELINE" "${BASELINE_ARGS
 port=$(free_port)
 nbdkit -f -U "$WORK/nbdkit.sock" memory "${SIZE_MIB}M" 2>"$WORK/nbdkit-unix.log" &
 PIDS+=($!)
+PID_OF[nbdkit-unix]=$!
 nbdkit -f -i 127.0.0.1 -p "$port" memory "${SIZE_MIB}M" 2>"$WORK/nbdkit-tcp.log" &
 PIDS+=($!)
+PID_OF[nbdkit-tcp]=$!
 URI[nbdkit-unix]="nbd+unix:///?socket=$WORK/nbdkit.sock"
 URI[nbdkit-tcp]="nbd://127.0.0.1:$port/"
 SERVERS+=(nbdkit)
@@ -91,8 +98,10 @@ truncate -s "${SIZE_MIB}M" "$SHM"
 port=$(free_port)
 qemu-nbd -f raw -x disk -t --shared=16 --socket="$WORK/qemu.sock" "$SHM" 2>"$WORK/qemu-unix.log" &
 PIDS+=($!)
+PID_OF[qemu-nbd-unix]=$!
 qemu-nbd -f raw -x disk -t --shared=16 -b 127.0.0.1 -p "$port" "$SHM" 2>"$WORK/qemu-tcp.log" &
 PIDS+=($!)
+PID_OF[qemu-nbd-tcp]=$!
 URI[qemu-nbd-unix]="nbd+unix:///disk?socket=$WORK/qemu.sock"
 URI[qemu-nbd-tcp]="nbd://127.0.0.1:$port/disk"
 SERVERS+=(qemu-nbd)
@@ -111,6 +120,9 @@ for s in "${SERVERS[@]}"; do
 done
 dd if=/dev/urandom of="$SHM" bs=1M count="$SIZE_MIB" conv=notrunc status=none
 
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime of a process
+TICKS_PER_SECOND=$(getconf CLK_TCK)
+
 run_fio() { # out-file rw bs iodepth numjobs [fio engine options...]
     local out=$1 rw=$2 bs=$3 depth=$4 jobs=$5
     shift 5
@@ -127,11 +139,20 @@ for pattern in $PATTERNS; do
     esac
     for jobs in $JOBS; do
         for round in $(seq "$ROUNDS"); do
+            # Even rounds run the servers in reverse order: whoever runs first
+            # after the local fio run (which churns memory) is not always the same.
+            order=("${SERVERS[@]}")
+            if [ $((round % 2)) = 0 ]; then
+                order=()
+                for ((i = ${#SERVERS[@]} - 1; i >= 0; i--)); do order+=("${SERVERS[i]}"); done
+            fi
             for t in $TRANSPORTS; do
-                for s in "${SERVERS[@]}"; do
+                for s in "${order[@]}"; do
                     echo "round $round: $s $t $pattern $bs numjobs $jobs"
+                    ticks=$(cpu_ticks "${PID_OF[$s-$t]}")
                     run_fio "$WORK/r-$pattern-$jobs-$t-$s-$round.json" "$pattern" "$bs" "$depth" "$jobs" \
                         --ioengine=nbd --uri="${URI[$s-$t]}"
+                    echo $(($(cpu_ticks "${PID_OF[$s-$t]}") - ticks)) >"$WORK/r-$pattern-$jobs-$t-$s-$round.cpu"
                 done
             done
             # The local limit: the same jobs on the /dev/shm file, no NBD in between.
@@ -141,15 +162,21 @@ for pattern in $PATTERNS; do
     done
 done
 
-python3 - "$WORK" "$ROUNDS" "${SERVERS[*]}" "$PATTERNS" "$JOBS" "$TRANSPORTS" <<'PY'
+python3 - "$WORK" "$ROUNDS" "${SERVERS[*]}" "$PATTERNS" "$JOBS" "$TRANSPORTS" "$TICKS_PER_SECOND" <<'PY'
 import json, statistics, sys
-work, rounds, servers, patterns, jobs, transports = sys.argv[1:]
-rounds, servers = int(rounds), servers.split()
+work, rounds, servers, patterns, jobs, transports, ticks_per_second = sys.argv[1:]
+rounds, servers, ticks_per_second = int(rounds), servers.split(), int(ticks_per_second)
 
 def rate(path, pattern):
     job = json.load(open(path))["jobs"][0]
     side = job["write" if "write" in pattern else "read"]
     return side["iops"] if pattern.startswith("rand") else side["bw_bytes"] / 1e6
+
+def cpu_per_op_us(run):
+    """The server's CPU time per operation of one run, in microseconds."""
+    job = json.load(open(f"{run}.json"))["jobs"][0]
+    ops = job["read"]["total_ios"] + job["write"]["total_ios"]
+    return int(open(f"{run}.cpu").read()) / ticks_per_second * 1e6 / max(ops, 1)
 
 def summary(xs):
     return f"{statistics.median(xs):9.0f} ({min(xs):.0f}..{max(xs):.0f})"
@@ -164,9 +191,11 @@ for pattern in patterns.split():
             base = [rate(f"{work}/r-{pattern}-{nj}-{t}-nbdkit-{r}.json", pattern) for r in range(1, rounds + 1)]
             for s in servers:
                 xs = [rate(f"{work}/r-{pattern}-{nj}-{t}-{s}-{r}.json", pattern) for r in range(1, rounds + 1)]
+                cpu = [cpu_per_op_us(f"{work}/r-{pattern}-{nj}-{t}-{s}-{r}") for r in range(1, rounds + 1)]
                 ratios = [x / b for x, b in zip(xs, base)]
                 print(f"  {t:4} {s:9} {summary(xs)}   ratio {statistics.median(ratios):5.2f}x "
-                      f"({min(ratios):.2f}..{max(ratios):.2f})   local fio / server {statistics.median(local) / statistics.median(xs):5.2f}x")
+                      f"({min(ratios):.2f}..{max(ratios):.2f})   local fio / server {statistics.median(local) / statistics.median(xs):5.2f}x"
+                      f"   server CPU/op {statistics.median(cpu):7.1f} us ({min(cpu):.1f}..{max(cpu):.1f})")
         print(f"  local fio on /dev/shm {summary(local)}")
 PY
 

@@ -8,6 +8,7 @@
 #   scripts/profile-serve.sh randwrite 4k 32 10
 #   scripts/profile-serve.sh read 1M 8 10 --write-back
 #   TRANSPORT=tcp scripts/profile-serve.sh read 1M 8 10   # loopback TCP instead
+#   HEARTH=old/hearth scripts/profile-serve.sh read 1M 8 10   # profile that binary (a "before")
 #
 # Output directory: $OUT (default /tmp/hearth-profile): perf.data, report.txt
 # (self time) and callers.txt (call graphs of the top frames). A flamegraph:
@@ -28,8 +29,10 @@ for tool in fio perf; do
     command -v "$tool" >/dev/null || { echo "profile-serve: $tool is not installed" >&2; exit 1; }
 done
 
-cargo build --release -q -p hearth
-HEARTH="${CARGO_TARGET_DIR:-target}/release/hearth"
+if [ -z "${HEARTH:-}" ]; then
+    cargo build --release -q -p hearth
+    HEARTH="${CARGO_TARGET_DIR:-target}/release/hearth"
+fi
 mkdir -p "$OUT"
 SOCK="$OUT/hearth.sock"
 rm -f "$SOCK"

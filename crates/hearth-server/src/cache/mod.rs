@@ -3,7 +3,8 @@
 //! Data lives in memory keyed by block number; which blocks stay is decided
 //! by any `hearth_core::Policy` (the same code the simulator runs). The
 //! policy, the block map and the dirty set sit behind one mutex: correctness
-//! first, and a hit costs one lock and one copy.
+//! first, and a hit costs one lock and no copy: a reply shares the cached
+//! blocks' buffers, which a later write copies first if a reply still holds them.
 //!
 //! Write-through (default): a write reaches the backend before it is
 //! acknowledged, then updates the cache. Write-back: writes land in the
@@ -62,6 +63,52 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backend::{Backend, Extent};
 use crate::stripes::{Glance, WriteStripes};
+
+/// A block's data. Shared so that a read reply can send straight from it
+/// ([`CachedSlice`]) after the lock is released: a write to a block a reply
+/// still holds first gives the cache its own copy ([`writable`]), so the
+/// reply sends the data as it was when read.
+type BlockBuf = Arc<[u8]>;
+
+/// The bytes of `buf`, to change: copied first if a reply still holds it.
+fn writable(buf: &mut BlockBuf) -> &mut [u8] {
+    if Arc::get_mut(buf).is_none() {
+        *buf = Arc::from(&buf[..]);
+    }
+    Arc::get_mut(buf).expect("just made unshared")
+}
+
+/// Buffers of evicted blocks, reused for the next insert. Only buffers no
+/// reply holds are kept (the others are freed by the last reply), so a
+/// reused one never needs copying.
+#[derive(Default)]
+struct FreeBlocks(Vec<BlockBuf>);
+
+impl FreeBlocks {
+    fn push(&mut self, mut buf: BlockBuf) {
+        if Arc::get_mut(&mut buf).is_some() {
+            self.0.push(buf);
+        }
+    }
+
+    fn pop_or_new(&mut self, block_size: usize) -> BlockBuf {
+        self.0.pop().unwrap_or_else(|| Arc::from(vec![0u8; block_size]))
+    }
+}
+
+/// Part of a cached block, as [`BlockCache::read_cached`] found it: a reply
+/// sends it without copying it out of the cache.
+pub struct CachedSlice {
+    block: BlockBuf,
+    range: std::ops::Range<usize>,
+}
+
+impl std::ops::Deref for CachedSlice {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.block[self.range.clone()]
+    }
+}
 
 /// What to do with dirty blocks an eviction pushes out.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -155,9 +202,8 @@ pub struct CacheStats {
 struct Inner {
     /// The policy and placement decisions: the same core the simulator drives.
     core: StorageCache,
-    blocks: FxHashMap<Key, Box<[u8]>>,
-    /// Buffers of evicted blocks, reused for the next insert.
-    free: Vec<Box<[u8]>>,
+    blocks: FxHashMap<Key, BlockBuf>,
+    free: FreeBlocks,
     /// Dirty blocks, each with the sequence number of its latest write.
     dirty: FxHashMap<Key, u64>,
     /// When the oldest block still dirty was dirtied, or earlier (reset when
@@ -165,7 +211,7 @@ struct Inner {
     dirty_since: Option<Instant>,
     /// Evicted dirty blocks whose write-back failed: neither cached nor dirty,
     /// but still the only copy of their data.
-    stranded: FxHashMap<Key, Box<[u8]>>,
+    stranded: FxHashMap<Key, BlockBuf>,
     write_seq: u64,
     /// Blocks prefetched (queued or landed) and not yet demanded.
     prefetched: FxHashSet<Key>,
@@ -258,7 +304,7 @@ impl BlockCache {
                 ),
                 core: StorageCache::new(policy, placement),
                 blocks: FxHashMap::default(),
-                free: Vec::new(),
+                free: FreeBlocks::default(),
                 dirty: FxHashMap::default(),
                 dirty_since: None,
                 stranded: FxHashMap::default(),

@@ -44,10 +44,10 @@ impl BlockCache {
         self.backend_read(buf, offset)
     }
 
-    /// Serves a read entirely from the cache by appending `len` bytes to
-    /// `out`, or does nothing and returns false if any block is missing.
-    /// (Appending lets the server build header and data in one buffer.)
-    pub fn read_cached(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> bool {
+    /// Serves a read entirely from the cache by appending the slices of
+    /// cached blocks that make up `len` bytes at `offset` to `out` (shared,
+    /// not copied), or does nothing and returns false if any block is missing.
+    pub fn read_cached(&self, offset: u64, len: usize, out: &mut Vec<CachedSlice>) -> bool {
         let range = self.block_range(offset, len as u64);
         let mut inner = self.lock();
         if !range.clone().all(|b| inner.blocks.contains_key(&b)) {
@@ -57,7 +57,7 @@ impl BlockCache {
             let a = Self::access(&mut inner, b, self.block_size, Op::Read);
             inner.core.demand(&a);
             let (in_block, _, n) = self.overlap(b, offset, len as u64);
-            out.extend_from_slice(&inner.blocks[&b][in_block..in_block + n]);
+            out.push(CachedSlice { block: inner.blocks[&b].clone(), range: in_block..in_block + n });
         }
         self.stats.hits.fetch_add(range.end - range.start, Ordering::Relaxed);
         true
@@ -219,9 +219,10 @@ impl BlockCache {
     /// Stores the data of a block the core holds.
     pub(super) fn store(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) {
         let bs = self.block_size as usize;
-        let mut buf = inner.free.pop().unwrap_or_else(|| vec![0u8; bs].into_boxed_slice());
-        buf[..data.len()].copy_from_slice(data);
-        buf[data.len()..].fill(0);
+        let mut buf = inner.free.pop_or_new(bs);
+        let bytes = writable(&mut buf);
+        bytes[..data.len()].copy_from_slice(data);
+        bytes[data.len()..].fill(0);
         inner.blocks.insert(block, buf);
         if dirty {
             Self::mark_dirty(inner, block);

@@ -33,7 +33,7 @@ fn setup_racy(size: u64, blocks: u64, mode: WriteMode, jitter: bool) -> (Arc<Mem
 /// The bytes a cache-only read returns, or None if it had to miss.
 fn cached(cache: &BlockCache, offset: u64, len: usize) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    cache.read_cached(offset, len, &mut out).then_some(out)
+    cache.read_cached(offset, len, &mut out).then(|| out.iter().flat_map(|s| s.iter().copied()).collect())
 }
 
 fn expected(offset: u64, len: usize) -> Vec<u8> {
@@ -61,6 +61,34 @@ fn cached_reads_never_reach_the_backend() {
     assert_eq!(wider, expected(0, 4096 * 4));
     assert_eq!(backend.reads(), after_first + 1);
     assert_eq!(backend.snapshot()[..100], expected(0, 100)[..]);
+}
+
+/// Slices a reply holds keep the data as it was read: writes (through and
+/// back) to their blocks, and evictions that reuse block buffers, change
+/// the cache, not the slices.
+#[test]
+fn held_cached_slices_keep_the_data_they_were_read_with() {
+    for mode in [WriteMode::Through, WriteMode::Back { dirty_limit: 1 << 20 }] {
+        let (_, cache) = setup(1 << 20, 2, mode);
+        let mut buf = vec![0u8; 8192];
+        cache.read(0, &mut buf).unwrap();
+        let mut held = Vec::new();
+        assert!(cache.read_cached(100, 5000, &mut held));
+        cache.write(0, &[1u8; 4096], false).unwrap();
+        cache.write(4096 + 10, &[2u8; 10], false).unwrap();
+        let bytes: Vec<u8> = held.iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(bytes, expected(100, 5000), "{mode:?}: the reply sends what was read");
+        let mut now = expected(0, 8192);
+        now[..4096].fill(1);
+        now[4096 + 10..4096 + 20].fill(2);
+        assert_eq!(cached(&cache, 0, 8192), Some(now), "{mode:?}: the cache has the writes");
+        // Evict both held blocks: new blocks must not land in their buffers.
+        let mut later = vec![0u8; 8192];
+        cache.read(64 * 1024, &mut later).unwrap();
+        assert_eq!(cached(&cache, 64 * 1024, 8192), Some(expected(64 * 1024, 8192)));
+        let bytes: Vec<u8> = held.iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(bytes, expected(100, 5000), "{mode:?}: eviction leaves a held slice alone");
+    }
 }
 
 #[test]
@@ -455,9 +483,7 @@ fn eviction_based_placement_waits_for_the_client_then_reloads() {
     assert_eq!(cache.stats.backend_reads.load(Ordering::Relaxed), reads + 1);
     assert_eq!(cache.occupancy().0, 1);
     // Now a client read hits without the backend.
-    let mut out = Vec::new();
-    assert!(cache.read_cached(3 * u64::from(BS), bs, &mut out));
-    assert_eq!(out, pattern[3 * bs..4 * bs]);
+    assert_eq!(cached(&cache, 3 * u64::from(BS), bs).expect("cached"), pattern[3 * bs..4 * bs]);
     // A second eviction notice needs no reload; one beyond the export is ignored.
     assert_eq!(cache.client_evicted(3), None);
     assert_eq!(cache.client_evicted(1 << 40), None);
@@ -465,9 +491,7 @@ fn eviction_based_placement_waits_for_the_client_then_reloads() {
     assert_eq!(cache.client_evicted(5), Some(5));
     cache.write(5 * u64::from(BS), &vec![9u8; bs], false).unwrap();
     cache.reload(5).unwrap();
-    let mut out = Vec::new();
-    assert!(cache.read_cached(5 * u64::from(BS), bs, &mut out));
-    assert_eq!(out, vec![9u8; bs]);
+    assert_eq!(cached(&cache, 5 * u64::from(BS), bs).expect("cached"), vec![9u8; bs]);
     let s = cache.placement_stats();
     assert_eq!((s.client_evictions, s.reloads), (3, 2));
 }
@@ -510,10 +534,8 @@ fn prefetches_wait_in_their_partition_until_demanded() {
     assert_eq!(cache.classify_demand(11), Class::Promote);
     // Promoted into the main cache: now a plain hit, served from memory.
     assert_eq!(cache.classify_demand(11), Class::Hit);
-    let mut out = Vec::new();
-    assert!(cache.read_cached(11 * bs, BS as usize, &mut out));
     let expect: Vec<u8> = (11 * bs..12 * bs).map(|i| (i % 251) as u8).collect();
-    assert_eq!(out, expect);
+    assert_eq!(cached(&cache, 11 * bs, BS as usize).expect("cached"), expect);
     // Main-cache hits are never reclassified as promotes.
     assert_eq!(cache.placement_stats().placements, 1);
 }

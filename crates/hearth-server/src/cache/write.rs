@@ -27,7 +27,7 @@ impl BlockCache {
                 let a = Self::access(&mut inner, b, self.block_size, Op::Write);
                 let demand = inner.core.demand(&a);
                 if let Some(cached) = inner.blocks.get_mut(&b) {
-                    cached[in_block..in_block + n].copy_from_slice(&data[in_req..in_req + n]);
+                    writable(cached)[in_block..in_block + n].copy_from_slice(&data[in_req..in_req + n]);
                 } else if whole && (demand == Demand::Miss { place: true } || inner.core.policy().contains(b)) {
                     // Write-allocate whole blocks (or fill a block placed
                     // while its reload is pending): the data is at hand.

@@ -104,22 +104,22 @@ impl BlockCache {
             inner.core.demand(&a);
             let block_len = self.block_len(b) as usize;
             if let Some(cached) = inner.blocks.get_mut(&b) {
-                cached[in_block..in_block + n].copy_from_slice(part);
+                writable(cached)[in_block..in_block + n].copy_from_slice(part);
                 self.log_changed(b, Some(&cached[..block_len]));
                 Self::mark_dirty(inner, b);
                 continue;
             }
-            let mut whole = inner.free.pop().unwrap_or_else(|| vec![0u8; self.block_size as usize].into_boxed_slice());
+            let mut whole = inner.free.pop_or_new(self.block_size as usize);
             if let Some(held) = inner.stranded.remove(&b) {
                 inner.free.push(std::mem::replace(&mut whole, held));
             } else if n < block_len {
                 // Partial write of an absent block: read-modify-write.
-                if let Err(e) = self.backend_read(&mut whole[..block_len], b * self.block_size) {
+                if let Err(e) = self.backend_read(&mut writable(&mut whole)[..block_len], b * self.block_size) {
                     inner.free.push(whole);
                     return Err(e);
                 }
             }
-            whole[in_block..in_block + n].copy_from_slice(part);
+            writable(&mut whole)[in_block..in_block + n].copy_from_slice(part);
             self.log_changed(b, Some(&whole[..block_len]));
             if self.insert(inner, b, &whole[..block_len], true, victims) {
                 inner.free.push(whole);

@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 
 use super::connection::{Conn, Reply, Ticket};
 use super::hints::ClientView;
-use crate::cache::{BlockCache, WriteMode};
+use crate::cache::{BlockCache, CachedSlice, WriteMode};
 use crate::Export;
 
 /// Most extents one NBD_CMD_BLOCK_STATUS reply describes.
@@ -87,17 +87,17 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     if let Some(log) = &export.access_log {
         log.record(Op::Read, req.offset, req.length);
     }
-    // Header and data share one buffer: one write per reply.
-    let mut reply = conn.buffers.take(READ_HEADER_MAX + len);
+    // Header and data share one buffer, unless the data is sent from cached blocks.
+    let mut header = Vec::with_capacity(READ_HEADER_MAX);
     if len == 0 {
         // An OFFSET_DATA chunk must carry at least one byte.
-        put_status(&mut reply, session, req.cookie, Ok(()));
-        return finish_read(&conn.replies, export, job, Ok(reply));
+        put_status(&mut header, session, req.cookie, Ok(()));
+        return finish_read(&conn.replies, export, job, Ok((header, Vec::new())));
     }
     if session.structured_replies {
-        put_read_data_header(&mut reply, req.cookie, req.offset, req.length);
+        put_read_data_header(&mut header, req.cookie, req.offset, req.length);
     } else {
-        reply.extend_from_slice(&simple_reply(req.cookie, None));
+        header.extend_from_slice(&simple_reply(req.cookie, None));
     }
     // Every read counts towards its stream, cached or not.
     let streaming = export
@@ -109,9 +109,12 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
         advisor.observe_read(export.cache.block_range(req.offset, u64::from(req.length)));
     }
     let small = req.length <= INLINE_MAX;
-    if small && !bypass && export.cache.read_cached(req.offset, len, &mut reply) {
-        return finish_read(&conn.replies, export, job, Ok(reply));
+    let mut cached = Vec::new();
+    if small && !bypass && export.cache.read_cached(req.offset, len, &mut cached) {
+        return finish_read(&conn.replies, export, job, Ok((header, cached)));
     }
+    let mut reply = conn.buffers.take(header.len() + len);
+    reply.extend_from_slice(&header);
     let header = reply.len();
     if runs_inline(conn, &req) {
         reply.resize(header + len, 0);
@@ -129,7 +132,7 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
 }
 
 /// A read that may touch the backend, into `reply` after its `header`
-/// bytes: `Ok(header and data)` or `Err(error reply)`.
+/// bytes (all data in `reply`, none left in cached blocks).
 fn read_through(
     export: &Export,
     session: &Session,
@@ -137,10 +140,10 @@ fn read_through(
     bypass: bool,
     mut reply: Vec<u8>,
     header: usize,
-) -> Result<Vec<u8>, Vec<u8>> {
+) -> ReadReply {
     let into = &mut reply[header..];
     let read = if bypass { export.cache.read_around(req.offset, into) } else { export.cache.read(req.offset, into) };
-    read.map(|()| reply).map_err(|e| {
+    read.map(|()| (reply, Vec::new())).map_err(|e| {
         warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
         let mut status = Vec::new();
         put_status(&mut status, session, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
@@ -259,7 +262,7 @@ pub(super) async fn block_status(conn: &Conn, job: Job, workers: &Workers) {
             Ok(_) => put_status(&mut head, &session, req.cookie, Err((Errno::Inval, "block status of zero bytes"))),
             Err(e) => put_status(&mut head, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string()))),
         }
-        let _ = tx.send(Reply { bytes: head, _ticket: job.ticket });
+        let _ = tx.send(Reply { bytes: head, cached: Vec::new(), _ticket: job.ticket });
         export.metrics.record(req.command, ok, job.started.elapsed());
         drop(worker);
     });
@@ -296,7 +299,7 @@ pub(super) fn send_status(
 ) {
     let mut head = Vec::with_capacity(32);
     put_status(&mut head, session, cookie, r);
-    let _ = tx.send(Reply { bytes: head, _ticket: ticket });
+    let _ = tx.send(Reply { bytes: head, cached: Vec::new(), _ticket: ticket });
 }
 
 fn finish(tx: &mpsc::UnboundedSender<Reply>, session: &Session, export: &Export, job: Job, r: io::Result<()>) {
@@ -312,12 +315,17 @@ fn finish(tx: &mpsc::UnboundedSender<Reply>, session: &Session, export: &Export,
     export.metrics.record(req.command, r.is_ok(), job.started.elapsed());
 }
 
-/// Queues a read's reply: `Ok(header and data)` or `Err(error reply)`.
-fn finish_read(tx: &mpsc::UnboundedSender<Reply>, export: &Export, job: Job, r: Result<Vec<u8>, Vec<u8>>) {
+/// A read's reply: `Ok((header and any data, then data from cached
+/// blocks))` or `Err(error reply)`.
+type ReadReply = Result<(Vec<u8>, Vec<CachedSlice>), Vec<u8>>;
+
+/// Queues a read's reply.
+fn finish_read(tx: &mpsc::UnboundedSender<Reply>, export: &Export, job: Job, r: ReadReply) {
     let ok = r.is_ok();
     if ok {
         export.metrics.bytes_read.fetch_add(u64::from(job.req.length), Ordering::Relaxed);
     }
-    let _ = tx.send(Reply { bytes: r.unwrap_or_else(|e| e), _ticket: job.ticket });
+    let (bytes, cached) = r.unwrap_or_else(|e| (e, Vec::new()));
+    let _ = tx.send(Reply { bytes, cached, _ticket: job.ticket });
     export.metrics.record(job.req.command, ok, job.started.elapsed());
 }

@@ -7,7 +7,7 @@
 //! that may touch the backend runs on the blocking pool and queues its reply
 //! when done.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,6 +25,7 @@ use super::commands::{self, Job};
 use super::hints::ClientView;
 use super::listener::{Peer, Stream};
 use super::{server_clock_ns, Limits, Shared};
+use crate::cache::CachedSlice;
 use crate::Export;
 
 /// Payload bytes (in KiB) one connection may hold in flight, or the largest
@@ -51,9 +52,11 @@ pub(super) struct Ticket {
     _budget: Option<OwnedSemaphorePermit>,
 }
 
-/// One reply on its way to the socket (header and any data).
+/// One reply on its way to the socket: header and any data, then any data
+/// sent straight from cached blocks.
 pub(super) struct Reply {
     pub(super) bytes: Vec<u8>,
+    pub(super) cached: Vec<CachedSlice>,
     /// Released once written, so queued replies count against the limits.
     pub(super) _ticket: Ticket,
 }
@@ -330,11 +333,13 @@ async fn write_replies<W: AsyncWrite + Unpin>(
     buffers: Arc<BufferPool>,
     last_activity: Arc<AtomicU64>,
 ) {
+    // Small replies are gathered here; writes of at least its size (a large
+    // read's cached blocks) pass straight to the socket in one writev.
     let mut out = BufWriter::with_capacity(256 * 1024, wr);
     while let Some(mut reply) = rx.recv().await {
         // Batch whatever is queued into as few syscalls as possible.
         loop {
-            if out.write_all(&reply.bytes).await.is_err() {
+            if write_reply(&mut out, &reply).await.is_err() {
                 return;
             }
             buffers.give(reply.bytes);
@@ -349,6 +354,24 @@ async fn write_replies<W: AsyncWrite + Unpin>(
         last_activity.store(server_clock_ns(), Ordering::Relaxed);
     }
     let _ = out.shutdown().await;
+}
+
+/// Writes one reply's bytes, then its cached slices, as vectored writes of
+/// at most `IOV_MAX` pieces.
+async fn write_reply<W: AsyncWrite + Unpin>(out: &mut BufWriter<W>, reply: &Reply) -> io::Result<()> {
+    const IOV_MAX: usize = 1024;
+    let mut pieces: Vec<IoSlice<'_>> = Vec::with_capacity(1 + reply.cached.len());
+    pieces.push(IoSlice::new(&reply.bytes));
+    pieces.extend(reply.cached.iter().map(|s| IoSlice::new(s)));
+    let mut rest = &mut pieces[..];
+    while !rest.is_empty() {
+        let n = out.write_vectored(&rest[..rest.len().min(IOV_MAX)]).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut rest, n);
+    }
+    Ok(())
 }
 
 /// Reads requests and hands each to its command until the client

@@ -41,7 +41,7 @@ fn read(cache: &BlockCache, block: u64) -> Vec<u8> {
 /// The block's bytes if the cache holds it (without touching the backend).
 fn cached(cache: &BlockCache, block: u64) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    cache.read_cached(block * BS, BS as usize, &mut out).then_some(out)
+    cache.read_cached(block * BS, BS as usize, &mut out).then(|| out.iter().flat_map(|s| s.iter().copied()).collect())
 }
 
 fn backend_block(backend: &MemoryBackend, block: u64) -> Vec<u8> {
