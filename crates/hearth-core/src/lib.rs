@@ -86,6 +86,13 @@ pub trait Policy: Send {
     /// `a.next_access`, which would otherwise lie in the past.
     fn observe_next_access(&mut self, _a: &Access) {}
 
+    /// `key` is requested a few requests from now: a policy may bring its
+    /// entry into the CPU cache meanwhile, so that its lookup then does not
+    /// wait on memory. No effect on decisions. (The simulator calls it
+    /// ahead of each access; a big cache's metadata misses the CPU cache on
+    /// nearly every request.)
+    fn warm(&self, _key: Key) {}
+
     /// Evicts until `a` fits, pushing victims to `evicted`: the first step
     /// of most `insert` implementations.
     fn make_room(&mut self, a: &Access, evicted: &mut Vec<Key>) {

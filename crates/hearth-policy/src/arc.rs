@@ -153,6 +153,7 @@ impl Policy for Arc {
     fn contains(&self, key: Key) -> bool {
         self.index.get(&key).is_some_and(|&i| matches!(self.slab.get(i).at, Where::T1 | Where::T2))
     }
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         self.ghost_hit = None;
         let Some(&i) = self.index.get(&a.key) else { return false };

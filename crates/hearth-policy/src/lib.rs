@@ -25,6 +25,19 @@ macro_rules! indexed_residency {
     };
 }
 
+/// `warm` (`hearth_core::Policy::warm`) for a policy whose `index` maps
+/// keys to nodes of its `slab`: the lookup brings the index's line in, the
+/// prefetch the node's.
+macro_rules! warm_by_index {
+    () => {
+        fn warm(&self, key: hearth_core::Key) {
+            if let Some(&i) = self.index.get(&key) {
+                self.slab.prefetch(i);
+            }
+        }
+    };
+}
+
 /// `remove` for a sampling policy: its dense array's `take(pos)` by the
 /// position `index` holds.
 macro_rules! remove_by_index {
@@ -357,6 +370,32 @@ pub fn admission_names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hearth_core::Access;
+
+    #[test]
+    fn warming_changes_no_decision() {
+        let mut x = 11u64;
+        let keys: Vec<u64> = (0..20_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 3000).min(x % 211 + 40)
+            })
+            .collect();
+        for spec in names() {
+            let (mut plain, mut warmed) = (build(spec, 500).unwrap(), build(spec, 500).unwrap());
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for (i, &key) in keys.iter().enumerate() {
+                warmed.warm(keys[(i + 8) % keys.len()]);
+                warmed.warm(u64::MAX - key); // never requested
+                let access = Access { key, size: 1, vtime: i as u64, ..Access::default() };
+                let hits = (plain.access(&access, &mut a), warmed.access(&access, &mut b));
+                assert_eq!(hits.0, hits.1, "{spec}: request {i}");
+            }
+            assert_eq!(a, b, "{spec}: the evictions differ");
+        }
+    }
 
     #[test]
     fn families_partition_the_registry() {

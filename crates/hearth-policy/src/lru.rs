@@ -46,6 +46,7 @@ impl Policy for Lru {
         if self.evict_most_recent { "MRU" } else { "LRU" }.into()
     }
     indexed_residency!();
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         match self.index.get(&a.key) {
             Some(&i) => {

@@ -44,6 +44,10 @@ pub struct Counting {
     pub interval: Option<u64>,
 }
 
+/// How many accesses ahead a replayer lets the policy warm its entry
+/// ([`Policy::warm`]).
+const WARM_AHEAD: usize = 8;
+
 /// One policy replaying a stream, counting hits as it goes.
 pub struct Replayer {
     policy: Box<dyn Policy>,
@@ -80,7 +84,10 @@ impl Replayer {
 
     /// Replays `accesses` in order.
     pub fn feed(&mut self, accesses: &[Access]) {
-        for a in accesses {
+        for (i, a) in accesses.iter().enumerate() {
+            if let Some(ahead) = accesses.get(i + WARM_AHEAD) {
+                self.policy.warm(ahead.key);
+            }
             self.evicted.clear();
             let hit = self.policy.access(a, &mut self.evicted);
             self.seen += 1;
