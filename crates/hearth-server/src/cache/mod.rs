@@ -465,6 +465,7 @@ impl BlockCache {
     }
 }
 
+mod payload;
 mod read;
 mod residency;
 mod write;
