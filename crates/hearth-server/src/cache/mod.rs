@@ -78,20 +78,15 @@ fn writable(buf: &mut BlockBuf) -> &mut [u8] {
     Arc::get_mut(buf).expect("just made unshared")
 }
 
-/// Buffers of evicted or overwritten blocks, reused for the next insert or
-/// write payload. Only buffers no reply holds are kept (the others are
-/// freed by the last reply), so a reused one never needs copying; and at
-/// most [`FREE_KEPT_BYTES`] of them, so a burst of writes the cache does
-/// not keep leaves no lasting heap behind.
+/// Buffers of evicted blocks, reused for the next insert. Only buffers no
+/// reply holds are kept (the others are freed by the last reply), so a
+/// reused one never needs copying.
 #[derive(Default)]
 struct FreeBlocks(Vec<BlockBuf>);
 
-/// Most bytes of free block buffers kept: sixteen 1 MiB writes' worth.
-const FREE_KEPT_BYTES: usize = 16 << 20;
-
 impl FreeBlocks {
     fn push(&mut self, mut buf: BlockBuf) {
-        if (self.0.len() + 1) * buf.len() <= FREE_KEPT_BYTES && Arc::get_mut(&mut buf).is_some() {
+        if Arc::get_mut(&mut buf).is_some() {
             self.0.push(buf);
         }
     }

@@ -6,12 +6,6 @@
 
 use super::*;
 
-/// Largest payload read into block buffers. Past it, a payload mostly
-/// outgrows what the cache keeps, and one contiguous buffer goes back to
-/// the system when freed where tens of thousands of block buffers would
-/// stay in the heap.
-pub const MAX_PAYLOAD_IN_BLOCKS: u64 = 1 << 20;
-
 /// A block-aligned write payload held in buffers that become cache blocks.
 pub struct BlockPayload {
     offset: u64,
@@ -28,14 +22,12 @@ impl BlockPayload {
 impl BlockCache {
     /// Buffers to read a write of `len` bytes at `offset` into, for
     /// [`write_payload`](Self::write_payload): only for write-through
-    /// writes of whole blocks up to [`MAX_PAYLOAD_IN_BLOCKS`] (otherwise
-    /// None: read the payload into one buffer and call [`write`](Self::write)).
-    /// Reuses the buffers of dropped blocks, which an overwrite gives back
-    /// one for one.
+    /// writes of whole blocks (otherwise None: read the payload into one
+    /// buffer and call [`write`](Self::write)). Reuses the buffers of
+    /// dropped blocks, which an overwrite gives back one for one.
     pub fn payload_buffers(&self, offset: u64, len: u64) -> Option<BlockPayload> {
         let bs = self.block_size;
-        let whole_blocks = len > 0 && offset % bs == 0 && len % bs == 0;
-        if !whole_blocks || len > MAX_PAYLOAD_IN_BLOCKS || !matches!(self.mode(), WriteMode::Through) {
+        if len == 0 || offset % bs != 0 || len % bs != 0 || !matches!(self.mode(), WriteMode::Through) {
             return None;
         }
         let n = (len / bs) as usize;
@@ -148,7 +140,6 @@ mod tests {
         assert!(cache.payload_buffers(BS / 2, BS).is_none(), "unaligned offset");
         assert!(cache.payload_buffers(0, BS + 1).is_none(), "partial block");
         assert!(cache.payload_buffers(0, 0).is_none());
-        assert!(cache.payload_buffers(0, MAX_PAYLOAD_IN_BLOCKS + BS).is_none(), "over the largest");
         let data = vec![9u8; 2 * BS as usize];
         let p = payload(&cache, 0, &data);
         cache.set_mode(WriteMode::Around).unwrap();
