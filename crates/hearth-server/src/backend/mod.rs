@@ -23,13 +23,6 @@ pub trait Backend: Send + Sync {
     /// Fills `buf` from `offset` (the range lies inside the size).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
-    /// Writes `parts`, one after another, from `offset`: a write payload
-    /// read straight into cache blocks. By default they are joined into one
-    /// buffer for [`write_at`](Self::write_at); a backend that can write
-    /// them where they are overrides this and saves that copy.
-    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
-        self.write_at(&parts.concat(), offset)
-    }
     /// Makes the range read as zeroes; `may_punch` allows deallocating it.
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         let _ = may_punch;
@@ -304,9 +297,6 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         (**self).write_at(buf, offset)
     }
-    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
-        (**self).write_parts_at(parts, offset)
-    }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         (**self).write_zeroes(offset, len, may_punch)
     }
@@ -368,15 +358,6 @@ impl Backend for MemoryBackend {
         let mut d = self.data.write().unwrap_or_else(|p| p.into_inner());
         let at = offset as usize;
         d[at..at + buf.len()].copy_from_slice(buf);
-        Ok(())
-    }
-    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
-        let mut d = self.data.write().unwrap_or_else(|p| p.into_inner());
-        let mut at = offset as usize;
-        for part in parts {
-            d[at..at + part.len()].copy_from_slice(part);
-            at += part.len();
-        }
         Ok(())
     }
     fn write_zeroes(&self, offset: u64, len: u64, _may_punch: bool) -> io::Result<()> {

@@ -465,7 +465,6 @@ impl BlockCache {
     }
 }
 
-mod payload;
 mod read;
 mod residency;
 mod write;

@@ -170,23 +170,17 @@ impl BlockCache {
     /// dirty victims) as the policy decides. Returns whether the block is
     /// now resident.
     pub(super) fn insert(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool, victims: Victims) -> bool {
-        if !self.place(inner, block, victims) {
-            return false;
-        }
-        self.store(inner, block, data, dirty);
-        true
-    }
-
-    /// Makes room for `block` (evicting as the policy says) and reports
-    /// whether the policy took it; its data is then stored by the caller.
-    pub(super) fn place(&self, inner: &mut Inner, block: u64, victims: Victims) -> bool {
         if inner.core.policy().capacity() < self.block_size {
             return false;
         }
         let a = Self::access(inner, block, self.block_size, Op::Write);
         inner.core.place(&a);
         self.drop_victims(inner, victims);
-        inner.core.policy().contains(block)
+        if !inner.core.policy().contains(block) {
+            return false;
+        }
+        self.store(inner, block, data, dirty);
+        true
     }
 
     /// Frees the data of the blocks the core just evicted, writing back
@@ -229,11 +223,6 @@ impl BlockCache {
         let bytes = writable(&mut buf);
         bytes[..data.len()].copy_from_slice(data);
         bytes[data.len()..].fill(0);
-        Self::store_buf(inner, block, buf, dirty);
-    }
-
-    /// Stores a block buffer already holding the block's data.
-    pub(super) fn store_buf(inner: &mut Inner, block: u64, buf: BlockBuf, dirty: bool) {
         inner.blocks.insert(block, buf);
         if dirty {
             Self::mark_dirty(inner, block);

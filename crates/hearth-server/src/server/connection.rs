@@ -24,7 +24,6 @@ use super::buffers::BufferPool;
 use super::commands::{self, Job};
 use super::hints::ClientView;
 use super::listener::{Peer, Stream};
-use super::payload::ReadParts;
 use super::{server_clock_ns, Limits, Shared};
 use crate::cache::CachedSlice;
 use crate::Export;
@@ -128,7 +127,7 @@ async fn serve<R, W>(
     mut stop: watch::Receiver<bool>,
     _drain: mpsc::Sender<()>,
 ) where
-    R: ReadParts + Send + 'static,
+    R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
@@ -377,8 +376,8 @@ async fn write_reply<W: AsyncWrite + Unpin>(out: &mut BufWriter<W>, reply: &Repl
 
 /// Reads requests and hands each to its command until the client
 /// disconnects; returns why.
-async fn transmission<R: ReadParts>(
-    rd: &mut BufReader<R>,
+async fn transmission<R: AsyncRead + Unpin>(
+    rd: &mut R,
     conn: &Conn,
     client: &mut ClientView,
     limits: &Limits,

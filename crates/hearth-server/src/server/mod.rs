@@ -17,7 +17,6 @@ mod commands;
 mod connection;
 mod hints;
 mod listener;
-mod payload;
 mod sequential;
 
 use std::future::Future;
