@@ -55,6 +55,13 @@ pub enum HierarchyError {
     BlockSize { bytes: u64 },
     #[error(transparent)]
     Trace(#[from] hearth_trace::TraceError),
+    /// Boxed: a trace source's errors are large, and results carry this.
     #[error(transparent)]
-    Source(#[from] crate::source::SourceError),
+    Source(Box<crate::source::SourceError>),
+}
+
+impl From<crate::source::SourceError> for HierarchyError {
+    fn from(e: crate::source::SourceError) -> Self {
+        HierarchyError::Source(Box::new(e))
+    }
 }

@@ -42,26 +42,43 @@ pub fn run_miniature(
         return Err(crate::SettingError::SamplingRate { rate }.into());
     }
     let unit = u64::from(trace.block_size().unwrap_or(1));
+    let sizes: Vec<u64> = jobs.iter().map(|j| j.cache_bytes).collect();
+    per_raised_rate(trace, &sizes, rate, |rate, members| {
+        let group: Vec<&Job> = members.iter().map(|&i| &jobs[i]).collect();
+        run_sampled(trace, &group, rate, unit, threads, progress)
+    })
+}
+
+/// Runs `pass(rate, members)` once per sampling rate that `cache_bytes`
+/// need (see [`MIN_MINIATURE_OBJECTS`]): `members` are the indices of the
+/// sizes sampled at that rate, and `pass` returns their results in that
+/// order. The results come back in the order of `cache_bytes`. Miniatures
+/// and fixed-rate SHARDS share it.
+pub(crate) fn per_raised_rate<T>(
+    trace: &Streamed,
+    cache_bytes: &[u64],
+    rate: f64,
+    mut pass: impl FnMut(f64, &[usize]) -> Result<Vec<T>, SourceError>,
+) -> Result<Vec<T>, SourceError> {
     let object = object_bytes(trace);
     let mut by_rate: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for (i, job) in jobs.iter().enumerate() {
-        by_rate.entry(doublings(job.cache_bytes, rate, object)).or_default().push(i);
+    for (i, &bytes) in cache_bytes.iter().enumerate() {
+        by_rate.entry(doublings(bytes, rate, object)).or_default().push(i);
     }
-    let mut results: Vec<Option<SimResult>> = vec![None; jobs.len()];
+    let mut results: Vec<Option<T>> = cache_bytes.iter().map(|_| None).collect();
     for (doubled, members) in by_rate {
         let rate = (rate * f64::from(1u32 << doubled)).min(1.0);
-        let group: Vec<&Job> = members.iter().map(|&i| &jobs[i]).collect();
-        for (i, r) in members.into_iter().zip(run_sampled(trace, &group, rate, unit, threads, progress)?) {
-            results[i] = Some(r);
+        for (i, r) in members.iter().zip(pass(rate, &members)?) {
+            results[*i] = Some(r);
         }
     }
-    Ok(results.into_iter().map(|r| r.expect("every job is in a group")).collect())
+    Ok(results.into_iter().map(|r| r.expect("every size is in a group")).collect())
 }
 
 /// The size of an object, for [`MIN_MINIATURE_OBJECTS`]: a block in block
 /// mode; in object mode, the trace's mean object size when a first pass
 /// measured it, else one byte.
-pub(crate) fn object_bytes(trace: &Streamed) -> u64 {
+fn object_bytes(trace: &Streamed) -> u64 {
     match (trace.block_size(), &trace.scan) {
         (Some(block), _) => u64::from(block),
         (None, Some(scan)) if scan.unique_keys > 0 => (scan.footprint_bytes / scan.unique_keys).max(1),
@@ -72,7 +89,7 @@ pub(crate) fn object_bytes(trace: &Streamed) -> u64 {
 /// How many times `rate` doubles before a cache of `cache_bytes` scaled by
 /// it holds [`MIN_MINIATURE_OBJECTS`] objects of `object` bytes (or the
 /// rate reaches 1).
-pub(crate) fn doublings(cache_bytes: u64, rate: f64, object: u64) -> u32 {
+fn doublings(cache_bytes: u64, rate: f64, object: u64) -> u32 {
     let wanted = (MIN_MINIATURE_OBJECTS * object) as f64;
     let mut doubled = 0;
     while rate * f64::from(1u32 << doubled) < 1.0 && cache_bytes as f64 * rate * f64::from(1u32 << doubled) < wanted {

@@ -22,7 +22,7 @@
 //! FAST '15) and scales the distances it measures by the sampling rate: a
 //! curve from 1% of the items, at about 1% of the cost.
 
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 
 use hearth_core::{key_map, Access, KeyMap, NEVER};
 use hearth_trace::sample;
@@ -503,22 +503,13 @@ pub fn shards_pass(
         return Ok(ShardsCurve { rate: shards.rate(), results: shards.results(), sampled_keys: shards.sampled_keys() });
     };
     Shards::new(mode, cache_bytes)?; // checks the rate before any pass
-    let object = minisim::object_bytes(trace);
-    let mut by_rate: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for (i, &bytes) in cache_bytes.iter().enumerate() {
-        by_rate.entry(minisim::doublings(bytes, rate, object)).or_default().push(i);
-    }
-    let mut results: Vec<Option<SimResult>> = vec![None; cache_bytes.len()];
     let mut sampled_keys = usize::MAX;
-    for (doubled, members) in by_rate {
+    let results = minisim::per_raised_rate(trace, cache_bytes, rate, |rate, members| {
         let sizes: Vec<u64> = members.iter().map(|&i| cache_bytes[i]).collect();
-        let shards = fixed_rate_pass(trace, (rate * f64::from(1u32 << doubled)).min(1.0), &sizes, progress)?;
+        let shards = fixed_rate_pass(trace, rate, &sizes, progress)?;
         sampled_keys = sampled_keys.min(shards.sampled_keys());
-        for (i, r) in members.into_iter().zip(shards.results()) {
-            results[i] = Some(r);
-        }
-    }
-    let results = results.into_iter().map(|r| r.expect("every size is in a group")).collect();
+        Ok(shards.results())
+    })?;
     Ok(ShardsCurve { rate, results, sampled_keys: if cache_bytes.is_empty() { 0 } else { sampled_keys } })
 }
 

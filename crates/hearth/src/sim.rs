@@ -324,14 +324,23 @@ fn run_hierarchy(args: &SimArgs, client: &str, threads: usize) -> anyhow::Result
     let configs = hierarchy_configs(h, &jobs, client_policy, client_bytes, slot_bytes);
     if let Some(path) = &h.export_storage_trace {
         let recorded = hearth_sim::hierarchy::storage_trace(&trace, &configs[0])?;
-        let mut failed = None;
-        let accesses = recorded.map_while(|r| r.map_err(|e| failed = Some(e)).ok());
-        let written = std::cell::Cell::new(0u64);
-        hearth_trace::buffered::write(path, accesses.inspect(|_| written.set(written.get() + 1)))?;
+        let (mut written, mut failed) = (0u64, None);
+        // Written as they come; the first trace error stops the file and is returned.
+        let accesses = recorded.map_while(|r| match r {
+            Ok(a) => {
+                written += 1;
+                Some(a)
+            }
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
+        });
+        hearth_trace::buffered::write(path, accesses)?;
         if let Some(e) = failed {
             return Err(e.into());
         }
-        eprintln!("wrote {} ({} storage-level accesses with buffer addresses)", path.display(), written.get());
+        eprintln!("wrote {} ({written} storage-level accesses with buffer addresses)", path.display());
     }
     let bar = progress::bar(configs.len() as u64, "simulating two levels", args.quiet);
     let results = hearth_sim::parallel_map(&configs, threads, |cfg| {

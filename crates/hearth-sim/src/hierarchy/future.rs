@@ -26,10 +26,8 @@ pub struct StorageFuture {
 struct Column {
     /// Each storage request's next access (any op), in request order.
     next: NextAccessReader,
-    /// Bit `i` is set when storage request `i` is a write. Kept so that
-    /// the file can be dropped while the reader holds it open.
+    /// Bit `i` is set when storage request `i` is a write.
     writes: Vec<u64>,
-    _file: NextAccessFile,
 }
 
 impl StorageFuture {
@@ -58,9 +56,9 @@ impl StorageFuture {
             count += 1;
             Ok((key, 1))
         });
-        let file = NextAccessFile::build(keys, dir)?;
-        let next = file.reader()?;
-        Ok(StorageFuture { column: Some(Column { next, writes, _file: file }), upcoming: key_map(1 << 16) })
+        // The reader keeps the column's file open; nothing else needs it.
+        let next = NextAccessFile::build(keys, dir)?.reader()?;
+        Ok(StorageFuture { column: Some(Column { next, writes }), upcoming: key_map(1 << 16) })
     }
 
     /// The next use of `key` at or after the current request.

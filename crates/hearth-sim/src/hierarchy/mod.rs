@@ -60,20 +60,23 @@ impl Replay for Streamed<'_> {
     }
 }
 
+/// One pass over a storage-level trace.
+pub type BufferedStream<'a> = Box<dyn Iterator<Item = Result<BufferedAccess, TraceError>> + 'a>;
+
 /// A storage-level trace with buffer addresses, readable from the start as
 /// often as a run needs.
 pub trait StorageReplay: Sync {
-    fn pass(&self) -> Result<Box<dyn Iterator<Item = Result<BufferedAccess, TraceError>> + '_>, TraceError>;
+    fn pass(&self) -> Result<BufferedStream<'_>, TraceError>;
 }
 
 impl StorageReplay for [BufferedAccess] {
-    fn pass(&self) -> Result<Box<dyn Iterator<Item = Result<BufferedAccess, TraceError>> + '_>, TraceError> {
+    fn pass(&self) -> Result<BufferedStream<'_>, TraceError> {
         Ok(Box::new(self.iter().copied().map(Ok)))
     }
 }
 
 impl StorageReplay for Vec<BufferedAccess> {
-    fn pass(&self) -> Result<Box<dyn Iterator<Item = Result<BufferedAccess, TraceError>> + '_>, TraceError> {
+    fn pass(&self) -> Result<BufferedStream<'_>, TraceError> {
         self[..].pass()
     }
 }
@@ -82,7 +85,7 @@ impl StorageReplay for Vec<BufferedAccess> {
 pub struct BufferedFile(pub std::path::PathBuf);
 
 impl StorageReplay for BufferedFile {
-    fn pass(&self) -> Result<Box<dyn Iterator<Item = Result<BufferedAccess, TraceError>> + '_>, TraceError> {
+    fn pass(&self) -> Result<BufferedStream<'_>, TraceError> {
         Ok(Box::new(hearth_trace::buffered::open(&self.0)?))
     }
 }
