@@ -159,6 +159,11 @@ impl<T: Copy> Slab<T> {
             self.nodes[next as usize].prev = prev;
         } else {
             list.tail = prev;
+            // Evictions walk the list from its tail: start loading the node
+            // the next one will unlink beside the new tail.
+            if prev != NIL {
+                self.prefetch(self.nodes[prev as usize].prev);
+            }
         }
         list.len -= 1;
         let n = &mut self.nodes[i as usize];

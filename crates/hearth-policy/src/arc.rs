@@ -49,6 +49,10 @@ enum Where {
     T2 = 1,
     B1 = 2,
     B2 = 3,
+    /// In no list: a ghost that just hit, waiting for its insert (which
+    /// reuses its node and index entry rather than forgetting and
+    /// re-adding the key).
+    Detached = 4,
 }
 
 #[derive(Clone, Copy)]
@@ -69,9 +73,10 @@ pub struct Arc {
     /// MRU at the head of each list.
     lists: [List; 4],
     bytes: [u64; 4],
-    /// The key whose lookup just hit a ghost, and which ghost list: the
-    /// following insert and its evictions take the ghost-hit path.
-    ghost_hit: Option<(Key, Where)>,
+    /// The key whose lookup just hit a ghost, which ghost list, and its
+    /// detached node: the following insert and its evictions take the
+    /// ghost-hit path.
+    ghost_hit: Option<(Key, Where, u32)>,
 }
 
 impl Arc {
@@ -122,6 +127,15 @@ impl Arc {
         Some(self.slab.get(i).key)
     }
 
+    /// Forgets the node a ghost hit detached when no insert of its key
+    /// followed.
+    fn forget_ghost_hit(&mut self) {
+        if let Some((key, _, i)) = self.ghost_hit.take() {
+            self.slab.release(i);
+            self.index.remove(&key);
+        }
+    }
+
     /// The paper's REPLACE: evict from T1 if it exceeds its target, else T2.
     fn replace(&mut self, hit_in_b2: bool) -> Option<Key> {
         let t1 = self.bytes(Where::T1);
@@ -155,7 +169,7 @@ impl Policy for Arc {
     }
     warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
-        self.ghost_hit = None;
+        self.forget_ghost_hit();
         let Some(&i) = self.index.get(&a.key) else { return false };
         match self.slab.get(i).at {
             Where::T1 => {
@@ -167,6 +181,7 @@ impl Policy for Arc {
                 self.slab.move_to_front(&mut self.lists[Where::T2 as usize], i);
                 true
             }
+            Where::Detached => unreachable!("forget_ghost_hit dropped the only detached node"),
             ghost => {
                 // Case II / III: adapt p towards the list that would have hit.
                 let (b1, b2) = (self.bytes(Where::B1) as f64, self.bytes(Where::B2) as f64);
@@ -180,9 +195,8 @@ impl Policy for Arc {
                     self.p = (self.p - (b1 / b2).max(1.0) * unit).max(0.0);
                 }
                 self.unlink(i);
-                self.slab.release(i);
-                self.index.remove(&a.key);
-                self.ghost_hit = Some((a.key, ghost));
+                self.slab.get_mut(i).at = Where::Detached;
+                self.ghost_hit = Some((a.key, ghost, i));
                 false
             }
         }
@@ -194,16 +208,25 @@ impl Policy for Arc {
                 None => break,
             }
         }
-        let from_ghost = matches!(self.ghost_hit.take(), Some((k, _)) if k == a.key);
-        let i = self.slab.alloc(Entry { key: a.key, size: a.size, at: Where::T1 });
-        self.index.insert(a.key, i);
-        self.push_front(i, if from_ghost { Where::T2 } else { Where::T1 });
+        match self.ghost_hit {
+            Some((key, _, i)) if key == a.key => {
+                self.ghost_hit = None;
+                self.slab.get_mut(i).size = a.size;
+                self.push_front(i, Where::T2);
+            }
+            _ => {
+                self.forget_ghost_hit();
+                let i = self.slab.alloc(Entry { key: a.key, size: a.size, at: Where::T1 });
+                self.index.insert(a.key, i);
+                self.push_front(i, Where::T1);
+            }
+        }
     }
     fn evict(&mut self, now: &Access) -> Option<Key> {
         if self.is_empty() {
             return None;
         }
-        if let Some((key, ghost)) = self.ghost_hit {
+        if let Some((key, ghost, _)) = self.ghost_hit {
             if key == now.key {
                 return self.replace(ghost == Where::B2);
             }
@@ -226,6 +249,7 @@ impl Policy for Arc {
         }
     }
     fn remove(&mut self, key: Key) -> bool {
+        self.forget_ghost_hit();
         let Some(&i) = self.index.get(&key) else { return false };
         let resident = matches!(self.slab.get(i).at, Where::T1 | Where::T2);
         self.unlink(i);
@@ -265,6 +289,23 @@ mod tests {
         assert_eq!(request(&mut arc, 1), (false, vec![3]));
         assert_eq!(arc.p, 0.0);
         assert!(arc.contains(1) && arc.contains(2));
+    }
+
+    #[test]
+    fn a_ghost_hit_not_followed_by_its_insert_is_forgotten() {
+        let mut arc = Arc::new(2, Step::Byte);
+        for k in [1, 1, 2, 3] {
+            request(&mut arc, k);
+        }
+        // 2 is a B1 ghost; its lookup misses and detaches it, but no insert follows.
+        assert!(!arc.lookup(&Access { key: 2, size: 1, ..Access::default() }));
+        assert_eq!(request(&mut arc, 4).0, false);
+        assert!(!arc.index.contains_key(&2), "the detached ghost is forgotten");
+        // Met again, 2 is a plain miss: it enters T1, not T2.
+        request(&mut arc, 2);
+        assert_eq!(arc.slab.get(arc.index[&2]).at, Where::T1);
+        let listed: usize = arc.lists.iter().map(List::len).sum();
+        assert_eq!(listed, arc.index.len(), "every indexed node is in a list");
     }
 
     #[test]

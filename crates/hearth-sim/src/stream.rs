@@ -23,6 +23,9 @@ use crate::{Job, SimResult};
 pub const CHUNK_ACCESSES: usize = 1 << 16;
 /// Chunks queued per worker before the decoder waits.
 const QUEUED_CHUNKS: usize = 2;
+/// Accesses decoded at a time when one thread both decodes and replays:
+/// small enough (160 KB) to stay in the core's cache between the two.
+const LOCAL_CHUNK_ACCESSES: usize = 1 << 12;
 
 /// Why a streaming run stopped.
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +126,9 @@ impl Replayer {
 }
 
 /// Replays `accesses` once through every job, on up to `threads` worker
-/// threads, and returns results in job order. `accesses` must carry
+/// threads, and returns results in job order. With one thread, that thread
+/// also decodes: a decoder beside it would be a second thread, and handing
+/// every chunk from one core to the other costs more CPU than it overlaps. `accesses` must carry
 /// `next_access` if a job is offline (OPT). `progress` receives the number
 /// of accesses each job has just replayed. Fails before reading anything if
 /// a policy spec is invalid, and at the first trace error otherwise.
@@ -141,6 +146,17 @@ pub fn run_streaming(
     for (i, job) in jobs.iter().enumerate() {
         shares[i % workers].push((i, Replayer::new(job, counting).map_err(StreamError::Policy)?));
     }
+    let in_job_order = |done: Vec<Vec<(usize, SimResult)>>| {
+        let mut results: Vec<Option<SimResult>> = jobs.iter().map(|_| None).collect();
+        for (i, r) in done.into_iter().flatten() {
+            results[i] = Some(r);
+        }
+        results.into_iter().map(|r| r.expect("every job ran")).collect()
+    };
+    if threads <= 1 {
+        let share = shares.pop().expect("one share per worker");
+        return Ok(in_job_order(vec![replay_here(accesses, share, progress)?]));
+    }
     std::thread::scope(|s| {
         let mut senders: Vec<SyncSender<Arc<Vec<Access>>>> = Vec::with_capacity(workers);
         let mut handles = Vec::with_capacity(workers);
@@ -151,14 +167,9 @@ pub fn run_streaming(
         }
         let decoded = decode_into(accesses, &senders);
         drop(senders);
-        let mut results: Vec<Option<SimResult>> = jobs.iter().map(|_| None).collect();
-        for h in handles {
-            for (i, r) in h.join().expect("a simulation worker panicked") {
-                results[i] = Some(r);
-            }
-        }
+        let done = handles.into_iter().map(|h| h.join().expect("a simulation worker panicked")).collect();
         decoded?;
-        Ok(results.into_iter().map(|r| r.expect("every job ran")).collect())
+        Ok(in_job_order(done))
     })
 }
 
@@ -211,6 +222,29 @@ fn decode_into(
         in_flight.push_back(chunk);
         if last {
             return Ok(());
+        }
+    }
+}
+
+/// Decodes `accesses` a small chunk at a time and replays each chunk
+/// through `share`, all on this thread.
+fn replay_here(
+    mut accesses: impl Iterator<Item = Result<Access, TraceError>>,
+    mut share: Vec<(usize, Replayer)>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<(usize, SimResult)>, TraceError> {
+    let mut chunk = Vec::with_capacity(LOCAL_CHUNK_ACCESSES);
+    loop {
+        chunk.clear();
+        for a in accesses.by_ref().take(LOCAL_CHUNK_ACCESSES) {
+            chunk.push(a?);
+        }
+        if chunk.is_empty() {
+            return Ok(share.into_iter().map(|(i, r)| (i, r.finish())).collect());
+        }
+        for (_, r) in &mut share {
+            r.feed(&chunk);
+            progress(chunk.len() as u64);
         }
     }
 }
@@ -277,10 +311,13 @@ mod tests {
 
     #[test]
     fn a_trace_error_stops_the_run_and_a_bad_spec_stops_it_first() {
-        let missing = hearth_trace::open("/nonexistent/trace.txt".as_ref(), None).err().expect("no such file");
-        let bad = vec![Ok(acc([1])[0]), Err(missing)];
-        let err = run_streaming(bad.into_iter(), &jobs(&["lru"], &[4]), Counting::default(), 2, &|_| {}).unwrap_err();
-        assert!(err.to_string().contains("/nonexistent/trace.txt"), "{err}");
+        for threads in [1, 2] {
+            let missing = hearth_trace::open("/nonexistent/trace.txt".as_ref(), None).err().expect("no such file");
+            let bad = vec![Ok(acc([1])[0]), Err(missing)];
+            let err = run_streaming(bad.into_iter(), &jobs(&["lru"], &[4]), Counting::default(), threads, &|_| {})
+                .unwrap_err();
+            assert!(err.to_string().contains("/nonexistent/trace.txt"), "{threads} threads: {err}");
+        }
         let err =
             run_streaming(std::iter::empty(), &jobs(&["nope"], &[4]), Counting::default(), 2, &|_| {}).unwrap_err();
         assert!(err.to_string().contains("unknown policy"), "{err}");
