@@ -34,7 +34,7 @@ pub struct SimArgs {
     /// or a byte range with step (128MiB..1GiB/128MiB). Default: 1%,5%,10%,25% (the MRC grid with --mrc).
     #[arg(short, long, allow_hyphen_values = true)]
     sizes: Option<String>,
-    /// Worker threads (default: one per core).
+    /// Worker threads (default: one per core); 1 also decodes on that thread.
     #[arg(long)]
     threads: Option<usize>,
     /// Print results as JSON.
