@@ -20,6 +20,7 @@ pub mod config;
 mod error;
 mod metrics;
 mod server;
+mod streaming;
 mod stripes;
 pub mod tier;
 mod tls;
