@@ -20,7 +20,6 @@ pub mod config;
 mod error;
 mod metrics;
 mod server;
-mod streaming;
 mod stripes;
 pub mod tier;
 mod tls;

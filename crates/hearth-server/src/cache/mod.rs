@@ -90,17 +90,12 @@ fn write_into(free: &mut FreeBlocks, buf: &mut BlockBuf, at: usize, part: &[u8],
 }
 
 /// A block buffer of `block_size` bytes holding `data` then zeroes: `kept`
-/// (an unshared buffer from [`FreeBlocks`]) refilled, with streaming stores
-/// if `streaming`, or a new one.
-fn filled_block(kept: Option<BlockBuf>, data: &[u8], block_size: usize, streaming: bool) -> BlockBuf {
+/// (an unshared buffer from [`FreeBlocks`]) refilled, or a new one.
+fn filled_block(kept: Option<BlockBuf>, data: &[u8], block_size: usize) -> BlockBuf {
     match kept {
         Some(mut buf) => {
             let bytes = Arc::get_mut(&mut buf).expect("kept buffers are unshared");
-            if streaming {
-                crate::streaming::copy_streaming(&mut bytes[..data.len()], data);
-            } else {
-                bytes[..data.len()].copy_from_slice(data);
-            }
+            bytes[..data.len()].copy_from_slice(data);
             bytes[data.len()..].fill(0);
             buf
         }
@@ -135,7 +130,7 @@ impl FreeBlocks {
     }
 
     fn filled(&mut self, data: &[u8], block_size: usize) -> BlockBuf {
-        filled_block(self.0.pop(), data, block_size, false)
+        filled_block(self.0.pop(), data, block_size)
     }
 }
 

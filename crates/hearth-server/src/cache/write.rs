@@ -28,15 +28,11 @@ impl BlockCache {
                 Vec::new()
             }
         };
-        // Filled without the lock: the buffers are this write's alone until
-        // handed over. Those reused are old copies of blocks, cold and wholly
-        // overwritten: a large write fills them with streaming stores (its
-        // data is not expected to be read again soon), a small one copies.
-        let streaming = data.len() >= crate::streaming::STREAMING_MIN;
+        // Filled without the lock: the buffers are this write's alone until handed over.
         let fresh: Vec<BlockBuf> = (range.clone().zip(kept))
             .map(|(b, kept)| {
                 let (_, in_req, n) = self.overlap(b, offset, len);
-                filled_block(kept, &data[in_req..in_req + n], self.block_size as usize, streaming)
+                filled_block(kept, &data[in_req..in_req + n], self.block_size as usize)
             })
             .collect();
         let result =
