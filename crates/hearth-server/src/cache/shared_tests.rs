@@ -134,3 +134,20 @@ fn a_cache_of_another_block_size_copies_as_before() {
     assert_eq!(backend.snapshot()[..8 * BSU], data[..]);
     assert_eq!(read(&cache, 0, 8 * BSU), data);
 }
+
+#[test]
+fn large_rewrites_refill_old_buffers_exactly() {
+    let (backend, cache) = setup(64, 64, WriteMode::Through);
+    // The second pass frees the first pass's buffers; the third refills them.
+    for seed in [8, 9, 10] {
+        let reusable = cache.lock().free.0.len();
+        let data = pattern(20 * BSU, seed);
+        cache.write(4 * u64::from(BS), &data, false).unwrap();
+        assert_eq!(read(&cache, 4 * u64::from(BS), 20 * BSU), data);
+        assert_eq!(backend.snapshot()[4 * BSU..24 * BSU], data[..]);
+        assert_eq!(holders(&cache, 4), 2, "shared with the backend");
+        if seed == 10 {
+            assert_eq!(reusable, 20, "the third pass had the second's freed buffers to refill");
+        }
+    }
+}
