@@ -4,7 +4,10 @@
 //!
 //! Backends are called from blocking threads and must allow concurrent calls.
 
+pub use memory::MemoryBackend;
+
 pub mod http;
+mod memory;
 pub mod nbd;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -13,8 +16,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 pub trait Backend: Send + Sync {
@@ -23,6 +25,22 @@ pub trait Backend: Send + Sync {
     /// Fills `buf` from `offset` (the range lies inside the size).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Writes whole blocks of [`block_buffer_size`](Self::block_buffer_size)
+    /// bytes from `offset` (a multiple of it), given as shared buffers the
+    /// backend may keep instead of copying: the caller never changes a
+    /// buffer it handed over (it writes to a copy). Returns false, having
+    /// written nothing, when it takes no such buffers (the default) or these
+    /// do not fit (size, alignment, range): the caller then writes the bytes.
+    fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
+        let _ = (offset, buffers);
+        Ok(false)
+    }
+    /// The block size whose buffers [`write_blocks`](Self::write_blocks)
+    /// keeps, if it keeps any: a cache prepares shareable buffers only for
+    /// a backend that will take them.
+    fn block_buffer_size(&self) -> Option<u64> {
+        None
+    }
     /// Makes the range read as zeroes; `may_punch` allows deallocating it.
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         let _ = may_punch;
@@ -287,7 +305,7 @@ impl Drop for AlignedBuf {
 unsafe impl Send for AlignedBuf {}
 
 /// Shared backends (tests keep a handle to inspect what reached them).
-impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
+impl<B: Backend + ?Sized> Backend for Arc<B> {
     fn size(&self) -> u64 {
         (**self).size()
     }
@@ -296,6 +314,12 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         (**self).write_at(buf, offset)
+    }
+    fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
+        (**self).write_blocks(offset, buffers)
+    }
+    fn block_buffer_size(&self) -> Option<u64> {
+        (**self).block_buffer_size()
     }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         (**self).write_zeroes(offset, len, may_punch)
@@ -315,104 +339,6 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     fn waits(&self) -> bool {
         (**self).waits()
     }
-}
-
-/// A zero-filled buffer in RAM; counts calls so tests can see which requests
-/// reached the backend.
-pub struct MemoryBackend {
-    data: RwLock<Vec<u8>>,
-    reads: AtomicU64,
-    flushes: AtomicU64,
-}
-
-impl MemoryBackend {
-    pub fn new(size: u64) -> MemoryBackend {
-        let size = usize::try_from(size).expect("memory backend size fits in usize");
-        MemoryBackend { data: RwLock::new(vec![0; size]), reads: AtomicU64::new(0), flushes: AtomicU64::new(0) }
-    }
-    /// `read_at` calls so far.
-    pub fn reads(&self) -> u64 {
-        self.reads.load(Ordering::Relaxed)
-    }
-    pub fn flushes(&self) -> u64 {
-        self.flushes.load(Ordering::Relaxed)
-    }
-    /// A copy of the stored bytes (for tests).
-    pub fn snapshot(&self) -> Vec<u8> {
-        self.data.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
-impl Backend for MemoryBackend {
-    fn size(&self) -> u64 {
-        self.data.read().unwrap_or_else(|p| p.into_inner()).len() as u64
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        let d = self.data.read().unwrap_or_else(|p| p.into_inner());
-        let at = offset as usize;
-        buf.copy_from_slice(&d[at..at + buf.len()]);
-        Ok(())
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let mut d = self.data.write().unwrap_or_else(|p| p.into_inner());
-        let at = offset as usize;
-        copy_streaming(&mut d[at..at + buf.len()], buf);
-        Ok(())
-    }
-    fn write_zeroes(&self, offset: u64, len: u64, _may_punch: bool) -> io::Result<()> {
-        let mut d = self.data.write().unwrap_or_else(|p| p.into_inner());
-        d[offset as usize..(offset + len) as usize].fill(0);
-        Ok(())
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.flushes.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    fn describe(&self) -> String {
-        format!("memory {}", hearth_core::format_bytes(self.size()))
-    }
-    fn waits(&self) -> bool {
-        false
-    }
-}
-
-/// Smallest write the memory backend stores with streaming stores: large
-/// writes (streams, 1 MiB requests), where skipping the reads pays; small
-/// random writes keep plain copies, as their lines may be read again soon.
-const STREAMING_MIN: usize = 64 * 1024;
-
-/// Copies `src` into `dst`, with streaming (non-temporal) stores for large
-/// copies on x86_64. The memory backend's copy of a write is not read again
-/// soon (the cache in front holds the same data), so the destination's
-/// cache lines need not be read in before being overwritten, nor push
-/// hotter data out of the CPU caches.
-fn copy_streaming(dst: &mut [u8], src: &[u8]) {
-    assert_eq!(dst.len(), src.len(), "copy_streaming of unequal lengths");
-    #[cfg(target_arch = "x86_64")]
-    if dst.len() >= STREAMING_MIN {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-        let head = dst.as_ptr().align_offset(16).min(dst.len());
-        dst[..head].copy_from_slice(&src[..head]);
-        let chunks = (dst.len() - head) / 16;
-        // SAFETY: dst[head..] starts 16-byte aligned (as _mm_stream_si128
-        // needs), src needs no alignment (loadu), and the `chunks` 16-byte
-        // accesses stay within both slices, which do not overlap (&mut).
-        unsafe {
-            let d = dst.as_mut_ptr().add(head).cast::<__m128i>();
-            let s = src.as_ptr().add(head).cast::<__m128i>();
-            for i in 0..chunks {
-                _mm_stream_si128(d.add(i), _mm_loadu_si128(s.add(i)));
-            }
-            // Streaming stores are weakly ordered: fence them before the
-            // lock release that makes them visible to readers.
-            _mm_sfence();
-        }
-        let done = head + chunks * 16;
-        dst[done..].copy_from_slice(&src[done..]);
-        return;
-    }
-    dst.copy_from_slice(src);
 }
 
 /// Adds a fixed latency to every call and limits throughput to
@@ -465,6 +391,16 @@ impl<B: Backend + ?Sized> Backend for SlowBackend<B> {
         self.delay(buf.len() as u64);
         r
     }
+    fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
+        let r = self.inner.write_blocks(offset, buffers);
+        if let Ok(true) = r {
+            self.delay(buffers.iter().map(|b| b.len() as u64).sum());
+        }
+        r
+    }
+    fn block_buffer_size(&self) -> Option<u64> {
+        self.inner.block_buffer_size()
+    }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         self.delay(0);
         self.inner.write_zeroes(offset, len, may_punch)
@@ -488,17 +424,6 @@ impl<B: Backend + ?Sized> Backend for SlowBackend<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn streaming_copies_equal_plain_ones_at_any_alignment_and_length() {
-        let src: Vec<u8> = (0..STREAMING_MIN * 2 + 100).map(|i| (i % 251) as u8).collect();
-        for (at, len) in [(0, STREAMING_MIN), (1, STREAMING_MIN + 7), (15, STREAMING_MIN * 2 + 33), (3, 100), (0, 0)] {
-            let mut dst = vec![0xaa; src.len() + 32];
-            copy_streaming(&mut dst[at..at + len], &src[5..5 + len]);
-            assert_eq!(&dst[at..at + len], &src[5..5 + len], "at {at} len {len}");
-            assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0xaa), "bytes around untouched");
-        }
-    }
 
     #[test]
     fn sparse_file_is_created_with_size_and_round_trips() {

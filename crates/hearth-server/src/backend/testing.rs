@@ -79,6 +79,20 @@ impl TestBackend {
         }
     }
 
+    /// A write, with the switches' faults and pauses around it.
+    fn write_with<T>(&self, write: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        self.before(true);
+        if self.switches.fail_writes.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected write error"));
+        }
+        if self.switches.hold_next_write.swap(false, Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let r = write();
+        self.after();
+        r
+    }
+
     fn after(&self) {
         if let Pause::AfterEachCall { max_us } = self.pause {
             self.sleep_up_to(max_us);
@@ -97,16 +111,13 @@ impl Backend for TestBackend {
         r
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.before(true);
-        if self.switches.fail_writes.load(Ordering::SeqCst) {
-            return Err(io::Error::other("injected write error"));
-        }
-        if self.switches.hold_next_write.swap(false, Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        let r = self.memory.write_at(buf, offset);
-        self.after();
-        r
+        self.write_with(|| self.memory.write_at(buf, offset))
+    }
+    fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
+        self.write_with(|| self.memory.write_blocks(offset, buffers))
+    }
+    fn block_buffer_size(&self) -> Option<u64> {
+        self.memory.block_buffer_size()
     }
     fn flush(&self) -> io::Result<()> {
         self.before(false);

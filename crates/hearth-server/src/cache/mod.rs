@@ -78,9 +78,39 @@ fn writable(buf: &mut BlockBuf) -> &mut [u8] {
     Arc::get_mut(buf).expect("just made unshared")
 }
 
+/// Puts `part` at `at` in `buf`. A buffer someone else holds (a reply, or
+/// a backend that keeps block buffers) is copied first, or, when `part`
+/// fills the block's `block_len` bytes, replaced by a fresh one.
+fn write_into(free: &mut FreeBlocks, buf: &mut BlockBuf, at: usize, part: &[u8], block_len: usize) {
+    if at == 0 && part.len() == block_len && Arc::get_mut(buf).is_none() {
+        *buf = free.filled(part, buf.len());
+        return;
+    }
+    writable(buf)[at..at + part.len()].copy_from_slice(part);
+}
+
+/// A block buffer of `block_size` bytes holding `data` then zeroes: `kept`
+/// (an unshared buffer from [`FreeBlocks`]) refilled, or a new one.
+fn filled_block(kept: Option<BlockBuf>, data: &[u8], block_size: usize) -> BlockBuf {
+    match kept {
+        Some(mut buf) => {
+            let bytes = Arc::get_mut(&mut buf).expect("kept buffers are unshared");
+            bytes[..data.len()].copy_from_slice(data);
+            bytes[data.len()..].fill(0);
+            buf
+        }
+        None if data.len() == block_size => Arc::from(data),
+        None => {
+            let mut bytes = vec![0u8; block_size];
+            bytes[..data.len()].copy_from_slice(data);
+            Arc::from(bytes)
+        }
+    }
+}
+
 /// Buffers of evicted blocks, reused for the next insert. Only buffers no
-/// reply holds are kept (the others are freed by the last reply), so a
-/// reused one never needs copying.
+/// one else holds (a reply, the backend) are kept (the others are freed by
+/// their last holder), so a reused one never needs copying.
 #[derive(Default)]
 struct FreeBlocks(Vec<BlockBuf>);
 
@@ -91,8 +121,16 @@ impl FreeBlocks {
         }
     }
 
+    fn pop(&mut self) -> Option<BlockBuf> {
+        self.0.pop()
+    }
+
     fn pop_or_new(&mut self, block_size: usize) -> BlockBuf {
         self.0.pop().unwrap_or_else(|| Arc::from(vec![0u8; block_size]))
+    }
+
+    fn filled(&mut self, data: &[u8], block_size: usize) -> BlockBuf {
+        filled_block(self.0.pop(), data, block_size)
     }
 }
 
@@ -230,6 +268,9 @@ struct Inner {
 pub struct BlockCache {
     backend: Box<dyn Backend>,
     block_size: u64,
+    /// The backend keeps buffers of this cache's block size
+    /// ([`Backend::write_blocks`]): whole blocks are handed to it, not copied.
+    share_blocks: bool,
     size: u64,
     /// Held (read) by every write, discard, FLUSH and BLOCK_STATUS for as
     /// long as it runs, so a switch (which takes it to write) never leaves
@@ -291,6 +332,7 @@ impl BlockCache {
         }
         let size = backend.size();
         BlockCache {
+            share_blocks: backend.block_buffer_size() == Some(u64::from(block_size)),
             backend,
             block_size: u64::from(block_size),
             size,
@@ -459,6 +501,24 @@ impl BlockCache {
         self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
         self.backend.write_at(buf, offset)
     }
+    /// Writes whole cache blocks, neighbours from `first` on: handed to a
+    /// backend that keeps block buffers, else their bytes (those that exist)
+    /// copied out into one write.
+    fn backend_write_blocks(&self, first: u64, bufs: &[BlockBuf]) -> io::Result<()> {
+        self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
+        let offset = first * self.block_size;
+        if self.share_blocks && self.backend.write_blocks(offset, bufs)? {
+            return Ok(());
+        }
+        if let [one] = bufs {
+            return self.backend.write_at(&one[..self.block_len(first) as usize], offset);
+        }
+        let mut joined = Vec::with_capacity(bufs.len() * self.block_size as usize);
+        for (b, buf) in (first..).zip(bufs) {
+            joined.extend_from_slice(&buf[..self.block_len(b) as usize]);
+        }
+        self.backend.write_at(&joined, offset)
+    }
     fn backend_flush(&self) -> io::Result<()> {
         self.stats.backend_flushes.fetch_add(1, Ordering::Relaxed);
         self.backend.flush()
@@ -470,5 +530,7 @@ mod residency;
 mod write;
 mod write_back;
 
+#[cfg(test)]
+mod shared_tests;
 #[cfg(test)]
 mod tests;

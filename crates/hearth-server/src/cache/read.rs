@@ -170,17 +170,40 @@ impl BlockCache {
     /// dirty victims) as the policy decides. Returns whether the block is
     /// now resident.
     pub(super) fn insert(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool, victims: Victims) -> bool {
+        if !self.place(inner, block, victims) {
+            return false;
+        }
+        self.store(inner, block, data, dirty);
+        true
+    }
+
+    /// As [`insert`](Self::insert), with the block's buffer at hand (no
+    /// copy): gives it back if the policy declines the block.
+    pub(super) fn insert_buf(
+        &self,
+        inner: &mut Inner,
+        block: u64,
+        buf: BlockBuf,
+        dirty: bool,
+        victims: Victims,
+    ) -> Option<BlockBuf> {
+        if !self.place(inner, block, victims) {
+            return Some(buf);
+        }
+        Self::store_buf(inner, block, buf, dirty);
+        None
+    }
+
+    /// Offers `block` to the policy, dropping its victims; whether it is
+    /// now held.
+    fn place(&self, inner: &mut Inner, block: u64, victims: Victims) -> bool {
         if inner.core.policy().capacity() < self.block_size {
             return false;
         }
         let a = Self::access(inner, block, self.block_size, Op::Write);
         inner.core.place(&a);
         self.drop_victims(inner, victims);
-        if !inner.core.policy().contains(block) {
-            return false;
-        }
-        self.store(inner, block, data, dirty);
-        true
+        inner.core.policy().contains(block)
     }
 
     /// Frees the data of the blocks the core just evicted, writing back
@@ -204,8 +227,7 @@ impl BlockCache {
                     continue;
                 }
                 self.wait_until_not_in_flight(victim);
-                let n = self.block_len(victim) as usize;
-                if let Err(e) = self.backend_write(&buf[..n], victim * self.block_size) {
+                if let Err(e) = self.backend_write_blocks(victim, std::slice::from_ref(&buf)) {
                     tracing::error!(block = victim, error = %e, "writing back an evicted dirty block failed; kept in memory, FLUSH fails until it is written");
                     inner.stranded.insert(victim, buf);
                     continue;
@@ -218,12 +240,15 @@ impl BlockCache {
 
     /// Stores the data of a block the core holds.
     pub(super) fn store(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) {
-        let bs = self.block_size as usize;
-        let mut buf = inner.free.pop_or_new(bs);
-        let bytes = writable(&mut buf);
-        bytes[..data.len()].copy_from_slice(data);
-        bytes[data.len()..].fill(0);
-        inner.blocks.insert(block, buf);
+        let buf = inner.free.filled(data, self.block_size as usize);
+        Self::store_buf(inner, block, buf, dirty);
+    }
+
+    /// Stores `buf` (a whole block buffer) as a block the core holds.
+    pub(super) fn store_buf(inner: &mut Inner, block: u64, buf: BlockBuf, dirty: bool) {
+        if let Some(old) = inner.blocks.insert(block, buf) {
+            inner.free.push(old);
+        }
         if dirty {
             Self::mark_dirty(inner, block);
         }

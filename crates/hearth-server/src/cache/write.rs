@@ -1,10 +1,15 @@
-//! The write path: per-stripe write tracking (what lets a racing read know
-//! its data may be stale), write-through writes, TRIM and WRITE_ZEROES.
+//! The write path: write-through (and write-around, pass-through) writes,
+//! TRIM and WRITE_ZEROES, with per-stripe write tracking (what lets a racing
+//! read know its data may be stale).
 
 use super::*;
 
 impl BlockCache {
-    /// Stripes touched by a block range, each once.
+    /// A client write. Write-through puts the data on the backend before
+    /// it returns, then updates the cache. A write of whole blocks to a
+    /// backend that keeps block buffers ([`Backend::write_blocks`], RAM)
+    /// is copied once, into fresh block buffers, which the backend keeps
+    /// and the cache then holds too: one copy in RAM, not two.
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         let len = data.len() as u64;
         let range = self.block_range(offset, len);
@@ -13,39 +18,76 @@ impl BlockCache {
         if let WriteMode::Back { .. } = mode {
             return self.write_back(offset, data, fua);
         }
-        self.lock().stripes.begin(range.clone());
-        let result = self.backend_write(data, offset).and_then(|()| if fua { self.backend_flush() } else { Ok(()) });
-        let mut inner = self.lock();
+        let share = self.share_blocks && mode == WriteMode::Through && self.whole_blocks(offset, len);
+        let kept: Vec<Option<BlockBuf>> = {
+            let mut inner = self.lock();
+            inner.stripes.begin(range.clone());
+            if share {
+                range.clone().map(|_| inner.free.pop()).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        // Filled without the lock: the buffers are this write's alone until handed over.
+        let fresh: Vec<BlockBuf> = (range.clone().zip(kept))
+            .map(|(b, kept)| {
+                let (_, in_req, n) = self.overlap(b, offset, len);
+                filled_block(kept, &data[in_req..in_req + n], self.block_size as usize)
+            })
+            .collect();
+        let result =
+            if share { self.backend_write_blocks(range.start, &fresh) } else { self.backend_write(data, offset) };
+        let result = result.and_then(|()| if fua { self.backend_flush() } else { Ok(()) });
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         let raced = inner.stripes.end(range.clone());
+        let mut fresh = fresh.into_iter();
         for b in range {
+            let mut mine = fresh.next();
             let (in_block, in_req, n) = self.overlap(b, offset, len);
+            let part = &data[in_req..in_req + n];
             let whole = in_block == 0 && n as u64 == self.block_len(b);
             if raced || result.is_err() || matches!(mode, WriteMode::Around | WriteMode::Pass) {
-                self.remove(&mut inner, b);
+                self.remove(inner, b);
                 self.log_changed(b, None);
             } else {
-                let a = Self::access(&mut inner, b, self.block_size, Op::Write);
+                let a = Self::access(inner, b, self.block_size, Op::Write);
                 let demand = inner.core.demand(&a);
                 if let Some(cached) = inner.blocks.get_mut(&b) {
-                    writable(cached)[in_block..in_block + n].copy_from_slice(&data[in_req..in_req + n]);
+                    match mine.take() {
+                        Some(buf) => inner.free.push(std::mem::replace(cached, buf)),
+                        None => write_into(&mut inner.free, cached, in_block, part, self.block_len(b) as usize),
+                    }
                 } else if whole && (demand == Demand::Miss { place: true } || inner.core.policy().contains(b)) {
                     // Write-allocate whole blocks (or fill a block placed
                     // while its reload is pending): the data is at hand.
+                    let buf = mine.take().unwrap_or_else(|| inner.free.filled(part, self.block_size as usize));
                     if inner.core.policy().contains(b) {
-                        self.store(&mut inner, b, &data[in_req..in_req + n], false);
+                        Self::store_buf(inner, b, buf, false);
                     } else {
-                        self.insert(&mut inner, b, &data[in_req..in_req + n], false, Victims::WriteBack);
+                        mine = self.insert_buf(inner, b, buf, false, Victims::WriteBack);
                     }
                 }
                 let len = self.block_len(b) as usize;
                 match inner.blocks.get(&b) {
                     Some(cached) => self.log_changed(b, Some(&cached[..len])),
-                    None if whole => self.log_changed(b, Some(&data[in_req..in_req + n])),
+                    None if whole => self.log_changed(b, Some(part)),
                     None => self.log_changed(b, None),
                 }
             }
+            // Not cached: kept by the backend alone, or reused.
+            if let Some(buf) = mine {
+                inner.free.push(buf);
+            }
         }
         result
+    }
+
+    /// Whether `[offset, offset+len)` is made of whole blocks (the last
+    /// one may end at the export's end).
+    fn whole_blocks(&self, offset: u64, len: u64) -> bool {
+        let end = offset + len;
+        len > 0 && offset.is_multiple_of(self.block_size) && (end.is_multiple_of(self.block_size) || end == self.size)
     }
 
     /// Zeroes (`trim == false`) or discards a range. The cache drops every

@@ -104,7 +104,7 @@ impl BlockCache {
             inner.core.demand(&a);
             let block_len = self.block_len(b) as usize;
             if let Some(cached) = inner.blocks.get_mut(&b) {
-                writable(cached)[in_block..in_block + n].copy_from_slice(part);
+                write_into(&mut inner.free, cached, in_block, part, block_len);
                 self.log_changed(b, Some(&cached[..block_len]));
                 Self::mark_dirty(inner, b);
                 continue;
@@ -121,16 +121,15 @@ impl BlockCache {
             }
             writable(&mut whole)[in_block..in_block + n].copy_from_slice(part);
             self.log_changed(b, Some(&whole[..block_len]));
-            if self.insert(inner, b, &whole[..block_len], true, victims) {
-                inner.free.push(whole);
-            } else if victims == Victims::Hold {
+            let Some(whole) = self.insert_buf(inner, b, whole, true, victims) else { continue };
+            if victims == Victims::Hold {
                 // The policy declined the block: hold it until it can be written.
                 inner.stranded.insert(b, whole);
                 self.held.store(true, Ordering::Relaxed);
             } else {
                 // The policy declined the block: write it straight through,
                 // or hold it if that fails (it may carry held data).
-                if let Err(e) = self.backend_write(&whole[..block_len], b * self.block_size) {
+                if let Err(e) = self.backend_write_blocks(b, std::slice::from_ref(&whole)) {
                     inner.stranded.insert(b, whole);
                     return Err(e);
                 }
@@ -149,8 +148,7 @@ impl BlockCache {
             // A block held at eviction may still have an older copy on its
             // way from a FLUSH: that copy must land first.
             self.wait_until_not_in_flight(b);
-            let n = self.block_len(b) as usize;
-            self.backend_write(&inner.stranded[&b][..n], b * self.block_size)?;
+            self.backend_write_blocks(b, std::slice::from_ref(&inner.stranded[&b]))?;
             let buf = inner.stranded.remove(&b).expect("listed above");
             inner.free.push(buf);
             self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
@@ -187,11 +185,8 @@ impl BlockCache {
             self.wait_until_not_in_flight(b);
         }
         for run in keys.chunk_by(|a, b| b == &(a + 1)) {
-            let mut buf = Vec::with_capacity(run.len() * self.block_size as usize);
-            for b in run {
-                buf.extend_from_slice(&inner.blocks[b][..self.block_len(*b) as usize]);
-            }
-            self.backend_write(&buf, run[0] * self.block_size)?;
+            let bufs: Vec<BlockBuf> = run.iter().map(|b| inner.blocks[b].clone()).collect();
+            self.backend_write_blocks(run[0], &bufs)?;
             for b in run {
                 inner.dirty.remove(b);
             }
@@ -216,27 +211,29 @@ impl BlockCache {
         keys.truncate(most);
         let mut next = 0;
         while next < keys.len() {
-            let (first, copied, buf) = {
+            let (first, copied, bufs) = {
                 let inner = self.lock();
                 while next < keys.len() && !inner.dirty.contains_key(&keys[next]) {
                     next += 1; // written or dropped since
                 }
                 let Some(&first) = keys.get(next) else { break };
                 let mut copied = Vec::new();
-                let mut buf = Vec::new();
+                // Shared, not copied: a write meanwhile copies the block first.
+                let mut bufs = Vec::new();
                 while let Some(&b) = keys.get(next) {
                     let extends_run = b == first + copied.len() as u64 && copied.len() < WRITE_BACK_RUN;
                     let Some(&seq) = inner.dirty.get(&b).filter(|_| extends_run) else { break };
-                    buf.extend_from_slice(&inner.blocks[&b][..self.block_len(b) as usize]);
+                    bufs.push(inner.blocks[&b].clone());
                     copied.push((b, seq));
                     next += 1;
                 }
                 // Registered before the lock is released: nobody can write these
                 // blocks back under the lock until this copy has landed.
                 self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).extend(copied.iter().map(|&(b, _)| b));
-                (first, copied, buf)
+                (first, copied, bufs)
             };
-            let written = self.backend_write(&buf, first * self.block_size);
+            let written = self.backend_write_blocks(first, &bufs);
+            drop(bufs);
             {
                 let mut writing = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
                 for (b, _) in &copied {

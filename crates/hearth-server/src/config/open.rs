@@ -20,7 +20,10 @@ impl ExportSpec {
         let mut backend: Box<dyn Backend> = match &self.backend {
             BackendSpec::File { path, direct } => Box::new(FileBackend::open(path, self.read_only, *direct)?),
             BackendSpec::Sparse { path, size, direct } => Box::new(FileBackend::sparse(path, *size, *direct)?),
-            BackendSpec::Memory { size } => Box::new(MemoryBackend::new(*size)),
+            BackendSpec::Memory { size } => {
+                // Kept in the cache's blocks, so that the two share buffers.
+                Box::new(MemoryBackend::with_block_size(*size, u64::from(self.block_size)))
+            }
             BackendSpec::Nbd { upstream, connections } => {
                 Box::new(NbdBackend::connect(upstream.clone(), *connections)?)
             }

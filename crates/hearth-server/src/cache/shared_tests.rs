@@ -1,0 +1,153 @@
+//! Cache blocks shared with a memory backend that keeps block buffers: the
+//! data stays exact on both sides through evictions, partial rewrites,
+//! write-back clean-outs and replies still sending old data.
+
+use super::*;
+use crate::backend::MemoryBackend;
+
+const BS: u32 = 4096;
+const BSU: usize = BS as usize;
+
+fn setup(blocks_in_backend: u64, blocks_in_cache: u64, mode: WriteMode) -> (Arc<MemoryBackend>, BlockCache) {
+    let backend = Arc::new(MemoryBackend::with_block_size(blocks_in_backend * u64::from(BS), u64::from(BS)));
+    let policy = hearth_policy::build("lru", blocks_in_cache * u64::from(BS)).unwrap();
+    let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, mode);
+    (backend, cache)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8 ^ seed).collect()
+}
+
+/// How many holders `block`'s cached buffer has (the cache's one included).
+fn holders(cache: &BlockCache, block: u64) -> usize {
+    Arc::strong_count(&cache.lock().blocks[&block])
+}
+
+fn read(cache: &BlockCache, offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    cache.read(offset, &mut buf).unwrap();
+    buf
+}
+
+#[test]
+fn whole_block_writes_are_shared_and_survive_eviction_and_partial_rewrites() {
+    let (backend, cache) = setup(64, 4, WriteMode::Through);
+    let data = pattern(3 * BSU, 1);
+    cache.write(0, &data, false).unwrap();
+    assert_eq!(holders(&cache, 1), 2, "the cache and the backend hold one buffer");
+    assert_eq!(backend.stored_bytes(), 3 * u64::from(BS));
+    // Push the three blocks out of the cache.
+    for b in 10..20u64 {
+        read(&cache, b * u64::from(BS), BSU);
+    }
+    assert_eq!(cache.occupancy().0, 4);
+    assert!(!cache.lock().blocks.contains_key(&1), "evicted");
+    assert_eq!(backend.snapshot()[..3 * BSU], data[..], "the backend kept the data the cache dropped");
+    // Rewrite parts of them: at a block's start, inside one, across two.
+    cache.write(BS as u64, b"start", false).unwrap();
+    cache.write(2 * u64::from(BS) + 100, b"inside", false).unwrap();
+    cache.write(u64::from(BS) - 3, b"across", false).unwrap();
+    let mut want = data.clone();
+    want[BSU..BSU + 5].copy_from_slice(b"start");
+    want[2 * BSU + 100..2 * BSU + 106].copy_from_slice(b"inside");
+    want[BSU - 3..BSU + 3].copy_from_slice(b"across");
+    assert_eq!(backend.snapshot()[..3 * BSU], want[..]);
+    assert_eq!(read(&cache, 0, 3 * BSU), want);
+    // A partial write at the start of a cached, shared block keeps the rest.
+    cache.write(0, &pattern(3 * BSU, 2), false).unwrap();
+    assert_eq!(holders(&cache, 0), 2);
+    cache.write(0, b"head", false).unwrap();
+    let mut want = pattern(3 * BSU, 2);
+    want[..4].copy_from_slice(b"head");
+    assert_eq!(read(&cache, 0, 3 * BSU), want);
+    assert_eq!(backend.snapshot()[..3 * BSU], want[..]);
+    assert_eq!(holders(&cache, 0), 1, "the partial write gave each side its own copy");
+}
+
+#[test]
+fn a_reply_keeps_its_data_across_writes_of_a_shared_block() {
+    let (backend, cache) = setup(16, 8, WriteMode::Through);
+    let old = pattern(2 * BSU, 3);
+    cache.write(0, &old, false).unwrap();
+    let mut held = Vec::new();
+    assert!(cache.read_cached(0, 2 * BSU, &mut held));
+    assert_eq!(holders(&cache, 0), 3, "cache, backend and the reply");
+    cache.write(0, &pattern(BSU, 4), false).unwrap(); // whole block
+    cache.write(u64::from(BS), b"part", false).unwrap(); // partial, at the block's start
+    let sent: Vec<u8> = held.iter().flat_map(|s| s.iter().copied()).collect();
+    assert_eq!(sent, old, "the reply sends the data as it was read");
+    let mut now = pattern(BSU, 4);
+    now.extend_from_slice(&old[BSU..]);
+    now[BSU..BSU + 4].copy_from_slice(b"part");
+    assert_eq!(read(&cache, 0, 2 * BSU), now);
+    assert_eq!(backend.snapshot()[..2 * BSU], now[..]);
+}
+
+#[test]
+fn write_back_hands_cleaned_blocks_over_and_later_writes_copy_them() {
+    let (backend, cache) = setup(64, 4, WriteMode::Back { dirty_limit: 1 << 20 });
+    let data = pattern(2 * BSU, 5);
+    cache.write(0, &data, false).unwrap();
+    assert_eq!(holders(&cache, 0), 1, "dirty: only in the cache");
+    cache.flush().unwrap();
+    assert_eq!(holders(&cache, 0), 2, "cleaned: handed to the backend");
+    cache.write(10, b"dirty again", false).unwrap();
+    assert_eq!(backend.snapshot()[..2 * BSU], data[..], "the backend's copy is unchanged until written back");
+    // Evicting the dirty block writes it back; the other is rewritten once gone.
+    for b in 10..20u64 {
+        read(&cache, b * u64::from(BS), BSU);
+    }
+    cache.write(u64::from(BS) + 1, b"late", false).unwrap();
+    cache.flush().unwrap();
+    let mut want = data;
+    want[10..21].copy_from_slice(b"dirty again");
+    want[BSU + 1..BSU + 5].copy_from_slice(b"late");
+    assert_eq!(backend.snapshot()[..2 * BSU], want[..]);
+    assert_eq!(read(&cache, 0, 2 * BSU), want);
+}
+
+#[test]
+fn zeroing_a_shared_block_leaves_no_stale_copy_and_reports_a_hole() {
+    let (backend, cache) = setup(8, 8, WriteMode::Through);
+    cache.write(0, &pattern(4 * BSU, 6), false).unwrap();
+    cache.discard(u64::from(BS), 2 * u64::from(BS), false, true, false).unwrap();
+    cache.discard(10, 20, false, true, false).unwrap();
+    let mut want = pattern(4 * BSU, 6);
+    want[BSU..3 * BSU].fill(0);
+    want[10..30].fill(0);
+    assert_eq!(read(&cache, 0, 4 * BSU), want);
+    assert_eq!(backend.snapshot()[..4 * BSU], want[..]);
+    let map = cache.extents(0, 8 * u64::from(BS), 8).unwrap();
+    let runs = [(1, false), (2, true), (1, false), (4, true)];
+    assert_eq!(map, runs.map(|(n, hole)| Extent { len: n * u64::from(BS), hole }));
+}
+
+#[test]
+fn a_cache_of_another_block_size_copies_as_before() {
+    let backend = Arc::new(MemoryBackend::with_block_size(64 * 1024, 8192));
+    let policy = hearth_policy::build("lru", 64 * 1024).unwrap();
+    let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, WriteMode::Through);
+    let data = pattern(8 * BSU, 7);
+    cache.write(0, &data, false).unwrap();
+    assert_eq!(holders(&cache, 0), 1, "not shared");
+    assert_eq!(backend.snapshot()[..8 * BSU], data[..]);
+    assert_eq!(read(&cache, 0, 8 * BSU), data);
+}
+
+#[test]
+fn large_rewrites_refill_old_buffers_exactly() {
+    let (backend, cache) = setup(64, 64, WriteMode::Through);
+    // The second pass frees the first pass's buffers; the third refills them.
+    for seed in [8, 9, 10] {
+        let reusable = cache.lock().free.0.len();
+        let data = pattern(20 * BSU, seed);
+        cache.write(4 * u64::from(BS), &data, false).unwrap();
+        assert_eq!(read(&cache, 4 * u64::from(BS), 20 * BSU), data);
+        assert_eq!(backend.snapshot()[4 * BSU..24 * BSU], data[..]);
+        assert_eq!(holders(&cache, 4), 2, "shared with the backend");
+        if seed == 10 {
+            assert_eq!(reusable, 20, "the third pass had the second's freed buffers to refill");
+        }
+    }
+}
