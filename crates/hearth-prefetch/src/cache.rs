@@ -119,6 +119,18 @@ impl PrefetchCache {
         self.main.contains(key) || self.partition.contains(key)
     }
 
+    /// Whether `key` is in the main cache or a base prefetch: what a base
+    /// prefetcher counts as cached (a spare block is not, see
+    /// [`crate::Prefetcher::access_tiered`]).
+    pub fn contains_outside_spare(&self, key: Key) -> bool {
+        self.main.contains(key) || (self.partition.contains(key) && !self.partition.is_spare(key))
+    }
+
+    /// Whether `key` waits in the partition's spare tier.
+    pub fn is_spare(&self, key: Key) -> bool {
+        self.partition.is_spare(key)
+    }
+
     /// Bytes held by prefetched, not yet demanded blocks.
     pub fn prefetched_bytes(&self) -> u64 {
         self.partition.bytes()
@@ -165,8 +177,14 @@ impl PrefetchCache {
     }
 
     /// Prefetches `key` unless it is cached or the partition has no room at
-    /// all; returns whether a backend read was issued.
+    /// all; returns whether a backend read was issued. A block waiting in
+    /// the spare tier is taken over by the base tier with no new read.
     pub fn prefetch(&mut self, key: Key) -> bool {
+        if self.partition.is_spare(key) {
+            self.evicted.clear();
+            self.partition.land(key, self.inserts, &mut self.evicted);
+            return false;
+        }
         if self.contains(key) || !self.partition.has_room_for_a_block() {
             return false;
         }

@@ -41,10 +41,16 @@
 //!   pushing out only older spare blocks, never a base prefetch not yet
 //!   used (see [`crate::partition`]).
 //!
-//! Left as is: a base candidate already waiting as a spare block counts as
-//! prefetched (the base skips it, as it skips blocks another context
-//! prefetched), and extra blocks, like all prefetched blocks, borrow their
-//! room from the main cache while they wait.
+//! - **Takeover** (fixed before the re-run of the comparison): the base is
+//!   shown spare blocks as *not* cached ([`Prefetcher::access_tiered`]), so
+//!   it asks for exactly the blocks the paper's QuickMine would ask for.
+//!   One of them already waiting as a spare block is taken over by the base
+//!   tier with no new read: it moves there as a fresh base prefetch would
+//!   land (newest, aged from now, its outcome the base's), and no later
+//!   extra can push it out. Before this, the base skipped it (as cached),
+//!   picked a further candidate instead, and a newer extra could push the
+//!   block out of the spare tier, where under QuickMine it would have sat
+//!   protected in the base tier.
 
 use hearth_core::{Key, KeyMap};
 
@@ -167,8 +173,20 @@ impl Prefetcher for Guarded {
     }
 
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
+        self.access_tiered(d, cached, &|_| false, out);
+    }
+
+    fn access_tiered(
+        &mut self,
+        d: &Demand,
+        cached: &dyn Fn(Key) -> bool,
+        spare: &dyn Fn(Key) -> bool,
+        out: &mut Vec<Key>,
+    ) {
         self.spare.clear();
         let start = out.len();
+        // The base sees spare blocks as not cached, so it asks for exactly
+        // what the paper's QuickMine asks for; the driver takes them over.
         self.base.access(d, cached, out);
         // The base claims what it asked for.
         for b in &out[start..] {
@@ -206,7 +224,7 @@ impl Prefetcher for Guarded {
                     break;
                 }
                 let b = s.block;
-                if b == d.block || cached(b) || out.contains(&b) || self.spare.contains(&b) {
+                if b == d.block || cached(b) || spare(b) || out.contains(&b) || self.spare.contains(&b) {
                     continue;
                 }
                 self.spare.push(b);
@@ -291,6 +309,51 @@ mod tests {
         let with_extras = late.iter().filter(|r| r.1 > 0).count();
         assert!(with_extras <= 4 * (late.len() / PROBE_EVERY as usize + 1), "{with_extras} contexts with extras");
         assert!(late.iter().all(|r| r.0 > 0), "the base prefetches in every context");
+    }
+
+    /// A block the base asks for that already waits as a spare prefetch
+    /// is asked for all the same (the base's choice is the paper's), taken
+    /// over by the base tier with no new read, and then kept from the spare
+    /// blocks that come after it, as a base prefetch.
+    #[test]
+    fn a_base_candidate_waiting_as_spare_is_taken_over_and_kept() {
+        let (mut g, mut paper) = (Guarded::new(config(), 0).unwrap(), QuickMine::new(config()).unwrap());
+        for round in 0..3 {
+            g.begin(round, 0);
+            paper.begin(round, 0);
+            for b in 1..=12 {
+                g.access(&miss(round, b), &|_| false, &mut Vec::new());
+                paper.access(&miss(round, b), &|_| false, &mut Vec::new());
+            }
+            g.end(round);
+            paper.end(round);
+        }
+        // A partition of ten blocks, 3 waiting in it as an earlier extra.
+        let mut cache = crate::PrefetchCache::new("lru", 250, 0.04, 1).unwrap();
+        assert!(cache.prefetch_spare(3) && cache.is_spare(3));
+        g.begin(9, 0);
+        paper.begin(9, 0);
+        let (mut out, mut expected, mut spare) = (Vec::new(), Vec::new(), Vec::new());
+        for b in [1, 2] {
+            cache.demand(b, Op::Read);
+            let (cached, in_spare) = (|k| cache.contains_outside_spare(k), |k| cache.is_spare(k));
+            g.access_tiered(&miss(9, b), &cached, &in_spare, &mut out);
+            paper.access(&miss(9, b), &|k| cache.contains_outside_spare(k), &mut expected);
+        }
+        g.take_spare(&mut spare);
+        assert_eq!(out, expected, "the base asks for what the paper's QuickMine asks for");
+        assert!(out.contains(&3) && !spare.contains(&3));
+        let reads: Vec<bool> = out.iter().map(|&k| cache.prefetch(k)).collect();
+        assert_eq!(reads, vec![false, true, true, true, true], "3 is taken over, not read again");
+        assert!(cache.contains(3) && !cache.is_spare(3));
+        // Spare blocks fill the room left and push each other out, never 3.
+        for k in 100..120 {
+            cache.prefetch_spare(k);
+        }
+        assert!(out.iter().all(|&k| cache.contains(k) && !cache.is_spare(k)));
+        let mut wasted = Vec::new();
+        cache.drain_outcomes(|k, used| wasted.extend((!used).then_some(k)));
+        assert!(!wasted.is_empty() && out.iter().all(|k| !wasted.contains(k)), "{wasted:?}");
     }
 
     /// The extras' candidates come after the base's and only through

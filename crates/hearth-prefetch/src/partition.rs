@@ -13,7 +13,9 @@
 //! guarded QuickMine's extra candidates). A spare block takes only room
 //! the base tier leaves and may push out only older spare blocks; a base
 //! block pushes out spare blocks first, so the base tier holds exactly what
-//! it would hold with no spare blocks at all.
+//! it would hold with no spare blocks at all. A base block that already
+//! waits as a spare one is taken over: it moves into the base tier as if it
+//! arrived now, where a fresh base prefetch of it would have landed.
 
 use std::collections::VecDeque;
 
@@ -89,8 +91,13 @@ impl Partition {
 
     /// Prefetched `key` arrives at `clock`, the owner's count of demand
     /// insertions into its main cache. Blocks it pushes out (wasted) are
-    /// appended to `left`.
+    /// appended to `left`. If `key` waits in the spare tier it is taken
+    /// over: it leaves that tier with no outcome and lands here as a fresh
+    /// base prefetch (newest, arrived at `clock`, counted when it leaves).
     pub fn land(&mut self, key: Key, clock: u64, left: &mut Vec<Key>) {
+        if self.spare.remove(key) {
+            self.carried.remove(&key);
+        }
         self.land_in(false, key, clock, left);
     }
 
@@ -254,6 +261,29 @@ mod tests {
         p.age_out(5, 2, &mut left);
         assert_eq!(left, vec![10, 11, 12, 1, 3, 4, 15]);
         assert_eq!((p.used(), p.wasted(), p.bytes()), (2, 7, 0));
+    }
+
+    #[test]
+    fn a_base_block_waiting_as_spare_is_taken_over_and_kept_from_spare_blocks() {
+        // Room for three 1-byte blocks.
+        let mut p = Partition::new(3, 1);
+        let mut left = Vec::new();
+        assert!(p.land_spare(10, 0, &mut left) && p.land_spare(11, 0, &mut left));
+        // The base asks for 10: it moves into the base tier, arriving at clock 4.
+        p.land(10, 4, &mut left);
+        assert!(p.contains(10) && !p.is_spare(10) && p.bytes() == 2 && left.is_empty());
+        // Spare blocks now push out only each other, never 10.
+        for k in 12..20 {
+            assert!(p.land_spare(k, 4, &mut left));
+        }
+        assert!(p.contains(10) && !left.contains(&10));
+        // It ages from its takeover, not from its spare arrival at 0.
+        p.age_out(6, 3, &mut left);
+        assert!(p.contains(10));
+        assert!(p.take(10));
+        let mut outcomes = Vec::new();
+        p.drain_outcomes(|k, used| outcomes.push((k, used)));
+        assert_eq!(outcomes.iter().filter(|o| o.0 == 10).collect::<Vec<_>>(), vec![&(10, true)], "one outcome");
     }
 
     #[test]
