@@ -34,6 +34,9 @@ pub struct Stats {
     pub used: u64,
     /// Prefetched blocks evicted from the partition without a demand.
     pub wasted: u64,
+    /// Misses on blocks the main cache gave up while spare prefetches held
+    /// room it would have kept them in ([`Partition::displaced_miss`]).
+    pub displaced: u64,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -73,6 +76,8 @@ pub struct PrefetchCache {
     /// prefetched blocks.
     inserts: u64,
     evicted: Vec<Key>,
+    /// Displacement misses not yet taken by [`PrefetchCache::drain_displaced`].
+    displaced: Vec<Key>,
     /// Accesses, hits, promotes, misses and prefetches issued; used and
     /// wasted are the partition's.
     counts: Stats,
@@ -105,6 +110,7 @@ impl PrefetchCache {
             block_size,
             inserts: 0,
             evicted: Vec::with_capacity(16),
+            displaced: Vec::new(),
             counts: Stats::default(),
         })
     }
@@ -144,9 +150,8 @@ impl PrefetchCache {
     /// Evicts from the main cache until `extra` more bytes fit in the total.
     fn make_room(&mut self, extra: u64, now: &Access) {
         while self.occupancy() + extra > self.total {
-            if self.main.evict(now).is_none() {
-                break;
-            }
+            let Some(victim) = self.main.evict(now) else { break };
+            self.partition.main_evicted(victim);
         }
     }
 
@@ -163,12 +168,19 @@ impl PrefetchCache {
             Class::Promote
         } else {
             self.counts.misses += 1;
+            if self.partition.displaced_miss(key) {
+                self.counts.displaced += 1;
+                self.displaced.push(key);
+            }
             Class::Miss
         };
         if u64::from(self.block_size) <= self.total {
             self.make_room(u64::from(self.block_size), &a);
             self.evicted.clear();
             self.main.insert(&a, &mut self.evicted);
+            for &victim in &self.evicted {
+                self.partition.main_evicted(victim);
+            }
             self.inserts += 1;
             let horizon = self.main.len().max(1) as u64;
             self.partition.age_out(self.inserts, horizon, &mut self.evicted);
@@ -216,6 +228,11 @@ impl PrefetchCache {
     /// Hands every pending (block, used) outcome to `f`.
     pub fn drain_outcomes(&mut self, f: impl FnMut(Key, bool)) {
         self.partition.drain_outcomes(f);
+    }
+
+    /// Hands every displacement miss not yet taken to `f`.
+    pub fn drain_displaced(&mut self, f: impl FnMut(Key)) {
+        self.displaced.drain(..).for_each(f);
     }
 
     /// Clears the counters (end of warm-up); cache contents stay, and blocks

@@ -40,7 +40,6 @@
 //!   partition's spare tier: only into room the base prefetches leave, and
 //!   pushing out only older spare blocks, never a base prefetch not yet
 //!   used (see [`crate::partition`]).
-//!
 //! - **Takeover** (fixed before the re-run of the comparison): the base is
 //!   shown spare blocks as *not* cached ([`Prefetcher::access_tiered`]), so
 //!   it asks for exactly the blocks the paper's QuickMine would ask for.
@@ -51,12 +50,33 @@
 //!   picked a further candidate instead, and a newer extra could push the
 //!   block out of the spare tier, where under QuickMine it would have sat
 //!   protected in the base tier.
+//! - **Spare gate** (fixed with the takeover, before the re-run): spare
+//!   blocks, like base ones, borrow their room from the main cache in the
+//!   simulator, so the main cache holds fewer blocks than under QuickMine.
+//!   The partition names the misses that costs (a demand miss on one of the
+//!   main cache's last victims, as many as spare blocks wait: the blocks a
+//!   main cache without them would still hold, exactly so under LRU; see
+//!   [`crate::partition`]). A spare block used saves a miss QuickMine
+//!   would have had; a displacement miss is one it would not. One gate over
+//!   all kinds and templates keeps the net: over each window of 64 such
+//!   events (the throttle's [`WINDOW`]) the spare tier stays open if it
+//!   saved at least as many misses as it cost, else it closes and only one
+//!   trigger in 16 ([`PROBE_EVERY`]) issues extras, whose outcomes can open
+//!   it again. The per-kind throttles still decide each kind's degree. The
+//!   server's partition sits beside its main cache rather than inside it,
+//!   so there spare blocks displace nothing, no displacement miss is
+//!   reported and the gate stays open.
+//!
+//! What this does not make exact: the gate judges the past window, so a
+//! window that costs more than it saves is paid before it closes; and the
+//! ghost victims name QuickMine's extra hits exactly only for an LRU main
+//! cache whose contents differ by the spare room alone.
 
 use hearth_core::{Key, KeyMap};
 
 use crate::quickmine::{Config, QuickMine, NO_CLASS};
 use crate::rules::{PrefixKey, Suffix};
-use crate::throttle::Throttle;
+use crate::throttle::{Throttle, PROBE_EVERY, WINDOW};
 use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
 
 /// The kinds of extra candidate, in the order they are taken (the
@@ -70,6 +90,48 @@ pub enum Kind {
 }
 
 pub const KINDS: [Kind; 4] = [Kind::Longer, Kind::Shorter, Kind::Position, Kind::Ahead];
+
+/// The spare tier's net benefit, all kinds and templates together: spare
+/// blocks used (misses the extras saved) against displacement misses
+/// (misses the room they borrowed from the main cache cost). Over each
+/// [`WINDOW`] of such events the tier stays open if it saved at least as
+/// many misses as it cost; closed, only one trigger in [`PROBE_EVERY`]
+/// issues extras, whose outcomes can open it again.
+struct SpareGate {
+    saved: u32,
+    cost: u32,
+    open: bool,
+    closed_triggers: u32,
+}
+
+impl SpareGate {
+    fn record(&mut self, saved: bool) {
+        if saved {
+            self.saved += 1;
+        } else {
+            self.cost += 1;
+        }
+        if self.saved + self.cost >= WINDOW {
+            self.open = self.saved >= self.cost;
+            (self.saved, self.cost) = (0, 0);
+        }
+    }
+
+    /// Whether this trigger may issue extras.
+    fn allows(&mut self) -> bool {
+        if self.open {
+            return true;
+        }
+        self.closed_triggers = self.closed_triggers.wrapping_add(1);
+        self.closed_triggers.is_multiple_of(PROBE_EVERY)
+    }
+}
+
+impl Default for SpareGate {
+    fn default() -> Self {
+        SpareGate { saved: 0, cost: 0, open: true, closed_triggers: 0 }
+    }
+}
 
 /// An extra prefetch awaiting its outcome.
 #[derive(Clone, Copy)]
@@ -89,6 +151,7 @@ pub struct Guarded {
     /// Each open context's degree per kind, set when it opens.
     degrees: KeyMap<[usize; 4]>,
     outstanding: KeyMap<Extra>,
+    gate: SpareGate,
     /// The last access's extra blocks, for `take_spare`.
     spare: Vec<Key>,
     degree: usize,
@@ -117,6 +180,7 @@ impl Guarded {
             throttles: Default::default(),
             degrees: KeyMap::default(),
             outstanding: KeyMap::default(),
+            gate: SpareGate::default(),
             spare: Vec::new(),
             late_ns,
             history: Vec::new(),
@@ -205,7 +269,7 @@ impl Prefetcher for Guarded {
                 self.throttles[e.kind as usize].promoted(e.class, class);
             }
         }
-        if !is_trigger(d.class) {
+        if !is_trigger(d.class) || !self.gate.allows() {
             return;
         }
         let degrees = self.degrees.get(&u64::from(d.ctx)).copied().unwrap_or([0; 4]);
@@ -240,9 +304,18 @@ impl Prefetcher for Guarded {
 
     fn outcome(&mut self, block: Key, used: bool) {
         match self.outstanding.remove(&block) {
-            Some(e) => self.throttles[e.kind as usize].outcome(e.class, used && !e.late),
+            Some(e) => {
+                if used {
+                    self.gate.record(true);
+                }
+                self.throttles[e.kind as usize].outcome(e.class, used && !e.late)
+            }
             None => self.base.outcome(block, used),
         }
+    }
+
+    fn displaced(&mut self, _block: Key) {
+        self.gate.record(false);
     }
 
     fn rule_count(&self) -> usize {
@@ -309,6 +382,49 @@ mod tests {
         let with_extras = late.iter().filter(|r| r.1 > 0).count();
         assert!(with_extras <= 4 * (late.len() / PROBE_EVERY as usize + 1), "{with_extras} contexts with extras");
         assert!(late.iter().all(|r| r.0 > 0), "the base prefetches in every context");
+    }
+
+    /// Contexts of one template read 1..=12; every extra is used, and
+    /// each use comes with `cost` displacement misses. Returns each
+    /// round's extras and base blocks.
+    fn extras_costing(cost: u32) -> Vec<(usize, usize)> {
+        let mut g = Guarded::new(config(), 0).unwrap();
+        (0..300)
+            .map(|round| {
+                g.begin(round, 0);
+                let (mut extras, mut base) = (0, 0);
+                for b in 1..=12 {
+                    let (mut out, mut spare) = (Vec::new(), Vec::new());
+                    g.access(&miss(round, b), &|_| false, &mut out);
+                    g.take_spare(&mut spare);
+                    for &k in &out {
+                        g.outcome(k, true);
+                    }
+                    for &k in &spare {
+                        g.outcome(k, true);
+                        (0..cost).for_each(|_| g.displaced(1000));
+                    }
+                    (extras, base) = (extras + spare.len(), base + out.len());
+                }
+                g.end(round);
+                (extras, base)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_spare_tier_closes_when_its_room_costs_more_misses_than_it_saves() {
+        // As many misses saved as cost: it stays open.
+        assert!(extras_costing(1)[200..].iter().all(|r| r.0 > 0));
+        // Two misses cost per miss saved: after a window it closes, and
+        // only probing triggers (one in PROBE_EVERY) issue extras (a
+        // probing trigger may issue more than the average one).
+        let costly = extras_costing(2);
+        let late: usize = costly[200..].iter().map(|r| r.0).sum();
+        let open: usize = extras_costing(1)[200..].iter().map(|r| r.0).sum();
+        assert!(late * 4 <= open, "{late} extras closed vs {open} open");
+        assert!(late > 0, "probes go on");
+        assert!(costly.iter().skip(1).all(|r| r.1 > 0), "the base goes on");
     }
 
     /// A block the base asks for that already waits as a spare prefetch

@@ -81,6 +81,10 @@ pub trait Prefetcher: Send {
     /// A block this prefetcher asked for was demanded (`used`) or evicted
     /// from the prefetch partition without being demanded.
     fn outcome(&mut self, _block: Key, _used: bool) {}
+    /// A demand missed `block`, which the main cache gave up while spare
+    /// prefetches held room it would have kept it in: what the spare tier
+    /// cost ([`Partition::displaced_miss`]).
+    fn displaced(&mut self, _block: Key) {}
     /// Blocks to prefetch only into the room base prefetches leave in the
     /// prefetch partition (its spare tier), asked for by the last `access`
     /// after the blocks it pushed to `out`: the caller issues them after

@@ -16,6 +16,14 @@
 //! it would hold with no spare blocks at all. A base block that already
 //! waits as a spare one is taken over: it moves into the base tier as if it
 //! arrived now, where a fresh base prefetch of it would have landed.
+//!
+//! Spare blocks borrow their room from the main cache like base ones, so
+//! the main cache holds fewer blocks than it would without them. The
+//! partition remembers the blocks the main cache gave up last, as many as
+//! spare blocks wait ([`Partition::main_evicted`]): a main cache without
+//! the spare blocks would still hold those (exactly so under LRU), and a
+//! demand miss on one is a *displacement* miss, the spare tier's cost
+//! ([`Partition::displaced_miss`]).
 
 use std::collections::VecDeque;
 
@@ -38,6 +46,12 @@ pub struct Partition {
     outcomes: Vec<(Key, bool)>,
     used: u64,
     wasted: u64,
+    /// Main-cache victims, newest last; no more are live (in `ghost_set`)
+    /// than spare blocks wait.
+    ghosts: VecDeque<(u64, Key)>,
+    /// Live victims, each with its number in `ghosts`.
+    ghost_set: KeyMap<u64>,
+    ghost_seq: u64,
 }
 
 impl Partition {
@@ -54,6 +68,36 @@ impl Partition {
             outcomes: Vec::with_capacity(16),
             used: 0,
             wasted: 0,
+            ghosts: VecDeque::new(),
+            ghost_set: KeyMap::default(),
+            ghost_seq: 0,
+        }
+    }
+
+    /// The owner's main cache evicted `key`.
+    pub fn main_evicted(&mut self, key: Key) {
+        self.ghost_seq += 1;
+        self.ghost_set.insert(key, self.ghost_seq);
+        self.ghosts.push_back((self.ghost_seq, key));
+        self.trim_ghosts();
+    }
+
+    /// A demand missed `key`: true if the main cache gave it up while spare
+    /// blocks held the room it would have kept it in.
+    pub fn displaced_miss(&mut self, key: Key) -> bool {
+        self.trim_ghosts();
+        // Its deque entry stays until trimmed; the set says what is live.
+        self.ghost_set.remove(&key).is_some()
+    }
+
+    /// Keeps only the newest victims, one per spare block waiting (and the
+    /// deque within twice that, dropping entries of victims missed since).
+    fn trim_ghosts(&mut self) {
+        while self.ghost_set.len() > self.spare.len() || self.ghosts.len() > 2 * self.spare.len() + 16 {
+            let Some((seq, k)) = self.ghosts.pop_front() else { break };
+            if self.ghost_set.get(&k) == Some(&seq) {
+                self.ghost_set.remove(&k);
+            }
         }
     }
 
@@ -284,6 +328,28 @@ mod tests {
         let mut outcomes = Vec::new();
         p.drain_outcomes(|k, used| outcomes.push((k, used)));
         assert_eq!(outcomes.iter().filter(|o| o.0 == 10).collect::<Vec<_>>(), vec![&(10, true)], "one outcome");
+    }
+
+    #[test]
+    fn misses_on_the_last_victims_while_spare_blocks_wait_are_displacement_misses() {
+        let mut p = Partition::new(4, 1);
+        let mut left = Vec::new();
+        // No spare block waits: a victim is no ghost.
+        p.main_evicted(1);
+        assert!(!p.displaced_miss(1));
+        // Two spare blocks: the last two victims are ghosts, older ones not.
+        assert!(p.land_spare(10, 0, &mut left) && p.land_spare(11, 0, &mut left));
+        for k in [2, 3, 4] {
+            p.main_evicted(k);
+        }
+        assert!(!p.displaced_miss(2) && p.displaced_miss(4) && !p.displaced_miss(4), "counted once");
+        // One spare block used: one ghost left, the newest (3).
+        p.main_evicted(5);
+        assert!(p.take(10));
+        assert!(!p.displaced_miss(3) && p.displaced_miss(5));
+        // The spare tier empties: no ghosts.
+        p.main_evicted(6);
+        assert!(p.take(11) && !p.displaced_miss(6));
     }
 
     #[test]

@@ -121,6 +121,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
             }
             CtxEvent::Io { time_ns, ctx, op, block } => {
                 let class = cache.demand(block, op);
+                cache.drain_displaced(|k| prefetcher.displaced(k));
                 let counted = i >= split && class == Class::Miss && op == Op::Read;
                 let was_dropped = dropped.remove(&block).is_some();
                 match oracle.event(e, counted) {
