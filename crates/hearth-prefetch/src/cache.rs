@@ -184,8 +184,18 @@ impl PrefetchCache {
             self.inserts += 1;
             let horizon = self.main.len().max(1) as u64;
             self.partition.age_out(self.inserts, horizon, &mut self.evicted);
+            self.trim_ghosts();
         }
         class
+    }
+
+    /// Tells the partition how many blocks the main cache holds fewer than
+    /// it would with no spare blocks: the room beside the base tier less
+    /// what it holds. Called when a main cache without spare blocks would
+    /// be full (after a demand insertion, or room made for a prefetch).
+    fn trim_ghosts(&mut self) {
+        let room = (self.total - self.partition.base_bytes()) / u64::from(self.block_size);
+        self.partition.trim_ghosts(room.saturating_sub(self.main.len() as u64) as usize);
     }
 
     /// Prefetches `key` unless it is cached or the partition has no room at
@@ -204,6 +214,7 @@ impl PrefetchCache {
         self.partition.land(key, self.inserts, &mut self.evicted);
         let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.make_room(0, &a);
+        self.trim_ghosts();
         self.counts.issued += 1;
         true
     }
@@ -221,6 +232,7 @@ impl PrefetchCache {
         }
         let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.make_room(0, &a);
+        self.trim_ghosts();
         self.counts.issued += 1;
         true
     }
@@ -286,6 +298,32 @@ mod tests {
         }
         assert!(!plain.contains(100));
         assert_eq!(plain.stats().wasted, 1);
+    }
+
+    /// The main cache's blocks a cache with no spare blocks would still
+    /// hold (LRU): a miss on one is a displacement miss.
+    #[test]
+    fn misses_on_blocks_the_spare_room_cost_are_displacement_misses() {
+        // 10 blocks, a partition of 2.
+        let mut c = PrefetchCache::new("lru", 10, 0.2, 1).unwrap();
+        (0..10).for_each(|k| _ = c.demand(k, Op::Read));
+        // A spare block takes 0's room; a demand miss on 50 pushes out 1.
+        assert!(c.prefetch_spare(100));
+        c.demand(50, Op::Read);
+        // Without the spare block, 50 would have pushed out 0 and 1 would
+        // still be cached: a miss on 1 is a displacement miss.
+        assert_eq!((c.demand(1, Op::Read), c.stats().displaced), (Class::Miss, 1));
+        let mut displaced = Vec::new();
+        c.drain_displaced(|k| displaced.push(k));
+        assert_eq!(displaced, vec![1]);
+        // 0 would have been pushed out all the same.
+        assert_eq!((c.demand(0, Op::Read), c.stats().displaced), (Class::Miss, 1));
+        // Once the spare block is used, the cache is as large as without
+        // it, and its next victim (4) is one either cache gives up.
+        assert_eq!(c.demand(100, Op::Read), Class::Promote);
+        c.demand(60, Op::Read);
+        assert!(!c.contains(4));
+        assert_eq!((c.demand(4, Op::Read), c.stats().displaced), (Class::Miss, 1));
     }
 
     #[test]

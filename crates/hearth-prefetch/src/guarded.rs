@@ -54,9 +54,13 @@
 //!   blocks, like base ones, borrow their room from the main cache in the
 //!   simulator, so the main cache holds fewer blocks than under QuickMine.
 //!   The partition names the misses that costs (a demand miss on one of the
-//!   main cache's last victims, as many as spare blocks wait: the blocks a
-//!   main cache without them would still hold, exactly so under LRU; see
-//!   [`crate::partition`]). A spare block used saves a miss QuickMine
+//!   main cache's last victims, as many as it holds blocks fewer than it
+//!   would with no spare blocks: the blocks a main cache without them would
+//!   still hold, exactly so under LRU; see [`crate::partition`]). A first
+//!   version kept only as many victims as spare blocks waiting; but when a
+//!   spare block leaves, the main cache still lacks the block it gave up
+//!   until a later insertion would have pushed that out anyway, so it
+//!   missed most of the cost (see the measurements below). A spare block used saves a miss QuickMine
 //!   would have had; a displacement miss is one it would not. One gate over
 //!   all kinds and templates keeps the net: over each window of 64 such
 //!   events (the throttle's [`WINDOW`]) the spare tier stays open if it

@@ -18,12 +18,13 @@
 //! arrived now, where a fresh base prefetch of it would have landed.
 //!
 //! Spare blocks borrow their room from the main cache like base ones, so
-//! the main cache holds fewer blocks than it would without them. The
-//! partition remembers the blocks the main cache gave up last, as many as
-//! spare blocks wait ([`Partition::main_evicted`]): a main cache without
-//! the spare blocks would still hold those (exactly so under LRU), and a
-//! demand miss on one is a *displacement* miss, the spare tier's cost
-//! ([`Partition::displaced_miss`]).
+//! the main cache may hold fewer blocks than it would without them. The
+//! partition remembers the blocks the main cache gave up last
+//! ([`Partition::main_evicted`]), as many as the owner says it holds fewer
+//! than it would with no spare blocks ([`Partition::trim_ghosts`]): a main
+//! cache without the spare blocks would still hold those (exactly so under
+//! LRU), and a demand miss on one is a *displacement* miss, the spare
+//! tier's cost ([`Partition::displaced_miss`]).
 
 use std::collections::VecDeque;
 
@@ -46,8 +47,8 @@ pub struct Partition {
     outcomes: Vec<(Key, bool)>,
     used: u64,
     wasted: u64,
-    /// Main-cache victims, newest last; no more are live (in `ghost_set`)
-    /// than spare blocks wait.
+    /// Main-cache victims, newest last; as many are live (in `ghost_set`)
+    /// as the last [`Partition::trim_ghosts`] kept, plus victims since.
     ghosts: VecDeque<(u64, Key)>,
     /// Live victims, each with its number in `ghosts`.
     ghost_set: KeyMap<u64>,
@@ -79,21 +80,22 @@ impl Partition {
         self.ghost_seq += 1;
         self.ghost_set.insert(key, self.ghost_seq);
         self.ghosts.push_back((self.ghost_seq, key));
-        self.trim_ghosts();
     }
 
     /// A demand missed `key`: true if the main cache gave it up while spare
     /// blocks held the room it would have kept it in.
     pub fn displaced_miss(&mut self, key: Key) -> bool {
-        self.trim_ghosts();
         // Its deque entry stays until trimmed; the set says what is live.
         self.ghost_set.remove(&key).is_some()
     }
 
-    /// Keeps only the newest victims, one per spare block waiting (and the
-    /// deque within twice that, dropping entries of victims missed since).
-    fn trim_ghosts(&mut self) {
-        while self.ghost_set.len() > self.spare.len() || self.ghosts.len() > 2 * self.spare.len() + 16 {
+    /// Keeps the newest `deficit` victims: the owner's main cache holds
+    /// `deficit` blocks fewer than it would with no spare blocks (told when
+    /// both would be full: after a demand insertion or a prefetch's room
+    /// was made). The deque stays within twice that, dropping entries of
+    /// victims missed since.
+    pub fn trim_ghosts(&mut self, deficit: usize) {
+        while self.ghost_set.len() > deficit || self.ghosts.len() > 2 * deficit + 16 {
             let Some((seq, k)) = self.ghosts.pop_front() else { break };
             if self.ghost_set.get(&k) == Some(&seq) {
                 self.ghost_set.remove(&k);
@@ -113,6 +115,11 @@ impl Partition {
     /// Bytes held by blocks waiting for a demand.
     pub fn bytes(&self) -> u64 {
         self.lru.occupancy() + self.spare.occupancy()
+    }
+
+    /// Bytes held by base prefetches.
+    pub fn base_bytes(&self) -> u64 {
+        self.lru.occupancy()
     }
 
     /// Whether a spare block fits beside the base tier.
@@ -331,25 +338,25 @@ mod tests {
     }
 
     #[test]
-    fn misses_on_the_last_victims_while_spare_blocks_wait_are_displacement_misses() {
+    fn misses_on_the_last_victims_within_the_deficit_are_displacement_misses() {
         let mut p = Partition::new(4, 1);
-        let mut left = Vec::new();
-        // No spare block waits: a victim is no ghost.
         p.main_evicted(1);
-        assert!(!p.displaced_miss(1));
-        // Two spare blocks: the last two victims are ghosts, older ones not.
-        assert!(p.land_spare(10, 0, &mut left) && p.land_spare(11, 0, &mut left));
+        p.trim_ghosts(0);
+        assert!(!p.displaced_miss(1), "no deficit: no ghost");
         for k in [2, 3, 4] {
             p.main_evicted(k);
         }
+        p.trim_ghosts(2);
         assert!(!p.displaced_miss(2) && p.displaced_miss(4) && !p.displaced_miss(4), "counted once");
-        // One spare block used: one ghost left, the newest (3).
         p.main_evicted(5);
-        assert!(p.take(10));
+        p.trim_ghosts(1);
         assert!(!p.displaced_miss(3) && p.displaced_miss(5));
-        // The spare tier empties: no ghosts.
-        p.main_evicted(6);
-        assert!(p.take(11) && !p.displaced_miss(6));
+        // Many victims, few live: the deque stays bounded.
+        for k in 0..1000 {
+            p.main_evicted(k);
+            p.trim_ghosts(1);
+        }
+        assert!(p.ghosts.len() <= 18 && p.displaced_miss(999));
     }
 
     #[test]
