@@ -182,7 +182,9 @@ impl PrefetchCache {
                 self.partition.main_evicted(victim);
             }
             self.inserts += 1;
-            let horizon = self.main.len().max(1) as u64;
+            // One turnover of the main cache as it would be without spare
+            // blocks, so base prefetches age as they would with none.
+            let horizon = (self.main.len() + self.partition.spare_blocks()).max(1) as u64;
             self.partition.age_out(self.inserts, horizon, &mut self.evicted);
             self.trim_ghosts();
         }
@@ -324,6 +326,28 @@ mod tests {
         c.demand(60, Op::Read);
         assert!(!c.contains(4));
         assert_eq!((c.demand(4, Op::Read), c.stats().displaced), (Class::Miss, 1));
+    }
+
+    /// Spare blocks shrink the main cache, but not the turnover that ages
+    /// base prefetches: a base block ages out after the same insertions
+    /// with or without spare blocks beside it.
+    #[test]
+    fn spare_blocks_do_not_hasten_the_ageing_of_base_blocks() {
+        let ages = |with_spare: bool| {
+            let mut c = PrefetchCache::new("lru", 20, 0.2, 1).unwrap();
+            (0..20).for_each(|k| _ = c.demand(k, Op::Read));
+            assert!(c.prefetch(100));
+            if with_spare {
+                assert!(c.prefetch_spare(101) && c.prefetch_spare(102));
+            }
+            let mut insertions = 0;
+            while c.contains(100) {
+                c.demand(200 + insertions, Op::Read);
+                insertions += 1;
+            }
+            insertions
+        };
+        assert_eq!(ages(true), ages(false));
     }
 
     #[test]

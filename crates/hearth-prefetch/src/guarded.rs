@@ -70,6 +70,11 @@
 //!   server's partition sits beside its main cache rather than inside it,
 //!   so there spare blocks displace nothing, no displacement miss is
 //!   reported and the gate stays open.
+//! - **Ageing** (fixed after the first re-run, before the second): a
+//!   prefetched block ages out after one turnover of the main cache, which
+//!   was its current length; spare blocks shrink it, so base prefetches aged
+//!   out sooner than under QuickMine. The turnover is now the main cache's
+//!   length plus the spare blocks waiting: its length without them.
 //!
 //! What this does not make exact: the gate judges the past window, so a
 //! window that costs more than it saves is paid before it closes; and the

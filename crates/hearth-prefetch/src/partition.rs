@@ -117,6 +117,11 @@ impl Partition {
         self.lru.occupancy() + self.spare.occupancy()
     }
 
+    /// Blocks waiting in the spare tier.
+    pub fn spare_blocks(&self) -> usize {
+        self.spare.len()
+    }
+
     /// Bytes held by base prefetches.
     pub fn base_bytes(&self) -> u64 {
         self.lru.occupancy()
