@@ -80,6 +80,17 @@
 //! window that costs more than it saves is paid before it closes; and the
 //! ghost victims name QuickMine's extra hits exactly only for an LRU main
 //! cache whose contents differ by the spare room alone.
+//!
+//! Measured (`scripts/prefetch-variants.py`, 100 clients, 20,000 contexts,
+//! seeds 1-3, 10% and 25%; the table is in the crate's README): the
+//! diagnosis showed that with free room for spare blocks it never loses, so
+//! what is left comes with the room they borrow. It still loses on
+//! DBT-2-like at 25% in every seed (+57 to +62 misses: poor extras whose
+//! room costs about 90 displacement misses against about 27 saved, most of
+//! it paid before the gate's first window closes), and on RUBiS-like at 10%
+//! seed 1 (+128) and fileserver at 10% seed 3 (+459), where the other seeds
+//! and the same seed a few blocks of cache away win: one run's divergence,
+//! not a trend. Elsewhere it has fewer misses, up to 5,828 (fileserver 25%).
 
 use hearth_core::{Key, KeyMap};
 
