@@ -34,6 +34,9 @@ pub struct Stats {
     pub used: u64,
     /// Prefetched blocks evicted from the partition without a demand.
     pub wasted: u64,
+    /// Misses on blocks the main cache gave up while spare prefetches held
+    /// room it would have kept them in ([`Partition::displaced_miss`]).
+    pub displaced: u64,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -73,6 +76,8 @@ pub struct PrefetchCache {
     /// prefetched blocks.
     inserts: u64,
     evicted: Vec<Key>,
+    /// Displacement misses not yet taken by [`PrefetchCache::drain_displaced`].
+    displaced: Vec<Key>,
     /// Accesses, hits, promotes, misses and prefetches issued; used and
     /// wasted are the partition's.
     counts: Stats,
@@ -105,6 +110,7 @@ impl PrefetchCache {
             block_size,
             inserts: 0,
             evicted: Vec::with_capacity(16),
+            displaced: Vec::new(),
             counts: Stats::default(),
         })
     }
@@ -117,6 +123,18 @@ impl PrefetchCache {
     /// Whether `key` is in the main cache or the prefetch partition.
     pub fn contains(&self, key: Key) -> bool {
         self.main.contains(key) || self.partition.contains(key)
+    }
+
+    /// Whether `key` is in the main cache or a base prefetch: what a base
+    /// prefetcher counts as cached (a spare block is not, see
+    /// [`crate::Prefetcher::access_tiered`]).
+    pub fn contains_outside_spare(&self, key: Key) -> bool {
+        self.main.contains(key) || (self.partition.contains(key) && !self.partition.is_spare(key))
+    }
+
+    /// Whether `key` waits in the partition's spare tier.
+    pub fn is_spare(&self, key: Key) -> bool {
+        self.partition.is_spare(key)
     }
 
     /// Bytes held by prefetched, not yet demanded blocks.
@@ -132,9 +150,8 @@ impl PrefetchCache {
     /// Evicts from the main cache until `extra` more bytes fit in the total.
     fn make_room(&mut self, extra: u64, now: &Access) {
         while self.occupancy() + extra > self.total {
-            if self.main.evict(now).is_none() {
-                break;
-            }
+            let Some(victim) = self.main.evict(now) else { break };
+            self.partition.main_evicted(victim);
         }
     }
 
@@ -151,22 +168,47 @@ impl PrefetchCache {
             Class::Promote
         } else {
             self.counts.misses += 1;
+            if self.partition.displaced_miss(key) {
+                self.counts.displaced += 1;
+                self.displaced.push(key);
+            }
             Class::Miss
         };
         if u64::from(self.block_size) <= self.total {
             self.make_room(u64::from(self.block_size), &a);
             self.evicted.clear();
             self.main.insert(&a, &mut self.evicted);
+            for &victim in &self.evicted {
+                self.partition.main_evicted(victim);
+            }
             self.inserts += 1;
-            let horizon = self.main.len().max(1) as u64;
+            // One turnover of the main cache as it would be without spare
+            // blocks, so base prefetches age as they would with none.
+            let horizon = (self.main.len() + self.partition.spare_blocks()).max(1) as u64;
             self.partition.age_out(self.inserts, horizon, &mut self.evicted);
+            self.trim_ghosts();
         }
         class
     }
 
+    /// Tells the partition how many blocks the main cache holds fewer than
+    /// it would with no spare blocks: the room beside the base tier less
+    /// what it holds. Called when a main cache without spare blocks would
+    /// be full (after a demand insertion, or room made for a prefetch).
+    fn trim_ghosts(&mut self) {
+        let room = (self.total - self.partition.base_bytes()) / u64::from(self.block_size);
+        self.partition.trim_ghosts(room.saturating_sub(self.main.len() as u64) as usize);
+    }
+
     /// Prefetches `key` unless it is cached or the partition has no room at
-    /// all; returns whether a backend read was issued.
+    /// all; returns whether a backend read was issued. A block waiting in
+    /// the spare tier is taken over by the base tier with no new read.
     pub fn prefetch(&mut self, key: Key) -> bool {
+        if self.partition.is_spare(key) {
+            self.evicted.clear();
+            self.partition.land(key, self.inserts, &mut self.evicted);
+            return false;
+        }
         if self.contains(key) || !self.partition.has_room_for_a_block() {
             return false;
         }
@@ -174,6 +216,7 @@ impl PrefetchCache {
         self.partition.land(key, self.inserts, &mut self.evicted);
         let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.make_room(0, &a);
+        self.trim_ghosts();
         self.counts.issued += 1;
         true
     }
@@ -191,6 +234,7 @@ impl PrefetchCache {
         }
         let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.make_room(0, &a);
+        self.trim_ghosts();
         self.counts.issued += 1;
         true
     }
@@ -198,6 +242,11 @@ impl PrefetchCache {
     /// Hands every pending (block, used) outcome to `f`.
     pub fn drain_outcomes(&mut self, f: impl FnMut(Key, bool)) {
         self.partition.drain_outcomes(f);
+    }
+
+    /// Hands every displacement miss not yet taken to `f`.
+    pub fn drain_displaced(&mut self, f: impl FnMut(Key)) {
+        self.displaced.drain(..).for_each(f);
     }
 
     /// Clears the counters (end of warm-up); cache contents stay, and blocks
@@ -251,6 +300,54 @@ mod tests {
         }
         assert!(!plain.contains(100));
         assert_eq!(plain.stats().wasted, 1);
+    }
+
+    /// The main cache's blocks a cache with no spare blocks would still
+    /// hold (LRU): a miss on one is a displacement miss.
+    #[test]
+    fn misses_on_blocks_the_spare_room_cost_are_displacement_misses() {
+        // 10 blocks, a partition of 2.
+        let mut c = PrefetchCache::new("lru", 10, 0.2, 1).unwrap();
+        (0..10).for_each(|k| _ = c.demand(k, Op::Read));
+        // A spare block takes 0's room; a demand miss on 50 pushes out 1.
+        assert!(c.prefetch_spare(100));
+        c.demand(50, Op::Read);
+        // Without the spare block, 50 would have pushed out 0 and 1 would
+        // still be cached: a miss on 1 is a displacement miss.
+        assert_eq!((c.demand(1, Op::Read), c.stats().displaced), (Class::Miss, 1));
+        let mut displaced = Vec::new();
+        c.drain_displaced(|k| displaced.push(k));
+        assert_eq!(displaced, vec![1]);
+        // 0 would have been pushed out all the same.
+        assert_eq!((c.demand(0, Op::Read), c.stats().displaced), (Class::Miss, 1));
+        // Once the spare block is used, the cache is as large as without
+        // it, and its next victim (4) is one either cache gives up.
+        assert_eq!(c.demand(100, Op::Read), Class::Promote);
+        c.demand(60, Op::Read);
+        assert!(!c.contains(4));
+        assert_eq!((c.demand(4, Op::Read), c.stats().displaced), (Class::Miss, 1));
+    }
+
+    /// Spare blocks shrink the main cache, but not the turnover that ages
+    /// base prefetches: a base block ages out after the same insertions
+    /// with or without spare blocks beside it.
+    #[test]
+    fn spare_blocks_do_not_hasten_the_ageing_of_base_blocks() {
+        let ages = |with_spare: bool| {
+            let mut c = PrefetchCache::new("lru", 20, 0.2, 1).unwrap();
+            (0..20).for_each(|k| _ = c.demand(k, Op::Read));
+            assert!(c.prefetch(100));
+            if with_spare {
+                assert!(c.prefetch_spare(101) && c.prefetch_spare(102));
+            }
+            let mut insertions = 0;
+            while c.contains(100) {
+                c.demand(200 + insertions, Op::Read);
+                insertions += 1;
+            }
+            insertions
+        };
+        assert_eq!(ages(true), ages(false));
     }
 
     #[test]

@@ -40,17 +40,63 @@
 //!   partition's spare tier: only into room the base prefetches leave, and
 //!   pushing out only older spare blocks, never a base prefetch not yet
 //!   used (see [`crate::partition`]).
+//! - **Takeover** (fixed before the re-run of the comparison): the base is
+//!   shown spare blocks as *not* cached ([`Prefetcher::access_tiered`]), so
+//!   it asks for exactly the blocks the paper's QuickMine would ask for.
+//!   One of them already waiting as a spare block is taken over by the base
+//!   tier with no new read: it moves there as a fresh base prefetch would
+//!   land (newest, aged from now, its outcome the base's), and no later
+//!   extra can push it out. Before this, the base skipped it (as cached),
+//!   picked a further candidate instead, and a newer extra could push the
+//!   block out of the spare tier, where under QuickMine it would have sat
+//!   protected in the base tier.
+//! - **Spare gate** (fixed with the takeover, before the re-run): spare
+//!   blocks, like base ones, borrow their room from the main cache in the
+//!   simulator, so the main cache holds fewer blocks than under QuickMine.
+//!   The partition names the misses that costs (a demand miss on one of the
+//!   main cache's last victims, as many as it holds blocks fewer than it
+//!   would with no spare blocks: the blocks a main cache without them would
+//!   still hold, exactly so under LRU; see [`crate::partition`]). A first
+//!   version kept only as many victims as spare blocks waiting; but when a
+//!   spare block leaves, the main cache still lacks the block it gave up
+//!   until a later insertion would have pushed that out anyway, so it
+//!   missed most of the cost (see the measurements below). A spare block used saves a miss QuickMine
+//!   would have had; a displacement miss is one it would not. One gate over
+//!   all kinds and templates keeps the net: over each window of 64 such
+//!   events (the throttle's [`WINDOW`]) the spare tier stays open if it
+//!   saved at least as many misses as it cost, else it closes and only one
+//!   trigger in 16 ([`PROBE_EVERY`]) issues extras, whose outcomes can open
+//!   it again. The per-kind throttles still decide each kind's degree. The
+//!   server's partition sits beside its main cache rather than inside it,
+//!   so there spare blocks displace nothing, no displacement miss is
+//!   reported and the gate stays open.
+//! - **Ageing** (fixed after the first re-run, before the second): a
+//!   prefetched block ages out after one turnover of the main cache, which
+//!   was its current length; spare blocks shrink it, so base prefetches aged
+//!   out sooner than under QuickMine. The turnover is now the main cache's
+//!   length plus the spare blocks waiting: its length without them.
 //!
-//! Left as is: a base candidate already waiting as a spare block counts as
-//! prefetched (the base skips it, as it skips blocks another context
-//! prefetched), and extra blocks, like all prefetched blocks, borrow their
-//! room from the main cache while they wait.
+//! What this does not make exact: the gate judges the past window, so a
+//! window that costs more than it saves is paid before it closes; and the
+//! ghost victims name QuickMine's extra hits exactly only for an LRU main
+//! cache whose contents differ by the spare room alone.
+//!
+//! Measured (`scripts/prefetch-variants.py`, 100 clients, 20,000 contexts,
+//! seeds 1-3, 10% and 25%; the table is in the crate's README): the
+//! diagnosis showed that with free room for spare blocks it never loses, so
+//! what is left comes with the room they borrow. It still loses on
+//! DBT-2-like at 25% in every seed (+57 to +62 misses: poor extras whose
+//! room costs about 90 displacement misses against about 27 saved, most of
+//! it paid before the gate's first window closes), and on RUBiS-like at 10%
+//! seed 1 (+128) and fileserver at 10% seed 3 (+459), where the other seeds
+//! and the same seed a few blocks of cache away win: one run's divergence,
+//! not a trend. Elsewhere it has fewer misses, up to 5,828 (fileserver 25%).
 
 use hearth_core::{Key, KeyMap};
 
 use crate::quickmine::{Config, QuickMine, NO_CLASS};
 use crate::rules::{PrefixKey, Suffix};
-use crate::throttle::Throttle;
+use crate::throttle::{Throttle, PROBE_EVERY, WINDOW};
 use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
 
 /// The kinds of extra candidate, in the order they are taken (the
@@ -64,6 +110,48 @@ pub enum Kind {
 }
 
 pub const KINDS: [Kind; 4] = [Kind::Longer, Kind::Shorter, Kind::Position, Kind::Ahead];
+
+/// The spare tier's net benefit, all kinds and templates together: spare
+/// blocks used (misses the extras saved) against displacement misses
+/// (misses the room they borrowed from the main cache cost). Over each
+/// [`WINDOW`] of such events the tier stays open if it saved at least as
+/// many misses as it cost; closed, only one trigger in [`PROBE_EVERY`]
+/// issues extras, whose outcomes can open it again.
+struct SpareGate {
+    saved: u32,
+    cost: u32,
+    open: bool,
+    closed_triggers: u32,
+}
+
+impl SpareGate {
+    fn record(&mut self, saved: bool) {
+        if saved {
+            self.saved += 1;
+        } else {
+            self.cost += 1;
+        }
+        if self.saved + self.cost >= WINDOW {
+            self.open = self.saved >= self.cost;
+            (self.saved, self.cost) = (0, 0);
+        }
+    }
+
+    /// Whether this trigger may issue extras.
+    fn allows(&mut self) -> bool {
+        if self.open {
+            return true;
+        }
+        self.closed_triggers = self.closed_triggers.wrapping_add(1);
+        self.closed_triggers.is_multiple_of(PROBE_EVERY)
+    }
+}
+
+impl Default for SpareGate {
+    fn default() -> Self {
+        SpareGate { saved: 0, cost: 0, open: true, closed_triggers: 0 }
+    }
+}
 
 /// An extra prefetch awaiting its outcome.
 #[derive(Clone, Copy)]
@@ -83,6 +171,7 @@ pub struct Guarded {
     /// Each open context's degree per kind, set when it opens.
     degrees: KeyMap<[usize; 4]>,
     outstanding: KeyMap<Extra>,
+    gate: SpareGate,
     /// The last access's extra blocks, for `take_spare`.
     spare: Vec<Key>,
     degree: usize,
@@ -111,6 +200,7 @@ impl Guarded {
             throttles: Default::default(),
             degrees: KeyMap::default(),
             outstanding: KeyMap::default(),
+            gate: SpareGate::default(),
             spare: Vec::new(),
             late_ns,
             history: Vec::new(),
@@ -167,8 +257,20 @@ impl Prefetcher for Guarded {
     }
 
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
+        self.access_tiered(d, cached, &|_| false, out);
+    }
+
+    fn access_tiered(
+        &mut self,
+        d: &Demand,
+        cached: &dyn Fn(Key) -> bool,
+        spare: &dyn Fn(Key) -> bool,
+        out: &mut Vec<Key>,
+    ) {
         self.spare.clear();
         let start = out.len();
+        // The base sees spare blocks as not cached, so it asks for exactly
+        // what the paper's QuickMine asks for; the driver takes them over.
         self.base.access(d, cached, out);
         // The base claims what it asked for.
         for b in &out[start..] {
@@ -187,7 +289,7 @@ impl Prefetcher for Guarded {
                 self.throttles[e.kind as usize].promoted(e.class, class);
             }
         }
-        if !is_trigger(d.class) {
+        if !is_trigger(d.class) || !self.gate.allows() {
             return;
         }
         let degrees = self.degrees.get(&u64::from(d.ctx)).copied().unwrap_or([0; 4]);
@@ -206,7 +308,7 @@ impl Prefetcher for Guarded {
                     break;
                 }
                 let b = s.block;
-                if b == d.block || cached(b) || out.contains(&b) || self.spare.contains(&b) {
+                if b == d.block || cached(b) || spare(b) || out.contains(&b) || self.spare.contains(&b) {
                     continue;
                 }
                 self.spare.push(b);
@@ -222,9 +324,18 @@ impl Prefetcher for Guarded {
 
     fn outcome(&mut self, block: Key, used: bool) {
         match self.outstanding.remove(&block) {
-            Some(e) => self.throttles[e.kind as usize].outcome(e.class, used && !e.late),
+            Some(e) => {
+                if used {
+                    self.gate.record(true);
+                }
+                self.throttles[e.kind as usize].outcome(e.class, used && !e.late)
+            }
             None => self.base.outcome(block, used),
         }
+    }
+
+    fn displaced(&mut self, _block: Key) {
+        self.gate.record(false);
     }
 
     fn rule_count(&self) -> usize {
@@ -291,6 +402,94 @@ mod tests {
         let with_extras = late.iter().filter(|r| r.1 > 0).count();
         assert!(with_extras <= 4 * (late.len() / PROBE_EVERY as usize + 1), "{with_extras} contexts with extras");
         assert!(late.iter().all(|r| r.0 > 0), "the base prefetches in every context");
+    }
+
+    /// Contexts of one template read 1..=12; every extra is used, and
+    /// each use comes with `cost` displacement misses. Returns each
+    /// round's extras and base blocks.
+    fn extras_costing(cost: u32) -> Vec<(usize, usize)> {
+        let mut g = Guarded::new(config(), 0).unwrap();
+        (0..300)
+            .map(|round| {
+                g.begin(round, 0);
+                let (mut extras, mut base) = (0, 0);
+                for b in 1..=12 {
+                    let (mut out, mut spare) = (Vec::new(), Vec::new());
+                    g.access(&miss(round, b), &|_| false, &mut out);
+                    g.take_spare(&mut spare);
+                    for &k in &out {
+                        g.outcome(k, true);
+                    }
+                    for &k in &spare {
+                        g.outcome(k, true);
+                        (0..cost).for_each(|_| g.displaced(1000));
+                    }
+                    (extras, base) = (extras + spare.len(), base + out.len());
+                }
+                g.end(round);
+                (extras, base)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_spare_tier_closes_when_its_room_costs_more_misses_than_it_saves() {
+        // As many misses saved as cost: it stays open.
+        assert!(extras_costing(1)[200..].iter().all(|r| r.0 > 0));
+        // Two misses cost per miss saved: after a window it closes, and
+        // only probing triggers (one in PROBE_EVERY) issue extras (a
+        // probing trigger may issue more than the average one).
+        let costly = extras_costing(2);
+        let late: usize = costly[200..].iter().map(|r| r.0).sum();
+        let open: usize = extras_costing(1)[200..].iter().map(|r| r.0).sum();
+        assert!(late * 4 <= open, "{late} extras closed vs {open} open");
+        assert!(late > 0, "probes go on");
+        assert!(costly.iter().skip(1).all(|r| r.1 > 0), "the base goes on");
+    }
+
+    /// A block the base asks for that already waits as a spare prefetch
+    /// is asked for all the same (the base's choice is the paper's), taken
+    /// over by the base tier with no new read, and then kept from the spare
+    /// blocks that come after it, as a base prefetch.
+    #[test]
+    fn a_base_candidate_waiting_as_spare_is_taken_over_and_kept() {
+        let (mut g, mut paper) = (Guarded::new(config(), 0).unwrap(), QuickMine::new(config()).unwrap());
+        for round in 0..3 {
+            g.begin(round, 0);
+            paper.begin(round, 0);
+            for b in 1..=12 {
+                g.access(&miss(round, b), &|_| false, &mut Vec::new());
+                paper.access(&miss(round, b), &|_| false, &mut Vec::new());
+            }
+            g.end(round);
+            paper.end(round);
+        }
+        // A partition of ten blocks, 3 waiting in it as an earlier extra.
+        let mut cache = crate::PrefetchCache::new("lru", 250, 0.04, 1).unwrap();
+        assert!(cache.prefetch_spare(3) && cache.is_spare(3));
+        g.begin(9, 0);
+        paper.begin(9, 0);
+        let (mut out, mut expected, mut spare) = (Vec::new(), Vec::new(), Vec::new());
+        for b in [1, 2] {
+            cache.demand(b, Op::Read);
+            let (cached, in_spare) = (|k| cache.contains_outside_spare(k), |k| cache.is_spare(k));
+            g.access_tiered(&miss(9, b), &cached, &in_spare, &mut out);
+            paper.access(&miss(9, b), &|k| cache.contains_outside_spare(k), &mut expected);
+        }
+        g.take_spare(&mut spare);
+        assert_eq!(out, expected, "the base asks for what the paper's QuickMine asks for");
+        assert!(out.contains(&3) && !spare.contains(&3));
+        let reads: Vec<bool> = out.iter().map(|&k| cache.prefetch(k)).collect();
+        assert_eq!(reads, vec![false, true, true, true, true], "3 is taken over, not read again");
+        assert!(cache.contains(3) && !cache.is_spare(3));
+        // Spare blocks fill the room left and push each other out, never 3.
+        for k in 100..120 {
+            cache.prefetch_spare(k);
+        }
+        assert!(out.iter().all(|&k| cache.contains(k) && !cache.is_spare(k)));
+        let mut wasted = Vec::new();
+        cache.drain_outcomes(|k, used| wasted.extend((!used).then_some(k)));
+        assert!(!wasted.is_empty() && out.iter().all(|k| !wasted.contains(k)), "{wasted:?}");
     }
 
     /// The extras' candidates come after the base's and only through

@@ -63,9 +63,28 @@ pub trait Prefetcher: Send {
     /// Context `ctx` ends.
     fn end(&mut self, _ctx: u32) {}
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>);
+    /// [`Prefetcher::access`] for a driver whose partition has a spare tier:
+    /// `cached` is false for blocks waiting (or on their way) only as spare
+    /// prefetches, which `spare` tells. A block `out` asks for that waits as
+    /// a spare one is taken over by the base tier, with no new read. Only
+    /// the guarded QuickMine tells the two apart; every other prefetcher
+    /// sees spare blocks as cached.
+    fn access_tiered(
+        &mut self,
+        d: &Demand,
+        cached: &dyn Fn(Key) -> bool,
+        spare: &dyn Fn(Key) -> bool,
+        out: &mut Vec<Key>,
+    ) {
+        self.access(d, &|k| cached(k) || spare(k), out);
+    }
     /// A block this prefetcher asked for was demanded (`used`) or evicted
     /// from the prefetch partition without being demanded.
     fn outcome(&mut self, _block: Key, _used: bool) {}
+    /// A demand missed `block`, which the main cache gave up while spare
+    /// prefetches held room it would have kept it in: what the spare tier
+    /// cost ([`Partition::displaced_miss`]).
+    fn displaced(&mut self, _block: Key) {}
     /// Blocks to prefetch only into the room base prefetches leave in the
     /// prefetch partition (its spare tier), asked for by the last `access`
     /// after the blocks it pushed to `out`: the caller issues them after

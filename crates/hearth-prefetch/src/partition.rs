@@ -13,7 +13,18 @@
 //! guarded QuickMine's extra candidates). A spare block takes only room
 //! the base tier leaves and may push out only older spare blocks; a base
 //! block pushes out spare blocks first, so the base tier holds exactly what
-//! it would hold with no spare blocks at all.
+//! it would hold with no spare blocks at all. A base block that already
+//! waits as a spare one is taken over: it moves into the base tier as if it
+//! arrived now, where a fresh base prefetch of it would have landed.
+//!
+//! Spare blocks borrow their room from the main cache like base ones, so
+//! the main cache may hold fewer blocks than it would without them. The
+//! partition remembers the blocks the main cache gave up last
+//! ([`Partition::main_evicted`]), as many as the owner says it holds fewer
+//! than it would with no spare blocks ([`Partition::trim_ghosts`]): a main
+//! cache without the spare blocks would still hold those (exactly so under
+//! LRU), and a demand miss on one is a *displacement* miss, the spare
+//! tier's cost ([`Partition::displaced_miss`]).
 
 use std::collections::VecDeque;
 
@@ -36,6 +47,12 @@ pub struct Partition {
     outcomes: Vec<(Key, bool)>,
     used: u64,
     wasted: u64,
+    /// Main-cache victims, newest last; as many are live (in `ghost_set`)
+    /// as the last [`Partition::trim_ghosts`] kept, plus victims since.
+    ghosts: VecDeque<(u64, Key)>,
+    /// Live victims, each with its number in `ghosts`.
+    ghost_set: KeyMap<u64>,
+    ghost_seq: u64,
 }
 
 impl Partition {
@@ -52,6 +69,37 @@ impl Partition {
             outcomes: Vec::with_capacity(16),
             used: 0,
             wasted: 0,
+            ghosts: VecDeque::new(),
+            ghost_set: KeyMap::default(),
+            ghost_seq: 0,
+        }
+    }
+
+    /// The owner's main cache evicted `key`.
+    pub fn main_evicted(&mut self, key: Key) {
+        self.ghost_seq += 1;
+        self.ghost_set.insert(key, self.ghost_seq);
+        self.ghosts.push_back((self.ghost_seq, key));
+    }
+
+    /// A demand missed `key`: true if the main cache gave it up while spare
+    /// blocks held the room it would have kept it in.
+    pub fn displaced_miss(&mut self, key: Key) -> bool {
+        // Its deque entry stays until trimmed; the set says what is live.
+        self.ghost_set.remove(&key).is_some()
+    }
+
+    /// Keeps the newest `deficit` victims: the owner's main cache holds
+    /// `deficit` blocks fewer than it would with no spare blocks (told when
+    /// both would be full: after a demand insertion or a prefetch's room
+    /// was made). The deque stays within twice that, dropping entries of
+    /// victims missed since.
+    pub fn trim_ghosts(&mut self, deficit: usize) {
+        while self.ghost_set.len() > deficit || self.ghosts.len() > 2 * deficit + 16 {
+            let Some((seq, k)) = self.ghosts.pop_front() else { break };
+            if self.ghost_set.get(&k) == Some(&seq) {
+                self.ghost_set.remove(&k);
+            }
         }
     }
 
@@ -67,6 +115,16 @@ impl Partition {
     /// Bytes held by blocks waiting for a demand.
     pub fn bytes(&self) -> u64 {
         self.lru.occupancy() + self.spare.occupancy()
+    }
+
+    /// Blocks waiting in the spare tier.
+    pub fn spare_blocks(&self) -> usize {
+        self.spare.len()
+    }
+
+    /// Bytes held by base prefetches.
+    pub fn base_bytes(&self) -> u64 {
+        self.lru.occupancy()
     }
 
     /// Whether a spare block fits beside the base tier.
@@ -89,8 +147,13 @@ impl Partition {
 
     /// Prefetched `key` arrives at `clock`, the owner's count of demand
     /// insertions into its main cache. Blocks it pushes out (wasted) are
-    /// appended to `left`.
+    /// appended to `left`. If `key` waits in the spare tier it is taken
+    /// over: it leaves that tier with no outcome and lands here as a fresh
+    /// base prefetch (newest, arrived at `clock`, counted when it leaves).
     pub fn land(&mut self, key: Key, clock: u64, left: &mut Vec<Key>) {
+        if self.spare.remove(key) {
+            self.carried.remove(&key);
+        }
         self.land_in(false, key, clock, left);
     }
 
@@ -254,6 +317,51 @@ mod tests {
         p.age_out(5, 2, &mut left);
         assert_eq!(left, vec![10, 11, 12, 1, 3, 4, 15]);
         assert_eq!((p.used(), p.wasted(), p.bytes()), (2, 7, 0));
+    }
+
+    #[test]
+    fn a_base_block_waiting_as_spare_is_taken_over_and_kept_from_spare_blocks() {
+        // Room for three 1-byte blocks.
+        let mut p = Partition::new(3, 1);
+        let mut left = Vec::new();
+        assert!(p.land_spare(10, 0, &mut left) && p.land_spare(11, 0, &mut left));
+        // The base asks for 10: it moves into the base tier, arriving at clock 4.
+        p.land(10, 4, &mut left);
+        assert!(p.contains(10) && !p.is_spare(10) && p.bytes() == 2 && left.is_empty());
+        // Spare blocks now push out only each other, never 10.
+        for k in 12..20 {
+            assert!(p.land_spare(k, 4, &mut left));
+        }
+        assert!(p.contains(10) && !left.contains(&10));
+        // It ages from its takeover, not from its spare arrival at 0.
+        p.age_out(6, 3, &mut left);
+        assert!(p.contains(10));
+        assert!(p.take(10));
+        let mut outcomes = Vec::new();
+        p.drain_outcomes(|k, used| outcomes.push((k, used)));
+        assert_eq!(outcomes.iter().filter(|o| o.0 == 10).collect::<Vec<_>>(), vec![&(10, true)], "one outcome");
+    }
+
+    #[test]
+    fn misses_on_the_last_victims_within_the_deficit_are_displacement_misses() {
+        let mut p = Partition::new(4, 1);
+        p.main_evicted(1);
+        p.trim_ghosts(0);
+        assert!(!p.displaced_miss(1), "no deficit: no ghost");
+        for k in [2, 3, 4] {
+            p.main_evicted(k);
+        }
+        p.trim_ghosts(2);
+        assert!(!p.displaced_miss(2) && p.displaced_miss(4) && !p.displaced_miss(4), "counted once");
+        p.main_evicted(5);
+        p.trim_ghosts(1);
+        assert!(!p.displaced_miss(3) && p.displaced_miss(5));
+        // Many victims, few live: the deque stays bounded.
+        for k in 0..1000 {
+            p.main_evicted(k);
+            p.trim_ghosts(1);
+        }
+        assert!(p.ghosts.len() <= 18 && p.displaced_miss(999));
     }
 
     #[test]

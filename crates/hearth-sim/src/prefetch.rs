@@ -121,6 +121,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
             }
             CtxEvent::Io { time_ns, ctx, op, block } => {
                 let class = cache.demand(block, op);
+                cache.drain_displaced(|k| prefetcher.displaced(k));
                 let counted = i >= split && class == Class::Miss && op == Op::Read;
                 let was_dropped = dropped.remove(&block).is_some();
                 match oracle.event(e, counted) {
@@ -148,7 +149,8 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
                 spare.clear();
                 if op == Op::Read {
                     let demand = Demand { block, ctx, time_ns, op, class };
-                    prefetcher.access(&demand, &|k| cache.contains(k), &mut out);
+                    let (cached, in_spare) = (|k| cache.contains_outside_spare(k), |k| cache.is_spare(k));
+                    prefetcher.access_tiered(&demand, &cached, &in_spare, &mut out);
                     prefetcher.take_spare(&mut spare);
                 }
                 // Base prefetches first; spare ones only into the room they leave.

@@ -253,6 +253,9 @@ struct Inner {
     write_seq: u64,
     /// Blocks prefetched (queued or landed) and not yet demanded.
     prefetched: FxHashSet<Key>,
+    /// Those of `prefetched` claimed only by a spare prefetch (the guarded
+    /// QuickMine's extras): a base prefetch of one takes it over.
+    spare_claims: FxHashSet<Key>,
     /// The prefetch partition, the simulator's own (`hearth_prefetch`):
     /// landed prefetches wait here (LRU, a small share of the cache, aged
     /// out after one turnover of the main cache) until a demand promotes
@@ -263,6 +266,14 @@ struct Inner {
     wasted: Vec<Key>,
     vtime: u64,
     stripes: WriteStripes,
+}
+
+impl Inner {
+    /// Releases `block`'s prefetch claim, base or spare; true if it had one.
+    fn unclaim(&mut self, block: Key) -> bool {
+        self.spare_claims.remove(&block);
+        self.prefetched.remove(&block)
+    }
 }
 
 pub struct BlockCache {
@@ -352,6 +363,7 @@ impl BlockCache {
                 stranded: FxHashMap::default(),
                 write_seq: 0,
                 prefetched: FxHashSet::default(),
+                spare_claims: FxHashSet::default(),
                 wasted: Vec::new(),
                 vtime: 0,
                 stripes: WriteStripes::new(STRIPES),

@@ -213,7 +213,7 @@ impl BlockCache {
     pub(super) fn drop_victims(&self, inner: &mut Inner, victims: Victims) {
         for i in 0..inner.core.evicted().len() {
             let victim = inner.core.evicted()[i];
-            if inner.prefetched.remove(&victim) {
+            if inner.unclaim(victim) {
                 inner.wasted.push(victim);
             }
             let Some(buf) = inner.blocks.remove(&victim) else {

@@ -33,7 +33,7 @@ impl BlockCache {
     pub fn classify_demand(&self, block: u64) -> Class {
         let mut inner = self.lock();
         self.age_prefetches(&mut inner);
-        if inner.prefetched.remove(&block) {
+        if inner.unclaim(block) {
             if inner.partition.take(block) {
                 // Landed: promote it from the partition into the main cache.
                 let a = Self::access(&mut inner, block, self.block_size, Op::Read);
@@ -62,14 +62,49 @@ impl BlockCache {
         inner.blocks.contains_key(&block) || inner.prefetched.contains(&block)
     }
 
-    /// Claims `block` for a prefetch; false if it is cached, already being
-    /// prefetched, or beyond the export.
+    /// Whether `block` is cached or a base prefetch of it is pending: what
+    /// a base prefetcher counts as cached (see
+    /// `hearth_prefetch::Prefetcher::access_tiered`).
+    pub fn cached_outside_spare(&self, block: u64) -> bool {
+        let inner = self.lock();
+        !inner.spare_claims.contains(&block) && (inner.blocks.contains_key(&block) || inner.prefetched.contains(&block))
+    }
+
+    /// Whether `block` is claimed only by a spare prefetch (queued or landed).
+    pub fn spare_prefetching(&self, block: u64) -> bool {
+        self.lock().spare_claims.contains(&block)
+    }
+
+    /// Claims `block` for a base prefetch; false if it is cached, already
+    /// being prefetched, or beyond the export. A spare prefetch's claim is
+    /// taken over (false too: its read is done or queued): landed, the block
+    /// moves into the partition's base tier as a fresh base prefetch would
+    /// land; still queued, it will land there.
     pub fn start_prefetch(&self, block: u64) -> bool {
         if block.checked_mul(self.block_size).is_none_or(|o| o >= self.size) {
             return false;
         }
         let mut inner = self.lock();
+        if inner.spare_claims.remove(&block) {
+            if inner.partition.is_spare(block) {
+                let mut left = Vec::new();
+                let clock = inner.core.stats().placements;
+                inner.partition.land(block, clock, &mut left);
+                Self::release_unused(&mut inner, &left);
+            }
+            return false;
+        }
         !inner.blocks.contains_key(&block) && !inner.stranded.contains_key(&block) && inner.prefetched.insert(block)
+    }
+
+    /// Claims `block` for a spare prefetch, as [`Self::start_prefetch`]
+    /// (to be read with [`Self::prefetch_spare`]).
+    pub fn start_spare_prefetch(&self, block: u64) -> bool {
+        if !self.start_prefetch(block) {
+            return false;
+        }
+        self.lock().spare_claims.insert(block);
+        true
     }
 
     /// Releases the claim of a prefetch that will not run (dropped before
@@ -77,7 +112,7 @@ impl BlockCache {
     pub fn cancel_prefetch(&self, block: u64) {
         let mut inner = self.lock();
         if !inner.partition.contains(block) {
-            inner.prefetched.remove(&block);
+            inner.unclaim(block);
         }
     }
 
@@ -90,11 +125,20 @@ impl BlockCache {
 
     /// [`Self::prefetch`] into the partition's spare tier: lands only in
     /// room the base prefetches leave, else the claim is released (the
-    /// block's first demand is then a plain miss).
+    /// block's first demand is then a plain miss). A block a base prefetch
+    /// took over meanwhile lands in the base tier.
     pub fn prefetch_spare(&self, block: u64) -> io::Result<()> {
-        if !self.lock().partition.has_spare_room() {
-            self.cancel_prefetch(block);
-            return Ok(());
+        {
+            let inner = self.lock();
+            if !inner.spare_claims.contains(&block) {
+                drop(inner);
+                return self.prefetch_into(block, false);
+            }
+            if !inner.partition.has_spare_room() {
+                drop(inner);
+                self.cancel_prefetch(block);
+                return Ok(());
+            }
         }
         self.prefetch_into(block, true)
     }
@@ -119,10 +163,11 @@ impl BlockCache {
         }
         let mut left = Vec::new();
         let clock = inner.core.stats().placements;
-        if !spare {
+        // A base prefetch may have taken the claim over during the read.
+        if !(spare && inner.spare_claims.contains(&block)) {
             inner.partition.land(block, clock, &mut left);
         } else if !inner.partition.land_spare(block, clock, &mut left) {
-            inner.prefetched.remove(&block);
+            inner.unclaim(block);
             return Ok(());
         }
         Self::release_unused(&mut inner, &left);
@@ -143,7 +188,7 @@ impl BlockCache {
     /// Frees prefetched blocks that left the partition before any demand.
     fn release_unused(inner: &mut Inner, left: &[Key]) {
         for &v in left {
-            inner.prefetched.remove(&v);
+            inner.unclaim(v);
             if !inner.core.policy().contains(v) {
                 if let Some(buf) = inner.blocks.remove(&v) {
                     inner.free.push(buf);

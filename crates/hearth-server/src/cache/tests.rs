@@ -759,7 +759,7 @@ fn spare_prefetches_never_push_out_base_prefetches() {
     assert!(cache.start_prefetch(10));
     cache.prefetch(10).unwrap();
     for b in [20, 21] {
-        assert!(cache.start_prefetch(b));
+        assert!(cache.start_spare_prefetch(b));
         cache.prefetch_spare(b).unwrap();
     }
     // 21 pushed out 20, the older spare block, not base block 10.
@@ -768,11 +768,38 @@ fn spare_prefetches_never_push_out_base_prefetches() {
     cache.prefetch(11).unwrap();
     assert_eq!(cache.take_wasted(), vec![21], "a base prefetch pushes spare blocks out first");
     // The base tier is full: a spare prefetch is refused and its claim released.
-    assert!(cache.start_prefetch(22));
+    assert!(cache.start_spare_prefetch(22));
     cache.prefetch_spare(22).unwrap();
     assert!(!cache.cached_or_prefetching(22));
     assert!(cache.take_wasted().is_empty());
     assert_eq!(cache.occupancy().0, 2, "the refused block holds no buffer");
     assert_eq!(cache.classify_demand(22), Class::Miss);
     assert_eq!([10, 11].map(|b| cache.classify_demand(b)), [Class::Promote; 2]);
+}
+
+/// A base prefetch of a block waiting as a spare one takes it over, as in
+/// the simulator: no new read, and it lands (or moves) into the base tier,
+/// where later spare prefetches cannot push it out.
+#[test]
+fn a_base_prefetch_takes_over_a_spare_one() {
+    // 50 blocks: the partition holds 4% = 2 blocks.
+    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    assert!(cache.start_spare_prefetch(20));
+    cache.prefetch_spare(20).unwrap();
+    assert!(cache.spare_prefetching(20) && !cache.cached_outside_spare(20));
+    // Landed: taken over with no new read to queue.
+    assert!(!cache.start_prefetch(20));
+    assert!(!cache.spare_prefetching(20) && cache.cached_outside_spare(20));
+    // Queued as spare, taken over before its read: it lands as a base block.
+    assert!(cache.start_spare_prefetch(21));
+    assert!(!cache.start_prefetch(21));
+    cache.prefetch_spare(21).unwrap();
+    assert!(cache.cached_outside_spare(21));
+    // The partition holds base blocks 20 and 21: spare ones are refused.
+    for b in [30, 31] {
+        assert!(cache.start_spare_prefetch(b));
+        cache.prefetch_spare(b).unwrap();
+    }
+    assert!(cache.take_wasted().is_empty());
+    assert_eq!([20, 21, 30].map(|b| cache.classify_demand(b)), [Class::Promote, Class::Promote, Class::Miss]);
 }

@@ -97,7 +97,7 @@ impl BlockCache {
             if !inner.core.policy().contains(b) && inner.partition.contains(b) {
                 // A landed prefetch is clean and may be dropped from its partition at
                 // any time: the write goes to the main cache instead.
-                inner.prefetched.remove(&b);
+                inner.unclaim(b);
                 self.remove(inner, b);
             }
             let a = Self::access(inner, b, self.block_size, Op::Write);

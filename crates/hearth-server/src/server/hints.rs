@@ -114,14 +114,19 @@ impl ClientView {
                 p.outcome(block, true);
             }
             let demand = PrefetchDemand { block, ctx: self.ctx, time_ns: server_clock_ns(), op: Op::Read, class };
-            p.access(&demand, &|b| export.cache.cached_or_prefetching(b), &mut predicted);
+            let (cache, ctx) = (&export.cache, &demand);
+            p.access_tiered(ctx, &|b| cache.cached_outside_spare(b), &|b| cache.spare_prefetching(b), &mut predicted);
             p.take_spare(&mut spare);
         }
         drop(p);
         // Base prefetches claim their blocks first; spare ones queue after.
         let base = predicted.into_iter().map(|b| (b, BackgroundKind::Prefetch));
         for (b, kind) in base.chain(spare.into_iter().map(|b| (b, BackgroundKind::SparePrefetch))) {
-            if export.cache.start_prefetch(b) {
+            let claimed = match kind {
+                BackgroundKind::SparePrefetch => export.cache.start_spare_prefetch(b),
+                _ => export.cache.start_prefetch(b),
+            };
+            if claimed {
                 if queue_background(export, &self.origin, kind, b) {
                     export.prefetch_stats.issued.fetch_add(1, Ordering::Relaxed);
                 } else {
