@@ -17,6 +17,7 @@ mod commands;
 mod connection;
 mod hints;
 mod listener;
+mod outbox;
 mod sequential;
 
 use std::future::Future;
