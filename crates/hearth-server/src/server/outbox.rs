@@ -55,8 +55,8 @@ pub(super) struct Outbox<W> {
 /// The reader's side of an [`Outbox`], with the write half's type erased so
 /// per-connection state and commands need not be generic over it.
 pub(super) trait Direct: Send + Sync {
-    /// Appends `reply` to the buffer, or gives it back if it cannot go
-    /// there now without waiting.
+    /// Appends `reply` to the buffer; false if it cannot go there now
+    /// without waiting (the caller then queues it to the writer task).
     fn offer(&self, reply: &Reply) -> bool;
     /// Sends what the reader appended, as far as the socket takes it now.
     fn send(&self);
