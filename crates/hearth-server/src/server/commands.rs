@@ -1,5 +1,6 @@
-//! One function per NBD command. Each answers through its connection's
-//! reply queue; a command that may wait for the backend runs on the blocking
+//! One function per NBD command. What the reader runs itself it answers
+//! through the socket's buffer (`outbox`), the rest through the writer
+//! task's queue; a command that may wait for the backend runs on the blocking
 //! pool as one of the connection's workers, so a backend call never blocks
 //! the connection's async reader. What cannot wait runs on the reader
 //! itself, since handing it to another thread would cost more than doing
@@ -48,6 +49,25 @@ pub(super) struct Job {
 
 type Workers = Arc<Semaphore>;
 
+/// Where a reply goes: from the reader, straight to the socket when it can
+/// (see `outbox`); from a worker, through the writer task's queue.
+#[derive(Clone, Copy)]
+pub(super) enum ReplyTo<'a> {
+    Reader(&'a Conn),
+    Queue(&'a mpsc::UnboundedSender<Reply>),
+}
+
+impl ReplyTo<'_> {
+    fn send(self, reply: Reply) {
+        match self {
+            ReplyTo::Reader(conn) => conn.reply(reply),
+            ReplyTo::Queue(tx) => {
+                let _ = tx.send(reply);
+            }
+        }
+    }
+}
+
 /// Whether `req` runs on the reader: its backend never waits and it is small.
 fn runs_inline(conn: &Conn, req: &Request) -> bool {
     req.length <= INLINE_MAX && !conn.export.cache.backend_waits()
@@ -58,7 +78,7 @@ fn runs_inline(conn: &Conn, req: &Request) -> bool {
 async fn run(conn: &Conn, job: Job, workers: &Workers, work: impl FnOnce(&Export) -> io::Result<()> + Send + 'static) {
     if runs_inline(conn, &job.req) {
         let r = work(&conn.export);
-        return finish(&conn.replies, &conn.session, &conn.export, job, r);
+        return finish(ReplyTo::Reader(conn), &conn.session, &conn.export, job, r);
     }
     on_worker(conn, job, workers, work).await
 }
@@ -75,7 +95,7 @@ async fn on_worker(
     let (tx, session, export) = (conn.replies.clone(), conn.session, conn.export.clone());
     tokio::task::spawn_blocking(move || {
         let r = work(&export);
-        finish(&tx, &session, &export, job, r);
+        finish(ReplyTo::Queue(&tx), &session, &export, job, r);
         drop(worker);
     });
 }
@@ -92,7 +112,7 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     if len == 0 {
         // An OFFSET_DATA chunk must carry at least one byte.
         put_status(&mut header, session, req.cookie, Ok(()));
-        return finish_read(&conn.replies, export, job, Ok((header, Vec::new())));
+        return finish_read(ReplyTo::Reader(conn), export, job, Ok((header, Vec::new())));
     }
     if session.structured_replies {
         put_read_data_header(&mut header, req.cookie, req.offset, req.length);
@@ -111,7 +131,7 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     let small = req.length <= INLINE_MAX;
     let mut cached = Vec::new();
     if small && !bypass && export.cache.read_cached(req.offset, len, &mut cached) {
-        return finish_read(&conn.replies, export, job, Ok((header, cached)));
+        return finish_read(ReplyTo::Reader(conn), export, job, Ok((header, cached)));
     }
     let mut reply = conn.buffers.take(header.len() + len);
     reply.extend_from_slice(&header);
@@ -119,14 +139,14 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     if runs_inline(conn, &req) {
         reply.resize(header + len, 0);
         let r = read_through(export, session, &req, bypass, reply, header);
-        return finish_read(&conn.replies, export, job, r);
+        return finish_read(ReplyTo::Reader(conn), export, job, r);
     }
     let worker = workers.clone().acquire_owned().await.expect("never closed");
     let (tx, session, export) = (conn.replies.clone(), *session, export.clone());
     tokio::task::spawn_blocking(move || {
         reply.resize(header + len, 0);
         let r = read_through(&export, &session, &req, bypass, reply, header);
-        finish_read(&tx, &export, job, r);
+        finish_read(ReplyTo::Queue(&tx), &export, job, r);
         drop(worker);
     });
 }
@@ -172,7 +192,7 @@ pub(super) async fn write<R: AsyncRead + Unpin>(
         conn.export.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
         conn.buffers.give(data);
         super::background::write_back_held(&conn.export);
-        finish(&conn.replies, &conn.session, &conn.export, job, Ok(()));
+        finish(ReplyTo::Reader(conn), &conn.session, &conn.export, job, Ok(()));
         return Ok(());
     }
     let buffers = conn.buffers.clone();
@@ -285,13 +305,13 @@ pub(super) async fn hint<R: AsyncRead + Unpin>(
     }
     let why = r.as_ref().err().map(ToString::to_string);
     let status = why.as_deref().map_or(Ok(()), |why| Err((Errno::Inval, why)));
-    send_status(&conn.replies, &conn.session, job.req.cookie, status, job.ticket);
+    send_status(ReplyTo::Reader(conn), &conn.session, job.req.cookie, status, job.ticket);
     conn.export.metrics.record(job.req.command, r.is_ok(), job.started.elapsed());
     Ok(())
 }
 
 pub(super) fn send_status(
-    tx: &mpsc::UnboundedSender<Reply>,
+    to: ReplyTo<'_>,
     session: &Session,
     cookie: u64,
     r: Result<(), (Errno, &str)>,
@@ -299,17 +319,17 @@ pub(super) fn send_status(
 ) {
     let mut head = Vec::with_capacity(32);
     put_status(&mut head, session, cookie, r);
-    let _ = tx.send(Reply { bytes: head, cached: Vec::new(), _ticket: ticket });
+    to.send(Reply { bytes: head, cached: Vec::new(), _ticket: ticket });
 }
 
-fn finish(tx: &mpsc::UnboundedSender<Reply>, session: &Session, export: &Export, job: Job, r: io::Result<()>) {
+fn finish(to: ReplyTo<'_>, session: &Session, export: &Export, job: Job, r: io::Result<()>) {
     let req = job.req;
     match &r {
-        Ok(()) => send_status(tx, session, req.cookie, Ok(()), job.ticket),
+        Ok(()) => send_status(to, session, req.cookie, Ok(()), job.ticket),
         Err(e) => {
             let errno = Errno::from_io(e);
             warn!(export = %export.info.name, command = req.command.name(), offset = req.offset, length = req.length, error = %e, "request failed");
-            send_status(tx, session, req.cookie, Err((errno, &e.to_string())), job.ticket);
+            send_status(to, session, req.cookie, Err((errno, &e.to_string())), job.ticket);
         }
     }
     export.metrics.record(req.command, r.is_ok(), job.started.elapsed());
@@ -320,12 +340,12 @@ fn finish(tx: &mpsc::UnboundedSender<Reply>, session: &Session, export: &Export,
 type ReadReply = Result<(Vec<u8>, Vec<CachedSlice>), Vec<u8>>;
 
 /// Queues a read's reply.
-fn finish_read(tx: &mpsc::UnboundedSender<Reply>, export: &Export, job: Job, r: ReadReply) {
+fn finish_read(to: ReplyTo<'_>, export: &Export, job: Job, r: ReadReply) {
     let ok = r.is_ok();
     if ok {
         export.metrics.bytes_read.fetch_add(u64::from(job.req.length), Ordering::Relaxed);
     }
     let (bytes, cached) = r.unwrap_or_else(|e| (e, Vec::new()));
-    let _ = tx.send(Reply { bytes, cached, _ticket: job.ticket });
+    to.send(Reply { bytes, cached, _ticket: job.ticket });
     export.metrics.record(job.req.command, ok, job.started.elapsed());
 }

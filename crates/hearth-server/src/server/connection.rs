@@ -2,12 +2,13 @@
 //! frames requests, holds each to the connection's limits and hands it to
 //! its command, and the writer that sends replies in completion order.
 //!
-//! Per connection, one task reads requests and one writes replies. Reads the
-//! cache can serve entirely are answered inline by the reader; everything
-//! that may touch the backend runs on the blocking pool and queues its reply
-//! when done.
+//! Per connection, one task reads requests and one writes replies. What
+//! cannot wait (cache hits, a backend that never waits) is answered inline
+//! by the reader, which also writes those replies itself (see `outbox`);
+//! everything that may wait for the backend runs on the blocking pool and
+//! queues its reply to the writer task when done.
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,15 +16,16 @@ use std::time::{Duration, Instant};
 
 use hearth_nbd::handshake::{greeting, put_reply, Negotiation, OptionHeader, Outcome};
 use hearth_nbd::{Command, ExportInfo, Request, Session};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use super::background;
 use super::buffers::BufferPool;
-use super::commands::{self, Job};
+use super::commands::{self, Job, ReplyTo};
 use super::hints::ClientView;
 use super::listener::{Peer, Stream};
+use super::outbox::{self, Direct, Outbox};
 use super::{server_clock_ns, Limits, Shared};
 use crate::cache::CachedSlice;
 use crate::Export;
@@ -65,7 +67,10 @@ pub(super) struct Reply {
 pub(super) struct Conn {
     pub(super) session: Session,
     pub(super) export: Arc<Export>,
+    /// The writer task's queue, for replies of requests run on workers.
     pub(super) replies: mpsc::UnboundedSender<Reply>,
+    /// The socket's buffer, for replies the reader writes itself.
+    direct: Arc<dyn Direct>,
     /// Buffers for read replies and write payloads, back from the writer.
     pub(super) buffers: Arc<BufferPool>,
     /// Set when the connection ends: CACHE work still running stops.
@@ -77,6 +82,21 @@ pub(super) struct Conn {
 impl Conn {
     fn touch(&self) {
         self.last_activity.store(server_clock_ns(), Ordering::Relaxed);
+    }
+
+    /// Answers a request the reader ran itself: into the socket's buffer if
+    /// that needs no waiting, else through the writer task.
+    pub(super) fn reply(&self, reply: Reply) {
+        if self.direct.offer(&reply) {
+            self.buffers.give(reply.bytes);
+        } else {
+            let _ = self.replies.send(reply);
+        }
+    }
+
+    /// Sends the replies the reader gathered; called before it may wait.
+    fn send_replies(&self) {
+        self.direct.send();
     }
 }
 
@@ -137,9 +157,17 @@ async fn serve<R, W>(
     let (tx, rx) = mpsc::unbounded_channel();
     let last_activity = Arc::new(AtomicU64::new(server_clock_ns()));
     let buffers = Arc::new(BufferPool::default());
-    let mut writer = tokio::spawn(write_replies(wr, rx, buffers.clone(), last_activity.clone()));
-    let conn =
-        Conn { session, export: export.clone(), replies: tx, buffers, closed: Default::default(), last_activity };
+    let out = Outbox::new(wr);
+    let mut writer = tokio::spawn(outbox::write_replies(out.clone(), rx, buffers.clone(), last_activity.clone()));
+    let conn = Conn {
+        session,
+        export: export.clone(),
+        replies: tx,
+        direct: out,
+        buffers,
+        closed: Default::default(),
+        last_activity,
+    };
     let mut client = ClientView::new(&export, ctx.limits.max_client_buffers);
     let end = tokio::select! {
         r = transmission(&mut rd, &conn, &mut client, &ctx.limits) => r,
@@ -327,57 +355,10 @@ fn protocol(e: hearth_nbd::ProtocolError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.0)
 }
 
-async fn write_replies<W: AsyncWrite + Unpin>(
-    wr: W,
-    mut rx: mpsc::UnboundedReceiver<Reply>,
-    buffers: Arc<BufferPool>,
-    last_activity: Arc<AtomicU64>,
-) {
-    // Small replies are gathered here; writes of at least its size (a large
-    // read's cached blocks) pass straight to the socket in one writev.
-    let mut out = BufWriter::with_capacity(256 * 1024, wr);
-    while let Some(mut reply) = rx.recv().await {
-        // Batch whatever is queued into as few syscalls as possible.
-        loop {
-            if write_reply(&mut out, &reply).await.is_err() {
-                return;
-            }
-            buffers.give(reply.bytes);
-            match rx.try_recv() {
-                Ok(next) => reply = next,
-                Err(_) => break,
-            }
-        }
-        if out.flush().await.is_err() {
-            return;
-        }
-        last_activity.store(server_clock_ns(), Ordering::Relaxed);
-    }
-    let _ = out.shutdown().await;
-}
-
-/// Writes one reply's bytes, then its cached slices, as vectored writes of
-/// at most `IOV_MAX` pieces.
-async fn write_reply<W: AsyncWrite + Unpin>(out: &mut BufWriter<W>, reply: &Reply) -> io::Result<()> {
-    const IOV_MAX: usize = 1024;
-    let mut pieces: Vec<IoSlice<'_>> = Vec::with_capacity(1 + reply.cached.len());
-    pieces.push(IoSlice::new(&reply.bytes));
-    pieces.extend(reply.cached.iter().map(|s| IoSlice::new(s)));
-    let mut rest = &mut pieces[..];
-    while !rest.is_empty() {
-        let n = out.write_vectored(&rest[..rest.len().min(IOV_MAX)]).await?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        IoSlice::advance_slices(&mut rest, n);
-    }
-    Ok(())
-}
-
 /// Reads requests and hands each to its command until the client
 /// disconnects; returns why.
 async fn transmission<R: AsyncRead + Unpin>(
-    rd: &mut R,
+    rd: &mut BufReader<R>,
     conn: &Conn,
     client: &mut ClientView,
     limits: &Limits,
@@ -391,7 +372,10 @@ async fn transmission<R: AsyncRead + Unpin>(
     loop {
         // Waiting here, not reading, is the back-pressure on a client that
         // pipelines more than it reads.
-        let slot = slots.clone().acquire_owned().await.expect("never closed");
+        let slot = acquire(conn, &slots, 1).await;
+        if rd.buffer().len() < Request::LEN {
+            conn.send_replies();
+        }
         match rd.read_exact(&mut header).await {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok("client closed the connection"),
@@ -403,13 +387,16 @@ async fn transmission<R: AsyncRead + Unpin>(
         if req.command == Command::Disc {
             return Ok("NBD_CMD_DISC");
         }
+        if rd.buffer().len() < req.payload_len() as usize {
+            conn.send_replies();
+        }
         if let Err(errno) = req.validate(session, export.info.size, limits.max_request) {
             skip(rd, u64::from(req.payload_len())).await?;
             debug!(command = req.command.name(), offset = req.offset, length = req.length, %errno, "request refused");
             let msg =
                 format!("{} of {} bytes at offset {} refused: {errno}", req.command.name(), req.length, req.offset);
             let ticket = Ticket { _slot: slot, _budget: None };
-            commands::send_status(&conn.replies, session, req.cookie, Err((errno, &msg)), ticket);
+            commands::send_status(ReplyTo::Reader(conn), session, req.cookie, Err((errno, &msg)), ticket);
             export.metrics.record(req.command, false, started.elapsed());
             continue;
         }
@@ -425,7 +412,7 @@ async fn transmission<R: AsyncRead + Unpin>(
         // Payload-carrying requests wait for budget (a request is at most
         // max_request, never more than the whole budget).
         let payload_budget = match req.command {
-            Command::Read | Command::Write => budget.clone().acquire_many_owned(req.length.div_ceil(1024)).await.ok(),
+            Command::Read | Command::Write => Some(acquire(conn, &budget, req.length.div_ceil(1024)).await),
             _ => None,
         };
         let job = Job { req, ticket: Ticket { _slot: slot, _budget: payload_budget }, started };
@@ -441,6 +428,17 @@ async fn transmission<R: AsyncRead + Unpin>(
             Command::Disc | Command::Unknown(_) => unreachable!("handled above"),
         }
     }
+}
+
+/// Takes `n` permits; if they are not free, first sends the replies the
+/// reader gathered: it is about to wait, and the client may be waiting for
+/// them.
+async fn acquire(conn: &Conn, semaphore: &Arc<Semaphore>, n: u32) -> OwnedSemaphorePermit {
+    if let Ok(permit) = semaphore.clone().try_acquire_many_owned(n) {
+        return permit;
+    }
+    conn.send_replies();
+    semaphore.clone().acquire_many_owned(n).await.expect("never closed")
 }
 
 /// Reads and drops `n` payload bytes of a refused write, in bounded chunks.

@@ -17,6 +17,7 @@ mod commands;
 mod connection;
 mod hints;
 mod listener;
+mod outbox;
 mod sequential;
 
 use std::future::Future;
@@ -472,37 +473,43 @@ mod tests {
         replies
     }
 
+    /// Negotiates export "disk" (64 blocks) with NBD_OPT_GO.
+    async fn handshake(c: &mut tokio::io::DuplexStream) {
+        use hearth_nbd::{client, opt, rep, FLAG_C_FIXED_NEWSTYLE};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut greeting = [0u8; 18];
+        c.read_exact(&mut greeting).await.unwrap();
+        client::check_greeting(&greeting).unwrap();
+        c.write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes()).await.unwrap();
+        let mut go = Vec::new();
+        client::put_option(&mut go, opt::GO, &client::go_data("disk", &[]));
+        c.write_all(&go).await.unwrap();
+        let mut size = None;
+        loop {
+            let mut h = [0u8; client::OptionReply::LEN];
+            c.read_exact(&mut h).await.unwrap();
+            let reply = client::OptionReply::decode(&h, opt::GO).unwrap();
+            let mut data = vec![0u8; reply.length as usize];
+            c.read_exact(&mut data).await.unwrap();
+            assert!(!reply.is_error(), "GO refused: {}", String::from_utf8_lossy(&data));
+            size = size.or(client::export_info(&data).map(|(s, _)| s));
+            if reply.kind == rep::ACK {
+                break;
+            }
+        }
+        assert_eq!(size, Some(64 * BS));
+    }
+
     #[test]
     fn a_connection_runs_over_an_in_memory_pipe() {
-        use hearth_nbd::{client, opt, rep, Errno, FLAG_C_FIXED_NEWSTYLE};
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use hearth_nbd::Errno;
 
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let shared = shared_for(Box::new(MemoryBackend::new(64 * BS)), 16);
         let (mut c, theirs) = tokio::io::duplex(1 << 16);
         let served = spawn_connection(theirs, shared, &rt);
         rt.block_on(async move {
-            let mut greeting = [0u8; 18];
-            c.read_exact(&mut greeting).await.unwrap();
-            client::check_greeting(&greeting).unwrap();
-            c.write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes()).await.unwrap();
-            let mut go = Vec::new();
-            client::put_option(&mut go, opt::GO, &client::go_data("disk", &[]));
-            c.write_all(&go).await.unwrap();
-            let mut size = None;
-            loop {
-                let mut h = [0u8; client::OptionReply::LEN];
-                c.read_exact(&mut h).await.unwrap();
-                let reply = client::OptionReply::decode(&h, opt::GO).unwrap();
-                let mut data = vec![0u8; reply.length as usize];
-                c.read_exact(&mut data).await.unwrap();
-                assert!(!reply.is_error(), "GO refused: {}", String::from_utf8_lossy(&data));
-                size = size.or(client::export_info(&data).map(|(s, _)| s));
-                if reply.kind == rep::ACK {
-                    break;
-                }
-            }
-            assert_eq!(size, Some(64 * BS));
+            handshake(&mut c).await;
 
             let request = |command, cookie, offset, length| Request { flags: 0, command, cookie, offset, length };
             let block = vec![0x5a; BS as usize];
@@ -521,6 +528,35 @@ mod tests {
             assert_eq!(replies[&2], (0, block));
             assert_eq!(replies[&3].0, Errno::Inval as u32);
             assert_eq!(replies[&4], (0, vec![]));
+            drop(c);
+            served.await.unwrap();
+        });
+    }
+
+    /// Replies the reader writes itself must all arrive when the pipe fills
+    /// before the client reads any: the reader hands what the pipe does not
+    /// take to the writer task instead of waiting (or dropping it).
+    #[test]
+    fn pipelined_replies_arrive_whole_when_the_pipe_fills() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let shared = shared_for(Box::new(MemoryBackend::new(64 * BS)), 16);
+        let (mut c, theirs) = tokio::io::duplex(4096);
+        let served = spawn_connection(theirs, shared, &rt);
+        rt.block_on(async move {
+            handshake(&mut c).await;
+            let request = |command, cookie, offset, length| Request { flags: 0, command, cookie, offset, length };
+            let writes: Vec<_> = (0..64u64)
+                .map(|b| (request(Command::Write, b, b * BS, BS as u32), vec![b as u8; BS as usize]))
+                .collect();
+            let wrote = exchange(&mut c, &writes).await;
+            assert!(wrote.values().all(|r| *r == (0, vec![])), "a write failed");
+            let reads: Vec<_> =
+                (0..256u64).map(|i| (request(Command::Read, i, (i % 64) * BS, BS as u32), vec![])).collect();
+            let replies = exchange(&mut c, &reads).await;
+            assert_eq!(replies.len(), 256);
+            for (cookie, (error, data)) in &replies {
+                assert_eq!((*error, data), (0, &vec![(cookie % 64) as u8; BS as usize]), "read {cookie}");
+            }
             drop(c);
             served.await.unwrap();
         });
