@@ -18,7 +18,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::{Backend, Extent};
+use super::{writable, Backend, Extent};
 
 /// Block size of [`MemoryBackend::new`]: the servers' default cache block.
 const DEFAULT_BLOCK: usize = 4096;
@@ -113,12 +113,8 @@ impl MemoryBackend {
 
 /// The bytes of a block's buffer, to change: allocated zeroed if absent,
 /// copied first if someone else holds it.
-fn writable(slot: &mut Option<Arc<[u8]>>, block_size: usize) -> &mut [u8] {
-    let buf = slot.get_or_insert_with(|| Arc::from(vec![0u8; block_size]));
-    if Arc::get_mut(buf).is_none() {
-        *buf = Arc::from(&buf[..]);
-    }
-    Arc::get_mut(buf).expect("just made unshared")
+fn block_bytes(slot: &mut Option<Arc<[u8]>>, block_size: usize) -> &mut [u8] {
+    writable(slot.get_or_insert_with(|| Arc::from(vec![0u8; block_size])))
 }
 
 impl Backend for MemoryBackend {
@@ -145,7 +141,7 @@ impl Backend for MemoryBackend {
                 *slot = Some(Arc::from(src));
                 continue;
             }
-            let dst = &mut writable(slot, bs)[in_block..in_block + n];
+            let dst = &mut block_bytes(slot, bs)[in_block..in_block + n];
             if streaming {
                 copy_streaming(dst, src);
             } else {
@@ -184,7 +180,7 @@ impl Backend for MemoryBackend {
                 *slot = None;
             } else if slot.is_some() || !may_punch {
                 // Without may_punch the zeroes are stored (NBD's NO_HOLE).
-                writable(slot, bs)[in_block..in_block + n].fill(0);
+                block_bytes(slot, bs)[in_block..in_block + n].fill(0);
             }
         }
         Ok(())

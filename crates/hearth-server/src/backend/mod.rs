@@ -19,6 +19,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+/// The bytes of a shared block buffer, to change: copied first if anyone
+/// else holds it (a reply still sending it, or the cache and the memory
+/// backend sharing it), so what the other holders see never changes.
+pub(crate) fn writable(buf: &mut Arc<[u8]>) -> &mut [u8] {
+    if Arc::get_mut(buf).is_none() {
+        *buf = Arc::from(&buf[..]);
+    }
+    Arc::get_mut(buf).expect("just made unshared")
+}
+
 pub trait Backend: Send + Sync {
     /// Size in bytes; fixed for the backend's life.
     fn size(&self) -> u64;

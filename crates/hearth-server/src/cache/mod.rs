@@ -61,7 +61,7 @@ use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
 use hearth_prefetch::{Class, Partition};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::backend::{Backend, Extent};
+use crate::backend::{writable, Backend, Extent};
 use crate::stripes::{Glance, WriteStripes};
 
 /// A block's data. Shared so that a read reply can send straight from it
@@ -69,14 +69,6 @@ use crate::stripes::{Glance, WriteStripes};
 /// still holds first gives the cache its own copy ([`writable`]), so the
 /// reply sends the data as it was when read.
 type BlockBuf = Arc<[u8]>;
-
-/// The bytes of `buf`, to change: copied first if a reply still holds it.
-fn writable(buf: &mut BlockBuf) -> &mut [u8] {
-    if Arc::get_mut(buf).is_none() {
-        *buf = Arc::from(&buf[..]);
-    }
-    Arc::get_mut(buf).expect("just made unshared")
-}
 
 /// Puts `part` at `at` in `buf`. A buffer someone else holds (a reply, or
 /// a backend that keeps block buffers) is copied first, or, when `part`
