@@ -81,16 +81,20 @@ impl BlockCache {
     /// moves into the partition's base tier as a fresh base prefetch would
     /// land; still queued, it will land there.
     pub fn start_prefetch(&self, block: u64) -> bool {
+        self.claim_for_base(&mut self.lock(), block)
+    }
+
+    /// [`Self::start_prefetch`] under the lock the caller holds.
+    fn claim_for_base(&self, inner: &mut Inner, block: u64) -> bool {
         if block.checked_mul(self.block_size).is_none_or(|o| o >= self.size) {
             return false;
         }
-        let mut inner = self.lock();
         if inner.spare_claims.remove(&block) {
             if inner.partition.is_spare(block) {
                 let mut left = Vec::new();
                 let clock = inner.core.stats().placements;
                 inner.partition.land(block, clock, &mut left);
-                Self::release_unused(&mut inner, &left);
+                Self::release_unused(inner, &left);
             }
             return false;
         }
@@ -98,12 +102,14 @@ impl BlockCache {
     }
 
     /// Claims `block` for a spare prefetch, as [`Self::start_prefetch`]
-    /// (to be read with [`Self::prefetch_spare`]).
+    /// (to be read with [`Self::prefetch_spare`]), and marks the claim spare
+    /// under the same lock, so no demand can release it in between.
     pub fn start_spare_prefetch(&self, block: u64) -> bool {
-        if !self.start_prefetch(block) {
+        let mut inner = self.lock();
+        if !self.claim_for_base(&mut inner, block) {
             return false;
         }
-        self.lock().spare_claims.insert(block);
+        inner.spare_claims.insert(block);
         true
     }
 
