@@ -128,10 +128,11 @@ impl Replayer {
 /// Replays `accesses` once through every job, on up to `threads` worker
 /// threads, and returns results in job order. With one thread, that thread
 /// also decodes: a decoder beside it would be a second thread, and handing
-/// every chunk from one core to the other costs more CPU than it overlaps. `accesses` must carry
-/// `next_access` if a job is offline (OPT). `progress` receives the number
-/// of accesses each job has just replayed. Fails before reading anything if
-/// a policy spec is invalid, and at the first trace error otherwise.
+/// every chunk from one core to the other costs more CPU than it overlaps.
+/// `accesses` must carry `next_access` if a job is offline (OPT).
+/// `progress` receives the number of accesses each job has just replayed.
+/// Fails before reading anything if a policy spec is invalid, and at the
+/// first trace error otherwise.
 pub fn run_streaming(
     accesses: impl Iterator<Item = Result<Access, TraceError>>,
     jobs: &[Job],
@@ -240,12 +241,9 @@ fn replay_here(
             chunk.push(a?);
         }
         if chunk.is_empty() {
-            return Ok(share.into_iter().map(|(i, r)| (i, r.finish())).collect());
+            return Ok(finish_share(share));
         }
-        for (_, r) in &mut share {
-            r.feed(&chunk);
-            progress(chunk.len() as u64);
-        }
+        feed_share(&mut share, &chunk, progress);
     }
 }
 
@@ -255,11 +253,21 @@ fn work(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Vec<(usize, SimResult)> {
     for chunk in chunks {
-        for (_, r) in &mut share {
-            r.feed(&chunk);
-            progress(chunk.len() as u64);
-        }
+        feed_share(&mut share, &chunk, progress);
     }
+    finish_share(share)
+}
+
+/// Replays `chunk` through every job of a worker's share.
+fn feed_share(share: &mut [(usize, Replayer)], chunk: &[Access], progress: &(dyn Fn(u64) + Sync)) {
+    for (_, r) in share {
+        r.feed(chunk);
+        progress(chunk.len() as u64);
+    }
+}
+
+/// Each job's index and result.
+fn finish_share(share: Vec<(usize, Replayer)>) -> Vec<(usize, SimResult)> {
     share.into_iter().map(|(i, r)| (i, r.finish())).collect()
 }
 
