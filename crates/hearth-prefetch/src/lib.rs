@@ -32,6 +32,7 @@ pub mod partition;
 pub mod quickmine;
 pub mod rules;
 pub mod run;
+pub mod select;
 pub mod seq;
 mod throttle;
 
@@ -78,6 +79,16 @@ pub trait Prefetcher: Send {
     ) {
         self.access(d, &|k| cached(k) || spare(k), out);
     }
+    /// The cache the driver lands prefetched blocks in has this shape.
+    /// Drivers tell every prefetcher once, before the first event; only
+    /// the selecting QuickMine uses it (its shadow caches take the shape).
+    fn shape_cache(&mut self, _shape: &select::CacheShape) -> Result<(), PrefetchError> {
+        Ok(())
+    }
+    /// Every demand access the cache sees, reads and writes, before the
+    /// read's [`Prefetcher::access`]: only the selecting QuickMine uses
+    /// them (its shadow caches must take the same demands as the cache).
+    fn demand_seen(&mut self, _block: Key, _op: Op) {}
     /// A block this prefetcher asked for was demanded (`used`) or evicted
     /// from the prefetch partition without being demanded.
     fn outcome(&mut self, _block: Key, _used: bool) {}
@@ -166,6 +177,7 @@ pub const SCHEMES: &[(&str, &[&str], &str)] = &[
     ("qm-ahead", VARIANT_PARAMS, "QuickMine looking up ahead (2) steps along the guessed next reads, degree blocks each"),
     ("qm-timely", VARIANT_PARAMS, "QuickMine counting a prefetch demanded within late_us (100) µs of its issue as wasted when throttling"),
     ("qm-best", VARIANT_PARAMS, "the four QuickMine variants together: orders 1-3, position, ahead 2, late_us 100"),
+    ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
 
@@ -230,6 +242,13 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             base.degree = p.get("degree", base.degree)?;
             let late_ns = p.get("late_us", 100u64)?.saturating_mul(1000);
             Box::new(guarded::Guarded::new(base, late_ns)?)
+        }
+        "qm-select" => {
+            let mut experts = Vec::new();
+            for variant in select::EXPERTS {
+                experts.push((*variant, quickmine_config(variant, &Params { scheme: variant, pairs: Vec::new() })?));
+            }
+            Box::new(select::Select::new(experts)?)
         }
         _ => unreachable!("every SCHEMES entry has a builder"),
     })

@@ -92,6 +92,12 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
     let mut prefetcher = hearth_prefetch::build(spec, setup.block_size, &events[..split])?;
     let mut cache =
         PrefetchCache::new(&setup.main_policy, setup.cache_bytes, setup.prefetch_fraction, setup.block_size)?;
+    prefetcher.shape_cache(&hearth_prefetch::select::CacheShape {
+        policy: setup.main_policy.clone(),
+        total_bytes: setup.cache_bytes,
+        prefetch_fraction: setup.prefetch_fraction,
+        block_size: setup.block_size,
+    })?;
     let mut device = setup.device.map(DeviceQueue::new);
     let bytes = u64::from(setup.block_size);
     // Background request number of each prefetched block, to tell whether
@@ -121,6 +127,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
             }
             CtxEvent::Io { time_ns, ctx, op, block } => {
                 let class = cache.demand(block, op);
+                prefetcher.demand_seen(block, op);
                 cache.drain_displaced(|k| prefetcher.displaced(k));
                 let counted = i >= split && class == Class::Miss && op == Op::Read;
                 let was_dropped = dropped.remove(&block).is_some();

@@ -1,0 +1,241 @@
+//! Selecting QuickMine (`qm-select`): the paper's QuickMine and each of its
+//! issue-19 variants run side by side, each on a shadow of the cache, and
+//! the cache follows the one that has shown significantly fewer misses.
+//!
+//! Why: every variant measured so far wins on some workloads and loses on
+//! others (rules keyed by position cut misses by thousands where contexts
+//! walk fresh keys in a fixed order, and add thousands where block rules
+//! already predict well). Which one fits is a property of the workload, so
+//! it is measured on it, online, at no cost to the cache: the comparison
+//! runs on shadows (metadata only), never on the cache's own contents.
+//!
+//! Design, fixed before any comparison run:
+//! - **Experts**: the paper's QuickMine ([`Config::paper`]) and the five
+//!   variants `qm-orders`, `qm-position`, `qm-ahead`, `qm-timely`,
+//!   `qm-best` with the parameters [`crate::build`] gives them. The paper's
+//!   is the first and the leader at the start.
+//! - **Shadows**: each expert drives its own [`PrefetchCache`] of the real
+//!   cache's shape ([`CacheShape`]: main policy, bytes, prefetch share,
+//!   block size): every demand the driver sees goes to every shadow
+//!   ([`Prefetcher::demand_seen`]); each expert sees its shadow's outcome
+//!   of a read, asks for blocks against its shadow's contents, its shadow
+//!   takes them, and it learns (throttles) from its shadow's used and
+//!   wasted prefetches. Each expert so runs exactly as it would alone.
+//! - **Following**: on a read, the cache is asked for the leader's blocks
+//!   (those the real cache does not hold). In the simulator the real cache
+//!   is a [`PrefetchCache`] of the same shape, so while the paper's
+//!   QuickMine leads, the cache is its shadow, state for state: the result
+//!   is the paper's, miss for miss.
+//! - **Switching**: the test is a sign test on the demands where two
+//!   shadows disagree. For experts `a` and `b`, `n(a, b)` counts demands
+//!   where `a`'s shadow missed and `b`'s did not, from the start. At
+//!   checkpoints after 1,024 demands, then each time the count doubles, each
+//!   challenger `c` scores `z = (n(leader, c) - n(c, leader)) / sqrt(n(leader,
+//!   c) + n(c, leader))`; if the best score is at least [`SWITCH_Z`] (3),
+//!   that challenger leads. Three standard deviations and doubling
+//!   checkpoints (about 20 looks over 10^9 demands) keep a switch between
+//!   two experts that are in truth equal rare (a one-sided 3 sigma is 0.13%
+//!   per look), so where no variant is clearly better the paper's QuickMine
+//!   stays in charge and the cache is its.
+//! - **Without a shape** (a driver that never calls
+//!   [`Prefetcher::shape_cache`]) there are no shadows: it is the paper's
+//!   QuickMine.
+//!
+//! What it costs: one shadow cache's metadata and one expert per expert,
+//! and six simulations per demand instead of one. What it cannot promise:
+//! after a switch the cache is no expert's shadow any more (its contents
+//! came from the earlier leader), so the result is the new leader's only
+//! approximately; and the server's cache (prefetch partition beside its
+//! main cache, and writes the prefetcher never sees) is modelled by its
+//! shadows, not copied.
+
+use hearth_core::{Key, Op};
+
+use crate::cache::{Class, PrefetchCache};
+use crate::quickmine::{Config, QuickMine};
+use crate::{Demand, PrefetchError, Prefetcher};
+
+/// The experts, as [`crate::build`] names them; the paper's first.
+pub const EXPERTS: &[&str] = &["quickmine", "qm-orders", "qm-position", "qm-ahead", "qm-timely", "qm-best"];
+
+/// The sign test's score at or above which a challenger takes the lead.
+pub const SWITCH_Z: f64 = 3.0;
+/// Demands before the first checkpoint; later ones come each time the
+/// count doubles.
+pub const FIRST_CHECKPOINT: u64 = 1024;
+
+/// The shape of the cache a prefetcher's blocks land in.
+#[derive(Clone, Debug)]
+pub struct CacheShape {
+    /// Main-cache policy, as `hearth_policy::build` takes it.
+    pub policy: String,
+    pub total_bytes: u64,
+    /// Share of `total_bytes` prefetched blocks may hold.
+    pub prefetch_fraction: f64,
+    pub block_size: u32,
+}
+
+/// One expert and the shadow cache it runs on.
+struct Shadow {
+    expert: QuickMine,
+    cache: PrefetchCache,
+    /// The shadow's outcome of the demand being handled.
+    class: Class,
+    /// What the expert asked for on the last read.
+    asked: Vec<Key>,
+}
+
+pub struct Select {
+    /// The experts as configured; the paper's first. Used alone until a
+    /// shape gives them shadows.
+    configs: Vec<(&'static str, Config)>,
+    alone: QuickMine,
+    shadows: Vec<Shadow>,
+    leader: usize,
+    /// `disagree[a * n + b]`: demands where `a`'s shadow missed and `b`'s did not.
+    disagree: Vec<u64>,
+    demands: u64,
+    next_checkpoint: u64,
+    /// Leaders in order, with the demand count at which each took over.
+    switches: Vec<(u64, usize)>,
+}
+
+impl Select {
+    /// `experts`: (name, configuration), the paper's first.
+    pub fn new(experts: Vec<(&'static str, Config)>) -> Result<Self, PrefetchError> {
+        let first = experts.first().ok_or_else(|| PrefetchError::range("qm-select", "needs at least one expert"))?;
+        Ok(Select {
+            alone: QuickMine::new(first.1.clone())?,
+            configs: experts,
+            shadows: Vec::new(),
+            leader: 0,
+            disagree: Vec::new(),
+            demands: 0,
+            next_checkpoint: FIRST_CHECKPOINT,
+            switches: vec![(0, 0)],
+        })
+    }
+
+    /// The leading expert's name.
+    pub fn leader(&self) -> &'static str {
+        self.configs[self.leader].0
+    }
+
+    /// Each change of leader: (demands seen, expert name), the first at 0.
+    pub fn switches(&self) -> Vec<(u64, &'static str)> {
+        self.switches.iter().map(|&(at, i)| (at, self.configs[i].0)).collect()
+    }
+
+    fn checkpoint(&mut self) {
+        let n = self.shadows.len();
+        let l = self.leader;
+        let score = |c: usize| {
+            let (lost, won) = (self.disagree[l * n + c], self.disagree[c * n + l]);
+            if lost + won == 0 {
+                return 0.0;
+            }
+            (lost as f64 - won as f64) / ((lost + won) as f64).sqrt()
+        };
+        let best = (0..n).filter(|&c| c != l).map(|c| (c, score(c))).max_by(|x, y| x.1.total_cmp(&y.1));
+        if let Some((c, z)) = best {
+            if z >= SWITCH_Z {
+                self.leader = c;
+                self.switches.push((self.demands, c));
+            }
+        }
+    }
+}
+
+impl Prefetcher for Select {
+    fn name(&self) -> String {
+        format!("QuickMine(selecting, led by {})", self.leader())
+    }
+
+    fn shape_cache(&mut self, shape: &CacheShape) -> Result<(), PrefetchError> {
+        let mut shadows = Vec::with_capacity(self.configs.len());
+        for (_, cfg) in &self.configs {
+            shadows.push(Shadow {
+                expert: QuickMine::new(cfg.clone())?,
+                cache: PrefetchCache::new(&shape.policy, shape.total_bytes, shape.prefetch_fraction, shape.block_size)?,
+                class: Class::Hit,
+                asked: Vec::new(),
+            });
+        }
+        let n = shadows.len();
+        self.shadows = shadows;
+        self.disagree = vec![0; n * n];
+        Ok(())
+    }
+
+    fn begin(&mut self, ctx: u32, class: u32) {
+        self.alone.begin(ctx, class);
+        for s in &mut self.shadows {
+            s.expert.begin(ctx, class);
+        }
+    }
+
+    fn end(&mut self, ctx: u32) {
+        self.alone.end(ctx);
+        for s in &mut self.shadows {
+            s.expert.end(ctx);
+        }
+    }
+
+    fn demand_seen(&mut self, block: Key, op: Op) {
+        if self.shadows.is_empty() {
+            return;
+        }
+        for s in &mut self.shadows {
+            s.class = s.cache.demand(block, op);
+        }
+        let n = self.shadows.len();
+        for a in 0..n {
+            if self.shadows[a].class != Class::Miss {
+                continue;
+            }
+            for b in 0..n {
+                if self.shadows[b].class != Class::Miss {
+                    self.disagree[a * n + b] += 1;
+                }
+            }
+        }
+        self.demands += 1;
+        if self.demands == self.next_checkpoint {
+            self.checkpoint();
+            self.next_checkpoint *= 2;
+        }
+    }
+
+    fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
+        if self.shadows.is_empty() {
+            return self.alone.access(d, cached, out);
+        }
+        for s in &mut self.shadows {
+            s.asked.clear();
+            let seen = Demand { class: s.class, ..*d };
+            let cache = &s.cache;
+            s.expert.access(&seen, &|k| cache.contains(k), &mut s.asked);
+            for &k in &s.asked {
+                s.cache.prefetch(k);
+            }
+            let expert = &mut s.expert;
+            s.cache.drain_outcomes(|k, used| expert.outcome(k, used));
+        }
+        out.extend(self.shadows[self.leader].asked.iter().copied().filter(|&k| !cached(k)));
+    }
+
+    fn outcome(&mut self, block: Key, used: bool) {
+        // With shadows each expert learns from its own; without, the
+        // paper's QuickMine learns from the cache's.
+        if self.shadows.is_empty() {
+            self.alone.outcome(block, used);
+        }
+    }
+
+    fn rule_count(&self) -> usize {
+        match self.shadows.get(self.leader) {
+            Some(s) => s.expert.rule_count(),
+            None => self.alone.rule_count(),
+        }
+    }
+}
