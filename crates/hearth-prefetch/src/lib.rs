@@ -243,15 +243,15 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             let late_ns = p.get("late_us", 100u64)?.saturating_mul(1000);
             Box::new(guarded::Guarded::new(base, late_ns)?)
         }
-        "qm-select" => {
-            let mut experts = Vec::new();
-            for variant in select::EXPERTS {
-                experts.push((*variant, quickmine_config(variant, &Params { scheme: variant, pairs: Vec::new() })?));
-            }
-            Box::new(select::Select::new(experts)?)
-        }
+        "qm-select" => Box::new(select::Select::new(select_experts()?)?),
         _ => unreachable!("every SCHEMES entry has a builder"),
     })
+}
+
+/// The selecting QuickMine's experts ([`select::EXPERTS`]), each as its
+/// own scheme is built with no parameters.
+fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchError> {
+    select::EXPERTS.iter().map(|&v| Ok((v, quickmine_config(v, &Params { scheme: v, pairs: Vec::new() })?))).collect()
 }
 
 /// The configuration of `quickmine` or one of its variants `qm-*`. The

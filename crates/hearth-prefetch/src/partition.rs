@@ -40,7 +40,7 @@ pub struct Partition {
     arrivals: VecDeque<(u64, Key)>,
     arrived_at: KeyMap<u64>,
     /// Blocks that arrived before [`Partition::forget_waiting`]: their use
-    /// or waste is not counted.
+    /// or waste is reported to the prefetcher but not counted.
     carried: KeyMap<()>,
     evicted: Vec<Key>,
     /// (block, used) outcomes not yet taken by [`Partition::drain_outcomes`].
@@ -237,6 +237,9 @@ impl Partition {
     /// Records the outcome of `key` leaving the partition.
     fn settle(&mut self, key: Key, used: bool) {
         self.arrived_at.remove(&key);
+        // The prefetcher hears every outcome: where counting starts must
+        // not change what it learns, and so how the run goes.
+        self.outcomes.push((key, used));
         if self.carried.remove(&key).is_some() {
             return;
         }
@@ -245,7 +248,6 @@ impl Partition {
         } else {
             self.wasted += 1;
         }
-        self.outcomes.push((key, used));
     }
 
     /// Hands every pending (block, used) outcome to `f`.
@@ -379,15 +381,15 @@ mod tests {
     }
 
     #[test]
-    fn blocks_waiting_at_a_reset_are_not_counted() {
+    fn blocks_waiting_at_a_reset_are_not_counted_but_still_reported() {
         let mut p = Partition::new(4, 1);
         let mut left = Vec::new();
         p.land(7, 0, &mut left);
         p.forget_waiting();
         assert!(p.take(7));
         assert_eq!((p.used(), p.wasted()), (0, 0));
-        let mut outcomes = 0;
-        p.drain_outcomes(|_, _| outcomes += 1);
-        assert_eq!(outcomes, 0);
+        let mut outcomes = Vec::new();
+        p.drain_outcomes(|k, used| outcomes.push((k, used)));
+        assert_eq!(outcomes, vec![(7, true)], "the prefetcher still learns from it");
     }
 }

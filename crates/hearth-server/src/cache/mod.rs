@@ -152,7 +152,7 @@ enum Victims {
 
 const STRIPES: usize = 16 * 1024;
 /// Size of the prefetch partition, as a share of the cache (QuickMine's 4%).
-const PREFETCH_SHARE_PERCENT: u64 = 4;
+pub(crate) const PREFETCH_SHARE_PERCENT: u64 = 4;
 /// Most blocks an unlocked write-back copies and writes at once.
 const WRITE_BACK_RUN: usize = 256;
 

@@ -75,7 +75,14 @@ impl ExportSpec {
     /// training trace in the server and start empty.
     pub(crate) fn prefetcher(&self) -> Result<Option<Box<dyn hearth_prefetch::Prefetcher>>, OpenError> {
         let Some(spec) = &self.prefetch else { return Ok(None) };
-        Ok(Some(hearth_prefetch::build(spec, self.block_size, &[])?))
+        let mut prefetcher = hearth_prefetch::build(spec, self.block_size, &[])?;
+        prefetcher.shape_cache(&hearth_prefetch::select::CacheShape {
+            policy: self.policy.clone(),
+            total_bytes: self.cache_bytes,
+            prefetch_fraction: crate::cache::PREFETCH_SHARE_PERCENT as f64 / 100.0,
+            block_size: self.block_size,
+        })?;
+        Ok(Some(prefetcher))
     }
 
     /// The backend file the warmup log must match, `None` for one in memory

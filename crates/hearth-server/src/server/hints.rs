@@ -113,6 +113,7 @@ impl ClientView {
                 export.prefetch_stats.promotes.fetch_add(1, Ordering::Relaxed);
                 p.outcome(block, true);
             }
+            p.demand_seen(block, Op::Read);
             let demand = PrefetchDemand { block, ctx: self.ctx, time_ns: server_clock_ns(), op: Op::Read, class };
             let (cache, ctx) = (&export.cache, &demand);
             p.access_tiered(ctx, &|b| cache.cached_outside_spare(b), &|b| cache.spare_prefetching(b), &mut predicted);
