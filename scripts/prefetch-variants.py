@@ -32,7 +32,7 @@ import sys
 WORKLOADS = ["tpcw", "rubis", "dbt2", "docstore", "fileserver"]
 SIZES = ["10%", "25%"]
 SCHEMES = os.environ.get(
-    "SCHEMES", "none;quickmine;qm-orders;qm-position;qm-ahead;qm-timely;qm-best;qm-guarded").split(";")
+    "SCHEMES", "none;quickmine;qm-orders;qm-position;qm-ahead;qm-timely;qm-best;qm-guarded;qm-select").split(";")
 COMMON = ["--clients", "100", "--transactions", "20000", "--seed", os.environ.get("SEED", "1")]
 
 

@@ -99,6 +99,18 @@ fn quickmine_in_the_server_promotes_and_cuts_read_latency() {
     assert!(fast < slow * 0.8, "prefetching should cut mean read latency: {fast} vs {slow}");
 }
 
+/// The selecting QuickMine runs its shadow caches in the server (shaped
+/// after the export's cache) on the read path: reads come back right and
+/// its leader's prefetches are promoted.
+#[test]
+fn selecting_quickmine_prefetches_in_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = run_workload(dir.path(), "select", "qm-select");
+    let m = |name: &str| metric(&page, &format!("{name}{{export=\"disk\""));
+    let (promotes, issued) = (m("hearth_prefetch_promotes_total"), m("hearth_prefetches_total"));
+    assert!(promotes > 50.0 && promotes <= issued, "promotes {promotes}, prefetches {issued}\n{page}");
+}
+
 /// `hearth prefetch replay` drives a live QuickMine server with a generated
 /// workload over real NBD connections: every read and write of the trace
 /// reaches the server, contexts arrive as hints (the server prefetches and
