@@ -89,7 +89,8 @@ pub struct Select {
     /// The experts as configured; the paper's first. Used alone until a
     /// shape gives them shadows.
     configs: Vec<(&'static str, Config)>,
-    alone: QuickMine,
+    /// The paper's QuickMine, run directly while there are no shadows.
+    alone: Option<QuickMine>,
     shadows: Vec<Shadow>,
     leader: usize,
     /// `disagree[a * n + b]`: demands where `a`'s shadow missed and `b`'s did not.
@@ -105,7 +106,7 @@ impl Select {
     pub fn new(experts: Vec<(&'static str, Config)>) -> Result<Self, PrefetchError> {
         let first = experts.first().ok_or_else(|| PrefetchError::range("qm-select", "needs at least one expert"))?;
         Ok(Select {
-            alone: QuickMine::new(first.1.clone())?,
+            alone: Some(QuickMine::new(first.1.clone())?),
             configs: experts,
             shadows: Vec::new(),
             leader: 0,
@@ -169,18 +170,23 @@ impl Prefetcher for Select {
         let n = shadows.len();
         self.shadows = shadows;
         self.disagree = vec![0; n * n];
+        self.alone = None;
         Ok(())
     }
 
     fn begin(&mut self, ctx: u32, class: u32) {
-        self.alone.begin(ctx, class);
+        if let Some(q) = &mut self.alone {
+            q.begin(ctx, class);
+        }
         for s in &mut self.shadows {
             s.expert.begin(ctx, class);
         }
     }
 
     fn end(&mut self, ctx: u32) {
-        self.alone.end(ctx);
+        if let Some(q) = &mut self.alone {
+            q.end(ctx);
+        }
         for s in &mut self.shadows {
             s.expert.end(ctx);
         }
@@ -218,8 +224,8 @@ impl Prefetcher for Select {
     }
 
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
-        if self.shadows.is_empty() {
-            return self.alone.access(d, cached, out);
+        if let Some(q) = &mut self.alone {
+            return q.access(d, cached, out);
         }
         for s in &mut self.shadows {
             s.asked.clear();
@@ -236,17 +242,16 @@ impl Prefetcher for Select {
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
-        // With shadows each expert learns from its own; without, the
-        // paper's QuickMine learns from the cache's.
-        if self.shadows.is_empty() {
-            self.alone.outcome(block, used);
+        // With shadows each expert learns from its own outcomes.
+        if let Some(q) = &mut self.alone {
+            q.outcome(block, used);
         }
     }
 
     fn rule_count(&self) -> usize {
-        match self.shadows.get(self.leader) {
-            Some(s) => s.expert.rule_count(),
-            None => self.alone.rule_count(),
+        match &self.alone {
+            Some(q) => q.rule_count(),
+            None => self.shadows[self.leader].expert.rule_count(),
         }
     }
 }
