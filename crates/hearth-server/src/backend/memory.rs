@@ -11,19 +11,6 @@
 //! other holder sees never changes under it. Writes given as bytes
 //! ([`Backend::write_at`]) copy into the blocks, as before.
 //!
-//! Overwrites of several blocks land in place (issue 13, 1 MiB writes):
-//! when the cache rewrites whole blocks whose buffers only it and this
-//! backend hold, it hands its references back
-//! ([`Backend::overwrite_blocks`]); under the write lock the backend drops
-//! its own, so the cache's is the only one, writes the bytes into it and
-//! keeps a reference again. The export's
-//! memory is then written where it lies, as nbdkit's memory plugin does,
-//! instead of into other buffers (the cache's free list) while the old
-//! ones are dropped: no allocator or reference-count traffic per block,
-//! and a block keeps the address it was first written at, so a sequential
-//! rewrite sweeps memory in order. A buffer anyone else holds (a reply
-//! still sending it) is never written: the cache then writes as before.
-//!
 //! Absent blocks are reported as holes by [`Backend::extents`]; zeroing
 //! whole blocks with `may_punch` makes them absent again.
 
@@ -180,33 +167,6 @@ impl Backend for MemoryBackend {
         Ok(true)
     }
 
-    fn overwrite_blocks(&self, offset: u64, data: &[u8], held: &mut [Arc<[u8]>]) -> bool {
-        let bs = self.block_size;
-        let first = offset / bs as u64;
-        let fits = offset.is_multiple_of(bs as u64)
-            && data.len().div_ceil(bs) == held.len()
-            && offset + data.len() as u64 <= self.size;
-        if !fits {
-            return false;
-        }
-        let mut blocks = self.blocks.write().unwrap_or_else(|p| p.into_inner());
-        let slots = &mut blocks[first as usize..first as usize + held.len()];
-        // Two holders, the caller and this slot: no reply holds the buffer.
-        let ours_alone = |(slot, buf): (&Option<Arc<[u8]>>, &Arc<[u8]>)| {
-            slot.as_ref().is_some_and(|kept| Arc::ptr_eq(kept, buf)) && Arc::strong_count(buf) == 2
-        };
-        if !slots.iter().zip(held.iter()).all(ours_alone) {
-            return false;
-        }
-        for ((slot, buf), src) in slots.iter_mut().zip(held.iter_mut()).zip(data.chunks(bs)) {
-            *slot = None;
-            let bytes = Arc::get_mut(buf).expect("the caller's reference is the only one left");
-            bytes[..src.len()].copy_from_slice(src);
-            *slot = Some(buf.clone());
-        }
-        true
-    }
-
     fn block_buffer_size(&self) -> Option<u64> {
         Some(self.block_size as u64)
     }
@@ -345,31 +305,6 @@ mod tests {
         assert!(!m.write_blocks(100, &given).unwrap(), "unaligned: not taken");
         assert!(!m.write_blocks(0, &[Arc::from(vec![0u8; 512])]).unwrap(), "other block size: not taken");
         assert!(!m.write_blocks(3 * 4096, &given).unwrap(), "past the end: not taken");
-    }
-
-    #[test]
-    fn overwrites_land_in_place_only_in_buffers_no_one_else_holds() {
-        let m = MemoryBackend::with_block_size(4 * 4096 - 100, 4096);
-        let mut held: Vec<Arc<[u8]>> = (0..4).map(|i| Arc::from(pattern(4096, i))).collect();
-        assert!(m.write_blocks(0, &held).unwrap());
-        let at = Arc::as_ptr(&held[1]);
-        let new = pattern(4 * 4096 - 100, 9);
-        assert!(m.overwrite_blocks(0, &new, &mut held), "held by the caller and the backend alone");
-        assert_eq!(Arc::as_ptr(&held[1]), at, "in place");
-        assert_eq!(Arc::strong_count(&held[1]), 2, "shared again");
-        assert_eq!(m.snapshot(), new, "the short last block too");
-        assert_eq!(&held[3][..4096 - 100], &new[3 * 4096..]);
-        // A third holder (a reply) or a buffer the backend no longer keeps: nothing written.
-        let reply = held[2].clone();
-        assert!(!m.overwrite_blocks(4096, &pattern(3 * 4096 - 100, 5), &mut held[1..]));
-        drop(reply);
-        m.write_at(b"own copy", 4096).unwrap();
-        assert!(!m.overwrite_blocks(4096, &pattern(4096, 5), &mut held[1..2]), "the backend copied block 1");
-        assert!(!m.overwrite_blocks(4096, &pattern(4096, 5), &mut held[..2]), "one buffer, two blocks");
-        let mut want = new;
-        want[4096..4096 + 8].copy_from_slice(b"own copy");
-        assert_eq!(m.snapshot(), want, "refused overwrites change nothing");
-        assert_eq!(&held[2][..], &want[2 * 4096..3 * 4096]);
     }
 
     #[test]

@@ -45,22 +45,6 @@ pub trait Backend: Send + Sync {
         let _ = (offset, buffers);
         Ok(false)
     }
-    /// Overwrites whole blocks from `offset` (a multiple of
-    /// [`block_buffer_size`](Self::block_buffer_size)) in place: `held` are
-    /// the caller's references to the buffers this backend keeps for those
-    /// blocks (handed over by [`write_blocks`](Self::write_blocks)), and
-    /// `data` fills them in order (the last may end at the export's end).
-    /// It writes only if every block's buffer is the one the backend keeps
-    /// and no one else holds it (no reply still sending it): the bytes then
-    /// land in memory already in use, which caller and backend go on
-    /// sharing. Otherwise it writes nothing and returns false, and the
-    /// caller writes as usual. Called under the caller's lock (so no new
-    /// holder can appear meanwhile), it must never wait: backends that wait,
-    /// or keep no buffers, write nothing (the default).
-    fn overwrite_blocks(&self, offset: u64, data: &[u8], held: &mut [Arc<[u8]>]) -> bool {
-        let _ = (offset, data, held);
-        false
-    }
     /// The block size whose buffers [`write_blocks`](Self::write_blocks)
     /// keeps, if it keeps any: a cache prepares shareable buffers only for
     /// a backend that will take them.
@@ -344,9 +328,6 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
         (**self).write_blocks(offset, buffers)
     }
-    fn overwrite_blocks(&self, offset: u64, data: &[u8], held: &mut [Arc<[u8]>]) -> bool {
-        (**self).overwrite_blocks(offset, data, held)
-    }
     fn block_buffer_size(&self) -> Option<u64> {
         (**self).block_buffer_size()
     }
@@ -421,7 +402,6 @@ impl<B: Backend + ?Sized> Backend for SlowBackend<B> {
         r
     }
     fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
-        // overwrite_blocks is not passed on (the default): it must not wait.
         let r = self.inner.write_blocks(offset, buffers);
         if let Ok(true) = r {
             self.delay(buffers.iter().map(|b| b.len() as u64).sum());

@@ -135,43 +135,34 @@ fn a_cache_of_another_block_size_copies_as_before() {
     assert_eq!(read(&cache, 0, 8 * BSU), data);
 }
 
-/// Where each of `blocks`' cached buffers lies in memory.
-fn addresses(cache: &BlockCache, blocks: std::ops::Range<u64>) -> Vec<*const u8> {
-    let inner = cache.lock();
-    blocks.map(|b| Arc::as_ptr(&inner.blocks[&b]).cast::<u8>()).collect()
-}
-
-fn rewrite_and_check(backend: &MemoryBackend, cache: &BlockCache, seed: u8) {
-    let data = pattern(20 * BSU, seed);
-    cache.write(4 * u64::from(BS), &data, false).unwrap();
-    assert_eq!(read(cache, 4 * u64::from(BS), 20 * BSU), data, "seed {seed}: the cache");
-    assert_eq!(backend.snapshot()[4 * BSU..24 * BSU], data[..], "seed {seed}: the backend");
-    assert_eq!(holders(cache, 4), 2, "seed {seed}: shared with the backend");
+#[test]
+fn large_rewrites_refill_old_buffers_exactly() {
+    let (backend, cache) = setup(64, 64, WriteMode::Through);
+    // The second pass frees the first pass's buffers; the third refills them.
+    for seed in [8, 9, 10] {
+        let reusable = cache.lock().free.0.len();
+        let data = pattern(20 * BSU, seed);
+        cache.write(4 * u64::from(BS), &data, false).unwrap();
+        assert_eq!(read(&cache, 4 * u64::from(BS), 20 * BSU), data);
+        assert_eq!(backend.snapshot()[4 * BSU..24 * BSU], data[..]);
+        assert_eq!(holders(&cache, 4), 2, "shared with the backend");
+        if seed == 10 {
+            assert_eq!(reusable, 20, "the third pass had the second's freed buffers to refill");
+        }
+    }
 }
 
 #[test]
-fn rewrites_land_in_place_unless_a_reply_holds_a_block() {
+fn a_reply_holding_one_block_of_a_large_rewrite_keeps_its_bytes() {
     let (backend, cache) = setup(64, 64, WriteMode::Through);
-    rewrite_and_check(&backend, &cache, 8);
-    let first = addresses(&cache, 4..24);
-    rewrite_and_check(&backend, &cache, 9);
-    assert_eq!(addresses(&cache, 4..24), first, "rewritten in the same buffers");
-    assert_eq!(cache.lock().free.0.len(), 0, "no buffer freed");
-    // A reply holding one block: the write takes fresh buffers, the reply keeps its bytes.
+    let old = pattern(20 * BSU, 11);
+    cache.write(4 * u64::from(BS), &old, false).unwrap();
     let mut reply = Vec::new();
     assert!(cache.read_cached(10 * u64::from(BS), BSU, &mut reply));
-    rewrite_and_check(&backend, &cache, 10);
-    assert_eq!(&reply[0][..], &pattern(20 * BSU, 9)[6 * BSU..7 * BSU], "the reply sends what it read");
-    assert_ne!(addresses(&cache, 10..11), first[6..7], "the held block got a fresh buffer");
+    let new = pattern(20 * BSU, 12);
+    cache.write(4 * u64::from(BS), &new, false).unwrap();
+    assert_eq!(&reply[0][..], &old[6 * BSU..7 * BSU], "the reply sends what it read");
+    assert_eq!(read(&cache, 4 * u64::from(BS), 20 * BSU), new);
+    assert_eq!(backend.snapshot()[4 * BSU..24 * BSU], new[..]);
     assert_eq!(cache.lock().free.0.len(), 19, "the old buffers no reply holds are kept for reuse");
-    // Once the reply is sent, rewrites are in place again.
-    drop(reply);
-    let now = addresses(&cache, 4..24);
-    rewrite_and_check(&backend, &cache, 11);
-    assert_eq!(addresses(&cache, 4..24), now);
-    // A one-block write takes a fresh buffer (the old one goes to the free list).
-    cache.write(5 * u64::from(BS), &pattern(BSU, 12), false).unwrap();
-    assert_ne!(addresses(&cache, 5..6), now[1..2]);
-    assert_eq!(read(&cache, 5 * u64::from(BS), BSU), pattern(BSU, 12));
-    assert_eq!(backend.snapshot()[5 * BSU..6 * BSU], pattern(BSU, 12)[..]);
 }

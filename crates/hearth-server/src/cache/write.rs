@@ -9,9 +9,7 @@ impl BlockCache {
     /// it returns, then updates the cache. A write of whole blocks to a
     /// backend that keeps block buffers ([`Backend::write_blocks`], RAM)
     /// is copied once, into fresh block buffers, which the backend keeps
-    /// and the cache then holds too: one copy in RAM, not two. Rewriting
-    /// several such blocks while all are cached, and held by no reply,
-    /// writes them in place instead ([`Self::overwrite_in_place`]).
+    /// and the cache then holds too: one copy in RAM, not two.
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         let len = data.len() as u64;
         let range = self.block_range(offset, len);
@@ -21,10 +19,6 @@ impl BlockCache {
             return self.write_back(offset, data, fua);
         }
         let share = self.share_blocks && mode == WriteMode::Through && self.whole_blocks(offset, len);
-        let blocks = range.end - range.start;
-        if share && blocks > 1 && self.overwrite_in_place(offset, data, range.clone()) {
-            return if fua { self.backend_flush() } else { Ok(()) };
-        }
         let kept: Vec<Option<BlockBuf>> = {
             let mut inner = self.lock();
             inner.stripes.begin(range.clone());
@@ -87,51 +81,6 @@ impl BlockCache {
             }
         }
         result
-    }
-
-    /// Writes whole blocks, all cached and shared with the backend alone,
-    /// into their buffers in place ([`Backend::overwrite_blocks`]): the
-    /// stores land in memory the export already uses instead of in other
-    /// buffers while the old ones are dropped. Everything happens under the
-    /// lock, copy included (at most a 1 MiB request's worth): no reply can
-    /// take one of the blocks meanwhile, and no read sees half the write.
-    /// Returns false, having changed nothing, when a block is not cached or
-    /// is held elsewhere (a reply still sending it), or the backend keeps
-    /// no such buffers: the caller then writes into fresh buffers.
-    ///
-    /// Only for writes of more than one block: its check that no reply
-    /// holds a block loads the block's cold buffer header under the lock, a
-    /// miss nothing overlaps, which a one-block write does not earn back
-    /// (measured: 4 KiB random writes cost more CPU per op in place in 6 of
-    /// 8 cells over two paired runs, 1 MiB writes less in 7 of 8).
-    fn overwrite_in_place(&self, offset: u64, data: &[u8], range: std::ops::Range<u64>) -> bool {
-        let mut guard = self.lock();
-        let inner = &mut *guard;
-        // The cache's reference and the backend's; a third is a reply's.
-        if !range.clone().all(|b| inner.blocks.get(&b).is_some_and(|buf| Arc::strong_count(buf) == 2)) {
-            return false;
-        }
-        // Out of the map to be handed over; the lock keeps the gap unseen.
-        let mut held: Vec<BlockBuf> = range.clone().filter_map(|b| inner.blocks.remove(&b)).collect();
-        let written = self.backend.overwrite_blocks(offset, data, &mut held);
-        for (b, buf) in range.clone().zip(held) {
-            inner.blocks.insert(b, buf);
-        }
-        if !written {
-            return false;
-        }
-        self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
-        // A read that fetched below the cache before this write must not
-        // fill with what it got; a write in flight on these stripes learns
-        // it raced and drops its blocks, as the backend may end with either.
-        inner.stripes.begin(range.clone());
-        inner.stripes.end(range.clone());
-        for b in range {
-            let a = Self::access(inner, b, self.block_size, Op::Write);
-            inner.core.demand(&a);
-            self.log_changed(b, Some(&inner.blocks[&b][..self.block_len(b) as usize]));
-        }
-        true
     }
 
     /// Whether `[offset, offset+len)` is made of whole blocks (the last
