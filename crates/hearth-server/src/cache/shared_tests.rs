@@ -151,3 +151,18 @@ fn large_rewrites_refill_old_buffers_exactly() {
         }
     }
 }
+
+#[test]
+fn a_reply_holding_one_block_of_a_large_rewrite_keeps_its_bytes() {
+    let (backend, cache) = setup(64, 64, WriteMode::Through);
+    let old = pattern(20 * BSU, 11);
+    cache.write(4 * u64::from(BS), &old, false).unwrap();
+    let mut reply = Vec::new();
+    assert!(cache.read_cached(10 * u64::from(BS), BSU, &mut reply));
+    let new = pattern(20 * BSU, 12);
+    cache.write(4 * u64::from(BS), &new, false).unwrap();
+    assert_eq!(&reply[0][..], &old[6 * BSU..7 * BSU], "the reply sends what it read");
+    assert_eq!(read(&cache, 4 * u64::from(BS), 20 * BSU), new);
+    assert_eq!(backend.snapshot()[4 * BSU..24 * BSU], new[..]);
+    assert_eq!(cache.lock().free.0.len(), 19, "the old buffers no reply holds are kept for reuse");
+}
