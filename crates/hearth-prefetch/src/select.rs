@@ -350,7 +350,7 @@ mod tests {
             let walk = mix(u64::from(ctx)) % 50;
             events.push(Event::Begin(ctx, (walk % 3) as u32));
             for i in 0..8 {
-                let op = if mix(u64::from(ctx) << 8 | i) % 5 == 0 { Op::Write } else { Op::Read };
+                let op = if mix(u64::from(ctx) << 8 | i).is_multiple_of(5) { Op::Write } else { Op::Read };
                 events.push(Event::Io(ctx, mix(walk * 8 + i) % 3_000, op));
             }
             events.push(Event::End(ctx));
