@@ -63,8 +63,10 @@ shared with other work: noisy, hence the rotation and min/median.
 
 Usage: scripts/bench-sqlite-prefetch.py [--hearth BIN] [--rounds 3]
        [--scale 1.0] [--transactions 3000] [--schemes none,quickmine,qm-select]
-       [--json]
-(--scale and --transactions shrink it for the end-to-end test.)
+       [--json] [--trace PATH]
+(--scale and --transactions shrink it for the end-to-end test. --trace writes the first
+run's page requests as a context-tagged trace for `hearth prefetch sim`: SQLite's requests
+do not depend on the server, so it is every run's trace.)
 """
 
 import argparse
@@ -160,13 +162,22 @@ class NbdFile:
     """SQLite's main database file as bytes 0..size of the NBD export. The
     export is larger (room to grow); the file's own size is kept here."""
 
-    def __init__(self, client, size):
-        self.client, self.size = client, size
+    def __init__(self, client, size, trace=None):
+        self.client, self.size, self.trace = client, size, trace
         self.reads = self.writes = 0
+        self.ctx = None  # the open transaction's context, for the trace
+
+    def record(self, kind, offset, length):
+        """One trace line per 4 KiB block a request touches, inside a transaction."""
+        if self.trace and self.ctx is not None and length:
+            now = time.perf_counter_ns()
+            for block in range(offset // PAGE, (offset + length - 1) // PAGE + 1):
+                self.trace.write(f"{kind} {now} {self.ctx} {block}\n")
 
     def xRead(self, amount, offset):
         self.reads += 1
         n = max(0, min(amount, self.size - offset))
+        self.record("R", offset, n)
         return self.client.read(offset, n) if n else b""  # short: SQLite zero-fills
 
     def xWrite(self, data, offset):
@@ -174,6 +185,7 @@ class NbdFile:
         if end > self.client.size:
             raise apsw.FullError(f"database grew to {end} bytes, past the NBD export's {self.client.size}")
         self.writes += 1
+        self.record("W", offset, len(data))
         self.client.write(offset, bytes(data))
         self.size = max(self.size, end)
 
@@ -341,7 +353,11 @@ class Server:
         self.log.close()
 
 
-def run_scheme(hearth, db_file, txns, scheme, workdir):
+def run_scheme(hearth, db_file, txns, scheme, workdir, trace=None):
+    """One run of `txns` against a fresh server with --prefetch `scheme`; with `trace` (an
+    open text file) the run's page requests are also written there as a context-tagged
+    trace (`hearth prefetch sim TRACE` replays it; requests outside transactions are left
+    out)."""
     image = workdir / f"{scheme}.img"
     shutil.copyfile(db_file, image)
     db_size = image.stat().st_size
@@ -352,7 +368,7 @@ def run_scheme(hearth, db_file, txns, scheme, workdir):
         client = HearthClient.connect_unix(str(server.sock), "disk")
         if not client.hints:
             raise SystemExit("hearth serve did not accept NBD_OPT_HEARTH_HINTS")
-        file = NbdFile(client, db_size)
+        file = NbdFile(client, db_size, trace)
         vfs = NbdVFS(f"nbd-{scheme}", file)
         db = apsw.Connection(str(workdir / f"{scheme}.db"), vfs=f"nbd-{scheme}")
         pragmas(db, f"cache_size={SQLITE_CACHE_PAGES}", "locking_mode=EXCLUSIVE", "journal_mode=MEMORY",
@@ -364,9 +380,15 @@ def run_scheme(hearth, db_file, txns, scheme, workdir):
                 before, reads_before = server.counters(), file.reads
             start = time.perf_counter()
             client.begin(seq + 1, t + 1)
+            if trace:
+                trace.write(f"B {time.perf_counter_ns()} {seq + 1} {t + 1}\n")
+            file.ctx = seq + 1
             db.execute("BEGIN")
             run_transaction(db, seq, t, params, digest)
             db.execute("COMMIT")
+            file.ctx = None
+            if trace:
+                trace.write(f"E {time.perf_counter_ns()} {seq + 1}\n")
             client.end(seq + 1)
             latencies.append(time.perf_counter() - start)
         after, reads_after = server.counters(), file.reads
@@ -412,6 +434,7 @@ def main(argv=None):
     ap.add_argument("--transactions", type=int, default=3000)
     ap.add_argument("--schemes", default="none,quickmine,qm-select")
     ap.add_argument("--json", action="store_true", help="print the runs as JSON instead of tables")
+    ap.add_argument("--trace", type=Path, help="write the first run's context-tagged trace (.ctx) here")
     args = ap.parse_args(argv)
     if not args.hearth.exists():
         raise SystemExit(f"--hearth {args.hearth}: no such file (build it: cargo build --release -p hearth)")
@@ -424,7 +447,12 @@ def main(argv=None):
         runs = []
         for r in range(args.rounds):
             for scheme in schemes[r % len(schemes):] + schemes[: r % len(schemes)]:
-                run = run_scheme(args.hearth, db_file, txns, scheme, workdir)
+                trace = open(args.trace, "w") if args.trace and not runs else None
+                if trace:
+                    trace.write("# hearth context-tagged trace: B time ctx class | R/W time ctx block | E time ctx\n")
+                run = run_scheme(args.hearth, db_file, txns, scheme, workdir, trace)
+                if trace:
+                    trace.close()
                 run["round"] = r + 1
                 runs.append(run)
                 if not args.json:
