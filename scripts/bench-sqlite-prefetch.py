@@ -457,6 +457,7 @@ def main(argv=None):
                 runs.append(run)
                 if not args.json:
                     print(f"round {r + 1} {scheme:10} mean {run['mean_ms']:.2f} ms p99 {run['p99_ms']:.2f} ms"
+                          f" server read {run['server_read_ms']:.3f} ms"
                           f" misses {run['misses']:.0f} prefetches {run['prefetches']:.0f}"
                           f" promotes {run['promotes']:.0f}", file=sys.stderr, flush=True)
     problems = [f"round {r['round']} {r['scheme']}: integrity_check says {r['integrity']}"
