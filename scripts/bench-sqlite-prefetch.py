@@ -436,6 +436,9 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print the runs as JSON instead of tables")
     ap.add_argument("--trace", type=Path, help="write the first run's context-tagged trace (.ctx) here")
     args = ap.parse_args(argv)
+    if args.transactions < 5 or args.rounds < 1 or args.scale <= 0:
+        raise SystemExit(f"--transactions {args.transactions}, --rounds {args.rounds}, --scale {args.scale}:"
+                         " need at least 5 transactions (20% are warm-up), 1 round and a positive scale")
     if not args.hearth.exists():
         raise SystemExit(f"--hearth {args.hearth}: no such file (build it: cargo build --release -p hearth)")
     schemes = args.schemes.split(",")
