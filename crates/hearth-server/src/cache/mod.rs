@@ -42,7 +42,7 @@
 //! | `write.rs` | `write` (blocking pool), `discard` (TRIM, WRITE_ZEROES) | write-through: not across the write | write; write-back of dirty victims |
 //! | `write_back.rs` | `write_cached` (write-back writes that stay in memory, on the async reader) | briefly | never: dirty victims are held |
 //! | | `flush`, `write_back_held` | not across FLUSH's runs | writes dirty and held blocks |
-//! | `residency.rs` | `client_evicted`, `classify_demand`, `cached_or_prefetching`, `start_prefetch`, `cancel_prefetch`, `take_wasted` (async reader) | briefly | never: dirty victims are held |
+//! | `residency.rs` | `client_evicted`, `classify_demand`, `cached_outside_spare`, `spare_prefetching`, `start_prefetch`, `cancel_prefetch`, `take_wasted` (async reader) | briefly | never: dirty victims are held |
 //! | | `prefetch`, `reload` (background threads) | to decide and to fill | read |
 //!
 //! A backend that never waits ([`Backend::waits`], RAM) may be called on any

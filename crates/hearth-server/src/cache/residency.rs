@@ -57,7 +57,8 @@ impl BlockCache {
     }
 
     /// Whether `block` is cached or a prefetch of it is pending.
-    pub fn cached_or_prefetching(&self, block: u64) -> bool {
+    #[cfg(test)]
+    pub(crate) fn cached_or_prefetching(&self, block: u64) -> bool {
         let inner = self.lock();
         inner.blocks.contains_key(&block) || inner.prefetched.contains(&block)
     }
