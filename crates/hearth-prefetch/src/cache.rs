@@ -67,6 +67,17 @@ impl Stats {
     }
 }
 
+/// The shape of the cache a prefetcher's blocks land in.
+#[derive(Clone, Debug)]
+pub struct CacheShape {
+    /// Main-cache policy, as `hearth_policy::build` takes it.
+    pub policy: String,
+    pub total_bytes: u64,
+    /// Share of `total_bytes` prefetched blocks may hold.
+    pub prefetch_fraction: f64,
+    pub block_size: u32,
+}
+
 pub struct PrefetchCache {
     main: Box<dyn Policy>,
     partition: Partition,
@@ -113,6 +124,11 @@ impl PrefetchCache {
             displaced: Vec::new(),
             counts: Stats::default(),
         })
+    }
+
+    /// A cache of `shape` (see [`PrefetchCache::new`]).
+    pub fn with_shape(shape: &CacheShape) -> Result<Self, PrefetchError> {
+        PrefetchCache::new(&shape.policy, shape.total_bytes, shape.prefetch_fraction, shape.block_size)
     }
 
     /// The counters of the run so far.

@@ -36,7 +36,7 @@ pub mod select;
 pub mod seq;
 mod throttle;
 
-pub use cache::{Class, PrefetchCache, Stats};
+pub use cache::{CacheShape, Class, PrefetchCache, Stats};
 pub use error::PrefetchError;
 pub use partition::Partition;
 
@@ -82,7 +82,7 @@ pub trait Prefetcher: Send {
     /// The cache the driver lands prefetched blocks in has this shape.
     /// Drivers tell every prefetcher once, before the first event; only
     /// the selecting QuickMine uses it (its shadow caches take the shape).
-    fn shape_cache(&mut self, _shape: &select::CacheShape) -> Result<(), PrefetchError> {
+    fn shape_cache(&mut self, _shape: &CacheShape) -> Result<(), PrefetchError> {
         Ok(())
     }
     /// Every demand access the cache sees, reads and writes, before the

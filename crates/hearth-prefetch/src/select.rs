@@ -51,7 +51,7 @@
 
 use hearth_core::{Key, Op};
 
-use crate::cache::{Class, PrefetchCache};
+use crate::cache::{CacheShape, Class, PrefetchCache};
 use crate::quickmine::{Config, QuickMine};
 use crate::{Demand, PrefetchError, Prefetcher};
 
@@ -63,17 +63,6 @@ pub const SWITCH_Z: f64 = 3.0;
 /// Demands before the first checkpoint; later ones come each time the
 /// count doubles.
 pub const FIRST_CHECKPOINT: u64 = 1024;
-
-/// The shape of the cache a prefetcher's blocks land in.
-#[derive(Clone, Debug)]
-pub struct CacheShape {
-    /// Main-cache policy, as `hearth_policy::build` takes it.
-    pub policy: String,
-    pub total_bytes: u64,
-    /// Share of `total_bytes` prefetched blocks may hold.
-    pub prefetch_fraction: f64,
-    pub block_size: u32,
-}
 
 /// One expert and the shadow cache it runs on.
 struct Shadow {
@@ -162,7 +151,7 @@ impl Prefetcher for Select {
         for (_, cfg) in &self.configs {
             shadows.push(Shadow {
                 expert: QuickMine::new(cfg.clone())?,
-                cache: PrefetchCache::new(&shape.policy, shape.total_bytes, shape.prefetch_fraction, shape.block_size)?,
+                cache: PrefetchCache::with_shape(shape)?,
                 class: Class::Hit,
                 asked: Vec::new(),
             });
@@ -274,11 +263,14 @@ mod tests {
     }
 
     /// Drives `p` over `events` as the simulator does, on a cache of
-    /// `total_bytes`; returns the cache's misses and every read's blocks.
-    fn drive(p: &mut dyn Prefetcher, events: &[Event], total_bytes: u64) -> (u64, Vec<Vec<Key>>) {
+    /// `total_bytes` whose shape `p` is told if `shaped`; returns the
+    /// cache's misses and every read's blocks.
+    fn drive(p: &mut dyn Prefetcher, events: &[Event], total_bytes: u64, shaped: bool) -> (u64, Vec<Vec<Key>>) {
         let s = shape(total_bytes);
-        let mut cache = PrefetchCache::new(&s.policy, s.total_bytes, s.prefetch_fraction, s.block_size).unwrap();
-        p.shape_cache(&s).unwrap();
+        let mut cache = PrefetchCache::with_shape(&s).unwrap();
+        if shaped {
+            p.shape_cache(&s).unwrap();
+        }
         let mut asked = Vec::new();
         for (i, e) in events.iter().enumerate() {
             match *e {
@@ -336,8 +328,8 @@ mod tests {
         let events = pairs(20_000);
         let paper = crate::build("quickmine", BLOCK, &[]).unwrap();
         let (mut paper, mut select) = (paper, selecting());
-        let (paper_misses, _) = drive(paper.as_mut(), &events, 200);
-        let (select_misses, _) = drive(&mut select, &events, 200);
+        let (paper_misses, _) = drive(paper.as_mut(), &events, 200, true);
+        let (select_misses, _) = drive(&mut select, &events, 200, true);
         assert_ne!(select.leader(), "quickmine", "{:?}", select.switches());
         assert!(select_misses * 10 < paper_misses * 9, "{select_misses} misses vs the paper's {paper_misses}");
     }
@@ -367,8 +359,8 @@ mod tests {
         let paper_cfg = crate::select_experts().unwrap().swap_remove(0);
         let mut select = Select::new(vec![paper_cfg.clone(), ("paper again", paper_cfg.1)]).unwrap();
         let mut paper = crate::build("quickmine", BLOCK, &[]).unwrap();
-        let (paper_misses, paper_asked) = drive(paper.as_mut(), &events, 300);
-        let (select_misses, select_asked) = drive(&mut select, &events, 300);
+        let (paper_misses, paper_asked) = drive(paper.as_mut(), &events, 300, true);
+        let (select_misses, select_asked) = drive(&mut select, &events, 300, true);
         assert_eq!(select.switches(), vec![(0, "quickmine")]);
         let asked: usize = paper_asked.iter().map(Vec::len).sum();
         assert!(asked > 1_000, "the paper's QuickMine asked for {asked} blocks");
@@ -378,28 +370,10 @@ mod tests {
 
     #[test]
     fn without_a_shape_it_is_the_papers_quickmine() {
-        let events = pairs(2_000);
+        let events = walks(3_000);
         let mut paper = crate::build("quickmine", BLOCK, &[]).unwrap();
-        let mut select = selecting();
-        let run = |p: &mut dyn Prefetcher| {
-            let mut cache = PrefetchCache::new("lru", 200, 0.04, BLOCK).unwrap();
-            let mut asked = Vec::new();
-            for e in &events {
-                match *e {
-                    Event::Begin(ctx, class) => p.begin(ctx, class),
-                    Event::End(ctx) => p.end(ctx),
-                    Event::Io(ctx, block, op) => {
-                        let class = cache.demand(block, op);
-                        let mut out = Vec::new();
-                        p.access(&Demand { block, ctx, time_ns: 0, op, class }, &|k| cache.contains(k), &mut out);
-                        out.iter().for_each(|&k| _ = cache.prefetch(k));
-                        cache.drain_outcomes(|k, used| p.outcome(k, used));
-                        asked.push(out);
-                    }
-                }
-            }
-            asked
-        };
-        assert_eq!(run(&mut select), run(paper.as_mut()));
+        let alone = drive(paper.as_mut(), &events, 300, false);
+        assert!(alone.1.iter().any(|a| !a.is_empty()), "the paper's QuickMine asked for something");
+        assert_eq!(drive(&mut selecting(), &events, 300, false), alone);
     }
 }

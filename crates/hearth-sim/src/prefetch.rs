@@ -90,14 +90,14 @@ pub fn warmup_split(events: &[CtxEvent], share: f64) -> usize {
 pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcome, PrefetchError> {
     let split = warmup_split(events, setup.warmup);
     let mut prefetcher = hearth_prefetch::build(spec, setup.block_size, &events[..split])?;
-    let mut cache =
-        PrefetchCache::new(&setup.main_policy, setup.cache_bytes, setup.prefetch_fraction, setup.block_size)?;
-    prefetcher.shape_cache(&hearth_prefetch::select::CacheShape {
+    let shape = hearth_prefetch::CacheShape {
         policy: setup.main_policy.clone(),
         total_bytes: setup.cache_bytes,
         prefetch_fraction: setup.prefetch_fraction,
         block_size: setup.block_size,
-    })?;
+    };
+    let mut cache = PrefetchCache::with_shape(&shape)?;
+    prefetcher.shape_cache(&shape)?;
     let mut device = setup.device.map(DeviceQueue::new);
     let bytes = u64::from(setup.block_size);
     // Background request number of each prefetched block, to tell whether

@@ -76,7 +76,7 @@ impl ExportSpec {
     pub(crate) fn prefetcher(&self) -> Result<Option<Box<dyn hearth_prefetch::Prefetcher>>, OpenError> {
         let Some(spec) = &self.prefetch else { return Ok(None) };
         let mut prefetcher = hearth_prefetch::build(spec, self.block_size, &[])?;
-        prefetcher.shape_cache(&hearth_prefetch::select::CacheShape {
+        prefetcher.shape_cache(&hearth_prefetch::CacheShape {
             policy: self.policy.clone(),
             total_bytes: self.cache_bytes,
             prefetch_fraction: crate::cache::PREFETCH_SHARE_PERCENT as f64 / 100.0,
