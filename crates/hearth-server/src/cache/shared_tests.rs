@@ -166,3 +166,35 @@ fn a_reply_holding_one_block_of_a_large_rewrite_keeps_its_bytes() {
     assert_eq!(backend.snapshot()[4 * BSU..24 * BSU], new[..]);
     assert_eq!(cache.lock().free.0.len(), 19, "the old buffers no reply holds are kept for reuse");
 }
+
+/// Buffers handed out for a payload to be read into are shared like a
+/// copied write's; single blocks are not handed out; and a mode switch
+/// between handing them out and the write still writes their bytes.
+#[test]
+fn filled_write_buffers_are_shared_and_survive_a_mode_switch() {
+    let (backend, cache) = setup(64, 8, WriteMode::Through);
+    assert!(cache.write_buffers(0, u64::from(BS)).is_none(), "one block is copied instead");
+    assert!(cache.write_buffers(100, 2 * u64::from(BS)).is_none(), "not whole blocks");
+    let fill = |blocks: &mut Vec<BlockBuf>, seed| {
+        let data = pattern(blocks.len() * BSU, seed);
+        for (buf, piece) in blocks.iter_mut().zip(data.chunks(BSU)) {
+            Arc::get_mut(buf).unwrap().copy_from_slice(piece);
+        }
+        data
+    };
+    let mut blocks = cache.write_buffers(4 * u64::from(BS), 3 * u64::from(BS)).expect("whole blocks, write-through");
+    let data = fill(&mut blocks, 3);
+    cache.write_filled(4 * u64::from(BS), 3 * u64::from(BS), blocks, false).unwrap();
+    assert_eq!(read(&cache, 4 * u64::from(BS), 3 * BSU), data);
+    assert_eq!(holders(&cache, 5), 2, "the cache and the backend hold one buffer");
+
+    let mut blocks = cache.write_buffers(10 * u64::from(BS), 2 * u64::from(BS)).unwrap();
+    let data = fill(&mut blocks, 9);
+    cache.set_mode(WriteMode::Back { dirty_limit: 8 * u64::from(BS) }).unwrap();
+    cache.write_filled(10 * u64::from(BS), 2 * u64::from(BS), blocks, false).unwrap();
+    assert_eq!(read(&cache, 10 * u64::from(BS), 2 * BSU), data);
+    cache.flush().unwrap();
+    let mut stored = vec![0u8; 2 * BSU];
+    backend.read_at(&mut stored, 10 * u64::from(BS)).unwrap();
+    assert_eq!(stored, data, "written back after the switch");
+}

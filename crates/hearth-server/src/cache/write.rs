@@ -12,29 +12,80 @@ impl BlockCache {
     /// and the cache then holds too: one copy in RAM, not two.
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         let len = data.len() as u64;
-        let range = self.block_range(offset, len);
         let _held = self.hold_mode();
         let mode = self.mode();
         if let WriteMode::Back { .. } = mode {
             return self.write_back(offset, data, fua);
         }
-        let share = self.share_blocks && mode == WriteMode::Through && self.whole_blocks(offset, len);
+        if self.takes_block_buffers(mode, offset, len) {
+            let mut fresh = self.kept_buffers(self.block_range(offset, len));
+            // Filled without the lock: the buffers are this write's alone until handed over.
+            let mut pieces = data.chunks(self.block_size as usize);
+            for (buf, piece) in fresh.iter_mut().zip(&mut pieces) {
+                let bytes = Arc::get_mut(buf).expect("kept buffers are unshared");
+                bytes[..piece.len()].copy_from_slice(piece);
+                bytes[piece.len()..].fill(0);
+            }
+            return self.write_through(offset, Payload::Blocks(fresh, len), fua, mode);
+        }
+        self.write_through(offset, Payload::Bytes(data), fua, mode)
+    }
+
+    /// Unshared block buffers for a write of `len` bytes at `offset`, for
+    /// the caller to fill (the payload read straight off the socket into
+    /// them: no copy between) and hand to [`write_filled`](Self::write_filled);
+    /// `None` unless the write is of whole blocks, more than one, in
+    /// write-through to a backend that keeps block buffers (then call
+    /// [`write`](Self::write)). One block's payload is copied from the
+    /// connection's read buffer more cheaply than this path's extra round
+    /// on the cache lock (measured: 4 KiB random writes cost more CPU with it).
+    pub fn write_buffers(&self, offset: u64, len: u64) -> Option<Vec<BlockBuf>> {
+        let _held = self.hold_mode();
+        let takes = len > self.block_size && self.takes_block_buffers(self.mode(), offset, len);
+        takes.then(|| self.kept_buffers(self.block_range(offset, len)))
+    }
+
+    /// A client write of `len` bytes at `offset`, its payload in `blocks`
+    /// from [`write_buffers`](Self::write_buffers), filled: the first `len`
+    /// bytes in order, and every byte past them zero. As [`write`](Self::write).
+    pub fn write_filled(&self, offset: u64, len: u64, blocks: Vec<BlockBuf>, fua: bool) -> io::Result<()> {
+        let held = self.hold_mode();
+        let mode = self.mode();
+        if self.takes_block_buffers(mode, offset, len) {
+            return self.write_through(offset, Payload::Blocks(blocks, len), fua, mode);
+        }
+        // The mode changed since the buffers were handed out: write their bytes.
+        drop(held);
+        let data: Vec<u8> = blocks.iter().flat_map(|b| b.iter().copied()).take(len as usize).collect();
+        self.write(offset, &data, fua)
+    }
+
+    /// Whether a write of `len` bytes at `offset` goes into fresh block
+    /// buffers that the backend keeps and the cache then holds too.
+    fn takes_block_buffers(&self, mode: WriteMode, offset: u64, len: u64) -> bool {
+        self.share_blocks && mode == WriteMode::Through && self.whole_blocks(offset, len)
+    }
+
+    /// One unshared buffer per block of `range`: kept ones first, then new.
+    fn kept_buffers(&self, range: std::ops::Range<u64>) -> Vec<BlockBuf> {
         let kept: Vec<Option<BlockBuf>> = {
             let mut inner = self.lock();
-            inner.stripes.begin(range.clone());
-            if share {
-                range.clone().map(|_| inner.free.pop()).collect()
-            } else {
-                Vec::new()
-            }
+            range.map(|_| inner.free.pop()).collect()
         };
-        // Filled without the lock: the buffers are this write's alone until handed over.
-        let fresh: Vec<BlockBuf> = (range.clone().zip(kept))
-            .map(|(b, kept)| {
-                let (_, in_req, n) = self.overlap(b, offset, len);
-                filled_block(kept, &data[in_req..in_req + n], self.block_size as usize)
-            })
-            .collect();
+        let new = || Arc::from(vec![0u8; self.block_size as usize]);
+        kept.into_iter().map(|k| k.unwrap_or_else(new)).collect()
+    }
+
+    /// Write-through (or write-around, pass-through) of `payload` at
+    /// `offset`: the backend first, then the cache.
+    fn write_through(&self, offset: u64, payload: Payload<'_>, fua: bool, mode: WriteMode) -> io::Result<()> {
+        let (data, fresh, len) = match payload {
+            Payload::Bytes(data) => (data, Vec::new(), data.len() as u64),
+            Payload::Blocks(fresh, len) => (&[][..], fresh, len),
+        };
+        let range = self.block_range(offset, len);
+        self.lock().stripes.begin(range.clone());
+        let share = !fresh.is_empty();
         let result =
             if share { self.backend_write_blocks(range.start, &fresh) } else { self.backend_write(data, offset) };
         let result = result.and_then(|()| if fua { self.backend_flush() } else { Ok(()) });
@@ -45,7 +96,8 @@ impl BlockCache {
         for b in range {
             let mut mine = fresh.next();
             let (in_block, in_req, n) = self.overlap(b, offset, len);
-            let part = &data[in_req..in_req + n];
+            // A shared write's bytes are in its block buffer (`mine`), not in `data`.
+            let part = if mine.is_some() { &[][..] } else { &data[in_req..in_req + n] };
             let whole = in_block == 0 && n as u64 == self.block_len(b);
             if raced || result.is_err() || matches!(mode, WriteMode::Around | WriteMode::Pass) {
                 self.remove(inner, b);
@@ -71,7 +123,7 @@ impl BlockCache {
                 let len = self.block_len(b) as usize;
                 match inner.blocks.get(&b) {
                     Some(cached) => self.log_changed(b, Some(&cached[..len])),
-                    None if whole => self.log_changed(b, Some(part)),
+                    None if whole => self.log_changed(b, Some(mine.as_deref().map_or(part, |buf| &buf[..n]))),
                     None => self.log_changed(b, None),
                 }
             }
@@ -131,4 +183,10 @@ impl BlockCache {
         inner.stripes.end(range);
         result
     }
+}
+
+/// A write's payload: its bytes, or block buffers holding its `len` bytes.
+enum Payload<'a> {
+    Bytes(&'a [u8]),
+    Blocks(Vec<BlockBuf>, u64),
 }

@@ -19,12 +19,13 @@ use std::time::Instant;
 use hearth_core::Op;
 use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
 use hearth_nbd::{cmd_flags, Errno, Request, Session};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, warn};
 
 use super::connection::{Conn, Reply, Ticket};
 use super::hints::ClientView;
+use super::payload::{self, ReadVectored};
 use crate::cache::{BlockCache, CachedSlice, WriteMode};
 use crate::Export;
 
@@ -172,14 +173,29 @@ fn read_through(
 }
 
 /// NBD_CMD_WRITE: the payload is read here, written on a worker.
-pub(super) async fn write<R: AsyncRead + Unpin>(
-    rd: &mut R,
+pub(super) async fn write<R: ReadVectored>(
+    rd: &mut BufReader<R>,
     conn: &Conn,
     job: Job,
     workers: &Workers,
 ) -> io::Result<()> {
     let req = job.req;
     let len = req.length as usize;
+    if let Some(mut blocks) = conn.export.cache.write_buffers(req.offset, u64::from(req.length)) {
+        payload::read_into_blocks(rd, &mut blocks, len).await?;
+        if let Some(log) = &conn.export.access_log {
+            log.record(Op::Write, req.offset, req.length);
+        }
+        run(conn, job, workers, move |export| {
+            let r = export.cache.write_filled(req.offset, u64::from(req.length), blocks, req.fua());
+            if r.is_ok() {
+                export.metrics.bytes_written.fetch_add(u64::from(req.length), Ordering::Relaxed);
+            }
+            r
+        })
+        .await;
+        return Ok(());
+    }
     let mut data = conn.buffers.take(len);
     (&mut *rd).take(len as u64).read_to_end(&mut data).await?;
     if data.len() < len {

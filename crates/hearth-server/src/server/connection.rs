@@ -26,6 +26,7 @@ use super::commands::{self, Job, ReplyTo};
 use super::hints::ClientView;
 use super::listener::{Peer, Stream};
 use super::outbox::{self, Direct, Outbox};
+use super::payload::ReadVectored;
 use super::{server_clock_ns, Limits, Shared};
 use crate::cache::CachedSlice;
 use crate::Export;
@@ -147,7 +148,7 @@ async fn serve<R, W>(
     mut stop: watch::Receiver<bool>,
     _drain: mpsc::Sender<()>,
 ) where
-    R: AsyncRead + Unpin + Send + 'static,
+    R: ReadVectored + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
@@ -357,7 +358,7 @@ fn protocol(e: hearth_nbd::ProtocolError) -> io::Error {
 
 /// Reads requests and hands each to its command until the client
 /// disconnects; returns why.
-async fn transmission<R: AsyncRead + Unpin>(
+async fn transmission<R: ReadVectored>(
     rd: &mut BufReader<R>,
     conn: &Conn,
     client: &mut ClientView,

@@ -18,6 +18,7 @@ mod connection;
 mod hints;
 mod listener;
 mod outbox;
+mod payload;
 mod sequential;
 
 use std::future::Future;
@@ -332,9 +333,12 @@ mod tests {
     /// One write-back export "disk" with eviction-based placement over
     /// `backend`, as the server's shared state.
     fn shared_for(backend: Box<dyn Backend>, cache_blocks: u64) -> Arc<Shared> {
+        shared_in_mode(backend, cache_blocks, WriteMode::Back { dirty_limit: cache_blocks * BS })
+    }
+
+    fn shared_in_mode(backend: Box<dyn Backend>, cache_blocks: u64, mode: WriteMode) -> Arc<Shared> {
         let size = backend.size();
         let policy = hearth_policy::build("lru", cache_blocks * BS).unwrap();
-        let mode = WriteMode::Back { dirty_limit: cache_blocks * BS };
         let cache =
             BlockCache::with_placement(backend, policy, BS as u32, mode, Placement::Eviction { reload_threshold: 0 });
         let info = ExportInfo {
@@ -475,6 +479,11 @@ mod tests {
 
     /// Negotiates export "disk" (64 blocks) with NBD_OPT_GO.
     async fn handshake(c: &mut tokio::io::DuplexStream) {
+        assert_eq!(handshake_any(c).await, 64 * BS);
+    }
+
+    /// Negotiates export "disk" with NBD_OPT_GO; returns its size.
+    async fn handshake_any<C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(c: &mut C) -> u64 {
         use hearth_nbd::{client, opt, rep, FLAG_C_FIXED_NEWSTYLE};
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut greeting = [0u8; 18];
@@ -497,7 +506,7 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(size, Some(64 * BS));
+        size.expect("GO answered with the export's size")
     }
 
     #[test]
@@ -557,6 +566,59 @@ mod tests {
             for (cookie, (error, data)) in &replies {
                 assert_eq!((*error, data), (0, &vec![(cookie % 64) as u8; BS as usize]), "read {cookie}");
             }
+            drop(c);
+            served.await.unwrap();
+        });
+    }
+
+    /// Writes of several blocks whose bytes arrive in small pieces over a
+    /// real socket land whole. In write-through to RAM their payload is
+    /// read straight into block buffers: partly from what the connection's
+    /// read buffer holds, partly by vectored reads, with the next request's
+    /// header in the same pieces; the last write ends in a partial block at
+    /// the export's end.
+    #[test]
+    fn multi_block_writes_arriving_in_pieces_land_whole() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let size = 64 * BS - 100;
+        let shared = shared_in_mode(Box::new(MemoryBackend::new(size)), 16, WriteMode::Through);
+        let _guard = rt.enter();
+        let (mut c, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let served = spawn_connection(theirs, shared, &rt);
+        rt.block_on(async move {
+            assert_eq!(handshake_any(&mut c).await, size);
+            let request = |command, cookie, offset, length| Request { flags: 0, command, cookie, offset, length };
+            let mut expected = vec![0u8; size as usize];
+            let mut sent = Vec::new();
+            let writes = [(0, 8 * BS), (20 * BS, 3 * BS), (9 * BS, BS), (62 * BS, size - 62 * BS)];
+            for (cookie, &(offset, len)) in writes.iter().enumerate() {
+                let payload: Vec<u8> = (0..len).map(|i| (i % 251) as u8 ^ (cookie as u8 + 1)).collect();
+                expected[offset as usize..(offset + len) as usize].copy_from_slice(&payload);
+                sent.extend_from_slice(&request(Command::Write, cookie as u64, offset, len as u32).encode());
+                sent.extend_from_slice(&payload);
+            }
+            sent.extend_from_slice(&request(Command::Read, 99, 0, size as u32).encode());
+            for piece in sent.chunks(1000) {
+                c.write_all(piece).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            for _ in 0..writes.len() {
+                let mut h = [0u8; 16];
+                c.read_exact(&mut h).await.unwrap();
+                assert_eq!(u32::from_be_bytes(h[4..8].try_into().unwrap()), 0, "a write failed");
+            }
+            let mut h = [0u8; 16];
+            c.read_exact(&mut h).await.unwrap();
+            assert_eq!(
+                (u32::from_be_bytes(h[4..8].try_into().unwrap()), u64::from_be_bytes(h[8..].try_into().unwrap())),
+                (0, 99)
+            );
+            let mut data = vec![0u8; size as usize];
+            c.read_exact(&mut data).await.unwrap();
+            let first_wrong = data.iter().zip(&expected).position(|(a, b)| a != b);
+            assert_eq!(first_wrong, None, "the export's bytes differ from what was written");
             drop(c);
             served.await.unwrap();
         });
