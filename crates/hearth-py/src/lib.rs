@@ -422,7 +422,7 @@ fn mrc<'py>(
                     } else {
                         StackDistances::new(&cache_bytes)
                     };
-                    run_pipelined(trace.accesses()?, |chunk| chunk.iter().for_each(|a| sd.access(a)))?;
+                    run_pipelined(trace.accesses()?, |chunk| sd.access_all(chunk))?;
                     (1.0, sd.results())
                 }
                 "shards" => {

@@ -133,7 +133,7 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
                     StackDistances::new(&cache_bytes)
                 };
                 run_pipelined(trace.accesses()?, |chunk| {
-                    chunk.iter().for_each(|a| sd.access(a));
+                    sd.access_all(chunk);
                     bar.inc(chunk.len() as u64);
                 })?;
                 (1.0, sd.results())
