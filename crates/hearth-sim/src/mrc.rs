@@ -6,10 +6,10 @@
 //! measures that "needed size" for every request gives the hit count at
 //! every cache size at once. Needed sizes come from per-slot sizes (each
 //! item's size at the slot of its latest request), summed by block of
-//! [`BLOCK`] slots and through a Fenwick tree over groups of [`GROUP`]
-//! blocks: O(log n) per request, and the tree is 1/4096 of the slots, so it
-//! stays in cache where a per-slot tree of tens of millions of entries would
-//! miss on nearly every level. The slots are
+//! slots and through a Fenwick tree over groups of blocks
+//! ([`crate::stack_slots`]): O(log n) per request, and the tree is 1/4096 of
+//! the slots, so it stays in cache where a per-slot tree of tens of
+//! millions of entries would miss on nearly every level. The slots are
 //! renumbered when they run out, so memory follows the number of distinct
 //! items, not the trace's length.
 //!
@@ -29,16 +29,12 @@ use hearth_trace::sample;
 
 use crate::minisim;
 use crate::source::{SourceError, Streamed};
+use crate::stack_slots::{Packing, Slots, GRAIN};
 use crate::stream::run_pipelined;
 use crate::{SettingError, SimResult};
 
 /// Fewest request slots the table starts with.
 const MIN_SLOTS: usize = 1 << 16;
-/// Slots per block: a block's sizes are summed directly (256 bytes).
-const BLOCK: usize = 64;
-/// Blocks per group: a group's block sums are summed directly (512 bytes);
-/// groups are summed through the Fenwick tree.
-const GROUP: usize = 64;
 /// Requests per window of [`NextUses`].
 const WINDOW: u64 = 1 << 16;
 /// How many requests ahead [`StackDistances::access_all`] fetches the slots
@@ -53,11 +49,7 @@ pub struct StackDistances {
     live: usize,
     /// Size of the item whose latest request is in each slot; 0 once the
     /// item has been requested again (sizes are at least 1).
-    slot_sizes: Vec<u32>,
-    /// Sum of `slot_sizes` per block.
-    block_sums: Vec<u64>,
-    /// Fenwick tree of the per-group sums of `block_sums`.
-    group_tree: Vec<u64>,
+    slots: Slots,
     next_slot: usize,
     /// Sum of every tracked item's size (the whole table), so the bytes above
     /// an item take one prefix sum rather than two.
@@ -90,9 +82,7 @@ impl StackDistances {
         StackDistances {
             index,
             live: 0,
-            slot_sizes: vec![0; MIN_SLOTS],
-            block_sums: vec![0; MIN_SLOTS / BLOCK],
-            group_tree: vec![0; MIN_SLOTS / BLOCK / GROUP + 1],
+            slots: Slots::new(MIN_SLOTS),
             next_slot: 0,
             total: 0,
             counts: Counts::new(cache_bytes),
@@ -112,17 +102,12 @@ impl StackDistances {
         }
     }
 
-    /// Starts loading what recording `a` will read: the slots of its
-    /// previous slot's block up to that slot, and the block's sum.
+    /// Starts loading what recording `a` will read.
     fn prefetch(&self, a: &Access) {
-        let SlotIndex::ByNextUse(next_uses) = &self.index else { return };
-        let Some(prev) = next_uses.peek(a.vtime) else { return };
-        let block = prev / BLOCK;
-        // A slot renumbered since it was filed may lie past the table.
-        if let Some(slots) = self.slot_sizes.get(block * BLOCK..=prev) {
-            slots.iter().step_by(CACHE_LINE / size_of::<u32>()).for_each(prefetch_line);
-            prefetch_line(&slots[slots.len() - 1]);
-            prefetch_line(&self.block_sums[block]);
+        if let SlotIndex::ByNextUse(next_uses) = &self.index {
+            if let Some(prev) = next_uses.peek(a.vtime) {
+                self.slots.prefetch(prev);
+            }
         }
     }
 
@@ -136,7 +121,7 @@ impl StackDistances {
     /// Moves the item to the top of the stack; returns the bytes of the
     /// distinct items above it before the move (`None` for its first request).
     fn push(&mut self, a: &Access, size: u32) -> Option<u64> {
-        if self.next_slot == self.slot_sizes.len() {
+        if self.next_slot == self.slots.len() {
             self.renumber();
         }
         let slot = self.next_slot as u32;
@@ -152,11 +137,9 @@ impl StackDistances {
         let above = match previous {
             Some(prev) => {
                 let prev = prev as usize;
-                let prev_size = self.slot_sizes[prev];
                 // Every slot after `prev` is more recent (`slot` is still empty).
-                let above = self.total - self.prefix_sum(prev + 1);
-                self.set(prev, 0, -i64::from(prev_size));
-                self.total -= u64::from(prev_size);
+                let above = self.total - self.slots.prefix_sum(prev + 1);
+                self.total -= u64::from(self.slots.clear(prev));
                 Some(above)
             }
             None => {
@@ -164,7 +147,7 @@ impl StackDistances {
                 None
             }
         };
-        self.set(slot as usize, size, i64::from(size));
+        self.slots.fill(slot as usize, size);
         self.total += u64::from(size);
         above
     }
@@ -178,9 +161,7 @@ impl StackDistances {
     fn forget(&mut self, key: u64) {
         if let SlotIndex::ByKey(latest) = &mut self.index {
             if let Some(slot) = latest.remove(&key) {
-                let size = self.slot_sizes[slot as usize];
-                self.set(slot as usize, 0, -i64::from(size));
-                self.total -= u64::from(size);
+                self.total -= u64::from(self.slots.clear(slot as usize));
                 self.live -= 1;
             }
         }
@@ -189,59 +170,14 @@ impl StackDistances {
     /// Packs live slots to the front, keeping their order, and makes room for
     /// as many new requests as there are items (amortised O(1) a request).
     fn renumber(&mut self) {
-        let slots = (2 * self.live).max(MIN_SLOTS).next_multiple_of(BLOCK * GROUP);
-        let mut new_slot = vec![u32::MAX; self.next_slot];
-        let mut sizes = Vec::with_capacity(slots);
-        for (old, &size) in self.slot_sizes[..self.next_slot].iter().enumerate().filter(|(_, &s)| s > 0) {
-            new_slot[old] = sizes.len() as u32;
-            sizes.push(size);
-        }
-        debug_assert_eq!(sizes.len(), self.live);
+        let len = (2 * self.live).max(MIN_SLOTS).next_multiple_of(GRAIN);
+        let packing = self.slots.packing(self.next_slot);
         match &mut self.index {
-            SlotIndex::ByKey(latest) => latest.values_mut().for_each(|slot| *slot = new_slot[*slot as usize]),
-            SlotIndex::ByNextUse(next_uses) => next_uses.renumber(&new_slot),
+            SlotIndex::ByKey(latest) => latest.values_mut().for_each(|slot| *slot = packing.new_slot(*slot)),
+            SlotIndex::ByNextUse(next_uses) => next_uses.renumber(&packing),
         }
-        sizes.resize(slots, 0);
-        self.block_sums = sizes.chunks(BLOCK).map(|block| block.iter().map(|&s| u64::from(s)).sum()).collect();
-        self.group_tree.clear();
-        self.group_tree.push(0);
-        self.group_tree.extend(self.block_sums.chunks(GROUP).map(|group| group.iter().sum::<u64>()));
-        // Linear-time Fenwick build: push each node's sum to its parent.
-        let nodes = self.group_tree.len();
-        for i in 1..nodes {
-            let parent = i + (i & i.wrapping_neg());
-            if parent < nodes {
-                self.group_tree[parent] += self.group_tree[i];
-            }
-        }
-        self.slot_sizes = sizes;
+        self.slots.pack(self.next_slot, len);
         self.next_slot = self.live;
-    }
-
-    /// Sum of sizes in slots `0..end`: whole groups from the tree, then
-    /// whole blocks of `end`'s group, then slots of `end`'s block.
-    fn prefix_sum(&self, end: usize) -> u64 {
-        let block = end / BLOCK;
-        let group = block / GROUP;
-        let (mut i, mut sum) = (group, 0);
-        while i > 0 {
-            sum += self.group_tree[i];
-            i &= i - 1;
-        }
-        sum + self.block_sums[group * GROUP..block].iter().sum::<u64>()
-            + self.slot_sizes[block * BLOCK..end].iter().map(|&s| u64::from(s)).sum::<u64>()
-    }
-
-    /// Sets `slot`'s size to `size`, which differs from the old by `delta`.
-    fn set(&mut self, slot: usize, size: u32, delta: i64) {
-        self.slot_sizes[slot] = size;
-        let block = slot / BLOCK;
-        self.block_sums[block] = self.block_sums[block].wrapping_add_signed(delta);
-        let mut i = block / GROUP + 1;
-        while i < self.group_tree.len() {
-            self.group_tree[i] = self.group_tree[i].wrapping_add_signed(delta);
-            i += i & i.wrapping_neg();
-        }
     }
 
     /// LRU results at each cache size, in the order given to `new`.
@@ -314,30 +250,14 @@ impl NextUses {
         due.checked_sub(1)
     }
 
-    fn renumber(&mut self, new_slot: &[u32]) {
+    fn renumber(&mut self, packing: &Packing) {
         for cell in self.current.iter_mut().filter(|c| **c > 0) {
-            *cell = new_slot[*cell as usize - 1] + 1;
+            *cell = packing.new_slot(*cell - 1) + 1;
         }
         for (_, slot) in self.later.iter_mut().flatten() {
-            *slot = new_slot[*slot as usize];
+            *slot = packing.new_slot(*slot);
         }
     }
-}
-
-/// Bytes per cache line, the unit [`prefetch_line`] loads.
-const CACHE_LINE: usize = 64;
-
-/// Asks the core to load the cache line holding `value` (a hint only).
-fn prefetch_line<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: SSE is part of every x86_64 target, and a prefetch
-        // never faults (it is a hint, whatever the address).
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 /// Requests, bytes and hits per cache size, weighted (SHARDS counts a
@@ -350,20 +270,57 @@ struct Counts {
     first_hit: Vec<(f64, f64)>,
     requests: f64,
     bytes: f64,
+    /// [`log_bucket`] of the smallest size.
+    first_bucket: usize,
+    /// Per bucket from `first_bucket` to the largest size's: how many sizes
+    /// lie in lower buckets, where a search for a size in it can start.
+    bucket_starts: Vec<u32>,
+}
+
+/// A bucket of sizes by their top bits (exponent and the next 3 bits: an
+/// eighth of a doubling, finer than a step of any grid of sizes, so a
+/// bucket rarely holds more than one). Larger sizes never get lower buckets.
+fn log_bucket(bytes: u64) -> usize {
+    ((bytes as f64).to_bits() >> 49) as usize
 }
 
 impl Counts {
     fn new(cache_bytes: &[u64]) -> Counts {
         let mut sorted: Vec<(u64, usize)> = cache_bytes.iter().copied().zip(0..).collect();
         sorted.sort_unstable();
-        Counts { first_hit: vec![(0.0, 0.0); sorted.len()], sorted, requests: 0.0, bytes: 0.0 }
+        let bucket_of = |i: Option<&(u64, usize)>| i.map_or(0, |&(c, _)| log_bucket(c));
+        let (first_bucket, last_bucket) = (bucket_of(sorted.first()), bucket_of(sorted.last()));
+        let bucket_starts =
+            (first_bucket..=last_bucket).map(|b| sorted.partition_point(|&(c, _)| log_bucket(c) < b) as u32).collect();
+        Counts {
+            first_hit: vec![(0.0, 0.0); sorted.len()],
+            sorted,
+            requests: 0.0,
+            bytes: 0.0,
+            first_bucket,
+            bucket_starts,
+        }
+    }
+
+    /// The first of `sorted` at or above `needed`: the bucket's start, then
+    /// a step or two, where a binary search over every size was a chain of
+    /// dependent loads on every request.
+    fn first_at_least(&self, needed: u64) -> usize {
+        let start = match log_bucket(needed).checked_sub(self.first_bucket) {
+            None => return 0,
+            Some(offset) => match self.bucket_starts.get(offset) {
+                Some(&start) => start as usize,
+                None => return self.sorted.len(),
+            },
+        };
+        start + self.sorted[start..].iter().take_while(|&&(c, _)| c < needed).count()
     }
 
     fn record(&mut self, needed: Option<u64>, size: u64, weight: f64) {
         self.requests += weight;
         self.bytes += weight * size as f64;
         if let Some(needed) = needed {
-            let i = self.sorted.partition_point(|&(c, _)| c < needed);
+            let i = self.first_at_least(needed);
             if let Some(bucket) = self.first_hit.get_mut(i) {
                 bucket.0 += weight;
                 bucket.1 += weight * size as f64;
@@ -676,6 +633,18 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_bucketed_search_finds_what_a_binary_search_does(
+            sizes in proptest::collection::vec(1u64..1 << 40, 0..50),
+            needed in proptest::collection::vec(1u64..1 << 42, 1..200),
+        ) {
+            let counts = Counts::new(&sizes);
+            let grid = counts.sorted.iter().map(|&(c, _)| c);
+            for n in needed.into_iter().chain(grid.clone()).chain(grid.map(|c| c + 1)) {
+                prop_assert_eq!(counts.first_at_least(n), counts.sorted.partition_point(|&(c, _)| c < n), "{}", n);
+            }
+        }
+
         // Each key keeps one size, and no item outgrows the smallest cache.
         #[test]
         fn one_pass_equals_full_lru_simulation(
