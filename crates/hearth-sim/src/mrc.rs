@@ -355,6 +355,29 @@ impl Counts {
     }
 }
 
+/// The exact LRU results of `trace` at each of `cache_bytes` (in that
+/// order), from one pass. The accesses come through the sampled reader
+/// keeping every key, a batch at a time on this thread: for an
+/// oracleGeneral file that decodes records in place in its read buffer, at
+/// a fraction of the cost of the general reader's per-record dispatch and
+/// of handing chunks to another thread. `progress` receives accesses read.
+pub fn exact_pass(
+    trace: &Streamed,
+    cache_bytes: &[u64],
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<SimResult>, SourceError> {
+    let mut sd = if trace.records_next_access() {
+        StackDistances::with_next_uses(cache_bytes)
+    } else {
+        StackDistances::new(cache_bytes)
+    };
+    trace.sampled_accesses(u64::MAX)?.for_each_batch(|batch| {
+        sd.access_all(batch);
+        progress(batch.len() as u64);
+    })?;
+    Ok(sd.results())
+}
+
 /// How SHARDS picks its sample.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ShardsMode {

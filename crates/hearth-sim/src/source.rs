@@ -380,6 +380,34 @@ impl SampledStream<'_> {
             Sampling::Filtered { skipped, .. } => *skipped,
         }
     }
+
+    /// Hands the accesses kept to `consume` a batch at a time, in order,
+    /// until the end, the first error or a cancel. An oracleGeneral file's
+    /// batches are decoded in place from its read buffer, with no step per
+    /// access in between.
+    pub fn for_each_batch(&mut self, mut consume: impl FnMut(&[Access])) -> Result<(), TraceError> {
+        if let Sampling::Oracle(oracle) = &mut self.from {
+            while let Some(batch) = oracle.next_kept() {
+                if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                    return Ok(());
+                }
+                consume(batch?);
+            }
+            return Ok(());
+        }
+        let mut batch = Vec::with_capacity(crate::stream::CHUNK_ACCESSES);
+        for a in self.by_ref() {
+            batch.push(a?);
+            if batch.len() == batch.capacity() {
+                consume(&batch);
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            consume(&batch);
+        }
+        Ok(())
+    }
 }
 
 impl Iterator for SampledStream<'_> {

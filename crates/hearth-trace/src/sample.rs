@@ -44,7 +44,8 @@ pub fn threshold(rate: f64) -> u64 {
 
 /// Whether the sample drawn with `threshold` holds `key`.
 pub fn keeps(key: u64, threshold: u64) -> bool {
-    key_hash(key) < threshold || threshold == u64::MAX
+    // Rate 1 first: a pass keeping every key hashes none.
+    threshold == u64::MAX || key_hash(key) < threshold
 }
 
 /// The share of the key space `threshold` keeps: scale cache sizes by it.
@@ -153,10 +154,19 @@ impl SampledOracle {
     }
 }
 
-impl Iterator for SampledOracle {
-    type Item = Result<Access, TraceError>;
+impl SampledOracle {
+    /// The kept accesses not yet handed out, at least one, until the end
+    /// (`None`) or an error, which ends the stream as in [`Iterator::next`].
+    pub fn next_kept(&mut self) -> Option<Result<&[Access], TraceError>> {
+        if let Err(e) = self.fill()? {
+            return Some(Err(e));
+        }
+        let from = std::mem::replace(&mut self.handed, self.kept.len());
+        Some(Ok(&self.kept[from..]))
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    /// Reads until an access is kept and not handed out; `None` at the end.
+    fn fill(&mut self) -> Option<Result<(), TraceError>> {
         while self.handed == self.kept.len() {
             if self.failed {
                 return None;
@@ -171,6 +181,17 @@ impl Iterator for SampledOracle {
                     return Some(Err(e));
                 }
             }
+        }
+        Some(Ok(()))
+    }
+}
+
+impl Iterator for SampledOracle {
+    type Item = Result<Access, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Err(e) = self.fill()? {
+            return Some(Err(e));
         }
         self.handed += 1;
         Some(Ok(self.kept[self.handed - 1]))
