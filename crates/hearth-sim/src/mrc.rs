@@ -432,7 +432,8 @@ impl Shards {
         self.totals.0 += 1;
         self.totals.1 += u64::from(a.size.max(1));
         let size = a.size.max(1);
-        let fresh = !self.stack.tracks(a.key);
+        // Only a fixed-size sample needs to know (a second lookup a request).
+        let fresh = matches!(self.mode, ShardsMode::FixedSize(_)) && !self.stack.tracks(a.key);
         let above = self.stack.push(a, size);
         if let (ShardsMode::FixedSize(limit), true) = (self.mode, fresh) {
             self.tracked.push((sample::key_hash(a.key), a.key));

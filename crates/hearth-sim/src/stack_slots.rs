@@ -214,8 +214,8 @@ impl LiveBits {
     fn prefix_count(&self, end: usize) -> u64 {
         let word = end / WORD;
         let group = word / GROUP;
-        let mut count = self.groups.prefix(group)
-            + self.word_counts[group * GROUP..word].iter().map(|&c| u64::from(c)).sum::<u64>();
+        let mut count =
+            self.groups.prefix(group) + sum_first(&self.word_counts[group * GROUP..][..GROUP], word % GROUP);
         if end % WORD > 0 {
             count += u64::from((self.bits[word] & ((1u64 << (end % WORD)) - 1)).count_ones());
         }
@@ -235,6 +235,26 @@ impl LiveBits {
         let sizes = (0..self.bits.len() * WORD).map(|s| if self.is_live(s) { self.size } else { 0 }).collect();
         SizedSlots::from_sizes(sizes)
     }
+}
+
+/// Sum of the first `n` of a group's word counts, eight at a time: a loop
+/// over the bytes one by one was a fifth of a pass's time.
+fn sum_first(counts: &[u8], n: usize) -> u64 {
+    let eights = |i: usize| u64::from_le_bytes(counts[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    let mut sum: u64 = (0..n / 8).map(|i| byte_sum(eights(i))).sum();
+    if n % 8 > 0 {
+        sum += byte_sum(eights(n / 8) & ((1u64 << (8 * (n % 8))) - 1));
+    }
+    sum
+}
+
+/// Sum of the 8 bytes of `x`: pairs into 16-bit lanes (each at most 510),
+/// then the lanes by one multiply into the top 16 bits (at most 2040, and
+/// the lower partial sums never carry into them).
+fn byte_sum(x: u64) -> u64 {
+    const LOW_BYTES: u64 = 0x00ff_00ff_00ff_00ff;
+    let pairs = (x & LOW_BYTES) + ((x >> 8) & LOW_BYTES);
+    pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48
 }
 
 /// Slot sizes, summed by block and through a Fenwick tree over groups of
@@ -320,4 +340,17 @@ fn prefetch_line<T>(value: &T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = value;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn word_counts_sum_as_one_by_one(counts in proptest::collection::vec(0u8..=64, GROUP), n in 0..GROUP) {
+            prop_assert_eq!(sum_first(&counts, n), counts[..n].iter().map(|&c| u64::from(c)).sum::<u64>());
+        }
+    }
 }
