@@ -629,7 +629,7 @@ mod tests {
         let mut with_next = accesses.to_vec();
         hearth_trace::fill_next_access(&mut with_next);
         let mut sd = StackDistances::with_next_uses(sizes);
-        with_next.iter().for_each(|a| sd.access(a));
+        sd.access_all(&with_next);
         sd.results()
     }
 
@@ -638,6 +638,24 @@ mod tests {
         // Far more requests than the first slot table holds, over few items.
         let items: Vec<(u64, u32)> = (0..(MIN_SLOTS as u64 * 5)).map(|i| ((i * 7919) % 3001, 1)).collect();
         let sizes = [1, 10, 100, 1000, 2000, 3000, 4000];
+        let a = accesses(&items);
+        assert_eq!(one_pass_by_next_use(&a, &sizes), one_pass(&a, &sizes));
+        assert_eq!(one_pass(&a, &sizes), full_lru(a, &sizes));
+    }
+
+    #[test]
+    fn a_second_size_after_renumbering_keeps_the_counts_exact() {
+        // One size across renumberings (the table holds live bits), then a
+        // second set of keys of another size (it turns into sizes) across
+        // more renumberings; each key keeps its size, as exactness needs.
+        let half = MIN_SLOTS as u64 * 2;
+        let items: Vec<(u64, u32)> = (0..2 * half)
+            .map(|i| match i < half || i % 2 == 0 {
+                true => ((i * 7919) % 5003, 4),
+                false => (100_000 + (i * 31) % 2000, 9),
+            })
+            .collect();
+        let sizes = [4, 400, 4000, 20_000, 40_000];
         let a = accesses(&items);
         assert_eq!(one_pass_by_next_use(&a, &sizes), one_pass(&a, &sizes));
         assert_eq!(one_pass(&a, &sizes), full_lru(a, &sizes));
