@@ -214,8 +214,7 @@ impl LiveBits {
     fn prefix_count(&self, end: usize) -> u64 {
         let word = end / WORD;
         let group = word / GROUP;
-        let mut count =
-            self.groups.prefix(group) + sum_first(&self.word_counts[group * GROUP..][..GROUP], word % GROUP);
+        let mut count = self.groups.prefix(group) + sum_first(&self.word_counts[group * GROUP..], word % GROUP);
         if end % WORD > 0 {
             count += u64::from((self.bits[word] & ((1u64 << (end % WORD)) - 1)).count_ones());
         }
@@ -348,6 +347,31 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        // Fills and clears, of one size and then of two, against a plain
+        // array of sizes, at every end up to the whole table.
+        #[test]
+        fn prefix_sums_match_a_plain_array(
+            ops in proptest::collection::vec((0..2 * GRAIN, 0u32..3), 1..300),
+            second_size_from in 0usize..300,
+        ) {
+            let mut slots = Slots::new(2 * GRAIN);
+            let mut plain = vec![0u32; 2 * GRAIN];
+            for (n, &(slot, what)) in ops.iter().enumerate() {
+                let size = if n >= second_size_from && what == 2 { 9 } else { 4 };
+                if plain[slot] == 0 {
+                    slots.fill(slot, size);
+                    plain[slot] = size;
+                } else {
+                    prop_assert_eq!(slots.clear(slot), plain[slot]);
+                    plain[slot] = 0;
+                }
+            }
+            for end in (0..=2 * GRAIN).step_by(61).chain([2 * GRAIN - 1, 2 * GRAIN]) {
+                let want: u64 = plain[..end].iter().map(|&s| u64::from(s)).sum();
+                prop_assert_eq!(slots.prefix_sum(end), want, "end {}", end);
+            }
+        }
+
         #[test]
         fn word_counts_sum_as_one_by_one(counts in proptest::collection::vec(0u8..=64, GROUP), n in 0..GROUP) {
             prop_assert_eq!(sum_first(&counts, n), counts[..n].iter().map(|&c| u64::from(c)).sum::<u64>());
