@@ -198,7 +198,7 @@ impl LiveBits {
         let words = len / WORD;
         let mut bits = vec![0u64; words];
         bits[..live / WORD].fill(u64::MAX);
-        if live % WORD > 0 {
+        if !live.is_multiple_of(WORD) {
             bits[live / WORD] = (1u64 << (live % WORD)) - 1;
         }
         let word_counts: Vec<u8> = bits.iter().map(|w| w.count_ones() as u8).collect();
@@ -215,7 +215,7 @@ impl LiveBits {
         let word = end / WORD;
         let group = word / GROUP;
         let mut count = self.groups.prefix(group) + sum_first(&self.word_counts[group * GROUP..], word % GROUP);
-        if end % WORD > 0 {
+        if !end.is_multiple_of(WORD) {
             count += u64::from((self.bits[word] & ((1u64 << (end % WORD)) - 1)).count_ones());
         }
         count
@@ -241,7 +241,7 @@ impl LiveBits {
 fn sum_first(counts: &[u8], n: usize) -> u64 {
     let eights = |i: usize| u64::from_le_bytes(counts[8 * i..8 * i + 8].try_into().expect("8 bytes"));
     let mut sum: u64 = (0..n / 8).map(|i| byte_sum(eights(i))).sum();
-    if n % 8 > 0 {
+    if !n.is_multiple_of(8) {
         sum += byte_sum(eights(n / 8) & ((1u64 << (8 * (n % 8))) - 1));
     }
     sum
