@@ -356,11 +356,13 @@ impl Counts {
 }
 
 /// The exact LRU results of `trace` at each of `cache_bytes` (in that
-/// order), from one pass. The accesses come through the sampled reader
-/// keeping every key, a batch at a time on this thread: for an
-/// oracleGeneral file that decodes records in place in its read buffer, at
-/// a fraction of the cost of the general reader's per-record dispatch and
-/// of handing chunks to another thread. `progress` receives accesses read.
+/// order), from one pass. An oracleGeneral file is read through the
+/// sampled reader keeping every key, a batch at a time on this thread: its
+/// records decode in place in the read buffer, at a fraction of the cost of
+/// the general reader's per-record dispatch and of handing chunks to
+/// another thread. Other traces cost about as much to decode as the pass
+/// itself, so another thread decodes them. `progress` receives accesses
+/// read.
 pub fn exact_pass(
     trace: &Streamed,
     cache_bytes: &[u64],
@@ -371,10 +373,15 @@ pub fn exact_pass(
     } else {
         StackDistances::new(cache_bytes)
     };
-    trace.sampled_accesses(u64::MAX)?.for_each_batch(|batch| {
+    let consume = |batch: &[Access]| {
         sd.access_all(batch);
         progress(batch.len() as u64);
-    })?;
+    };
+    if trace.source().records_next_access(trace.mode) {
+        trace.sampled_accesses(u64::MAX)?.for_each_batch(consume)?;
+    } else {
+        run_pipelined(trace.accesses()?, consume)?;
+    }
     Ok(sd.results())
 }
 

@@ -481,6 +481,12 @@ mod tests {
             assert_eq!(skipped.requests as usize + kept.len(), all.len());
             let bytes = |a: &[Access]| a.iter().map(|a| u64::from(a.size)).sum::<u64>();
             assert_eq!(skipped.bytes + bytes(&kept), bytes(&all));
+            // Batches hand out the same accesses, the whole pass at rate 1.
+            let mut batched = Vec::new();
+            let mut every = trace.sampled_accesses(u64::MAX).unwrap();
+            every.for_each_batch(|batch| batched.extend_from_slice(batch)).unwrap();
+            assert_eq!(batched, all, "{}", source.trace.display());
+            assert_eq!(every.skipped(), sample::Skipped::default());
         }
     }
 
