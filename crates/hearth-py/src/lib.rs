@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
-use hearth_sim::mrc::{shards_pass, ShardsMode, StackDistances};
+use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode};
 use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
 use hearth_sim::source::{ModeChoice, Needs, Streamed};
-use hearth_sim::stream::{run_pipelined, run_streaming, Counting, Replayer};
+use hearth_sim::stream::{run_streaming, Counting, Replayer};
 use hearth_sim::{mrc_grid, parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, SourceError, TraceSource};
 use hearth_trace::TraceError;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -417,13 +417,7 @@ fn mrc<'py>(
             let started = Instant::now();
             let (r, results) = match method.as_str() {
                 "exact" => {
-                    let mut sd = if trace.records_next_access() {
-                        StackDistances::with_next_uses(&cache_bytes)
-                    } else {
-                        StackDistances::new(&cache_bytes)
-                    };
-                    run_pipelined(trace.accesses()?, |chunk| chunk.iter().for_each(|a| sd.access(a)))?;
-                    (1.0, sd.results())
+(1.0, exact_pass(&trace, &cache_bytes, &|_| {})?)
                 }
                 "shards" => {
                     let m = shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);

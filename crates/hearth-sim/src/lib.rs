@@ -21,6 +21,7 @@ pub mod run;
 pub mod scan;
 mod size;
 pub mod source;
+mod stack_slots;
 pub mod stream;
 pub mod sweep;
 

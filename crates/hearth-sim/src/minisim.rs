@@ -60,19 +60,24 @@ pub(crate) fn per_raised_rate<T>(
     rate: f64,
     mut pass: impl FnMut(f64, &[usize]) -> Result<Vec<T>, SourceError>,
 ) -> Result<Vec<T>, SourceError> {
-    let object = object_bytes(trace);
-    let mut by_rate: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for (i, &bytes) in cache_bytes.iter().enumerate() {
-        by_rate.entry(doublings(bytes, rate, object)).or_default().push(i);
-    }
     let mut results: Vec<Option<T>> = cache_bytes.iter().map(|_| None).collect();
-    for (doubled, members) in by_rate {
-        let rate = (rate * f64::from(1u32 << doubled)).min(1.0);
+    for (rate, members) in raised_rates(trace, cache_bytes, rate) {
         for (i, r) in members.iter().zip(pass(rate, &members)?) {
             results[*i] = Some(r);
         }
     }
     Ok(results.into_iter().map(|r| r.expect("every size is in a group")).collect())
+}
+
+/// The sampling rates `cache_bytes` need (see [`MIN_MINIATURE_OBJECTS`]),
+/// lowest first, each with the indices of the sizes sampled at it.
+pub(crate) fn raised_rates(trace: &Streamed, cache_bytes: &[u64], rate: f64) -> Vec<(f64, Vec<usize>)> {
+    let object = object_bytes(trace);
+    let mut by_rate: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, &bytes) in cache_bytes.iter().enumerate() {
+        by_rate.entry(doublings(bytes, rate, object)).or_default().push(i);
+    }
+    by_rate.into_iter().map(|(doubled, members)| ((rate * f64::from(1u32 << doubled)).min(1.0), members)).collect()
 }
 
 /// The size of an object, for [`MIN_MINIATURE_OBJECTS`]: a block in block

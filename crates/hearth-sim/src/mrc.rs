@@ -6,10 +6,10 @@
 //! measures that "needed size" for every request gives the hit count at
 //! every cache size at once. Needed sizes come from per-slot sizes (each
 //! item's size at the slot of its latest request), summed by block of
-//! [`BLOCK`] slots and through a Fenwick tree over groups of [`GROUP`]
-//! blocks: O(log n) per request, and the tree is 1/4096 of the slots, so it
-//! stays in cache where a per-slot tree of tens of millions of entries would
-//! miss on nearly every level. The slots are
+//! slots and through a Fenwick tree over groups of blocks
+//! ([`crate::stack_slots`]): O(log n) per request, and the tree is 1/4096 of
+//! the slots, so it stays in cache where a per-slot tree of tens of
+//! millions of entries would miss on nearly every level. The slots are
 //! renumbered when they run out, so memory follows the number of distinct
 //! items, not the trace's length.
 //!
@@ -29,18 +29,18 @@ use hearth_trace::sample;
 
 use crate::minisim;
 use crate::source::{SourceError, Streamed};
+use crate::stack_slots::{Packing, Slots, GRAIN};
 use crate::stream::run_pipelined;
 use crate::{SettingError, SimResult};
 
 /// Fewest request slots the table starts with.
 const MIN_SLOTS: usize = 1 << 16;
-/// Slots per block: a block's sizes are summed directly (256 bytes).
-const BLOCK: usize = 64;
-/// Blocks per group: a group's block sums are summed directly (512 bytes);
-/// groups are summed through the Fenwick tree.
-const GROUP: usize = 64;
 /// Requests per window of [`NextUses`].
 const WINDOW: u64 = 1 << 16;
+/// How many requests ahead [`StackDistances::access_all`] fetches the slots
+/// a request will read: enough to cover a memory load (about 170 ns a
+/// request today, so 8 hide ~1.4 us) without evicting them before use.
+const PREFETCH_AHEAD: usize = 8;
 /// Needed cache sizes of a request stream, counted per cache size.
 pub struct StackDistances {
     /// Where each tracked item's latest slot is found.
@@ -49,11 +49,7 @@ pub struct StackDistances {
     live: usize,
     /// Size of the item whose latest request is in each slot; 0 once the
     /// item has been requested again (sizes are at least 1).
-    slot_sizes: Vec<u32>,
-    /// Sum of `slot_sizes` per block.
-    block_sums: Vec<u64>,
-    /// Fenwick tree of the per-group sums of `block_sums`.
-    group_tree: Vec<u64>,
+    slots: Slots,
     next_slot: usize,
     /// Sum of every tracked item's size (the whole table), so the bytes above
     /// an item take one prefix sum rather than two.
@@ -86,12 +82,32 @@ impl StackDistances {
         StackDistances {
             index,
             live: 0,
-            slot_sizes: vec![0; MIN_SLOTS],
-            block_sums: vec![0; MIN_SLOTS / BLOCK],
-            group_tree: vec![0; MIN_SLOTS / BLOCK / GROUP + 1],
+            slots: Slots::new(MIN_SLOTS),
             next_slot: 0,
             total: 0,
             counts: Counts::new(cache_bytes),
+        }
+    }
+
+    /// Records requests in order. With next uses known, each request's
+    /// previous slot is known [`PREFETCH_AHEAD`] requests early, so its
+    /// block of the per-slot table (tens of MB, far beyond the core's cache)
+    /// is fetched while earlier requests are recorded.
+    pub fn access_all(&mut self, accesses: &[Access]) {
+        for (i, a) in accesses.iter().enumerate() {
+            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
+                self.prefetch(ahead);
+            }
+            self.access(a);
+        }
+    }
+
+    /// Starts loading what recording `a` will read.
+    fn prefetch(&self, a: &Access) {
+        if let SlotIndex::ByNextUse(next_uses) = &self.index {
+            if let Some(prev) = next_uses.peek(a.vtime) {
+                self.slots.prefetch(prev);
+            }
         }
     }
 
@@ -105,7 +121,7 @@ impl StackDistances {
     /// Moves the item to the top of the stack; returns the bytes of the
     /// distinct items above it before the move (`None` for its first request).
     fn push(&mut self, a: &Access, size: u32) -> Option<u64> {
-        if self.next_slot == self.slot_sizes.len() {
+        if self.next_slot == self.slots.len() {
             self.renumber();
         }
         let slot = self.next_slot as u32;
@@ -121,11 +137,9 @@ impl StackDistances {
         let above = match previous {
             Some(prev) => {
                 let prev = prev as usize;
-                let prev_size = self.slot_sizes[prev];
                 // Every slot after `prev` is more recent (`slot` is still empty).
-                let above = self.total - self.prefix_sum(prev + 1);
-                self.set(prev, 0, -i64::from(prev_size));
-                self.total -= u64::from(prev_size);
+                let above = self.total - self.slots.prefix_sum(prev + 1);
+                self.total -= u64::from(self.slots.clear(prev));
                 Some(above)
             }
             None => {
@@ -133,7 +147,7 @@ impl StackDistances {
                 None
             }
         };
-        self.set(slot as usize, size, i64::from(size));
+        self.slots.fill(slot as usize, size);
         self.total += u64::from(size);
         above
     }
@@ -147,9 +161,7 @@ impl StackDistances {
     fn forget(&mut self, key: u64) {
         if let SlotIndex::ByKey(latest) = &mut self.index {
             if let Some(slot) = latest.remove(&key) {
-                let size = self.slot_sizes[slot as usize];
-                self.set(slot as usize, 0, -i64::from(size));
-                self.total -= u64::from(size);
+                self.total -= u64::from(self.slots.clear(slot as usize));
                 self.live -= 1;
             }
         }
@@ -158,59 +170,14 @@ impl StackDistances {
     /// Packs live slots to the front, keeping their order, and makes room for
     /// as many new requests as there are items (amortised O(1) a request).
     fn renumber(&mut self) {
-        let slots = (2 * self.live).max(MIN_SLOTS).next_multiple_of(BLOCK * GROUP);
-        let mut new_slot = vec![u32::MAX; self.next_slot];
-        let mut sizes = Vec::with_capacity(slots);
-        for (old, &size) in self.slot_sizes[..self.next_slot].iter().enumerate().filter(|(_, &s)| s > 0) {
-            new_slot[old] = sizes.len() as u32;
-            sizes.push(size);
-        }
-        debug_assert_eq!(sizes.len(), self.live);
+        let len = (2 * self.live).max(MIN_SLOTS).next_multiple_of(GRAIN);
+        let packing = self.slots.packing(self.next_slot);
         match &mut self.index {
-            SlotIndex::ByKey(latest) => latest.values_mut().for_each(|slot| *slot = new_slot[*slot as usize]),
-            SlotIndex::ByNextUse(next_uses) => next_uses.renumber(&new_slot),
+            SlotIndex::ByKey(latest) => latest.values_mut().for_each(|slot| *slot = packing.new_slot(*slot)),
+            SlotIndex::ByNextUse(next_uses) => next_uses.renumber(&packing),
         }
-        sizes.resize(slots, 0);
-        self.block_sums = sizes.chunks(BLOCK).map(|block| block.iter().map(|&s| u64::from(s)).sum()).collect();
-        self.group_tree.clear();
-        self.group_tree.push(0);
-        self.group_tree.extend(self.block_sums.chunks(GROUP).map(|group| group.iter().sum::<u64>()));
-        // Linear-time Fenwick build: push each node's sum to its parent.
-        let nodes = self.group_tree.len();
-        for i in 1..nodes {
-            let parent = i + (i & i.wrapping_neg());
-            if parent < nodes {
-                self.group_tree[parent] += self.group_tree[i];
-            }
-        }
-        self.slot_sizes = sizes;
+        self.slots.pack(self.next_slot, len);
         self.next_slot = self.live;
-    }
-
-    /// Sum of sizes in slots `0..end`: whole groups from the tree, then
-    /// whole blocks of `end`'s group, then slots of `end`'s block.
-    fn prefix_sum(&self, end: usize) -> u64 {
-        let block = end / BLOCK;
-        let group = block / GROUP;
-        let (mut i, mut sum) = (group, 0);
-        while i > 0 {
-            sum += self.group_tree[i];
-            i &= i - 1;
-        }
-        sum + self.block_sums[group * GROUP..block].iter().sum::<u64>()
-            + self.slot_sizes[block * BLOCK..end].iter().map(|&s| u64::from(s)).sum::<u64>()
-    }
-
-    /// Sets `slot`'s size to `size`, which differs from the old by `delta`.
-    fn set(&mut self, slot: usize, size: u32, delta: i64) {
-        self.slot_sizes[slot] = size;
-        let block = slot / BLOCK;
-        self.block_sums[block] = self.block_sums[block].wrapping_add_signed(delta);
-        let mut i = block / GROUP + 1;
-        while i < self.group_tree.len() {
-            self.group_tree[i] = self.group_tree[i].wrapping_add_signed(delta);
-            i += i & i.wrapping_neg();
-        }
     }
 
     /// LRU results at each cache size, in the order given to `new`.
@@ -232,11 +199,14 @@ struct NextUses {
     current: Vec<u32>,
     /// (vtime - window start, slot) per later window, the next one first.
     later: VecDeque<Vec<(u32, u32)>>,
+    /// Emptied lists of past windows, reused for new ones: allocating each
+    /// window afresh faulted in hundreds of MB of new pages a pass.
+    spare: Vec<Vec<(u32, u32)>>,
 }
 
 impl NextUses {
     fn new() -> NextUses {
-        NextUses { start: 0, current: vec![0; WINDOW as usize], later: VecDeque::new() }
+        NextUses { start: 0, current: vec![0; WINDOW as usize], later: VecDeque::new(), spare: Vec::new() }
     }
 
     /// Files `slot` under `next` (after the current request's vtime).
@@ -250,10 +220,17 @@ impl NextUses {
             self.current[offset as usize] = slot + 1;
         } else {
             if self.later.len() < window {
-                self.later.resize_with(window, Vec::new);
+                self.later.resize_with(window, || self.spare.pop().unwrap_or_default());
             }
             self.later[window - 1].push((offset, slot));
         }
+    }
+
+    /// The slot filed under `vtime` if it lies in the current window, left
+    /// in place.
+    fn peek(&self, vtime: u64) -> Option<usize> {
+        let cell = self.current.get(usize::try_from(vtime.checked_sub(self.start)?).ok()?)?;
+        (*cell as usize).checked_sub(1)
     }
 
     /// The slot filed under `vtime`, which is at or after every vtime taken
@@ -262,20 +239,23 @@ impl NextUses {
         while vtime >= self.start + WINDOW {
             self.current.fill(0);
             self.start += WINDOW;
-            for (offset, slot) in self.later.pop_front().unwrap_or_default() {
+            let mut due = self.later.pop_front().unwrap_or_default();
+            for &(offset, slot) in &due {
                 self.current[offset as usize] = slot + 1;
             }
+            due.clear();
+            self.spare.push(due);
         }
         let due = std::mem::take(&mut self.current[(vtime - self.start) as usize]);
         due.checked_sub(1)
     }
 
-    fn renumber(&mut self, new_slot: &[u32]) {
+    fn renumber(&mut self, packing: &Packing) {
         for cell in self.current.iter_mut().filter(|c| **c > 0) {
-            *cell = new_slot[*cell as usize - 1] + 1;
+            *cell = packing.new_slot(*cell - 1) + 1;
         }
         for (_, slot) in self.later.iter_mut().flatten() {
-            *slot = new_slot[*slot as usize];
+            *slot = packing.new_slot(*slot);
         }
     }
 }
@@ -290,20 +270,57 @@ struct Counts {
     first_hit: Vec<(f64, f64)>,
     requests: f64,
     bytes: f64,
+    /// [`log_bucket`] of the smallest size.
+    first_bucket: usize,
+    /// Per bucket from `first_bucket` to the largest size's: how many sizes
+    /// lie in lower buckets, where a search for a size in it can start.
+    bucket_starts: Vec<u32>,
+}
+
+/// A bucket of sizes by their top bits (exponent and the next 3 bits: an
+/// eighth of a doubling, finer than a step of any grid of sizes, so a
+/// bucket rarely holds more than one). Larger sizes never get lower buckets.
+fn log_bucket(bytes: u64) -> usize {
+    ((bytes as f64).to_bits() >> 49) as usize
 }
 
 impl Counts {
     fn new(cache_bytes: &[u64]) -> Counts {
         let mut sorted: Vec<(u64, usize)> = cache_bytes.iter().copied().zip(0..).collect();
         sorted.sort_unstable();
-        Counts { first_hit: vec![(0.0, 0.0); sorted.len()], sorted, requests: 0.0, bytes: 0.0 }
+        let bucket_of = |i: Option<&(u64, usize)>| i.map_or(0, |&(c, _)| log_bucket(c));
+        let (first_bucket, last_bucket) = (bucket_of(sorted.first()), bucket_of(sorted.last()));
+        let bucket_starts =
+            (first_bucket..=last_bucket).map(|b| sorted.partition_point(|&(c, _)| log_bucket(c) < b) as u32).collect();
+        Counts {
+            first_hit: vec![(0.0, 0.0); sorted.len()],
+            sorted,
+            requests: 0.0,
+            bytes: 0.0,
+            first_bucket,
+            bucket_starts,
+        }
+    }
+
+    /// The first of `sorted` at or above `needed`: the bucket's start, then
+    /// a step or two, where a binary search over every size was a chain of
+    /// dependent loads on every request.
+    fn first_at_least(&self, needed: u64) -> usize {
+        let start = match log_bucket(needed).checked_sub(self.first_bucket) {
+            None => return 0,
+            Some(offset) => match self.bucket_starts.get(offset) {
+                Some(&start) => start as usize,
+                None => return self.sorted.len(),
+            },
+        };
+        start + self.sorted[start..].iter().take_while(|&&(c, _)| c < needed).count()
     }
 
     fn record(&mut self, needed: Option<u64>, size: u64, weight: f64) {
         self.requests += weight;
         self.bytes += weight * size as f64;
         if let Some(needed) = needed {
-            let i = self.sorted.partition_point(|&(c, _)| c < needed);
+            let i = self.first_at_least(needed);
             if let Some(bucket) = self.first_hit.get_mut(i) {
                 bucket.0 += weight;
                 bucket.1 += weight * size as f64;
@@ -336,6 +353,36 @@ impl Counts {
         }
         out.into_iter().map(|r| r.expect("one result per size")).collect()
     }
+}
+
+/// The exact LRU results of `trace` at each of `cache_bytes` (in that
+/// order), from one pass. An oracleGeneral file is read through the
+/// sampled reader keeping every key, a batch at a time on this thread: its
+/// records decode in place in the read buffer, at a fraction of the cost of
+/// the general reader's per-record dispatch and of handing chunks to
+/// another thread. Other traces cost about as much to decode as the pass
+/// itself, so another thread decodes them. `progress` receives accesses
+/// read.
+pub fn exact_pass(
+    trace: &Streamed,
+    cache_bytes: &[u64],
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<SimResult>, SourceError> {
+    let mut sd = if trace.records_next_access() {
+        StackDistances::with_next_uses(cache_bytes)
+    } else {
+        StackDistances::new(cache_bytes)
+    };
+    let consume = |batch: &[Access]| {
+        sd.access_all(batch);
+        progress(batch.len() as u64);
+    };
+    if trace.source().records_next_access(trace.mode) {
+        trace.sampled_accesses(u64::MAX)?.for_each_batch(consume)?;
+    } else {
+        run_pipelined(trace.accesses()?, consume)?;
+    }
+    Ok(sd.results())
 }
 
 /// How SHARDS picks its sample.
@@ -392,7 +439,8 @@ impl Shards {
         self.totals.0 += 1;
         self.totals.1 += u64::from(a.size.max(1));
         let size = a.size.max(1);
-        let fresh = !self.stack.tracks(a.key);
+        // Only a fixed-size sample needs to know (a second lookup a request).
+        let fresh = matches!(self.mode, ShardsMode::FixedSize(_)) && !self.stack.tracks(a.key);
         let above = self.stack.push(a, size);
         if let (ShardsMode::FixedSize(limit), true) = (self.mode, fresh) {
             self.tracked.push((sample::key_hash(a.key), a.key));
@@ -483,11 +531,12 @@ impl ShardsCurve {
 /// estimated from a sample at twice the rate, again until it holds enough
 /// (the rule miniature simulations follow, for the same reason: a scaled
 /// cache of a few objects sees every sampled distance in steps of 1/rate
-/// objects, and one sampled hot item decides its curve). Sizes sharing a
-/// rate share a pass, and only sampled accesses are decoded where the
-/// format allows ([`Streamed::sampled_accesses`]). Fixed-size SHARDS lowers
-/// its rate as it goes, so it reads every access once. `progress` receives
-/// accesses read.
+/// objects, and one sampled hot item decides its curve). Every rate's
+/// sample is drawn in one read of the trace ([`fixed_rate_passes`]), and
+/// only sampled accesses are decoded where the format allows
+/// ([`Streamed::sampled_accesses`]). Fixed-size SHARDS lowers its rate as
+/// it goes, so it reads every access once. `progress` receives accesses
+/// read.
 pub fn shards_pass(
     trace: &Streamed,
     mode: ShardsMode,
@@ -503,32 +552,47 @@ pub fn shards_pass(
         return Ok(ShardsCurve { rate: shards.rate(), results: shards.results(), sampled_keys: shards.sampled_keys() });
     };
     Shards::new(mode, cache_bytes)?; // checks the rate before any pass
-    let mut sampled_keys = usize::MAX;
-    let results = minisim::per_raised_rate(trace, cache_bytes, rate, |rate, members| {
-        let sizes: Vec<u64> = members.iter().map(|&i| cache_bytes[i]).collect();
-        let shards = fixed_rate_pass(trace, rate, &sizes, progress)?;
-        sampled_keys = sampled_keys.min(shards.sampled_keys());
-        Ok(shards.results())
-    })?;
-    Ok(ShardsCurve { rate, results, sampled_keys: if cache_bytes.is_empty() { 0 } else { sampled_keys } })
+    let groups = minisim::raised_rates(trace, cache_bytes, rate);
+    let passes: Vec<(f64, Vec<u64>)> =
+        groups.iter().map(|(rate, members)| (*rate, members.iter().map(|&i| cache_bytes[i]).collect())).collect();
+    let samples = fixed_rate_passes(trace, &passes, progress)?;
+    let mut results: Vec<Option<SimResult>> = vec![None; cache_bytes.len()];
+    for ((_, members), shards) in groups.iter().zip(&samples) {
+        for (&i, r) in members.iter().zip(shards.results()) {
+            results[i] = Some(r);
+        }
+    }
+    let sampled_keys = samples.iter().map(Shards::sampled_keys).min().unwrap_or(0);
+    let results = results.into_iter().map(|r| r.expect("every size is in a group")).collect();
+    Ok(ShardsCurve { rate, results, sampled_keys })
 }
 
-/// One SHARDS pass at `rate`, decoding only sampled accesses where it can.
-fn fixed_rate_pass(
+/// SHARDS at each (rate, sizes) of `passes`, from one read of the trace
+/// that decodes only the accesses the densest sample keeps where it can.
+/// Thresholds nest, so every sparser sample's accesses are among them:
+/// each is offered to every sample, which records it or counts it as
+/// skipped, exactly as a pass of its own would.
+fn fixed_rate_passes(
     trace: &Streamed,
-    rate: f64,
-    cache_bytes: &[u64],
+    passes: &[(f64, Vec<u64>)],
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<Shards, SourceError> {
-    let mut shards = Shards::new(ShardsMode::FixedRate(rate), cache_bytes)?;
-    let mut sampled = trace.sampled_accesses(shards.threshold())?;
+) -> Result<Vec<Shards>, SourceError> {
+    let mut samples: Vec<Shards> = passes
+        .iter()
+        .map(|(rate, sizes)| Shards::new(ShardsMode::FixedRate(*rate), sizes))
+        .collect::<Result<_, _>>()?;
+    let Some(densest) = samples.iter().map(Shards::threshold).max() else {
+        return Ok(samples);
+    };
+    let mut sampled = trace.sampled_accesses(densest)?;
     let (mut kept, mut reported) = (0u64, 0u64);
     let mut report = |kept: u64, skipped: u64| {
         progress(kept + skipped - reported);
         reported = kept + skipped;
     };
     while let Some(a) = sampled.next() {
-        shards.record_sampled(&a?);
+        let a = a?;
+        samples.iter_mut().for_each(|shards| shards.access(&a));
         kept += 1;
         if kept.is_multiple_of(1 << 12) {
             report(kept, sampled.skipped().requests);
@@ -536,8 +600,8 @@ fn fixed_rate_pass(
     }
     let skipped = sampled.skipped();
     report(kept, skipped.requests);
-    shards.skip(skipped.requests, skipped.bytes);
-    Ok(shards)
+    samples.iter_mut().for_each(|shards| shards.skip(skipped.requests, skipped.bytes));
+    Ok(samples)
 }
 
 #[cfg(test)]
@@ -572,7 +636,7 @@ mod tests {
         let mut with_next = accesses.to_vec();
         hearth_trace::fill_next_access(&mut with_next);
         let mut sd = StackDistances::with_next_uses(sizes);
-        with_next.iter().for_each(|a| sd.access(a));
+        sd.access_all(&with_next);
         sd.results()
     }
 
@@ -581,6 +645,24 @@ mod tests {
         // Far more requests than the first slot table holds, over few items.
         let items: Vec<(u64, u32)> = (0..(MIN_SLOTS as u64 * 5)).map(|i| ((i * 7919) % 3001, 1)).collect();
         let sizes = [1, 10, 100, 1000, 2000, 3000, 4000];
+        let a = accesses(&items);
+        assert_eq!(one_pass_by_next_use(&a, &sizes), one_pass(&a, &sizes));
+        assert_eq!(one_pass(&a, &sizes), full_lru(a, &sizes));
+    }
+
+    #[test]
+    fn a_second_size_after_renumbering_keeps_the_counts_exact() {
+        // One size across renumberings (the table holds live bits), then a
+        // second set of keys of another size (it turns into sizes) across
+        // more renumberings; each key keeps its size, as exactness needs.
+        let half = MIN_SLOTS as u64 * 2;
+        let items: Vec<(u64, u32)> = (0..2 * half)
+            .map(|i| match i < half || i % 2 == 0 {
+                true => ((i * 7919) % 5003, 4),
+                false => (100_000 + (i * 31) % 2000, 9),
+            })
+            .collect();
+        let sizes = [4, 400, 4000, 20_000, 40_000];
         let a = accesses(&items);
         assert_eq!(one_pass_by_next_use(&a, &sizes), one_pass(&a, &sizes));
         assert_eq!(one_pass(&a, &sizes), full_lru(a, &sizes));
@@ -600,6 +682,18 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_bucketed_search_finds_what_a_binary_search_does(
+            sizes in proptest::collection::vec(1u64..1 << 40, 0..50),
+            needed in proptest::collection::vec(1u64..1 << 42, 1..200),
+        ) {
+            let counts = Counts::new(&sizes);
+            let grid = counts.sorted.iter().map(|&(c, _)| c);
+            for n in needed.into_iter().chain(grid.clone()).chain(grid.map(|c| c + 1)) {
+                prop_assert_eq!(counts.first_at_least(n), counts.sorted.partition_point(|&(c, _)| c < n), "{}", n);
+            }
+        }
+
         // Each key keeps one size, and no item outgrows the smallest cache.
         #[test]
         fn one_pass_equals_full_lru_simulation(
@@ -640,7 +734,10 @@ mod tests {
         // At 1%, 100 blocks of 4 KiB need a 40 MiB cache: 4 MiB needs 16%.
         let (small, large) = (4 << 20, 64 << 20);
         let curve = shards_pass(&trace, ShardsMode::FixedRate(0.01), &[small, large], &|_| {}).unwrap();
-        let at = |rate: f64, size: u64| fixed_rate_pass(&trace, rate, &[size], &|_| {}).unwrap().results().remove(0);
+        let at = |rate: f64, size: u64| {
+            let alone = fixed_rate_passes(&trace, &[(rate, vec![size])], &|_| {}).unwrap();
+            alone[0].results().remove(0)
+        };
         assert_eq!(curve.results(), vec![at(0.16, small), at(0.01, large)]);
         assert_eq!(curve.rate(), 0.01);
         assert_ne!(at(0.16, small), at(0.01, small), "the case should tell the rates apart");

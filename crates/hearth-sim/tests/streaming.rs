@@ -97,6 +97,12 @@ fn one_pass_lru_curve_equals_full_simulation_at_40_sizes() {
             by_next_use.access(&a.unwrap());
         }
         assert_eq!(by_next_use.results(), full, "{mode:?}: by next use");
+
+        // The pass the CLI runs: the file's records decoded in batches.
+        let source = hearth_sim::TraceSource::new(&file);
+        let streamed = hearth_sim::source::Streamed::open(&source, Default::default(), &()).unwrap();
+        let curve = hearth_sim::mrc::exact_pass(&streamed, &sizes, &|_| {}).unwrap();
+        assert_eq!(curve, full, "{mode:?}: exact pass over the file");
     }
 }
 

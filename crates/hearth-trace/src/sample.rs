@@ -44,7 +44,8 @@ pub fn threshold(rate: f64) -> u64 {
 
 /// Whether the sample drawn with `threshold` holds `key`.
 pub fn keeps(key: u64, threshold: u64) -> bool {
-    key_hash(key) < threshold || threshold == u64::MAX
+    // Rate 1 first: a pass keeping every key hashes none.
+    threshold == u64::MAX || key_hash(key) < threshold
 }
 
 /// The share of the key space `threshold` keeps: scale cache sizes by it.
@@ -125,12 +126,15 @@ impl SampledOracle {
         }
         let records = batch.len() / oracle::RECORD_LEN;
         let mut bad = None;
+        // Counted in locals, which stay in registers: the fields, behind
+        // `&mut self`, were stored and reloaded on every record.
+        let (threshold, mut skipped) = (self.threshold, Skipped::default());
         for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
             let (key, size) = (oracle::key(record), oracle::size(record).max(1));
             let vtime = self.index + i as u64;
-            if !keeps(key, self.threshold) {
-                self.skipped.requests += 1;
-                self.skipped.bytes += u64::from(size);
+            if !keeps(key, threshold) {
+                skipped.requests += 1;
+                skipped.bytes += u64::from(size);
                 continue;
             }
             match oracle::next_access(record, vtime) {
@@ -144,6 +148,8 @@ impl SampledOracle {
                 }
             }
         }
+        self.skipped.requests += skipped.requests;
+        self.skipped.bytes += skipped.bytes;
         if let Some((from_end, what)) = bad {
             let at = self.records.offset - (from_end * oracle::RECORD_LEN) as u64;
             return Err(TraceError::new(&self.records.path, Place::Byte(at), what));
@@ -153,10 +159,19 @@ impl SampledOracle {
     }
 }
 
-impl Iterator for SampledOracle {
-    type Item = Result<Access, TraceError>;
+impl SampledOracle {
+    /// The kept accesses not yet handed out, at least one, until the end
+    /// (`None`) or an error, which ends the stream as in [`Iterator::next`].
+    pub fn next_kept(&mut self) -> Option<Result<&[Access], TraceError>> {
+        if let Err(e) = self.fill()? {
+            return Some(Err(e));
+        }
+        let from = std::mem::replace(&mut self.handed, self.kept.len());
+        Some(Ok(&self.kept[from..]))
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    /// Reads until an access is kept and not handed out; `None` at the end.
+    fn fill(&mut self) -> Option<Result<(), TraceError>> {
         while self.handed == self.kept.len() {
             if self.failed {
                 return None;
@@ -171,6 +186,17 @@ impl Iterator for SampledOracle {
                     return Some(Err(e));
                 }
             }
+        }
+        Some(Ok(()))
+    }
+}
+
+impl Iterator for SampledOracle {
+    type Item = Result<Access, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Err(e) = self.fill()? {
+            return Some(Err(e));
         }
         self.handed += 1;
         Some(Ok(self.kept[self.handed - 1]))

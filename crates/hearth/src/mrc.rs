@@ -9,10 +9,10 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hearth_core::format_bytes;
-use hearth_sim::mrc::{shards_pass, ShardsMode, StackDistances, TRUSTED_SAMPLE_KEYS};
+use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode, TRUSTED_SAMPLE_KEYS};
 use hearth_sim::run::check_policies;
 use hearth_sim::source::{Needs, Streamed};
-use hearth_sim::stream::{run_pipelined, run_streaming, Counting};
+use hearth_sim::stream::{run_streaming, Counting};
 use hearth_sim::{mrc_grid, parse_sizes, CacheSize, Job, SimResult};
 
 use crate::progress;
@@ -126,18 +126,7 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
         let bar = progress::counter(&format!("{} curve", method.name()), args.quiet);
         let started = Instant::now();
         let (rate, results) = match method {
-            Method::Exact => {
-                let mut sd = if trace.records_next_access() {
-                    StackDistances::with_next_uses(&cache_bytes)
-                } else {
-                    StackDistances::new(&cache_bytes)
-                };
-                run_pipelined(trace.accesses()?, |chunk| {
-                    chunk.iter().for_each(|a| sd.access(a));
-                    bar.inc(chunk.len() as u64);
-                })?;
-                (1.0, sd.results())
-            }
+            Method::Exact => (1.0, exact_pass(&trace, &cache_bytes, &|n| bar.inc(n))?),
             Method::Shards => {
                 let mode = args.shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
                 let shards = shards_pass(&trace, mode, &cache_bytes, &|n| bar.inc(n))?;
