@@ -242,7 +242,9 @@ fn sim<'py>(
         let source = source_of(py, trace, format, mode, block_size, requests, seed)?;
         let results = if factories.is_empty() {
             // Built-in policies only: the command line's run, without the GIL.
-            interruptible(py, cancel_flag(&source), || simulate(&source, &sim, threads, &()))?.map_err(|e| fail(e.into()))?.results
+            interruptible(py, cancel_flag(&source), || simulate(&source, &sim, threads, &()))?
+                .map_err(|e| fail(e.into()))?
+                .results
         } else {
             with_plugins(py, &source, &sim, &entries, &factories, threads)?
         };
@@ -416,9 +418,7 @@ fn mrc<'py>(
         for method in &methods {
             let started = Instant::now();
             let (r, results) = match method.as_str() {
-                "exact" => {
-(1.0, exact_pass(&trace, &cache_bytes, &|_| {})?)
-                }
+                "exact" => (1.0, exact_pass(&trace, &cache_bytes, &|_| {})?),
                 "shards" => {
                     let m = shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
                     let shards = shards_pass(&trace, m, &cache_bytes, &|_| {})?;
