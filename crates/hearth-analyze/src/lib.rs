@@ -3,15 +3,13 @@
 //! are (in distinct blocks: the LRU stack distance; in requests: the temporal
 //! distance) and how skewed the popularity is.
 
-mod fenwick;
 mod hist;
 mod plots;
 
 pub use hist::Log2Hist;
 pub use plots::write_plots;
 
-use fenwick::Fenwick;
-use hearth_core::{key_map, Access, Op};
+use hearth_core::{key_map, Access, Fenwick, Op};
 use hearth_trace::{Mode, Request, TraceError};
 use serde::Serialize;
 

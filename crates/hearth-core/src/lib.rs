@@ -6,14 +6,31 @@
 //! through [`Policy`], so a policy behaves the same in both.
 
 pub mod error;
+pub mod fenwick;
 pub mod list;
 pub mod size;
 pub mod units;
 
 pub use error::ValueError;
+pub use fenwick::Fenwick;
 pub use list::{List, Slab, NIL};
 pub use size::{format_bytes, parse_bytes};
 pub use units::{format_duration, format_rate, parse_duration, parse_percent};
+
+/// Asks the CPU to load the cache line holding `value` into its cache: a
+/// hint for data a loop will read soon, which never changes what it reads.
+#[inline]
+pub fn prefetch_line<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of every x86_64 target, and a prefetch only hints
+    // the cache: it never faults and reads nothing the program sees.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
 
 /// Identifier of a cached item: a block number in block mode, an object id in
 /// object mode.

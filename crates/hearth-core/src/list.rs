@@ -91,15 +91,7 @@ impl<T: Copy> Slab<T> {
     /// Asks the CPU to load node `i` into its cache (see `Policy::warm`).
     pub fn prefetch(&self, i: u32) {
         if let Some(node) = self.nodes.get(i as usize) {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: a prefetch only hints the cache; it never faults and
-            // reads nothing the program sees. `node` is a live reference.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>((node as *const Node<T>).cast());
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = node;
+            crate::prefetch_line(node);
         }
     }
     pub fn get(&self, i: u32) -> &T {

@@ -9,6 +9,8 @@
 //! sizes did not (a cache miss on nearly every request). The first item of
 //! another size turns the bits into sizes, and the pass goes on from there.
 
+use hearth_core::{prefetch_line, Fenwick};
+
 /// Slots per block of sizes: a block's sizes are summed directly (256 bytes).
 const BLOCK: usize = 64;
 /// Blocks (or words of bits) per group: summed directly; groups are summed
@@ -189,7 +191,7 @@ pub(crate) struct LiveBits {
     /// Live slots per word.
     word_counts: Vec<u8>,
     /// Live slots per group of [`GROUP`] words.
-    groups: GroupTree,
+    groups: Fenwick,
 }
 
 impl LiveBits {
@@ -202,7 +204,7 @@ impl LiveBits {
             bits[live / WORD] = (1u64 << (live % WORD)) - 1;
         }
         let word_counts: Vec<u8> = bits.iter().map(|w| w.count_ones() as u8).collect();
-        let groups = GroupTree::build(word_counts.chunks(GROUP).map(|g| g.iter().map(|&c| u64::from(c)).sum()));
+        let groups = Fenwick::from_values(word_counts.chunks(GROUP).map(|g| g.iter().map(|&c| u64::from(c)).sum()));
         LiveBits { size, bits, word_counts, groups }
     }
 
@@ -214,7 +216,7 @@ impl LiveBits {
     fn prefix_count(&self, end: usize) -> u64 {
         let word = end / WORD;
         let group = word / GROUP;
-        let mut count = self.groups.prefix(group) + sum_first(&self.word_counts[group * GROUP..], word % GROUP);
+        let mut count = self.groups.prefix(group as u64) + sum_first(&self.word_counts[group * GROUP..], word % GROUP);
         if !end.is_multiple_of(WORD) {
             count += u64::from((self.bits[word] & ((1u64 << (end % WORD)) - 1)).count_ones());
         }
@@ -227,7 +229,7 @@ impl LiveBits {
         self.bits[word] ^= 1 << (slot % WORD);
         let delta = if live { 1 } else { -1 };
         self.word_counts[word] = self.word_counts[word].wrapping_add_signed(delta as i8);
-        self.groups.add(word / GROUP, delta);
+        self.groups.add((word / GROUP) as u64, delta);
     }
 
     fn to_sized(&self) -> SizedSlots {
@@ -263,13 +265,13 @@ pub(crate) struct SizedSlots {
     /// Sum of `sizes` per block.
     block_sums: Vec<u64>,
     /// Sums of `block_sums` per group.
-    groups: GroupTree,
+    groups: Fenwick,
 }
 
 impl SizedSlots {
     fn from_sizes(sizes: Vec<u32>) -> SizedSlots {
         let block_sums: Vec<u64> = sizes.chunks(BLOCK).map(|block| block.iter().map(|&s| u64::from(s)).sum()).collect();
-        let groups = GroupTree::build(block_sums.chunks(GROUP).map(|g| g.iter().sum()));
+        let groups = Fenwick::from_values(block_sums.chunks(GROUP).map(|g| g.iter().sum()));
         SizedSlots { sizes, block_sums, groups }
     }
 
@@ -278,7 +280,7 @@ impl SizedSlots {
     fn prefix_sum(&self, end: usize) -> u64 {
         let block = end / BLOCK;
         let group = block / GROUP;
-        self.groups.prefix(group)
+        self.groups.prefix(group as u64)
             + self.block_sums[group * GROUP..block].iter().sum::<u64>()
             + self.sizes[block * BLOCK..end].iter().map(|&s| u64::from(s)).sum::<u64>()
     }
@@ -288,57 +290,8 @@ impl SizedSlots {
         self.sizes[slot] = size;
         let block = slot / BLOCK;
         self.block_sums[block] = self.block_sums[block].wrapping_add_signed(delta);
-        self.groups.add(block / GROUP, delta);
+        self.groups.add((block / GROUP) as u64, delta);
     }
-}
-
-/// A Fenwick tree of per-group sums (1-based inside).
-struct GroupTree(Vec<u64>);
-
-impl GroupTree {
-    fn build(group_sums: impl Iterator<Item = u64>) -> GroupTree {
-        let mut tree = vec![0];
-        tree.extend(group_sums);
-        // Linear-time build: push each node's sum to its parent.
-        for i in 1..tree.len() {
-            let parent = i + (i & i.wrapping_neg());
-            if parent < tree.len() {
-                tree[parent] += tree[i];
-            }
-        }
-        GroupTree(tree)
-    }
-
-    /// Sum of groups `0..groups`.
-    fn prefix(&self, groups: usize) -> u64 {
-        let (mut i, mut sum) = (groups, 0);
-        while i > 0 {
-            sum += self.0[i];
-            i &= i - 1;
-        }
-        sum
-    }
-
-    fn add(&mut self, group: usize, delta: i64) {
-        let mut i = group + 1;
-        while i < self.0.len() {
-            self.0[i] = self.0[i].wrapping_add_signed(delta);
-            i += i & i.wrapping_neg();
-        }
-    }
-}
-
-/// Asks the core to load the cache line holding `value` (a hint only).
-fn prefetch_line<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: SSE is part of every x86_64 target, and a prefetch never
-        // faults (it is a hint, whatever the address).
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 #[cfg(test)]
