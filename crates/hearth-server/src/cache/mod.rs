@@ -81,6 +81,11 @@ fn write_into(free: &mut FreeBlocks, buf: &mut BlockBuf, at: usize, part: &[u8],
     writable(buf)[at..at + part.len()].copy_from_slice(part);
 }
 
+/// A new block buffer of `block_size` zero bytes.
+fn zeroed_block(block_size: usize) -> BlockBuf {
+    Arc::from(vec![0u8; block_size])
+}
+
 /// A block buffer of `block_size` bytes holding `data` then zeroes: `kept`
 /// (an unshared buffer from [`FreeBlocks`]) refilled, or a new one.
 fn filled_block(kept: Option<BlockBuf>, data: &[u8], block_size: usize) -> BlockBuf {
@@ -118,7 +123,7 @@ impl FreeBlocks {
     }
 
     fn pop_or_new(&mut self, block_size: usize) -> BlockBuf {
-        self.0.pop().unwrap_or_else(|| Arc::from(vec![0u8; block_size]))
+        self.0.pop().unwrap_or_else(|| zeroed_block(block_size))
     }
 
     fn filled(&mut self, data: &[u8], block_size: usize) -> BlockBuf {

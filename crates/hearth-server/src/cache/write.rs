@@ -18,14 +18,11 @@ impl BlockCache {
             return self.write_back(offset, data, fua);
         }
         if self.takes_block_buffers(mode, offset, len) {
-            let mut fresh = self.kept_buffers(self.block_range(offset, len));
+            let bs = self.block_size as usize;
             // Filled without the lock: the buffers are this write's alone until handed over.
-            let mut pieces = data.chunks(self.block_size as usize);
-            for (buf, piece) in fresh.iter_mut().zip(&mut pieces) {
-                let bytes = Arc::get_mut(buf).expect("kept buffers are unshared");
-                bytes[..piece.len()].copy_from_slice(piece);
-                bytes[piece.len()..].fill(0);
-            }
+            let fresh = (self.kept_buffers(self.block_range(offset, len)).into_iter().zip(data.chunks(bs)))
+                .map(|(kept, piece)| filled_block(kept, piece, bs))
+                .collect();
             return self.write_through(offset, Payload::Blocks(fresh, len), fua, mode);
         }
         self.write_through(offset, Payload::Bytes(data), fua, mode)
@@ -42,7 +39,11 @@ impl BlockCache {
     pub fn write_buffers(&self, offset: u64, len: u64) -> Option<Vec<BlockBuf>> {
         let _held = self.hold_mode();
         let takes = len > self.block_size && self.takes_block_buffers(self.mode(), offset, len);
-        takes.then(|| self.kept_buffers(self.block_range(offset, len)))
+        let bs = self.block_size as usize;
+        takes.then(|| {
+            let kept = self.kept_buffers(self.block_range(offset, len));
+            kept.into_iter().map(|k| k.unwrap_or_else(|| zeroed_block(bs))).collect()
+        })
     }
 
     /// A client write of `len` bytes at `offset`, its payload in `blocks`
@@ -66,14 +67,12 @@ impl BlockCache {
         self.share_blocks && mode == WriteMode::Through && self.whole_blocks(offset, len)
     }
 
-    /// One unshared buffer per block of `range`: kept ones first, then new.
-    fn kept_buffers(&self, range: std::ops::Range<u64>) -> Vec<BlockBuf> {
-        let kept: Vec<Option<BlockBuf>> = {
-            let mut inner = self.lock();
-            range.map(|_| inner.free.pop()).collect()
-        };
-        let new = || Arc::from(vec![0u8; self.block_size as usize]);
-        kept.into_iter().map(|k| k.unwrap_or_else(new)).collect()
+    /// A kept (unshared) buffer from the free list for each block of
+    /// `range` while there are any; new ones are made by the caller, after
+    /// the lock is released.
+    fn kept_buffers(&self, range: std::ops::Range<u64>) -> Vec<Option<BlockBuf>> {
+        let mut inner = self.lock();
+        range.map(|_| inner.free.pop()).collect()
     }
 
     /// Write-through (or write-around, pass-through) of `payload` at
