@@ -105,9 +105,7 @@ async fn on_worker(
 pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     let (session, export, req) = (&conn.session, &conn.export, job.req);
     let len = req.length as usize;
-    if let Some(log) = &export.access_log {
-        log.record(Op::Read, req.offset, req.length);
-    }
+    record_access(export, Op::Read, &req);
     // Header and data share one buffer, unless the data is sent from cached blocks.
     let mut header = Vec::with_capacity(READ_HEADER_MAX);
     if len == 0 {
@@ -183,15 +181,10 @@ pub(super) async fn write<R: ReadVectored>(
     let len = req.length as usize;
     if let Some(mut blocks) = conn.export.cache.write_buffers(req.offset, u64::from(req.length)) {
         payload::read_into_blocks(rd, &mut blocks, len).await?;
-        if let Some(log) = &conn.export.access_log {
-            log.record(Op::Write, req.offset, req.length);
-        }
+        record_access(&conn.export, Op::Write, &req);
         run(conn, job, workers, move |export| {
             let r = export.cache.write_filled(req.offset, u64::from(req.length), blocks, req.fua());
-            if r.is_ok() {
-                export.metrics.bytes_written.fetch_add(u64::from(req.length), Ordering::Relaxed);
-            }
-            r
+            r.inspect(|()| count_written(export, &req))
         })
         .await;
         return Ok(());
@@ -201,11 +194,9 @@ pub(super) async fn write<R: ReadVectored>(
     if data.len() < len {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during a write payload"));
     }
-    if let Some(log) = &conn.export.access_log {
-        log.record(Op::Write, req.offset, req.length);
-    }
+    record_access(&conn.export, Op::Write, &req);
     if !req.fua() && req.length <= INLINE_MAX && conn.export.cache.write_cached(req.offset, &data) {
-        conn.export.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
+        count_written(&conn.export, &req);
         conn.buffers.give(data);
         super::background::write_back_held(&conn.export);
         finish(ReplyTo::Reader(conn), &conn.session, &conn.export, job, Ok(()));
@@ -213,15 +204,24 @@ pub(super) async fn write<R: ReadVectored>(
     }
     let buffers = conn.buffers.clone();
     run(conn, job, workers, move |export| {
-        let r = export.cache.write(req.offset, &data, req.fua());
-        if r.is_ok() {
-            export.metrics.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
-        }
+        let r = export.cache.write(req.offset, &data, req.fua()).inspect(|()| count_written(export, &req));
         buffers.give(data);
         r
     })
     .await;
     Ok(())
+}
+
+/// Adds `req` to the export's access log, if it keeps one.
+fn record_access(export: &Export, op: Op, req: &Request) {
+    if let Some(log) = &export.access_log {
+        log.record(op, req.offset, req.length);
+    }
+}
+
+/// Counts write `req`'s bytes, written, in the export's metrics.
+fn count_written(export: &Export, req: &Request) {
+    export.metrics.bytes_written.fetch_add(u64::from(req.length), Ordering::Relaxed);
 }
 
 /// NBD_CMD_FLUSH, always on a worker: it also syncs the export's logs.
