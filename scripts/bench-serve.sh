@@ -13,7 +13,12 @@
 # Hearth's cache (larger than the export) hold all of it. The machine is
 # shared and noisy: read ratios, not rates, and the servers' CPU time per
 # operation (utime+stime from /proc around each run, in clock ticks: coarse,
-# but not skewed by other load the way rates are).
+# but not skewed by other load the way rates are), and fio's own CPU time
+# per operation (the client's). From the client's cost it prints each
+# transport's client-bound ceiling: the rate Hearth's cell would reach if
+# the server cost nothing (min(numjobs, cores) / fio's CPU per op measured
+# with Hearth), and that ceiling over nbdkit's rate, the highest ratio any
+# server could show there without making the client's own work cheaper.
 #
 #   scripts/bench-serve.sh [SIZE_MIB] [SECONDS] [ROUNDS]
 # Environment, to run part of the matrix or compare builds:
@@ -162,10 +167,10 @@ for pattern in $PATTERNS; do
     done
 done
 
-python3 - "$WORK" "$ROUNDS" "${SERVERS[*]}" "$PATTERNS" "$JOBS" "$TRANSPORTS" "$TICKS_PER_SECOND" <<'PY'
+python3 - "$WORK" "$ROUNDS" "${SERVERS[*]}" "$PATTERNS" "$JOBS" "$TRANSPORTS" "$TICKS_PER_SECOND" "$(nproc)" <<'PY'
 import json, statistics, sys
-work, rounds, servers, patterns, jobs, transports, ticks_per_second = sys.argv[1:]
-rounds, servers, ticks_per_second = int(rounds), servers.split(), int(ticks_per_second)
+work, rounds, servers, patterns, jobs, transports, ticks_per_second, cores = sys.argv[1:]
+rounds, servers, ticks_per_second, cores = int(rounds), servers.split(), int(ticks_per_second), int(cores)
 
 def rate(path, pattern):
     job = json.load(open(path))["jobs"][0]
@@ -177,6 +182,13 @@ def cpu_per_op_us(run):
     job = json.load(open(f"{run}.json"))["jobs"][0]
     ops = job["read"]["total_ios"] + job["write"]["total_ios"]
     return int(open(f"{run}.cpu").read()) / ticks_per_second * 1e6 / max(ops, 1)
+
+def client_cpu_per_op_us(run):
+    """fio's own CPU time per operation of one run (all jobs), in microseconds:
+    its usr/sys shares are of job_runtime, which sums the jobs' runtimes."""
+    job = json.load(open(f"{run}.json"))["jobs"][0]
+    ops = job["read"]["total_ios"] + job["write"]["total_ios"]
+    return (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] * 1e3 / max(ops, 1)
 
 def summary(xs):
     return f"{statistics.median(xs):9.0f} ({min(xs):.0f}..{max(xs):.0f})"
@@ -190,12 +202,23 @@ for pattern in patterns.split():
         for t in transports.split():
             base = [rate(f"{work}/r-{pattern}-{nj}-{t}-nbdkit-{r}.json", pattern) for r in range(1, rounds + 1)]
             for s in servers:
-                xs = [rate(f"{work}/r-{pattern}-{nj}-{t}-{s}-{r}.json", pattern) for r in range(1, rounds + 1)]
-                cpu = [cpu_per_op_us(f"{work}/r-{pattern}-{nj}-{t}-{s}-{r}") for r in range(1, rounds + 1)]
+                runs = [f"{work}/r-{pattern}-{nj}-{t}-{s}-{r}" for r in range(1, rounds + 1)]
+                xs = [rate(f"{run}.json", pattern) for run in runs]
+                cpu = [cpu_per_op_us(run) for run in runs]
+                client = [client_cpu_per_op_us(run) for run in runs]
                 ratios = [x / b for x, b in zip(xs, base)]
                 print(f"  {t:4} {s:9} {summary(xs)}   ratio {statistics.median(ratios):5.2f}x "
                       f"({min(ratios):.2f}..{max(ratios):.2f})   local fio / server {statistics.median(local) / statistics.median(xs):5.2f}x"
-                      f"   server CPU/op {statistics.median(cpu):7.1f} us ({min(cpu):.1f}..{max(cpu):.1f})")
+                      f"   server CPU/op {statistics.median(cpu):7.1f} us ({min(cpu):.1f}..{max(cpu):.1f})"
+                      f"   client CPU/op {statistics.median(client):7.1f} us")
+                if s == "hearth":
+                    # Operations per second if the server took no CPU; MB/s for 1 MiB patterns.
+                    per_op = 1.0 if pattern.startswith("rand") else 1024 * 1024 / 1e6
+                    ceiling = [min(int(nj), cores) / (c / 1e6) * per_op for c in client]
+                    over = [c / b for c, b in zip(ceiling, base)]
+                    print(f"  {t:4} client-bound ceiling {summary(ceiling)}   {statistics.median(over):5.2f}x nbdkit "
+                          f"({min(over):.2f}..{max(over):.2f})   local fio / ceiling "
+                          f"{statistics.median(local) / statistics.median(ceiling):5.2f}x")
         print(f"  local fio on /dev/shm {summary(local)}")
 PY
 
