@@ -52,6 +52,13 @@ impl Command {
         }
     }
 
+    /// Whether a success must be answered in structured chunks once they are
+    /// negotiated: READ (its data) and BLOCK_STATUS (its extents). Any
+    /// other command may still get a simple reply.
+    pub fn answers_in_chunks(self) -> bool {
+        matches!(self, Command::Read | Command::BlockStatus)
+    }
+
     /// Command flags the protocol defines for this command.
     fn allowed_flags(self) -> u16 {
         use cmd_flags::*;
@@ -227,13 +234,23 @@ pub fn put_block_status(out: &mut Vec<u8>, cookie: u64, context: u32, extents: &
     }
 }
 
-/// Appends the reply to a request that carries no data: a simple reply, or
-/// a structured `NONE`/`ERROR` chunk when structured replies are on.
-pub fn put_status(out: &mut Vec<u8>, session: &Session, cookie: u64, result: Result<(), (Errno, &str)>) {
+/// Appends the reply to a `command` that carries no data back. With
+/// structured replies on, an error is an `ERROR` chunk with its message, and
+/// a success a `NONE` chunk only where the command must be answered in
+/// chunks ([`Command::answers_in_chunks`]); elsewhere a success is a simple
+/// reply, as nbdkit and qemu-nbd send: 16 bytes, which clients such as
+/// libnbd take in one read where a chunk header costs them two.
+pub fn put_status(
+    out: &mut Vec<u8>,
+    session: &Session,
+    command: Command,
+    cookie: u64,
+    result: Result<(), (Errno, &str)>,
+) {
     match (session.structured_replies, result) {
-        (false, r) => out.extend_from_slice(&simple_reply(cookie, r.err().map(|(e, _)| e))),
-        (true, Ok(())) => put_done(out, cookie),
+        (true, Ok(())) if command.answers_in_chunks() => put_done(out, cookie),
         (true, Err((e, msg))) => put_error(out, cookie, e, msg),
+        (_, r) => out.extend_from_slice(&simple_reply(cookie, r.err().map(|(e, _)| e))),
     }
 }
 
@@ -339,8 +356,17 @@ mod tests {
         assert_eq!(&out[16..20], &[0, 0, 0, 20]);
         assert_eq!(&out[20..], &[0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 3]);
         out.clear();
-        put_status(&mut out, &session(0, true), 9, Ok(()));
+        put_status(&mut out, &session(0, true), Command::Read, 9, Ok(()));
         assert_eq!(out, vec![0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0]);
+        // Other successes stay simple replies; their errors are chunks.
+        for command in [Command::Write, Command::Flush, Command::Trim, Command::WriteZeroes, Command::Cache] {
+            out.clear();
+            put_status(&mut out, &session(0, true), command, 9, Ok(()));
+            assert_eq!(out, simple_reply(9, None), "{command:?}");
+            out.clear();
+            put_status(&mut out, &session(0, true), command, 9, Err((Errno::Io, "disk")));
+            assert_eq!(out[..4], [0x66, 0x8e, 0x33, 0xef], "{command:?}");
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use hearth_core::Op;
 use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
-use hearth_nbd::{cmd_flags, Errno, Request, Session};
+use hearth_nbd::{cmd_flags, Command, Errno, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, warn};
@@ -110,7 +110,7 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     let mut header = Vec::with_capacity(READ_HEADER_MAX);
     if len == 0 {
         // An OFFSET_DATA chunk must carry at least one byte.
-        put_status(&mut header, session, req.cookie, Ok(()));
+        put_status(&mut header, session, Command::Read, req.cookie, Ok(()));
         return finish_read(ReplyTo::Reader(conn), export, job, Ok((header, Vec::new())));
     }
     if session.structured_replies {
@@ -165,7 +165,7 @@ fn read_through(
     read.map(|()| (reply, Vec::new())).map_err(|e| {
         warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
         let mut status = Vec::new();
-        put_status(&mut status, session, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
+        put_status(&mut status, session, Command::Read, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
         status
     })
 }
@@ -295,8 +295,16 @@ pub(super) async fn block_status(conn: &Conn, job: Job, workers: &Workers) {
                 let extents: Vec<(u32, u32)> = m.iter().map(|e| (e.len as u32, if e.hole { 3 } else { 0 })).collect();
                 put_block_status(&mut head, req.cookie, session.base_allocation.expect("validated"), &extents);
             }
-            Ok(_) => put_status(&mut head, &session, req.cookie, Err((Errno::Inval, "block status of zero bytes"))),
-            Err(e) => put_status(&mut head, &session, req.cookie, Err((Errno::from_io(&e), &e.to_string()))),
+            Ok(_) => put_status(
+                &mut head,
+                &session,
+                req.command,
+                req.cookie,
+                Err((Errno::Inval, "block status of zero bytes")),
+            ),
+            Err(e) => {
+                put_status(&mut head, &session, req.command, req.cookie, Err((Errno::from_io(&e), &e.to_string())))
+            }
         }
         let _ = tx.send(Reply { bytes: head, cached: Vec::new(), _ticket: job.ticket });
         export.metrics.record(req.command, ok, job.started.elapsed());
@@ -321,31 +329,32 @@ pub(super) async fn hint<R: AsyncRead + Unpin>(
     }
     let why = r.as_ref().err().map(ToString::to_string);
     let status = why.as_deref().map_or(Ok(()), |why| Err((Errno::Inval, why)));
-    send_status(ReplyTo::Reader(conn), &conn.session, job.req.cookie, status, job.ticket);
+    send_status(ReplyTo::Reader(conn), &conn.session, job.req, status, job.ticket);
     conn.export.metrics.record(job.req.command, r.is_ok(), job.started.elapsed());
     Ok(())
 }
 
+/// Answers `req` with its status alone (no data).
 pub(super) fn send_status(
     to: ReplyTo<'_>,
     session: &Session,
-    cookie: u64,
+    req: Request,
     r: Result<(), (Errno, &str)>,
     ticket: Ticket,
 ) {
     let mut head = Vec::with_capacity(32);
-    put_status(&mut head, session, cookie, r);
+    put_status(&mut head, session, req.command, req.cookie, r);
     to.send(Reply { bytes: head, cached: Vec::new(), _ticket: ticket });
 }
 
 fn finish(to: ReplyTo<'_>, session: &Session, export: &Export, job: Job, r: io::Result<()>) {
     let req = job.req;
     match &r {
-        Ok(()) => send_status(to, session, req.cookie, Ok(()), job.ticket),
+        Ok(()) => send_status(to, session, req, Ok(()), job.ticket),
         Err(e) => {
             let errno = Errno::from_io(e);
             warn!(export = %export.info.name, command = req.command.name(), offset = req.offset, length = req.length, error = %e, "request failed");
-            send_status(to, session, req.cookie, Err((errno, &e.to_string())), job.ticket);
+            send_status(to, session, req, Err((errno, &e.to_string())), job.ticket);
         }
     }
     export.metrics.record(req.command, r.is_ok(), job.started.elapsed());

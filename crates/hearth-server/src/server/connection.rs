@@ -397,7 +397,7 @@ async fn transmission<R: ReadVectored>(
             let msg =
                 format!("{} of {} bytes at offset {} refused: {errno}", req.command.name(), req.length, req.offset);
             let ticket = Ticket { _slot: slot, _budget: None };
-            commands::send_status(ReplyTo::Reader(conn), session, req.cookie, Err((errno, &msg)), ticket);
+            commands::send_status(ReplyTo::Reader(conn), session, req, Err((errno, &msg)), ticket);
             export.metrics.record(req.command, false, started.elapsed());
             continue;
         }
