@@ -177,18 +177,21 @@ def rate(path, pattern):
     side = job["write" if "write" in pattern else "read"]
     return side["iops"] if pattern.startswith("rand") else side["bw_bytes"] / 1e6
 
+def ops(run):
+    """fio's job record of one run, and the operations it completed (at least 1)."""
+    job = json.load(open(f"{run}.json"))["jobs"][0]
+    return job, max(job["read"]["total_ios"] + job["write"]["total_ios"], 1)
+
 def cpu_per_op_us(run):
     """The server's CPU time per operation of one run, in microseconds."""
-    job = json.load(open(f"{run}.json"))["jobs"][0]
-    ops = job["read"]["total_ios"] + job["write"]["total_ios"]
-    return int(open(f"{run}.cpu").read()) / ticks_per_second * 1e6 / max(ops, 1)
+    _, n = ops(run)
+    return int(open(f"{run}.cpu").read()) / ticks_per_second * 1e6 / n
 
 def client_cpu_per_op_us(run):
     """fio's own CPU time per operation of one run (all jobs), in microseconds:
     its usr/sys shares are of job_runtime, which sums the jobs' runtimes."""
-    job = json.load(open(f"{run}.json"))["jobs"][0]
-    ops = job["read"]["total_ios"] + job["write"]["total_ios"]
-    return (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] * 1e3 / max(ops, 1)
+    job, n = ops(run)
+    return (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] * 1e3 / n
 
 def summary(xs):
     return f"{statistics.median(xs):9.0f} ({min(xs):.0f}..{max(xs):.0f})"
