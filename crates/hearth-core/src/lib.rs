@@ -8,12 +8,14 @@
 pub mod error;
 pub mod fenwick;
 pub mod list;
+pub mod runs;
 pub mod size;
 pub mod units;
 
 pub use error::ValueError;
 pub use fenwick::Fenwick;
 pub use list::{List, Slab, NIL};
+pub use runs::{block_of, run_keyed, RunHash, RunMap, RunSet};
 pub use size::{format_bytes, parse_bytes};
 pub use units::{format_duration, format_rate, parse_duration, parse_percent};
 

@@ -56,10 +56,11 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use hearth_core::{Access, Key, Op, Policy};
+use hearth_core::{Access, Key, Op, Policy, RunMap, RunSet};
 use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
+
+use block_core::BlockCore;
 use hearth_prefetch::{Class, Partition};
-use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backend::{writable, Backend, Extent};
 use crate::stripes::{Glance, WriteStripes};
@@ -236,23 +237,25 @@ pub struct CacheStats {
 
 struct Inner {
     /// The policy and placement decisions: the same core the simulator drives.
-    core: StorageCache,
-    blocks: FxHashMap<Key, BlockBuf>,
+    core: BlockCore,
+    /// Keyed with runs of blocks together, as the core's index is: a
+    /// multi-block request's lookups share cache lines.
+    blocks: RunMap<BlockBuf>,
     free: FreeBlocks,
     /// Dirty blocks, each with the sequence number of its latest write.
-    dirty: FxHashMap<Key, u64>,
+    dirty: RunMap<u64>,
     /// When the oldest block still dirty was dirtied, or earlier (reset when
     /// everything is written back): what background cleaning goes by.
     dirty_since: Option<Instant>,
     /// Evicted dirty blocks whose write-back failed: neither cached nor dirty,
     /// but still the only copy of their data.
-    stranded: FxHashMap<Key, BlockBuf>,
+    stranded: RunMap<BlockBuf>,
     write_seq: u64,
     /// Blocks prefetched (queued or landed) and not yet demanded.
-    prefetched: FxHashSet<Key>,
+    prefetched: RunSet,
     /// Those of `prefetched` claimed only by a spare prefetch (the guarded
     /// QuickMine's extras): a base prefetch of one takes it over.
-    spare_claims: FxHashSet<Key>,
+    spare_claims: RunSet,
     /// The prefetch partition, the simulator's own (`hearth_prefetch`):
     /// landed prefetches wait here (LRU, a small share of the cache, aged
     /// out after one turnover of the main cache) until a demand promotes
@@ -293,7 +296,7 @@ pub struct BlockCache {
     inner: Mutex<Inner>,
     /// Blocks an unlocked write-back is writing right now, and the signal
     /// that some finished.
-    in_flight: Mutex<FxHashSet<Key>>,
+    in_flight: Mutex<RunSet>,
     in_flight_done: Condvar,
     /// Set when an eviction held dirty blocks for [`BlockCache::write_back_held`].
     held: std::sync::atomic::AtomicBool,
@@ -352,20 +355,20 @@ impl BlockCache {
                     (policy.capacity() * PREFETCH_SHARE_PERCENT / 100).max(u64::from(block_size)),
                     block_size,
                 ),
-                core: StorageCache::new(policy, placement),
-                blocks: FxHashMap::default(),
+                core: BlockCore::new(StorageCache::new(policy, placement)),
+                blocks: RunMap::default(),
                 free: FreeBlocks::default(),
-                dirty: FxHashMap::default(),
+                dirty: RunMap::default(),
                 dirty_since: None,
-                stranded: FxHashMap::default(),
+                stranded: RunMap::default(),
                 write_seq: 0,
-                prefetched: FxHashSet::default(),
-                spare_claims: FxHashSet::default(),
+                prefetched: RunSet::default(),
+                spare_claims: RunSet::default(),
                 wasted: Vec::new(),
                 vtime: 0,
                 stripes: WriteStripes::new(STRIPES),
             }),
-            in_flight: Mutex::new(FxHashSet::default()),
+            in_flight: Mutex::new(RunSet::default()),
             in_flight_done: Condvar::new(),
             held: Default::default(),
             writing_back: Mutex::new(()),
@@ -421,7 +424,7 @@ impl BlockCache {
     /// stays write-back and the error is returned.
     pub fn set_mode(&self, mode: WriteMode) -> io::Result<WriteMode> {
         if let WriteMode::Back { .. } = mode {
-            if self.lock().core.policy().capacity() < self.block_size {
+            if self.lock().core.capacity() < self.block_size {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     "write-back needs a cache of at least one block",
@@ -534,6 +537,7 @@ impl BlockCache {
     }
 }
 
+mod block_core;
 mod read;
 mod residency;
 mod write;

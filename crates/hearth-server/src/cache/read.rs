@@ -21,7 +21,7 @@ impl BlockCache {
             return false;
         }
         let n = (self.block_len(block) as usize).min(data.len());
-        if inner.core.policy().contains(block) {
+        if inner.core.holds(block) {
             self.store(&mut inner, block, &data[..n], false);
             return true;
         }
@@ -151,7 +151,7 @@ impl BlockCache {
             }
             let at = ((m.block - first_block) * self.block_size) as usize;
             let data = &fetched[at..at + self.block_len(m.block) as usize];
-            let resident = if inner.core.policy().contains(m.block) {
+            let resident = if inner.core.holds(m.block) {
                 // Placed already (an eviction-based reload in flight): store the data.
                 self.store(&mut inner, m.block, data, false);
                 true
@@ -197,13 +197,13 @@ impl BlockCache {
     /// Offers `block` to the policy, dropping its victims; whether it is
     /// now held.
     fn place(&self, inner: &mut Inner, block: u64, victims: Victims) -> bool {
-        if inner.core.policy().capacity() < self.block_size {
+        if inner.core.capacity() < self.block_size {
             return false;
         }
         let a = Self::access(inner, block, self.block_size, Op::Write);
         inner.core.place(&a);
         self.drop_victims(inner, victims);
-        inner.core.policy().contains(block)
+        inner.core.holds(block)
     }
 
     /// Frees the data of the blocks the core just evicted, writing back
@@ -211,8 +211,8 @@ impl BlockCache {
     /// thread); one whose write-back fails is stranded (kept in memory), and
     /// FLUSH reports it.
     pub(super) fn drop_victims(&self, inner: &mut Inner, victims: Victims) {
-        for i in 0..inner.core.evicted().len() {
-            let victim = inner.core.evicted()[i];
+        for i in 0..inner.core.evicted_count() {
+            let victim = inner.core.evicted(i);
             if inner.unclaim(victim) {
                 inner.wasted.push(victim);
             }

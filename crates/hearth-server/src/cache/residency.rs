@@ -39,7 +39,7 @@ impl BlockCache {
                 let a = Self::access(&mut inner, block, self.block_size, Op::Read);
                 inner.core.place(&a);
                 self.drop_victims(&mut inner, Victims::Hold);
-                if !inner.core.policy().contains(block) {
+                if !inner.core.holds(block) {
                     if let Some(buf) = inner.blocks.remove(&block) {
                         inner.free.push(buf);
                     }
@@ -187,7 +187,7 @@ impl BlockCache {
     /// demand insertions.
     fn age_prefetches(&self, inner: &mut Inner) {
         let mut left = Vec::new();
-        let (clock, horizon) = (inner.core.stats().placements, inner.core.policy().len().max(1) as u64);
+        let (clock, horizon) = (inner.core.stats().placements, inner.core.len().max(1) as u64);
         inner.partition.age_out(clock, horizon, &mut left);
         Self::release_unused(inner, &left);
     }
@@ -196,7 +196,7 @@ impl BlockCache {
     fn release_unused(inner: &mut Inner, left: &[Key]) {
         for &v in left {
             inner.unclaim(v);
-            if !inner.core.policy().contains(v) {
+            if !inner.core.holds(v) {
                 if let Some(buf) = inner.blocks.remove(&v) {
                     inner.free.push(buf);
                 }
@@ -223,7 +223,7 @@ impl BlockCache {
     pub fn reload(&self, block: u64) -> io::Result<()> {
         let miss = {
             let mut inner = self.lock();
-            if inner.blocks.contains_key(&block) || !inner.core.policy().contains(block) {
+            if inner.blocks.contains_key(&block) || !inner.core.holds(block) {
                 return Ok(());
             }
             if let Some(data) = inner.stranded.remove(&block) {

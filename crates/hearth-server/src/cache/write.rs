@@ -109,11 +109,11 @@ impl BlockCache {
                         Some(buf) => inner.free.push(std::mem::replace(cached, buf)),
                         None => write_into(&mut inner.free, cached, in_block, part, self.block_len(b) as usize),
                     }
-                } else if whole && (demand == Demand::Miss { place: true } || inner.core.policy().contains(b)) {
+                } else if whole && (demand == Demand::Miss { place: true } || inner.core.holds(b)) {
                     // Write-allocate whole blocks (or fill a block placed
                     // while its reload is pending): the data is at hand.
                     let buf = mine.take().unwrap_or_else(|| inner.free.filled(part, self.block_size as usize));
-                    if inner.core.policy().contains(b) {
+                    if inner.core.holds(b) {
                         Self::store_buf(inner, b, buf, false);
                     } else {
                         mine = self.insert_buf(inner, b, buf, false, Victims::WriteBack);

@@ -73,7 +73,7 @@ impl BlockCache {
         }
         let in_memory = |b: u64| {
             let (_, _, n) = self.overlap(b, offset, len);
-            n as u64 == self.block_len(b) || (inner.blocks.contains_key(&b) && inner.core.policy().contains(b))
+            n as u64 == self.block_len(b) || (inner.blocks.contains_key(&b) && inner.core.holds(b))
         };
         if !range.clone().all(in_memory) {
             return false;
@@ -94,7 +94,7 @@ impl BlockCache {
         for b in self.block_range(offset, len) {
             let (in_block, in_req, n) = self.overlap(b, offset, len);
             let part = &data[in_req..in_req + n];
-            if !inner.core.policy().contains(b) && inner.partition.contains(b) {
+            if !inner.core.holds(b) && inner.partition.contains(b) {
                 // A landed prefetch is clean and may be dropped from its partition at
                 // any time: the write goes to the main cache instead.
                 inner.unclaim(b);

@@ -1,0 +1,109 @@
+//! The placement core and its policy, addressed by block number.
+//!
+//! The core is the simulator's own ([`StorageCache`]); the server hands it
+//! each block renamed by [`run_keyed`], so that the policy's index keeps a
+//! multi-block request's blocks on shared cache lines (see
+//! [`hearth_core::runs`]), and renames keys coming back with [`block_of`].
+//! Every call the cache makes on the core goes through here, so no renamed
+//! key leaks out.
+
+use hearth_core::{block_of, run_keyed, Access};
+use hearth_placement::{Demand, EvictionAction, Placement, Stats, StorageCache};
+
+pub(super) struct BlockCore(StorageCache);
+
+fn renamed(a: &Access) -> Access {
+    Access { key: run_keyed(a.key), ..*a }
+}
+
+impl BlockCore {
+    pub(super) fn new(core: StorageCache) -> BlockCore {
+        BlockCore(core)
+    }
+
+    /// A demand access of block `a.key`.
+    pub(super) fn demand(&mut self, a: &Access) -> Demand {
+        self.0.demand(&renamed(a))
+    }
+
+    /// Places block `a.key` (see [`StorageCache::place`]).
+    pub(super) fn place(&mut self, a: &Access) {
+        self.0.place(&renamed(a))
+    }
+
+    pub(super) fn remove(&mut self, block: u64) -> bool {
+        self.0.remove(run_keyed(block))
+    }
+
+    /// A client evicted `block` ([`StorageCache::client_evicted`]).
+    pub(super) fn client_evicted(&mut self, block: u64, now: &Access) -> EvictionAction {
+        match self.0.client_evicted(run_keyed(block), &renamed(now)) {
+            EvictionAction::None => EvictionAction::None,
+            EvictionAction::Reload(key) => EvictionAction::Reload(block_of(key)),
+            EvictionAction::StoreDemoted(key) => EvictionAction::StoreDemoted(block_of(key)),
+        }
+    }
+
+    /// Whether the policy holds `block`.
+    pub(super) fn holds(&self, block: u64) -> bool {
+        self.0.policy().contains(run_keyed(block))
+    }
+
+    /// How many blocks the last call evicted.
+    pub(super) fn evicted_count(&self) -> usize {
+        self.0.evicted().len()
+    }
+
+    /// The `i`th block the last call evicted.
+    pub(super) fn evicted(&self, i: usize) -> u64 {
+        block_of(self.0.evicted()[i])
+    }
+
+    /// The policy's capacity in bytes.
+    pub(super) fn capacity(&self) -> u64 {
+        self.0.policy().capacity()
+    }
+
+    /// Blocks the policy holds.
+    pub(super) fn len(&self) -> usize {
+        self.0.policy().len()
+    }
+
+    pub(super) fn placement(&self) -> Placement {
+        self.0.placement()
+    }
+
+    pub(super) fn stats(&self) -> &Stats {
+        self.0.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearth_core::Op;
+
+    fn read(block: u64, vtime: u64) -> Access {
+        Access { key: block, size: 4096, vtime, next_access: hearth_core::NEVER, op: Op::Read, ctx: 0 }
+    }
+
+    #[test]
+    fn blocks_go_in_and_come_back_out_by_their_own_numbers() {
+        let lru = hearth_policy::build("lru", 2 * 4096).unwrap();
+        let mut core = BlockCore::new(StorageCache::new(lru, Placement::Access));
+        for (vtime, block) in [(1, 7u64), (2, 8), (3, 1 << 40)] {
+            core.place(&read(block, vtime));
+        }
+        assert_eq!((core.evicted_count(), core.evicted(0)), (1, 7));
+        assert!(core.holds(8) && core.holds(1 << 40) && !core.holds(7));
+        assert_eq!(core.demand(&read(8, 4)), Demand::Hit);
+        assert!(core.remove(8) && !core.holds(8));
+        assert_eq!(core.len(), 1);
+
+        let lru = hearth_policy::build("lru", 2 * 4096).unwrap();
+        let mut core = BlockCore::new(StorageCache::new(lru, Placement::Eviction { reload_threshold: 0 }));
+        core.demand(&read(12345, 1));
+        assert_eq!(core.client_evicted(12345, &read(12345, 2)), EvictionAction::Reload(12345));
+        assert!(core.holds(12345));
+    }
+}
