@@ -45,6 +45,10 @@
 //! | `residency.rs` | `client_evicted`, `classify_demand`, `cached_outside_spare`, `spare_prefetching`, `start_prefetch`, `cancel_prefetch`, `take_wasted` (async reader) | briefly | never: dirty victims are held |
 //! | | `prefetch`, `reload` (background threads) | to decide and to fill | read |
 //!
+//! The policy and placement core is reached through `block_core.rs`, which
+//! renames blocks so that the policy's index keeps a request's blocks on
+//! shared cache lines.
+//!
 //! A backend that never waits ([`Backend::waits`], RAM) may be called on any
 //! path, the async reader included.
 //!
