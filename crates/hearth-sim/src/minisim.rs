@@ -18,10 +18,13 @@ use crate::{Job, SimResult};
 /// admits an object larger than it, so a LIRS miniature of fewer than 100
 /// objects admits nothing at all where the full cache works normally. 100
 /// is one over the smallest default part share of any registered policy
-/// (LIRS's 1%), fixed before any error was measured. A grid point whose
-/// cache × R holds fewer objects runs at twice the rate, again until it
-/// holds enough or the rate reaches 1 (a full simulation); doubling lets
-/// points share passes (one per distinct rate).
+/// (LIRS's 1%), fixed before any error was measured. In object mode the
+/// objects counted are of the trace's largest size: a miniature of 100
+/// objects of its mean size still turns away every object above the mean
+/// that the full cache's part takes. A grid point whose cache × R holds
+/// fewer runs at twice the rate, again until it holds enough or the rate
+/// reaches 1 (a full simulation); doubling lets points share passes (one
+/// per distinct rate).
 pub const MIN_MINIATURE_OBJECTS: u64 = 100;
 
 /// Runs `jobs` on the items kept at `rate` (0, 1], each cache scaled by its
@@ -29,8 +32,8 @@ pub const MIN_MINIATURE_OBJECTS: u64 = 100;
 /// [`MIN_MINIATURE_OBJECTS`]). Results carry the full-size cache and the
 /// whole stream's requests; misses are the sample's scaled by one over the
 /// rate (SHARDS_adj, as [`crate::mrc::Shards`] counts), in job order.
-/// An object is a block in block mode; in object mode, the trace's mean
-/// object size when a first pass measured it, else one byte.
+/// An object is a block in block mode; in object mode, the trace's largest
+/// object when a first pass measured it, else one byte.
 pub fn run_miniature(
     trace: &Streamed,
     jobs: &[Job],
@@ -52,16 +55,15 @@ pub fn run_miniature(
 /// Runs `pass(rate, members)` once per sampling rate that `cache_bytes`
 /// need (see [`MIN_MINIATURE_OBJECTS`]): `members` are the indices of the
 /// sizes sampled at that rate, and `pass` returns their results in that
-/// order. The results come back in the order of `cache_bytes`. Miniatures
-/// and fixed-rate SHARDS share it.
-pub(crate) fn per_raised_rate<T>(
+/// order. The results come back in the order of `cache_bytes`.
+fn per_raised_rate<T>(
     trace: &Streamed,
     cache_bytes: &[u64],
     rate: f64,
     mut pass: impl FnMut(f64, &[usize]) -> Result<Vec<T>, SourceError>,
 ) -> Result<Vec<T>, SourceError> {
     let mut results: Vec<Option<T>> = cache_bytes.iter().map(|_| None).collect();
-    for (rate, members) in raised_rates(trace, cache_bytes, rate) {
+    for (rate, members) in raised_rates(trace, cache_bytes, rate, ObjectSize::Largest) {
         for (i, r) in members.iter().zip(pass(rate, &members)?) {
             results[*i] = Some(r);
         }
@@ -69,10 +71,25 @@ pub(crate) fn per_raised_rate<T>(
     Ok(results.into_iter().map(|r| r.expect("every size is in a group")).collect())
 }
 
+/// Which size an object is taken to have in object mode, for
+/// [`MIN_MINIATURE_OBJECTS`].
+#[derive(Clone, Copy)]
+pub(crate) enum ObjectSize {
+    /// The trace's mean: what a count of objects goes by (SHARDS).
+    Mean,
+    /// The trace's largest: what a part of the cache must hold (miniatures).
+    Largest,
+}
+
 /// The sampling rates `cache_bytes` need (see [`MIN_MINIATURE_OBJECTS`]),
 /// lowest first, each with the indices of the sizes sampled at it.
-pub(crate) fn raised_rates(trace: &Streamed, cache_bytes: &[u64], rate: f64) -> Vec<(f64, Vec<usize>)> {
-    let object = object_bytes(trace);
+pub(crate) fn raised_rates(
+    trace: &Streamed,
+    cache_bytes: &[u64],
+    rate: f64,
+    object: ObjectSize,
+) -> Vec<(f64, Vec<usize>)> {
+    let object = object_bytes(trace, object);
     let mut by_rate: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (i, &bytes) in cache_bytes.iter().enumerate() {
         by_rate.entry(doublings(bytes, rate, object)).or_default().push(i);
@@ -81,13 +98,16 @@ pub(crate) fn raised_rates(trace: &Streamed, cache_bytes: &[u64], rate: f64) -> 
 }
 
 /// The size of an object, for [`MIN_MINIATURE_OBJECTS`]: a block in block
-/// mode; in object mode, the trace's mean object size when a first pass
-/// measured it, else one byte.
-fn object_bytes(trace: &Streamed) -> u64 {
-    match (trace.block_size(), &trace.scan) {
-        (Some(block), _) => u64::from(block),
-        (None, Some(scan)) if scan.unique_keys > 0 => (scan.footprint_bytes / scan.unique_keys).max(1),
-        (None, _) => 1,
+/// mode; in object mode, the trace's mean or largest object size when a
+/// first pass measured it, else one byte.
+fn object_bytes(trace: &Streamed, object: ObjectSize) -> u64 {
+    match (trace.block_size(), &trace.scan, object) {
+        (Some(block), _, _) => u64::from(block),
+        (None, Some(scan), ObjectSize::Mean) if scan.unique_keys > 0 => {
+            (scan.footprint_bytes / scan.unique_keys).max(1)
+        }
+        (None, Some(scan), ObjectSize::Largest) => scan.largest_object_bytes.max(1),
+        (None, _, _) => 1,
     }
 }
 
@@ -192,6 +212,27 @@ mod tests {
         // A cache of 50 blocks can never hold 100: it runs in full.
         assert_eq!(doublings(50 * 4096, 0.01, 4096), 7);
         assert_eq!(doublings(50 * 4096, 1.0, 4096), 0);
+    }
+
+    #[test]
+    fn in_object_mode_miniatures_count_the_largest_objects_and_shards_the_mean() {
+        // 1,000 objects of 100 bytes and one of 1,000: mean 100 bytes (whole).
+        let mut accesses: Vec<Access> = (0..1001u64)
+            .map(|key| {
+                let size = if key == 1000 { 1000 } else { 100 };
+                Access { key, size, vtime: key, next_access: NEVER, op: Op::Read, ctx: 0 }
+            })
+            .collect();
+        hearth_trace::fill_next_access(&mut accesses);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sizes.oracleGeneral.bin");
+        hearth_trace::write_oracle_general(&path, &accesses).unwrap();
+        let source = TraceSource::new(&path);
+        let trace = Streamed::open(&source, Needs { totals: true, ..Needs::default() }, &()).unwrap();
+        // At 1%, a 990 KB cache scales to 9.9 KB: 99 objects of the mean
+        // size (one doubling to hold 100) but 9.9 of the largest (four: 158).
+        assert_eq!(raised_rates(&trace, &[990_000], 0.01, ObjectSize::Mean), vec![(0.02, vec![0])]);
+        assert_eq!(raised_rates(&trace, &[990_000], 0.01, ObjectSize::Largest), vec![(0.16, vec![0])]);
     }
 
     #[test]

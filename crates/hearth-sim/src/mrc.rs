@@ -552,7 +552,7 @@ pub fn shards_pass(
         return Ok(ShardsCurve { rate: shards.rate(), results: shards.results(), sampled_keys: shards.sampled_keys() });
     };
     Shards::new(mode, cache_bytes)?; // checks the rate before any pass
-    let groups = minisim::raised_rates(trace, cache_bytes, rate);
+    let groups = minisim::raised_rates(trace, cache_bytes, rate, minisim::ObjectSize::Mean);
     let passes: Vec<(f64, Vec<u64>)> =
         groups.iter().map(|(rate, members)| (*rate, members.iter().map(|&i| cache_bytes[i]).collect())).collect();
     let samples = fixed_rate_passes(trace, &passes, progress)?;

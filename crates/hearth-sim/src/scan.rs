@@ -17,6 +17,8 @@ pub struct Scan {
     pub unique_keys: u64,
     /// Bytes of all distinct keys (each counted with its first size).
     pub footprint_bytes: u64,
+    /// The largest size any access asked for.
+    pub largest_object_bytes: u64,
     /// Each access's next use, when asked for.
     pub next_access: Option<NextAccessFile>,
 }
@@ -31,8 +33,10 @@ pub fn scan(
     progress: &dyn Fn(u64),
 ) -> Result<Scan, TraceError> {
     let mut count = 0u64;
-    let mut counted = || {
+    let mut largest_object_bytes = 0u64;
+    let mut counted = |size: u32| {
         count += 1;
+        largest_object_bytes = largest_object_bytes.max(u64::from(size));
         if count.is_multiple_of(1 << 16) {
             progress(1 << 16);
         }
@@ -41,7 +45,7 @@ pub fn scan(
         Some(dir) => {
             let keys = accesses.map(|a| {
                 a.map(|a| {
-                    counted();
+                    counted(a.size);
                     (a.key, a.size)
                 })
             });
@@ -50,6 +54,7 @@ pub fn scan(
                 accesses: count,
                 unique_keys: column.distinct_keys(),
                 footprint_bytes: column.footprint_bytes(),
+                largest_object_bytes,
                 next_access: Some(column),
             }
         }
@@ -58,12 +63,13 @@ pub fn scan(
             let mut footprint_bytes = 0u64;
             for a in accesses {
                 let a = a?;
-                counted();
+                counted(a.size);
                 if seen.insert(a.key, ()).is_none() {
                     footprint_bytes += u64::from(a.size);
                 }
             }
-            Scan { accesses: count, unique_keys: seen.len() as u64, footprint_bytes, next_access: None }
+            let unique_keys = seen.len() as u64;
+            Scan { accesses: count, unique_keys, footprint_bytes, largest_object_bytes, next_access: None }
         }
     };
     progress(count % (1 << 16));
@@ -95,11 +101,15 @@ mod tests {
         let accesses: Vec<Access> = keys
             .iter()
             .enumerate()
-            .map(|(i, &key)| Access { key, size: 10, vtime: i as u64, next_access: NEVER, op: Op::Read, ctx: 0 })
+            .map(|(i, &key)| {
+                // Key 6 asked for again with a larger size: the footprint counts its first.
+                let size = if i == 4 { 25 } else { 10 };
+                Access { key, size, vtime: i as u64, next_access: NEVER, op: Op::Read, ctx: 0 }
+            })
             .collect();
         let dir = tempfile::tempdir().unwrap();
         let s = scan(accesses.iter().copied().map(Ok), Some(dir.path()), &|_| {}).unwrap();
-        assert_eq!((s.accesses, s.unique_keys, s.footprint_bytes), (6, 3, 30));
+        assert_eq!((s.accesses, s.unique_keys, s.footprint_bytes, s.largest_object_bytes), (6, 3, 30, 25));
         let column = s.next_access.expect("asked for");
         let joined: Vec<u64> = with_next_access(accesses.iter().copied().map(Ok), &column)
             .unwrap()
