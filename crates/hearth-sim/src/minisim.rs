@@ -171,12 +171,20 @@ mod tests {
     use crate::source::{Needs, TraceSource};
     use hearth_core::{Access, Op, NEVER};
 
+    /// `accesses`, with their next uses, as an oracleGeneral file in `dir`.
+    fn oracle_general_file(dir: &std::path::Path, mut accesses: Vec<Access>) -> TraceSource {
+        hearth_trace::fill_next_access(&mut accesses);
+        let path = dir.join("trace.oracleGeneral.bin");
+        hearth_trace::write_oracle_general(&path, &accesses).unwrap();
+        TraceSource::new(&path)
+    }
+
     #[test]
     fn rate_one_is_the_full_simulation_and_small_rates_come_close() {
         // Skewed over 100,000 blocks (density ~ 1/sqrt(key)), with no item
         // hot enough alone (the hottest gets 0.3%) to swing a 10% sample.
         let mut x = 7u64;
-        let mut accesses: Vec<Access> = (0..400_000u64)
+        let accesses: Vec<Access> = (0..400_000u64)
             .map(|i| {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let u = ((x >> 11) as f64 / (1u64 << 53) as f64).max(1e-12);
@@ -184,11 +192,8 @@ mod tests {
                 Access { key, size: 1, vtime: i, next_access: NEVER, op: Op::Read, ctx: 0 }
             })
             .collect();
-        hearth_trace::fill_next_access(&mut accesses);
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("skewed.oracleGeneral.bin");
-        hearth_trace::write_oracle_general(&path, &accesses).unwrap();
-        let source = TraceSource::new(&path);
+        let source = oracle_general_file(dir.path(), accesses);
         let trace = Streamed::open(&source, Needs::default(), &()).unwrap();
         let jobs: Vec<Job> =
             [1000u64, 5000, 20_000].iter().map(|&cache_bytes| Job { policy: "arc".into(), cache_bytes }).collect();
@@ -217,17 +222,14 @@ mod tests {
     #[test]
     fn in_object_mode_miniatures_count_the_largest_objects_and_shards_the_mean() {
         // 1,000 objects of 100 bytes and one of 1,000: mean 100 bytes (whole).
-        let mut accesses: Vec<Access> = (0..1001u64)
+        let accesses: Vec<Access> = (0..1001u64)
             .map(|key| {
                 let size = if key == 1000 { 1000 } else { 100 };
                 Access { key, size, vtime: key, next_access: NEVER, op: Op::Read, ctx: 0 }
             })
             .collect();
-        hearth_trace::fill_next_access(&mut accesses);
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sizes.oracleGeneral.bin");
-        hearth_trace::write_oracle_general(&path, &accesses).unwrap();
-        let source = TraceSource::new(&path);
+        let source = oracle_general_file(dir.path(), accesses);
         let trace = Streamed::open(&source, Needs { totals: true, ..Needs::default() }, &()).unwrap();
         // At 1%, a 990 KB cache scales to 9.9 KB: 99 objects of the mean
         // size (one doubling to hold 100) but 9.9 of the largest (four: 158).
