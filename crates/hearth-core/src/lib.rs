@@ -23,15 +23,22 @@ pub use units::{format_duration, format_rate, parse_duration, parse_percent};
 /// hint for data a loop will read soon, which never changes what it reads.
 #[inline]
 pub fn prefetch_line<T>(value: &T) {
+    prefetch_address((value as *const T).cast());
+}
+
+/// [`prefetch_line`] of any address, even one that is not the program's:
+/// a prefetch never faults.
+#[inline]
+pub fn prefetch_address(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SSE is part of every x86_64 target, and a prefetch only hints
     // the cache: it never faults and reads nothing the program sees.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
+        _mm_prefetch::<_MM_HINT_T0>(address.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    let _ = address;
 }
 
 /// Identifier of a cached item: a block number in block mode, an object id in

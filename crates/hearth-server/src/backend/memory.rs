@@ -18,7 +18,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::{writable, Backend, Extent};
+use super::{prefetch_counts, writable, Backend, Extent};
 
 /// Block size of [`MemoryBackend::new`]: the servers' default cache block.
 const DEFAULT_BLOCK: usize = 4096;
@@ -161,7 +161,10 @@ impl Backend for MemoryBackend {
             return Ok(false);
         }
         let mut blocks = self.blocks.write().unwrap_or_else(|p| p.into_inner());
-        for (slot, buf) in blocks[first as usize..].iter_mut().zip(buffers) {
+        let slots = &mut blocks[first as usize..first as usize + buffers.len()];
+        // The buffers replaced are cold: their drops below then hit.
+        slots.iter().flatten().for_each(prefetch_counts);
+        for (slot, buf) in slots.iter_mut().zip(buffers) {
             *slot = Some(buf.clone());
         }
         Ok(true)
