@@ -30,15 +30,11 @@ const LANE_MASK: u64 = (1 << LANE_BITS) - 1;
 /// Bits of a run's number (a block number without its lane).
 const RUN_BITS: u32 = u64::BITS - LANE_BITS;
 const RUN_MASK: u64 = (1 << RUN_BITS) - 1;
-/// An odd multiplier (FxHash's): multiplying by it is a bijection on runs.
-const SPREAD: u64 = 0xf135_7aea_2e62_a9c5;
-const SPREAD_INVERSE: u64 = inverse(SPREAD);
-/// How far the product's well-mixed top bits are turned down to where
-/// hashbrown picks a bucket (FxHash's own rotation).
-const TURN: u32 = 26;
-
 /// FxHash's multiplier and final rotation (rustc-hash 2): the hash of a
 /// `u64` key `k` in a [`KeyMap`](crate::KeyMap) is `(k * FX).rotate_left(FX_TURN)`.
+/// Runs are spread the same way: multiplying by the odd `FX` is a bijection
+/// (modulo 2^60 too), and the rotation turns the product's well-mixed top
+/// bits down to where hashbrown picks a bucket.
 const FX: u64 = 0xf135_7aea_2e62_a9c5;
 const FX_INVERSE: u64 = inverse(FX);
 const FX_TURN: u32 = 26;
@@ -67,7 +63,7 @@ fn turn_run(x: u64, by: u32) -> u64 {
 /// share one tag. A bijection: [`block_of_run_hash`] undoes it.
 pub fn run_hash(block: u64) -> u64 {
     let lane = block & LANE_MASK;
-    let spread = turn_run((block >> LANE_BITS).wrapping_mul(SPREAD) & RUN_MASK, TURN);
+    let spread = turn_run((block >> LANE_BITS).wrapping_mul(FX) & RUN_MASK, FX_TURN);
     ((spread << LANE_BITS) | lane) ^ (lane << RUN_BITS)
 }
 
@@ -75,7 +71,7 @@ pub fn run_hash(block: u64) -> u64 {
 fn block_of_run_hash(hash: u64) -> u64 {
     let lane = hash & LANE_MASK;
     let spread = (hash ^ (lane << RUN_BITS)) >> LANE_BITS;
-    let run = turn_run(spread, RUN_BITS - TURN).wrapping_mul(SPREAD_INVERSE) & RUN_MASK;
+    let run = turn_run(spread, RUN_BITS - FX_TURN).wrapping_mul(FX_INVERSE) & RUN_MASK;
     (run << LANE_BITS) | lane
 }
 
@@ -143,7 +139,6 @@ mod tests {
 
     #[test]
     fn the_inverses_are_inverses() {
-        assert_eq!(SPREAD.wrapping_mul(SPREAD_INVERSE), 1);
         assert_eq!(FX.wrapping_mul(FX_INVERSE), 1);
     }
 

@@ -62,12 +62,11 @@ use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, RunMap, RunSet};
 use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
-
-use block_core::BlockCore;
 use hearth_prefetch::{Class, Partition};
 
 use crate::backend::{writable, Backend, Extent};
 use crate::stripes::{Glance, WriteStripes};
+use block_core::BlockCore;
 
 /// A block's data. Shared so that a read reply can send straight from it
 /// ([`CachedSlice`]) after the lock is released: a write to a block a reply
