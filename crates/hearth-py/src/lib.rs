@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
 use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode};
+use hearth_trace::sample::KeyRenaming;
 use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
 use hearth_sim::source::{ModeChoice, Needs, Streamed};
 use hearth_sim::stream::{run_streaming, Counting, Replayer};
@@ -368,8 +369,8 @@ type Curve = (String, f64, f64, Vec<SimResult>);
 /// Miss-ratio curves as `hearth mrc --json`, one dict per point with the
 /// curve's `method`, `rate` and `seconds`.
 #[pyfunction]
-#[pyo3(signature = (trace, methods, policies, sizes=None, *, rate="1%", shards_items=None, mode=None, format=None,
-                    block_size="4KiB", requests=1_000_000, seed=42, threads=None))]
+#[pyo3(signature = (trace, methods, policies, sizes=None, *, rate="1%", shards_items=None, sample_seed=0, mode=None,
+                    format=None, block_size="4KiB", requests=1_000_000, seed=42, threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn mrc<'py>(
     py: Python<'py>,
@@ -379,6 +380,7 @@ fn mrc<'py>(
     sizes: Option<&str>,
     rate: &str,
     shards_items: Option<usize>,
+    sample_seed: u64,
     mode: Option<&str>,
     format: Option<&str>,
     block_size: &str,
@@ -405,7 +407,7 @@ fn mrc<'py>(
     let totals = sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_)));
     let next_access = simulates && policies.iter().any(|p| hearth_policy::is_offline(p));
     let curves = interruptible(py, cancel_flag(&spec), || -> Result<Vec<Curve>, Failure> {
-        let trace = Streamed::open(&spec, Needs { totals, next_access }, &())?;
+        let mut trace = Streamed::open(&spec, Needs { totals, next_access }, &())?;
         let cache_bytes = sizes
             .iter()
             .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
@@ -417,6 +419,8 @@ fn mrc<'py>(
         let mut curves = Vec::new();
         for method in &methods {
             let started = Instant::now();
+            let sampled = method == "shards" || method == "mini";
+            trace.set_renaming(if sampled { KeyRenaming::for_seed(sample_seed) } else { KeyRenaming::IDENTITY });
             let (r, results) = match method.as_str() {
                 "exact" => (1.0, exact_pass(&trace, &cache_bytes, &|_| {})?),
                 "shards" => {

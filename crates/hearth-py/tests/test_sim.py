@@ -77,6 +77,23 @@ def test_mrc_equals_cli(oracle, hearth_bin):
     assert exact == df[df.method == "full"]["hits"].tolist()
 
 
+def test_mrc_sample_seed_equals_cli(oracle, hearth_bin):
+    sizes = "1%,10%,50%"
+    cols = ["method", "rate", "policy", "cache_bytes", "requests", "hits", "bytes", "hit_bytes"]
+
+    def both(seed):
+        want = cli_json(hearth_bin, "mrc", str(oracle), "-m", "shards,mini", "-p", "lru,arc", "-s", sizes,
+                        "--rate", "10%", "--sample-seed", str(seed))
+        df = hearth.mrc(oracle, ["shards", "mini"], "lru,arc", sizes, rate=0.1, sample_seed=seed)
+        got = [{"method": c["method"], "rate": c["rate"], **p} for c in want for p in c["points"]]
+        return df[cols].to_dict("records"), [{c: g[c] for c in cols} for g in got]
+
+    seven, seven_cli = both(7)
+    assert seven == seven_cli
+    zero, _ = both(0)
+    assert seven != zero, "another seed draws another sample"
+
+
 def test_gil_is_released_while_simulating():
     """Another Python thread keeps running while a simulation is under way."""
     done = threading.Event()

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use hearth_core::Access;
 use hearth_trace::oltp::{Oltp, OltpConfig};
-use hearth_trace::sample::{self, SampledOracle, Skipped};
+use hearth_trace::sample::{self, KeyRenaming, SampledOracle, Skipped};
 use hearth_trace::synth::{Pattern, Synth};
 use hearth_trace::{Format, Mode, Request, TraceError};
 
@@ -270,6 +270,9 @@ pub struct Streamed<'a> {
     pub mode: Mode,
     /// The first pass, if one was needed.
     pub scan: Option<Scan>,
+    /// Applied to every key a pass hands out (sampled passes hash the
+    /// renamed key): another draw of every sample.
+    renaming: KeyRenaming,
 }
 
 impl<'a> Streamed<'a> {
@@ -290,14 +293,20 @@ impl<'a> Streamed<'a> {
         let (requests, mode) = source.open()?;
         let build_next = needs.next_access && !source.records_next_access(mode);
         if !needs.totals && !build_next {
-            return Ok(Streamed { source, mode, scan: None });
+            return Ok(Streamed { source, mode, scan: None, renaming: KeyRenaming::IDENTITY });
         }
         progress.begin(if build_next { "reading (next uses for OPT)" } else { "reading" }, None);
         let dir = std::env::temp_dir();
         let accesses = hearth_trace::accesses(requests, mode);
         let scan = scan(accesses, build_next.then_some(dir.as_path()), &|n| progress.advance(n))?;
         progress.end();
-        Ok(Streamed { source, mode, scan: Some(scan) })
+        Ok(Streamed { source, mode, scan: Some(scan), renaming: KeyRenaming::IDENTITY })
+    }
+
+    /// Renames every key of the passes from now on: sampled passes draw
+    /// another sample ([`KeyRenaming`]); [`KeyRenaming::IDENTITY`] undoes it.
+    pub fn set_renaming(&mut self, renaming: KeyRenaming) {
+        self.renaming = renaming;
     }
 
     /// A fresh pass over the trace's accesses, with next uses filled when
@@ -305,10 +314,15 @@ impl<'a> Streamed<'a> {
     pub fn accesses(&self) -> Result<AccessStream<'_>, SourceError> {
         let (requests, _) = self.source.open()?;
         let accesses = hearth_trace::accesses(requests, self.mode);
-        Ok(match self.scan.as_ref().and_then(|s| s.next_access.as_ref()) {
+        let accesses: AccessStream<'_> = match self.scan.as_ref().and_then(|s| s.next_access.as_ref()) {
             Some(column) => Box::new(with_next_access(accesses, column)?),
             None => Box::new(accesses),
-        })
+        };
+        if self.renaming.is_identity() {
+            return Ok(accesses);
+        }
+        let renaming = self.renaming;
+        Ok(Box::new(accesses.map(move |a| a.map(|a| Access { key: renaming.rename(a.key), ..a }))))
     }
 
     /// A fresh pass over the accesses whose keys
@@ -318,7 +332,7 @@ impl<'a> Streamed<'a> {
     /// and filtered. Next uses are filled as [`accesses`](Self::accesses) fills them.
     pub fn sampled_accesses(&self, threshold: u64) -> Result<SampledStream<'_>, SourceError> {
         let from = if self.source.records_next_access(self.mode) {
-            Sampling::Oracle(SampledOracle::open(&self.source.trace, threshold)?)
+            Sampling::Oracle(SampledOracle::open(&self.source.trace, threshold, self.renaming)?)
         } else {
             Sampling::Filtered { accesses: self.accesses()?, threshold, skipped: Skipped::default() }
         };

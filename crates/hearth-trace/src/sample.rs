@@ -42,6 +42,38 @@ pub fn threshold(rate: f64) -> u64 {
     ((rate * 2f64.powi(64)) as u64).max(1)
 }
 
+/// A renaming of keys, `k -> a*k + b mod 2^64` with `a` odd: a bijection,
+/// so a policy that never looks at a key's value (LRU, ARC, LIRS, 2Q, MQ
+/// and stack distances) runs the same on renamed keys, while [`keeps`]
+/// keeps other ones. Sampling renamed keys draws another sample of the
+/// same trace: the spread of a sampled curve over draws is its sampling
+/// error. Seed 0 is the identity, the sample `hearth trace sample` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyRenaming {
+    multiplier: u64,
+    addend: u64,
+}
+
+impl KeyRenaming {
+    pub const IDENTITY: KeyRenaming = KeyRenaming { multiplier: 1, addend: 0 };
+
+    /// The renaming of draw `seed` (0: the identity).
+    pub fn for_seed(seed: u64) -> KeyRenaming {
+        if seed == 0 {
+            return KeyRenaming::IDENTITY;
+        }
+        KeyRenaming { multiplier: key_hash(seed) | 1, addend: key_hash(!seed) }
+    }
+
+    pub fn rename(self, key: u64) -> u64 {
+        key.wrapping_mul(self.multiplier).wrapping_add(self.addend)
+    }
+
+    pub fn is_identity(self) -> bool {
+        self == KeyRenaming::IDENTITY
+    }
+}
+
 /// Whether the sample drawn with `threshold` holds `key`.
 pub fn keeps(key: u64, threshold: u64) -> bool {
     // Rate 1 first: a pass keeping every key hashes none.
@@ -73,12 +105,14 @@ pub fn parse_rate(s: &str) -> Result<f64, SettingError> {
 /// The accesses a sample keeps, read from an oracleGeneral file in object
 /// mode: each record's key is hashed where it lies in the read buffer and
 /// only kept records are decoded (and their next access checked), so a 1%
-/// sample costs little more than reading the file. Accesses keep the vtime
+/// sample costs little more than reading the file. Keys are renamed (see
+/// [`KeyRenaming`]) before they are hashed, and handed out renamed. Accesses keep the vtime
 /// and next access they have in the whole trace; the requests and bytes not
 /// kept are counted for the whole stream's totals.
 pub struct SampledOracle {
     records: Records,
     threshold: u64,
+    renaming: KeyRenaming,
     /// 0-based index of the next record.
     index: u64,
     skipped: Skipped,
@@ -98,11 +132,12 @@ pub struct Skipped {
 
 impl SampledOracle {
     /// Opens `path` (oracleGeneral, plain or compressed) keeping the keys
-    /// [`keeps`] keeps at `threshold`.
-    pub fn open(path: &Path, threshold: u64) -> Result<SampledOracle, TraceError> {
+    /// whose renaming [`keeps`] keeps at `threshold`.
+    pub fn open(path: &Path, threshold: u64, renaming: KeyRenaming) -> Result<SampledOracle, TraceError> {
         Ok(SampledOracle {
             records: Records::new(path, open_input(path)?),
             threshold,
+            renaming,
             index: 0,
             skipped: Skipped::default(),
             kept: Vec::new(),
@@ -128,9 +163,9 @@ impl SampledOracle {
         let mut bad = None;
         // Counted in locals, which stay in registers: the fields, behind
         // `&mut self`, were stored and reloaded on every record.
-        let (threshold, mut skipped) = (self.threshold, Skipped::default());
+        let (threshold, renaming, mut skipped) = (self.threshold, self.renaming, Skipped::default());
         for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
-            let (key, size) = (oracle::key(record), oracle::size(record).max(1));
+            let (key, size) = (renaming.rename(oracle::key(record)), oracle::size(record).max(1));
             let vtime = self.index + i as u64;
             if !keeps(key, threshold) {
                 skipped.requests += 1;
@@ -208,6 +243,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn seed_0_renames_nothing_and_another_seed_is_a_bijection() {
+        assert!(KeyRenaming::for_seed(0).is_identity());
+        assert_eq!(KeyRenaming::for_seed(0).rename(12345), 12345);
+        let r = KeyRenaming::for_seed(3);
+        assert!(!r.is_identity());
+        let renamed: std::collections::HashSet<u64> = (0..10_000).map(|k| r.rename(k)).collect();
+        assert_eq!(renamed.len(), 10_000, "distinct keys stay distinct");
+        let kept = |r: KeyRenaming| (0..10_000u64).filter(|&k| keeps(r.rename(k), threshold(0.1))).collect::<Vec<_>>();
+        assert_ne!(kept(r), kept(KeyRenaming::IDENTITY), "another draw keeps other keys");
+    }
+
+    #[test]
     fn the_hash_is_splitmix64_and_never_changes() {
         // The first outputs of SplitMix64 seeded with 0 and with 1.
         assert_eq!(key_hash(0), 0xe220_a839_7b1d_cdaf);
@@ -254,7 +301,7 @@ mod tests {
         let full = full_pass(&path);
         for rate in [0.01, 0.3, 1.0] {
             let t = threshold(rate);
-            let mut sampled = SampledOracle::open(&path, t).unwrap();
+            let mut sampled = SampledOracle::open(&path, t, KeyRenaming::IDENTITY).unwrap();
             let got: Vec<Access> = sampled.by_ref().map(Result::unwrap).collect();
             let (kept, dropped): (Vec<Access>, Vec<Access>) = full.iter().partition(|a| keeps(a.key, t));
             assert_eq!(got, kept, "rate {rate}");
@@ -278,7 +325,7 @@ mod tests {
         accesses[bad].next_access = bad as u64 - 1;
         crate::write_oracle_general(&path, &accesses).unwrap();
         let full_error = crate::open(&path, None).unwrap().find_map(Result::err).unwrap().to_string();
-        let mut sampled = SampledOracle::open(&path, threshold(0.2)).unwrap();
+        let mut sampled = SampledOracle::open(&path, threshold(0.2), KeyRenaming::IDENTITY).unwrap();
         let sampled_error = sampled.find_map(Result::err).unwrap().to_string();
         assert_eq!(sampled_error, full_error);
         assert!(sampled_error.contains(&format!("byte {}", bad * 24)), "{sampled_error}");
@@ -286,7 +333,11 @@ mod tests {
         // A file cut inside a record.
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..100]).unwrap();
-        let cut = SampledOracle::open(&path, u64::MAX).unwrap().find_map(Result::err).unwrap().to_string();
+        let cut = SampledOracle::open(&path, u64::MAX, KeyRenaming::IDENTITY)
+            .unwrap()
+            .find_map(Result::err)
+            .unwrap()
+            .to_string();
         assert!(cut.contains("truncated record"), "{cut}");
     }
 

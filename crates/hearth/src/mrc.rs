@@ -14,6 +14,7 @@ use hearth_sim::run::check_policies;
 use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::stream::{run_streaming, Counting};
 use hearth_sim::{mrc_grid, parse_sizes, CacheSize, Job, SimResult};
+use hearth_trace::sample::KeyRenaming;
 
 use crate::progress;
 use crate::trace_args::TraceArgs;
@@ -57,6 +58,11 @@ pub struct MrcArgs {
     /// Fixed-size SHARDS: track at most N items, lowering the rate as needed (instead of --rate).
     #[arg(long, value_name = "N")]
     shards_items: Option<usize>,
+    /// Draw N of the sample for shards and mini: their keys are renamed (k -> a*k+b, a bijection
+    /// from N) before hashing, so another set of keys is sampled. 0 is the sample `hearth trace
+    /// sample` writes; the spread of a curve over draws is its sampling error.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    sample_seed: u64,
     /// Cache sizes (as for `hearth sim`). Default: 40 sizes from 0.1% to 100% of the footprint,
     /// evenly spaced on a log scale.
     #[arg(short, long, allow_hyphen_values = true)]
@@ -113,7 +119,7 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
         next_access: simulates && policies.iter().any(|p| hearth_policy::is_offline(p)),
     };
     let source = args.trace.source();
-    let trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet))?;
+    let mut trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet))?;
     let cache_bytes = sizes
         .iter()
         .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
@@ -125,6 +131,8 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
     for &method in &args.method {
         let bar = progress::counter(&format!("{} curve", method.name()), args.quiet);
         let started = Instant::now();
+        let sampled = matches!(method, Method::Shards | Method::Mini);
+        trace.set_renaming(if sampled { KeyRenaming::for_seed(args.sample_seed) } else { KeyRenaming::IDENTITY });
         let (rate, results) = match method {
             Method::Exact => (1.0, exact_pass(&trace, &cache_bytes, &|n| bar.inc(n))?),
             Method::Shards => {

@@ -260,3 +260,53 @@ fn advise_recommends_what_the_simulator_measures() {
     assert!(recommendation.contains(&format!("({:+.1} points over LRU)", ratio(best, 0) - ratio("LRU", 0))), "{text}");
     assert!(recommendation.contains("; doubling to "), "{text}");
 }
+
+/// `--sample-seed N` draws another sample: shards and mini on the trace with
+/// seed N give what they give, at seed 0, on a copy whose keys are renamed
+/// by draw N, both where an oracleGeneral file is sampled before decoding
+/// and where a trace is decoded and filtered (text). Another seed samples
+/// other keys; exact and full do not sample and do not change.
+#[test]
+fn a_sample_seed_draws_the_sample_of_a_renamed_trace() {
+    use hearth_trace::sample::KeyRenaming;
+    let dir = tempfile::tempdir().unwrap();
+    let renaming = KeyRenaming::for_seed(7);
+    let oracle = shared("cloudPhysicsIO.oracleGeneral.bin");
+    let mut records = std::fs::read(&oracle).unwrap();
+    for record in records.chunks_exact_mut(24) {
+        let key = u64::from_le_bytes(record[4..12].try_into().unwrap());
+        record[4..12].copy_from_slice(&renaming.rename(key).to_le_bytes());
+    }
+    let renamed_oracle = dir.path().join("renamed.oracleGeneral.bin");
+    std::fs::write(&renamed_oracle, records).unwrap();
+    // A skewed text trace: 30,000 reads of 3,000 ids, the low ones hot.
+    let mut x = 1u64;
+    let ids: Vec<u64> = (0..30_000)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((x >> 33) % 3000) * ((x >> 20) % 3000) / 3000
+        })
+        .collect();
+    let write_ids = |name: &str, f: &dyn Fn(u64) -> u64| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, ids.iter().map(|&k| format!("{}\n", f(k))).collect::<String>()).unwrap();
+        path
+    };
+    let (text, renamed_text) = (write_ids("ids.txt", &|k| k), write_ids("renamed.txt", &|k| renaming.rename(k)));
+
+    let curves = |trace: &str, methods: &str, seed: &str| -> serde_json::Value {
+        let args = ["mrc", trace, "-q", "-m", methods, "-p", "lru,arc", "--rate", "10%", "-s", "1%,10%,50%"];
+        let out = stdout(&hearth(&[&args[..], &["--sample-seed", seed, "--json"]].concat()));
+        let mut curves: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for c in curves.as_array_mut().unwrap() {
+            c.as_object_mut().unwrap().remove("seconds");
+        }
+        curves
+    };
+    for (trace, renamed) in [(oracle.as_str(), path(&renamed_oracle)), (path(&text), path(&renamed_text))] {
+        let drawn = curves(trace, "shards,mini", "7");
+        assert_eq!(drawn, curves(renamed, "shards,mini", "0"), "{trace}: draw 7 is the renamed trace's sample");
+        assert_ne!(drawn, curves(trace, "shards,mini", "0"), "{trace}: draw 7 samples other keys than draw 0");
+        assert_eq!(curves(trace, "exact,full", "7"), curves(trace, "exact,full", "0"), "{trace}");
+    }
+}

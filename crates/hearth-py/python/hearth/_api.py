@@ -247,6 +247,7 @@ def mrc(
     *,
     rate: Union[str, float] = "1%",
     shards_items: Optional[int] = None,
+    sample_seed: int = 0,
     mode: Optional[str] = None,
     format: Optional[str] = None,
     block_size: Union[int, str] = "4KiB",
@@ -269,6 +270,10 @@ def mrc(
             footprint, evenly spaced on a log scale.
         rate: sampling rate for shards and mini: ``"1%"`` or ``0.01``.
         shards_items: fixed-size SHARDS: track at most this many items.
+        sample_seed: which draw of the sample shards and mini take (``hearth
+            mrc --sample-seed``): keys are renamed by a bijection from it
+            before hashing; 0 is the sample ``hearth trace sample`` writes.
+            The spread of a curve over seeds is its sampling error.
         mode, format, block_size, requests, seed, threads: as for :func:`sim`.
 
     Returns:
@@ -291,6 +296,7 @@ def mrc(
             None if sizes is None else _sizes(sizes),
             rate=str(rate),
             shards_items=shards_items,
+            sample_seed=sample_seed,
             mode=mode,
             format=format,
             block_size=str(block_size),

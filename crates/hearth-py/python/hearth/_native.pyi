@@ -38,6 +38,7 @@ def mrc(
     *,
     rate: str = "1%",
     shards_items: Optional[int] = None,
+    sample_seed: int = 0,
     mode: Optional[str] = None,
     format: Optional[str] = None,
     block_size: str = "4KiB",
