@@ -90,6 +90,9 @@ struct Curve {
     method: &'static str,
     /// The sampling rate the points were measured at (1 for exact and full).
     rate: f64,
+    /// The draw of the sample (`--sample-seed`), when a sampled curve's is not 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sample_seed: Option<u64>,
     seconds: f64,
     points: Vec<SimResult>,
 }
@@ -97,9 +100,10 @@ struct Curve {
 impl Curve {
     fn label(&self) -> String {
         let policy = self.points.first().map_or("", |p| p.policy.as_str());
+        let seed = self.sample_seed.map_or(String::new(), |s| format!(" seed {s}"));
         match self.method {
             "exact" | "full" => format!("{policy} {}", self.method),
-            m => format!("{policy} {m} {}%", self.rate * 100.0),
+            m => format!("{policy} {m} {}%{seed}", self.rate * 100.0),
         }
     }
 }
@@ -166,7 +170,8 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
         }
         // Mini and full return every policy's points, policy after policy.
         for points in results.chunks(cache_bytes.len()) {
-            curves.push(Curve { method: method.name(), rate, seconds, points: points.to_vec() });
+            let sample_seed = (sampled && args.sample_seed != 0).then_some(args.sample_seed);
+            curves.push(Curve { method: method.name(), rate, sample_seed, seconds, points: points.to_vec() });
         }
     }
     report(&args, &curves)

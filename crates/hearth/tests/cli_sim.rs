@@ -294,12 +294,17 @@ fn a_sample_seed_draws_the_sample_of_a_renamed_trace() {
     };
     let (text, renamed_text) = (write_ids("ids.txt", &|k| k), write_ids("renamed.txt", &|k| renaming.rename(k)));
 
+    // The curves without their times, and without the seed their sampled ones carry past 0.
     let curves = |trace: &str, methods: &str, seed: &str| -> serde_json::Value {
         let args = ["mrc", trace, "-q", "-m", methods, "-p", "lru,arc", "--rate", "10%", "-s", "1%,10%,50%"];
         let out = stdout(&hearth(&[&args[..], &["--sample-seed", seed, "--json"]].concat()));
         let mut curves: serde_json::Value = serde_json::from_str(&out).unwrap();
         for c in curves.as_array_mut().unwrap() {
-            c.as_object_mut().unwrap().remove("seconds");
+            let c = c.as_object_mut().unwrap();
+            c.remove("seconds");
+            let sampled = c["method"] == "shards" || c["method"] == "mini";
+            let want = (sampled && seed != "0").then(|| serde_json::json!(seed.parse::<u64>().unwrap()));
+            assert_eq!(c.remove("sample_seed"), want, "{trace}: {seed}");
         }
         curves
     };
@@ -309,4 +314,7 @@ fn a_sample_seed_draws_the_sample_of_a_renamed_trace() {
         assert_ne!(drawn, curves(trace, "shards,mini", "0"), "{trace}: draw 7 samples other keys than draw 0");
         assert_eq!(curves(trace, "exact,full", "7"), curves(trace, "exact,full", "0"), "{trace}");
     }
+    let args = ["mrc", &oracle, "-q", "-m", "shards,full", "--rate", "10%", "-s", "10%", "--sample-seed", "7"];
+    let table = stdout(&hearth(&args));
+    assert!(table.contains("LRU shards 10% seed 7: mean absolute error"), "{table}");
 }
