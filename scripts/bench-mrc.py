@@ -21,14 +21,11 @@ reports min and median wall and CPU (user + sys) seconds: on a shared
 machine CPU time is the steadier figure.
 
 --remaps N asks how much of SHARDS's error is the method and how much the
-one sample its fixed hash draws. Each trace is written as an oracleGeneral
-file (a block trace in block mode: a record per block), then N copies with
-every key renamed k -> a*k + b mod 2^64 (a odd, drawn from a fixed seed).
-The renaming is a bijection, so full LRU's results are those of the
-original (LRU never looks at a key), but the hash keeps other keys: each
-copy is a fresh draw of the sample. Copy 0 is the identity. Prints, for
+one sample its fixed hash draws: it runs shards and mini with
+`--sample-seed 1..N`, each seed renaming every key by a bijection before it
+is hashed (full results do not change, the sample does), and prints, for
 SHARDS LRU and each miniature, the MAE's mean, median and max over the
-draws, and the identity's. Needs numpy.
+draws, and seed 0's (the default sample).
 
 The binary is $CARGO_TARGET_DIR/release/hearth (target/ by default), built
 first, or $HEARTH as it is.
@@ -134,41 +131,23 @@ def big_zipf(directory):
     return path
 
 
-# Seed of the renamings --remaps draws (fixed before any result was seen).
-REMAP_SEED = 2026
-# An oracleGeneral record: timestamp, key, size, next access (vtime), packed.
-ORACLE_RECORD = [("time", "<u4"), ("key", "<u8"), ("size", "<u4"), ("next", "<i8")]
-
-
-def remaps(name, trace_args, count, rate, directory):
-    """SHARDS's and the miniatures' errors at `rate` on `count` renamings of
-    the trace's keys."""
-    import numpy as np
-    import random
-
+def remaps(name, trace_args, count, rate):
+    """SHARDS's and the miniatures' errors at `rate` over samples 1..count
+    (`hearth mrc --sample-seed`), against the full runs of the trace."""
     policies = ["lru", *MINI_POLICIES]
     full = {c["points"][0]["policy"]: c for c in mrc(trace_args, ["full"], policies)}
-    original = os.path.join(directory, "original.oracleGeneral.bin")
-    subprocess.run([HEARTH, "trace", "convert", *trace_args, "-o", original, "-q"], check=True)
-    records = np.fromfile(original, dtype=np.dtype(ORACLE_RECORD))
-    draw = random.Random(REMAP_SEED)
-    errors = {}  # (method, policy) -> MAE per draw, the identity first
-    for i in range(count + 1):
-        a, b = (1, 0) if i == 0 else (draw.getrandbits(64) | 1, draw.getrandbits(64))
-        renamed = records.copy()
-        renamed["key"] = renamed["key"] * np.uint64(a) + np.uint64(b)  # wraps mod 2^64
-        path = os.path.join(directory, "renamed.oracleGeneral.bin")
-        renamed.tofile(path)
-        for curve in mrc([path], ["shards", "mini"], policies, rate):
+    errors = {}  # (method, policy) -> MAE per draw, seed 0 first
+    for seed in range(count + 1):
+        for curve in mrc([*trace_args, "--sample-seed", str(seed)], ["shards", "mini"], policies, rate):
             policy = curve["points"][0]["policy"]
             point_errors = [abs(miss(p) - miss(r)) for p, r in zip(curve["points"], full[policy]["points"])]
             errors.setdefault((curve["method"], policy), []).append(sum(point_errors) / len(point_errors))
-    print(f"  {name} ({rate}, {count} draws): MAE mean / median / max over the draws, "
-          f"draws within 0.01, and the identity's")
+    print(f"  {name} ({rate}, seeds 1..{count}): MAE mean / median / max over the draws, "
+          f"draws within 0.01, and seed 0's")
     for (method, policy), maes in errors.items():
         drawn = maes[1:]
         print(f"    {method:<6} {policy:<5} {statistics.mean(drawn):.4f} / {statistics.median(drawn):.4f} / "
-              f"{max(drawn):.4f}  within 0.01: {sum(e <= 0.01 for e in drawn):2}/{count}  identity {maes[0]:.4f}")
+              f"{max(drawn):.4f}  within 0.01: {sum(e <= 0.01 for e in drawn):2}/{count}  seed 0 {maes[0]:.4f}")
 
 
 def main():
@@ -178,7 +157,7 @@ def main():
     ap.add_argument("--big", metavar="TRACE")
     ap.add_argument("--big-zipf", metavar="DIR")
     ap.add_argument("--no-accuracy", action="store_true", help="only the --big timings")
-    ap.add_argument("--remaps", type=int, metavar="N", help="sampled curves' errors over N renamings of the keys")
+    ap.add_argument("--remaps", type=int, metavar="N", help="sampled curves' errors over --sample-seed 1..N")
     args = ap.parse_args()
     if not os.environ.get("HEARTH"):
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "hearth"], cwd=ROOT, check=True)
@@ -186,11 +165,9 @@ def main():
     rates = args.rates.split(",")
     print(f"40 sizes, 0.1%..100% of the footprint; sampling rates {', '.join(rates)}")
     if args.remaps:
-        import tempfile
         for name, trace_args in traces:
-            with tempfile.TemporaryDirectory() as directory:
-                for rate in rates:
-                    remaps(name, trace_args, args.remaps, rate, directory)
+            for rate in rates:
+                remaps(name, trace_args, args.remaps, rate)
         return
     for name, trace_args in traces:
         full = mrc(trace_args, ["full"], ["lru", *MINI_POLICIES])
