@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
 use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode};
-use hearth_trace::sample::KeyRenaming;
 use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
 use hearth_sim::source::{ModeChoice, Needs, Streamed};
 use hearth_sim::stream::{run_streaming, Counting, Replayer};
 use hearth_sim::{mrc_grid, parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, SourceError, TraceSource};
+use hearth_trace::sample::KeyRenaming;
 use hearth_trace::TraceError;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;

@@ -6,7 +6,8 @@
 //! The hash is fixed here, and `hearth trace sample` and the simulator share
 //! it, so that a sample written to disk and one drawn on the fly hold the
 //! same keys. A threshold `t` keeps the keys with `key_hash(key) < t`, a
-//! share `t / 2^64` of the key space; `u64::MAX` keeps every key.
+//! share `t / 2^64` of the key space; `u64::MAX` keeps every key. Other
+//! draws of a sample hash renamed keys ([`KeyRenaming`]).
 
 use std::path::Path;
 
@@ -106,9 +107,10 @@ pub fn parse_rate(s: &str) -> Result<f64, SettingError> {
 /// mode: each record's key is hashed where it lies in the read buffer and
 /// only kept records are decoded (and their next access checked), so a 1%
 /// sample costs little more than reading the file. Keys are renamed (see
-/// [`KeyRenaming`]) before they are hashed, and handed out renamed. Accesses keep the vtime
-/// and next access they have in the whole trace; the requests and bytes not
-/// kept are counted for the whole stream's totals.
+/// [`KeyRenaming`]) before they are hashed, and handed out renamed.
+/// Accesses keep the vtime and next access they have in the whole trace;
+/// the requests and bytes not kept are counted for the whole stream's
+/// totals.
 pub struct SampledOracle {
     records: Records,
     threshold: u64,
