@@ -11,6 +11,8 @@ footprint, log-spaced), on the bundled traces and two synthetic ones.
     scripts/bench-mrc.py --big-zipf DIR   # as --big, on a Zipf oracleGeneral trace
                                           # generated into DIR (kept for reuse)
     scripts/bench-mrc.py --remaps 20      # SHARDS and miniature errors over 20 draws of the sample
+    scripts/bench-mrc.py --shards-hot-keys 128 ...  # SHARDS stratified on 128 hot keys
+                                          # (with --big: as one more timed command)
 
 For each trace: exact LRU, SHARDS and miniature LRU against full LRU;
 miniature ARC, LIRS, 2Q and MQ against their full runs, at each rate (1% by
@@ -59,8 +61,13 @@ ROUNDS = 3
 BIG_ZIPF = ("synth:zipf:10000000:0.9", "50000000")
 
 
+# `hearth mrc --shards-hot-keys N` for every curve (main() sets it; 0 is the CLI's default).
+SHARDS_HOT_KEYS = ["--shards-hot-keys", "0"]
+
+
 def mrc(trace_args, methods, policies, rate=RATE):
-    cmd = [HEARTH, "mrc", *trace_args, "-m", ",".join(methods), "-p", ",".join(policies), "--rate", rate, "--json", "-q"]
+    cmd = [HEARTH, "mrc", *trace_args, "-m", ",".join(methods), "-p", ",".join(policies), "--rate", rate,
+           *SHARDS_HOT_KEYS, "--json", "-q"]
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
     return json.loads(out)
 
@@ -107,6 +114,9 @@ def big(trace):
         "exact LRU curve (40 sizes)": [HEARTH, "mrc", trace, "-m", "exact", "-s", grid, "-q"],
         f"SHARDS {RATE} (40 sizes)": [HEARTH, "mrc", trace, "-m", "shards", "--rate", RATE, "-s", grid, "-q"],
     }
+    if SHARDS_HOT_KEYS[1] != "0":
+        commands[f"SHARDS {RATE}, {SHARDS_HOT_KEYS[1]} hot keys"] = [*commands[f"SHARDS {RATE} (40 sizes)"],
+                                                                     *SHARDS_HOT_KEYS]
     times = {name: [] for name in commands}
     for _ in range(ROUNDS):
         for name, cmd in commands.items():
@@ -158,12 +168,16 @@ def main():
     ap.add_argument("--big-zipf", metavar="DIR")
     ap.add_argument("--no-accuracy", action="store_true", help="only the --big timings")
     ap.add_argument("--remaps", type=int, metavar="N", help="sampled curves' errors over --sample-seed 1..N")
+    ap.add_argument("--shards-hot-keys", type=int, default=0, metavar="N",
+                    help="SHARDS stratified on N hot keys (hearth mrc --shards-hot-keys)")
     args = ap.parse_args()
+    SHARDS_HOT_KEYS[1] = str(args.shards_hot_keys)
     if not os.environ.get("HEARTH"):
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "hearth"], cwd=ROOT, check=True)
     traces = [] if args.no_accuracy else TRACES[:2] if args.quick else TRACES
     rates = args.rates.split(",")
-    print(f"40 sizes, 0.1%..100% of the footprint; sampling rates {', '.join(rates)}")
+    print(f"40 sizes, 0.1%..100% of the footprint; sampling rates {', '.join(rates)}; "
+          f"SHARDS hot keys {args.shards_hot_keys}")
     if args.remaps:
         for name, trace_args in traces:
             for rate in rates:

@@ -299,7 +299,7 @@ mod tests {
         }
         // 2 is a B1 ghost; its lookup misses and detaches it, but no insert follows.
         assert!(!arc.lookup(&Access { key: 2, size: 1, ..Access::default() }));
-        assert_eq!(request(&mut arc, 4).0, false);
+        assert!(!request(&mut arc, 4).0);
         assert!(!arc.index.contains_key(&2), "the detached ghost is forgotten");
         // Met again, 2 is a plain miss: it enters T1, not T2.
         request(&mut arc, 2);

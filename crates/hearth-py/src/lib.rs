@@ -369,8 +369,8 @@ type Curve = (String, f64, f64, Vec<SimResult>);
 /// Miss-ratio curves as `hearth mrc --json`, one dict per point with the
 /// curve's `method`, `rate` and `seconds`.
 #[pyfunction]
-#[pyo3(signature = (trace, methods, policies, sizes=None, *, rate="1%", shards_items=None, sample_seed=0, mode=None,
-                    format=None, block_size="4KiB", requests=1_000_000, seed=42, threads=None))]
+#[pyo3(signature = (trace, methods, policies, sizes=None, *, rate="1%", shards_items=None, shards_hot_keys=0,
+                    sample_seed=0, mode=None, format=None, block_size="4KiB", requests=1_000_000, seed=42, threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn mrc<'py>(
     py: Python<'py>,
@@ -380,6 +380,7 @@ fn mrc<'py>(
     sizes: Option<&str>,
     rate: &str,
     shards_items: Option<usize>,
+    shards_hot_keys: usize,
     sample_seed: u64,
     mode: Option<&str>,
     format: Option<&str>,
@@ -425,7 +426,7 @@ fn mrc<'py>(
                 "exact" => (1.0, exact_pass(&trace, &cache_bytes, &|_| {})?),
                 "shards" => {
                     let m = shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
-                    let shards = shards_pass(&trace, m, &cache_bytes, &|_| {})?;
+                    let shards = shards_pass(&trace, m, shards_hot_keys, &cache_bytes, &|_| {})?;
                     (shards.rate(), shards.results())
                 }
                 "mini" => (rate, hearth_sim::minisim::run_miniature(&trace, &jobs, rate, threads, &|_| {})?),

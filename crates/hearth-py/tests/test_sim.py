@@ -94,6 +94,19 @@ def test_mrc_sample_seed_equals_cli(oracle, hearth_bin):
     assert seven != zero, "another seed draws another sample"
 
 
+def test_mrc_shards_hot_keys_equals_cli(oracle, hearth_bin):
+    cols = ["cache_bytes", "requests", "hits", "bytes", "hit_bytes"]
+    runs = {}
+    for hot in (0, 16):
+        want = cli_json(hearth_bin, "mrc", str(oracle), "-m", "shards", "-s", "1%,10%,50%", "--rate", "10%",
+                        "--shards-hot-keys", str(hot))
+        assert want[0]["hot_keys"] == hot
+        df = hearth.mrc(oracle, "shards", "lru", "1%,10%,50%", rate=0.1, shards_hot_keys=hot)
+        runs[hot] = df[cols].to_dict("records")
+        assert runs[hot] == [{c: p[c] for c in cols} for p in want[0]["points"]]
+    assert runs[0] != runs[16], "the hot stratum changes the estimate"
+
+
 def test_gil_is_released_while_simulating():
     """Another Python thread keeps running while a simulation is under way."""
     done = threading.Event()

@@ -20,18 +20,21 @@
 //!
 //! [`Shards`] samples items by a hash of their key (Waldspurger et al.,
 //! FAST '15) and scales the distances it measures by the sampling rate: a
-//! curve from 1% of the items, at about 1% of the cost.
+//! curve from 1% of the items, at about 1% of the cost ([`shards`]).
 
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use hearth_core::{key_map, Access, KeyMap, NEVER};
-use hearth_trace::sample;
 
-use crate::minisim;
 use crate::source::{SourceError, Streamed};
 use crate::stack_slots::{Packing, Slots, GRAIN};
 use crate::stream::run_pipelined;
-use crate::{SettingError, SimResult};
+use crate::SimResult;
+
+mod shards;
+pub use shards::{
+    hot_keys, shards_pass, Shards, ShardsCurve, ShardsMode, HOT_KEYS, HOT_KEYS_FROM, TRUSTED_SAMPLE_KEYS,
+};
 
 /// Fewest request slots the table starts with.
 const MIN_SLOTS: usize = 1 << 16;
@@ -55,6 +58,10 @@ pub struct StackDistances {
     /// an item take one prefix sum rather than two.
     total: u64,
     counts: Counts,
+    /// Places between slots that follow the items through renumbering:
+    /// stratified SHARDS's hot items, kept out of the table, mark where
+    /// their latest requests fell among its slots (see [`shards`]).
+    marks: Vec<u32>,
 }
 
 /// How a request finds the slot of its item's previous request.
@@ -86,6 +93,7 @@ impl StackDistances {
             next_slot: 0,
             total: 0,
             counts: Counts::new(cache_bytes),
+            marks: Vec::new(),
         }
     }
 
@@ -114,13 +122,14 @@ impl StackDistances {
     /// Records one request.
     pub fn access(&mut self, a: &Access) {
         let size = a.size.max(1);
-        let needed = self.push(a, size).map(|d| d + u64::from(size));
+        let needed = self.push(a, size).map(|(above, _)| above + u64::from(size));
         self.counts.record(needed, u64::from(size), 1.0);
     }
 
     /// Moves the item to the top of the stack; returns the bytes of the
-    /// distinct items above it before the move (`None` for its first request).
-    fn push(&mut self, a: &Access, size: u32) -> Option<u64> {
+    /// distinct items above it before the move and the slot it moved from
+    /// (`None` for its first request).
+    fn push(&mut self, a: &Access, size: u32) -> Option<(u64, u32)> {
         if self.next_slot == self.slots.len() {
             self.renumber();
         }
@@ -140,7 +149,7 @@ impl StackDistances {
                 // Every slot after `prev` is more recent (`slot` is still empty).
                 let above = self.total - self.slots.prefix_sum(prev + 1);
                 self.total -= u64::from(self.slots.clear(prev));
-                Some(above)
+                Some((above, prev as u32))
             }
             None => {
                 self.live += 1;
@@ -176,6 +185,7 @@ impl StackDistances {
             SlotIndex::ByKey(latest) => latest.values_mut().for_each(|slot| *slot = packing.new_slot(*slot)),
             SlotIndex::ByNextUse(next_uses) => next_uses.renumber(&packing),
         }
+        self.marks.iter_mut().for_each(|mark| *mark = packing.live_below(*mark));
         self.slots.pack(self.next_slot, len);
         self.next_slot = self.live;
     }
@@ -328,31 +338,56 @@ impl Counts {
         }
     }
 
+    /// Where a request of `needed` bytes first hits: the index of the
+    /// first size at or above it in ascending order, `sorted.len()` for a
+    /// request that misses at every size (`None`: a first request).
+    fn bucket(&self, needed: Option<u64>) -> usize {
+        needed.map_or(self.sorted.len(), |needed| self.first_at_least(needed))
+    }
+
+    /// Per size, ascending: its place in the caller's order, its bytes,
+    /// and the (weighted) hits and hit bytes at it.
+    fn hits_by_size(&self) -> impl Iterator<Item = (usize, u64, f64, f64)> + '_ {
+        self.sorted.iter().zip(&self.first_hit).scan((0.0, 0.0), |sum, (&(cache_bytes, index), &(hits, bytes))| {
+            sum.0 += hits;
+            sum.1 += bytes;
+            Some((index, cache_bytes, sum.0, sum.1))
+        })
+    }
+
     /// Results at each size in the caller's order. With `totals` (the
     /// requests and bytes of the whole stream), a sample's misses are
     /// divided by the whole stream's count rather than the sample's own
     /// (SHARDS_adj): a sample that drew a hot item by chance then does not
     /// also count that item's hits against every other request.
     fn results(&self, policy: &str, totals: Option<(u64, u64)>) -> Vec<SimResult> {
-        let (requests, bytes) = totals.map_or((self.requests, self.bytes), |(r, b)| (r as f64, b as f64));
-        let mut out: Vec<Option<SimResult>> = self.sorted.iter().map(|_| None).collect();
-        let (mut hits, mut hit_bytes) = (0.0, 0.0);
-        for (&(cache_bytes, index), &(h, b)) in self.sorted.iter().zip(&self.first_hit) {
-            hits += h;
-            hit_bytes += b;
-            let (misses, miss_bytes) = (self.requests - hits, self.bytes - hit_bytes);
-            out[index] = Some(SimResult {
-                policy: policy.to_string(),
-                cache_bytes,
-                requests: requests.round() as u64,
-                hits: (requests - misses).max(0.0).round() as u64,
-                bytes: bytes.round() as u64,
-                hit_bytes: (bytes - miss_bytes).max(0.0).round() as u64,
-                interval_miss_ratios: Vec::new(),
-            });
-        }
-        out.into_iter().map(|r| r.expect("one result per size")).collect()
+        let whole = totals.map_or((self.requests, self.bytes), |(r, b)| (r as f64, b as f64));
+        in_callers_order(self.hits_by_size().map(|(index, cache_bytes, hits, hit_bytes)| {
+            let missed = (self.requests - hits, self.bytes - hit_bytes);
+            (index, estimated(policy, cache_bytes, whole, missed))
+        }))
     }
+}
+
+/// The result of a stream of `(requests, bytes)` of which `missed` missed
+/// (estimates, rounded; misses beyond the stream count as all of it).
+fn estimated(policy: &str, cache_bytes: u64, (requests, bytes): (f64, f64), missed: (f64, f64)) -> SimResult {
+    SimResult {
+        policy: policy.to_string(),
+        cache_bytes,
+        requests: requests.round() as u64,
+        hits: (requests - missed.0).max(0.0).round() as u64,
+        bytes: bytes.round() as u64,
+        hit_bytes: (bytes - missed.1).max(0.0).round() as u64,
+        interval_miss_ratios: Vec::new(),
+    }
+}
+
+/// Results given with their place in the caller's order, put in it.
+fn in_callers_order(results: impl Iterator<Item = (usize, SimResult)>) -> Vec<SimResult> {
+    let mut placed: Vec<(usize, SimResult)> = results.collect();
+    placed.sort_unstable_by_key(|&(index, _)| index);
+    placed.into_iter().map(|(_, result)| result).collect()
 }
 
 /// The exact LRU results of `trace` at each of `cache_bytes` (in that
@@ -385,225 +420,6 @@ pub fn exact_pass(
     Ok(sd.results())
 }
 
-/// How SHARDS picks its sample.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ShardsMode {
-    /// Every item whose key hashes below `rate` of the hash range.
-    FixedRate(f64),
-    /// At most this many items: start at rate 1 and lower the rate to drop
-    /// the highest-hashing tracked item whenever one more would be too many
-    /// (SHARDS "fixed size": bounded memory whatever the footprint).
-    FixedSize(usize),
-}
-
-/// An approximate LRU miss-ratio curve from a spatial sample of the items.
-pub struct Shards {
-    mode: ShardsMode,
-    /// Items whose hash is below this are sampled.
-    threshold: u64,
-    stack: StackDistances,
-    /// Tracked items by hash, to find the highest when the sample is full.
-    tracked: BinaryHeap<(u64, u64)>,
-    /// Requests and bytes of the whole stream, sampled or not.
-    totals: (u64, u64),
-}
-
-impl Shards {
-    pub fn new(mode: ShardsMode, cache_bytes: &[u64]) -> Result<Shards, SettingError> {
-        let threshold = match mode {
-            ShardsMode::FixedRate(rate) if rate > 0.0 && rate <= 1.0 => sample::threshold(rate),
-            ShardsMode::FixedRate(rate) => return Err(SettingError::SamplingRate { rate }),
-            ShardsMode::FixedSize(0) => return Err(SettingError::EmptySample),
-            ShardsMode::FixedSize(_) => u64::MAX,
-        };
-        Ok(Shards {
-            mode,
-            threshold,
-            stack: StackDistances::new(cache_bytes),
-            tracked: BinaryHeap::new(),
-            totals: (0, 0),
-        })
-    }
-
-    /// Records one request of the full stream (most are not sampled).
-    pub fn access(&mut self, a: &Access) {
-        if !sample::keeps(a.key, self.threshold) {
-            self.skip(1, u64::from(a.size.max(1)));
-            return;
-        }
-        self.record_sampled(a);
-    }
-
-    /// Records a request whose key the current threshold keeps.
-    fn record_sampled(&mut self, a: &Access) {
-        self.totals.0 += 1;
-        self.totals.1 += u64::from(a.size.max(1));
-        let size = a.size.max(1);
-        // Only a fixed-size sample needs to know (a second lookup a request).
-        let fresh = matches!(self.mode, ShardsMode::FixedSize(_)) && !self.stack.tracks(a.key);
-        let above = self.stack.push(a, size);
-        if let (ShardsMode::FixedSize(limit), true) = (self.mode, fresh) {
-            self.tracked.push((sample::key_hash(a.key), a.key));
-            while self.tracked.len() > limit {
-                let (top, _) = *self.tracked.peek().expect("over the limit, so not empty");
-                // Lower the rate past every item sharing the top hash.
-                while self.tracked.peek().is_some_and(|&(h, _)| h == top) {
-                    let (_, key) = self.tracked.pop().expect("peeked");
-                    self.stack.forget(key);
-                }
-                self.threshold = top;
-            }
-            if !sample::keeps(a.key, self.threshold) {
-                return;
-            }
-        }
-        let rate = sample::rate_of(self.threshold);
-        let needed = above.map(|d| (d as f64 / rate).round() as u64 + u64::from(size));
-        self.stack.counts.record(needed, u64::from(size), 1.0 / rate);
-    }
-
-    /// The sampling rate in force now (it only falls, in fixed-size mode).
-    pub fn rate(&self) -> f64 {
-        sample::rate_of(self.threshold)
-    }
-
-    /// The hash threshold in force now (`hearth_trace::sample::keeps`); it
-    /// only falls. A caller that drops requests whose keys are not kept at
-    /// any threshold it read earlier drops none this would sample.
-    pub fn threshold(&self) -> u64 {
-        self.threshold
-    }
-
-    /// Counts requests the caller did not offer because their keys are not
-    /// sampled (see [`threshold`](Self::threshold)): the whole stream's
-    /// totals include them.
-    pub fn skip(&mut self, requests: u64, bytes: u64) {
-        self.totals.0 += requests;
-        self.totals.1 += bytes;
-    }
-
-    /// Estimated LRU results at each cache size, in the order given to `new`.
-    pub fn results(&self) -> Vec<SimResult> {
-        self.stack.counts.results("LRU", Some(self.totals))
-    }
-
-    /// Distinct keys in the sample now. Below [`TRUSTED_SAMPLE_KEYS`] the
-    /// curve can be off by more than sampling at a higher rate would be.
-    pub fn sampled_keys(&self) -> usize {
-        self.stack.live
-    }
-}
-
-/// Fewest distinct sampled keys a SHARDS curve is trusted with: the sample
-/// size of the SHARDS paper's fixed-size variant (s_max = 8K), which the
-/// paper found accurate across its traces. Fixed before any Hearth curve
-/// was measured against it; front ends warn below it.
-pub const TRUSTED_SAMPLE_KEYS: usize = 8192;
-
-/// A SHARDS curve: one sample, or at a fixed rate one per rate its sizes
-/// needed (see [`shards_pass`]).
-pub struct ShardsCurve {
-    rate: f64,
-    results: Vec<SimResult>,
-    sampled_keys: usize,
-}
-
-impl ShardsCurve {
-    /// The rate asked for (fixed rate), or the one the sample ended at
-    /// (fixed size).
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-
-    /// Estimated LRU results, in the order of the sizes given.
-    pub fn results(&self) -> Vec<SimResult> {
-        self.results.clone()
-    }
-
-    /// Distinct keys of the smallest sample used (see [`TRUSTED_SAMPLE_KEYS`]).
-    pub fn sampled_keys(&self) -> usize {
-        self.sampled_keys
-    }
-}
-
-/// Runs SHARDS over `trace`. At a fixed rate, a size whose cache scaled by
-/// the rate would hold fewer than [`MIN_MINIATURE_OBJECTS`](minisim::MIN_MINIATURE_OBJECTS) objects is
-/// estimated from a sample at twice the rate, again until it holds enough
-/// (the rule miniature simulations follow, for the same reason: a scaled
-/// cache of a few objects sees every sampled distance in steps of 1/rate
-/// objects, and one sampled hot item decides its curve). Every rate's
-/// sample is drawn in one read of the trace ([`fixed_rate_passes`]), and
-/// only sampled accesses are decoded where the format allows
-/// ([`Streamed::sampled_accesses`]). Fixed-size SHARDS lowers its rate as
-/// it goes, so it reads every access once. `progress` receives accesses
-/// read.
-pub fn shards_pass(
-    trace: &Streamed,
-    mode: ShardsMode,
-    cache_bytes: &[u64],
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<ShardsCurve, SourceError> {
-    let ShardsMode::FixedRate(rate) = mode else {
-        let mut shards = Shards::new(mode, cache_bytes)?;
-        run_pipelined(trace.accesses()?, |chunk| {
-            chunk.iter().for_each(|a| shards.access(a));
-            progress(chunk.len() as u64);
-        })?;
-        return Ok(ShardsCurve { rate: shards.rate(), results: shards.results(), sampled_keys: shards.sampled_keys() });
-    };
-    Shards::new(mode, cache_bytes)?; // checks the rate before any pass
-    let groups = minisim::raised_rates(trace, cache_bytes, rate, minisim::ObjectSize::Mean);
-    let passes: Vec<(f64, Vec<u64>)> =
-        groups.iter().map(|(rate, members)| (*rate, members.iter().map(|&i| cache_bytes[i]).collect())).collect();
-    let samples = fixed_rate_passes(trace, &passes, progress)?;
-    let mut results: Vec<Option<SimResult>> = vec![None; cache_bytes.len()];
-    for ((_, members), shards) in groups.iter().zip(&samples) {
-        for (&i, r) in members.iter().zip(shards.results()) {
-            results[i] = Some(r);
-        }
-    }
-    let sampled_keys = samples.iter().map(Shards::sampled_keys).min().unwrap_or(0);
-    let results = results.into_iter().map(|r| r.expect("every size is in a group")).collect();
-    Ok(ShardsCurve { rate, results, sampled_keys })
-}
-
-/// SHARDS at each (rate, sizes) of `passes`, from one read of the trace
-/// that decodes only the accesses the densest sample keeps where it can.
-/// Thresholds nest, so every sparser sample's accesses are among them:
-/// each is offered to every sample, which records it or counts it as
-/// skipped, exactly as a pass of its own would.
-fn fixed_rate_passes(
-    trace: &Streamed,
-    passes: &[(f64, Vec<u64>)],
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<Vec<Shards>, SourceError> {
-    let mut samples: Vec<Shards> = passes
-        .iter()
-        .map(|(rate, sizes)| Shards::new(ShardsMode::FixedRate(*rate), sizes))
-        .collect::<Result<_, _>>()?;
-    let Some(densest) = samples.iter().map(Shards::threshold).max() else {
-        return Ok(samples);
-    };
-    let mut sampled = trace.sampled_accesses(densest)?;
-    let (mut kept, mut reported) = (0u64, 0u64);
-    let mut report = |kept: u64, skipped: u64| {
-        progress(kept + skipped - reported);
-        reported = kept + skipped;
-    };
-    while let Some(a) = sampled.next() {
-        let a = a?;
-        samples.iter_mut().for_each(|shards| shards.access(&a));
-        kept += 1;
-        if kept.is_multiple_of(1 << 12) {
-            report(kept, sampled.skipped().requests);
-        }
-    }
-    let skipped = sampled.skipped();
-    report(kept, skipped.requests);
-    samples.iter_mut().for_each(|shards| shards.skip(skipped.requests, skipped.bytes));
-    Ok(samples)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -611,7 +427,7 @@ mod tests {
     use hearth_core::Op;
     use proptest::prelude::*;
 
-    fn accesses(items: &[(u64, u32)]) -> Vec<Access> {
+    pub(super) fn accesses(items: &[(u64, u32)]) -> Vec<Access> {
         items
             .iter()
             .enumerate()
@@ -625,7 +441,7 @@ mod tests {
         run_jobs(&trace, &jobs, 1, &|_| {}).unwrap()
     }
 
-    fn one_pass(accesses: &[Access], sizes: &[u64]) -> Vec<SimResult> {
+    pub(super) fn one_pass(accesses: &[Access], sizes: &[u64]) -> Vec<SimResult> {
         let mut sd = StackDistances::new(sizes);
         accesses.iter().for_each(|a| sd.access(a));
         sd.results()
@@ -706,40 +522,5 @@ mod tests {
             prop_assert_eq!(one_pass_by_next_use(&a, &sizes), one_pass(&a, &sizes));
             prop_assert_eq!(one_pass(&a, &sizes), full_lru(a, &sizes));
         }
-    }
-
-    #[test]
-    fn shards_at_rate_one_is_exact_and_fixed_size_caps_the_sample() {
-        let items: Vec<(u64, u32)> = (0..50_000u64).map(|i| ((i * i) % 4099, 1)).collect();
-        let a = accesses(&items);
-        let sizes = [16, 256, 1024, 4096];
-        let mut all = Shards::new(ShardsMode::FixedRate(1.0), &sizes).unwrap();
-        a.iter().for_each(|x| all.access(x));
-        assert_eq!(all.results(), one_pass(&a, &sizes));
-
-        let mut capped = Shards::new(ShardsMode::FixedSize(200), &sizes).unwrap();
-        a.iter().for_each(|x| capped.access(x));
-        assert!(capped.stack.live <= 200);
-        assert!(capped.rate() < 0.1, "4099 items into 200 slots: rate {}", capped.rate());
-        for bad in [ShardsMode::FixedRate(0.0), ShardsMode::FixedRate(1.5), ShardsMode::FixedSize(0)] {
-            assert!(Shards::new(bad, &sizes).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn small_caches_are_estimated_from_a_denser_sample() {
-        use crate::source::{Needs, TraceSource};
-        let source = TraceSource { requests: 200_000, ..TraceSource::new("synth:zipf:200000:0.8") };
-        let trace = Streamed::open(&source, Needs::default(), &()).unwrap();
-        // At 1%, 100 blocks of 4 KiB need a 40 MiB cache: 4 MiB needs 16%.
-        let (small, large) = (4 << 20, 64 << 20);
-        let curve = shards_pass(&trace, ShardsMode::FixedRate(0.01), &[small, large], &|_| {}).unwrap();
-        let at = |rate: f64, size: u64| {
-            let alone = fixed_rate_passes(&trace, &[(rate, vec![size])], &|_| {}).unwrap();
-            alone[0].results().remove(0)
-        };
-        assert_eq!(curve.results(), vec![at(0.16, small), at(0.01, large)]);
-        assert_eq!(curve.rate(), 0.01);
-        assert_ne!(at(0.16, small), at(0.01, small), "the case should tell the rates apart");
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use hearth_core::Access;
 use hearth_trace::oltp::{Oltp, OltpConfig};
-use hearth_trace::sample::{self, KeyRenaming, SampledOracle, Skipped};
+use hearth_trace::sample::{self, AlwaysKept, KeyRenaming, SampledOracle, Skipped};
 use hearth_trace::synth::{Pattern, Synth};
 use hearth_trace::{Format, Mode, Request, TraceError};
 
@@ -331,10 +331,17 @@ impl<'a> Streamed<'a> {
     /// decoding (only a kept record is decoded); any other trace is decoded
     /// and filtered. Next uses are filled as [`accesses`](Self::accesses) fills them.
     pub fn sampled_accesses(&self, threshold: u64) -> Result<SampledStream<'_>, SourceError> {
+        self.sampled_accesses_with(threshold, AlwaysKept::default())
+    }
+
+    /// As [`sampled_accesses`](Self::sampled_accesses), also keeping
+    /// `always`'s keys (a stratified sample's exact stratum).
+    pub fn sampled_accesses_with(&self, threshold: u64, always: AlwaysKept) -> Result<SampledStream<'_>, SourceError> {
         let from = if self.source.records_next_access(self.mode) {
-            Sampling::Oracle(SampledOracle::open(&self.source.trace, threshold, self.renaming)?)
+            let oracle = SampledOracle::open(&self.source.trace, threshold, self.renaming)?;
+            Sampling::Oracle(oracle.always_keeping(always))
         } else {
-            Sampling::Filtered { accesses: self.accesses()?, threshold, skipped: Skipped::default() }
+            Sampling::Filtered { accesses: self.accesses()?, threshold, always, skipped: Skipped::default() }
         };
         Ok(SampledStream { from, cancel: self.source.cancel.clone() })
     }
@@ -382,7 +389,7 @@ enum Sampling<'a> {
     /// Keys hashed in the read buffer, before decoding.
     Oracle(SampledOracle),
     /// Every access decoded, then filtered.
-    Filtered { accesses: AccessStream<'a>, threshold: u64, skipped: Skipped },
+    Filtered { accesses: AccessStream<'a>, threshold: u64, always: AlwaysKept, skipped: Skipped },
 }
 
 impl SampledStream<'_> {
@@ -433,9 +440,9 @@ impl Iterator for SampledStream<'_> {
         }
         match &mut self.from {
             Sampling::Oracle(oracle) => oracle.next(),
-            Sampling::Filtered { accesses, threshold, skipped } => loop {
+            Sampling::Filtered { accesses, threshold, always, skipped } => loop {
                 match accesses.next()? {
-                    Ok(a) if !sample::keeps(a.key, *threshold) => {
+                    Ok(a) if !sample::keeps_or_always(a.key, *threshold, always) => {
                         skipped.requests += 1;
                         skipped.bytes += u64::from(a.size);
                     }

@@ -180,6 +180,24 @@ impl Packing<'_> {
             Packing::Mapped(map) => map[old],
         }
     }
+
+    /// The new place of a mark between slots: how many live slots lie
+    /// below `old` (any place up to the slots in use, live or not).
+    pub(crate) fn live_below(&self, old: u32) -> u32 {
+        let old = old as usize;
+        match self {
+            Packing::Ranked { before, bits } => match before.get(old / WORD) {
+                Some(&start) => start + (bits[old / WORD] & ((1u64 << (old % WORD)) - 1)).count_ones(),
+                None => before.last().map_or(0, |&start| start + bits[before.len() - 1].count_ones()),
+            },
+            // `map` holds each slot's live rank, and a dead slot the rank of
+            // the last live one before it (u32::MAX for none).
+            Packing::Mapped(map) => match old.checked_sub(1) {
+                None => 0,
+                Some(below) => map.get(below).or(map.last()).map_or(0, |&rank| rank.wrapping_add(1)),
+            },
+        }
+    }
 }
 
 /// Live slots of items that all have `size` bytes.
@@ -322,6 +340,25 @@ mod tests {
             for end in (0..=2 * GRAIN).step_by(61).chain([2 * GRAIN - 1, 2 * GRAIN]) {
                 let want: u64 = plain[..end].iter().map(|&s| u64::from(s)).sum();
                 prop_assert_eq!(slots.prefix_sum(end), want, "end {}", end);
+            }
+        }
+
+        // Marks anywhere up to the slots in use move to the count of live
+        // slots below them, with one size (ranked) and with two (mapped).
+        #[test]
+        fn marks_move_below_as_many_live_slots(
+            live in proptest::collection::vec(any::<bool>(), 1..300),
+            two_sizes in any::<bool>(),
+        ) {
+            let mut slots = Slots::new(GRAIN);
+            for (slot, _) in live.iter().enumerate().filter(|(_, &l)| l) {
+                slots.fill(slot, if two_sizes && slot % 3 == 0 { 9 } else { 4 });
+            }
+            let used = live.len();
+            let packing = slots.packing(used);
+            for mark in 0..=used {
+                let below = live[..mark].iter().filter(|&&l| l).count() as u32;
+                prop_assert_eq!(packing.live_below(mark as u32), below, "mark {}", mark);
             }
         }
 

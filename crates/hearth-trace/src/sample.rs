@@ -81,6 +81,93 @@ pub fn keeps(key: u64, threshold: u64) -> bool {
     threshold == u64::MAX || key_hash(key) < threshold
 }
 
+/// Keys a sample keeps whatever their hash: the exact stratum of a
+/// stratified sample (a few hot keys, tracked at rate 1). A bitmap of hash
+/// bits turns nearly every other key away in one load, and an open-address
+/// table on other hash bits finds a kept key in about one probe, so a pass
+/// that hashes every record pays little for the check.
+#[derive(Clone, Debug, Default)]
+pub struct AlwaysKept {
+    /// [`ALWAYS_FILTER_BITS`] bits, set at each kept key's low hash bits;
+    /// empty when no key is kept.
+    filter: Vec<u64>,
+    /// The keys by their hash's high bits, linearly probed, at most a
+    /// quarter full (a power of two long).
+    table: Vec<Option<u64>>,
+    /// The keys, sorted.
+    keys: Vec<u64>,
+}
+
+/// Bits of [`AlwaysKept`]'s filter: 8 KiB, in L1, and a false positive
+/// rate of at most 1 in 512 for 128 keys.
+const ALWAYS_FILTER_BITS: usize = 1 << 16;
+
+impl AlwaysKept {
+    pub fn new(keys: impl IntoIterator<Item = u64>) -> AlwaysKept {
+        let mut keys: Vec<u64> = keys.into_iter().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.is_empty() {
+            return AlwaysKept::default();
+        }
+        let mut filter = vec![0u64; ALWAYS_FILTER_BITS / 64];
+        let mut table = vec![None; (4 * keys.len()).next_power_of_two()];
+        for &key in &keys {
+            let hash = key_hash(key);
+            let bit = hash as usize % ALWAYS_FILTER_BITS;
+            filter[bit / 64] |= 1 << (bit % 64);
+            let mut at = AlwaysKept::home(hash, table.len());
+            while table[at].is_some() {
+                at = (at + 1) % table.len();
+            }
+            table[at] = Some(key);
+        }
+        AlwaysKept { filter, table, keys }
+    }
+
+    /// A hash's first place in a table of `len` places.
+    fn home(hash: u64, len: usize) -> usize {
+        (hash >> 32) as usize & (len - 1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
+    }
+
+    pub fn contains(&self, key: u64) -> bool {
+        self.holds(key, key_hash(key))
+    }
+
+    /// Whether `key`, whose [`key_hash`] is `hash`, is kept.
+    fn holds(&self, key: u64, hash: u64) -> bool {
+        let bit = hash as usize % ALWAYS_FILTER_BITS;
+        if self.filter.get(bit / 64).is_none_or(|word| word >> (bit % 64) & 1 == 0) {
+            return false;
+        }
+        let mut at = AlwaysKept::home(hash, self.table.len());
+        while let Some(kept) = self.table[at] {
+            if kept == key {
+                return true;
+            }
+            at = (at + 1) % self.table.len();
+        }
+        false
+    }
+}
+
+/// Whether the sample drawn with `threshold` holds `key`, or `always` does.
+pub fn keeps_or_always(key: u64, threshold: u64, always: &AlwaysKept) -> bool {
+    if threshold == u64::MAX {
+        return true;
+    }
+    let hash = key_hash(key);
+    hash < threshold || always.holds(key, hash)
+}
+
 /// The share of the key space `threshold` keeps: scale cache sizes by it.
 pub fn rate_of(threshold: u64) -> f64 {
     // u64::MAX rounds to 2^64 as an f64, so rate 1 comes back as 1.0.
@@ -114,6 +201,8 @@ pub fn parse_rate(s: &str) -> Result<f64, SettingError> {
 pub struct SampledOracle {
     records: Records,
     threshold: u64,
+    /// Kept whatever their hash (see [`always_keeping`](Self::always_keeping)).
+    always: AlwaysKept,
     renaming: KeyRenaming,
     /// 0-based index of the next record.
     index: u64,
@@ -139,6 +228,7 @@ impl SampledOracle {
         Ok(SampledOracle {
             records: Records::new(path, open_input(path)?),
             threshold,
+            always: AlwaysKept::default(),
             renaming,
             index: 0,
             skipped: Skipped::default(),
@@ -146,6 +236,11 @@ impl SampledOracle {
             handed: 0,
             failed: false,
         })
+    }
+
+    /// Also keeps `always`'s keys (renamed keys, as handed out).
+    pub fn always_keeping(self, always: AlwaysKept) -> SampledOracle {
+        SampledOracle { always, ..self }
     }
 
     /// What was not kept among the records read so far.
@@ -166,10 +261,11 @@ impl SampledOracle {
         // Counted in locals, which stay in registers: the fields, behind
         // `&mut self`, were stored and reloaded on every record.
         let (threshold, renaming, mut skipped) = (self.threshold, self.renaming, Skipped::default());
+        let always = &self.always;
         for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
             let (key, size) = (renaming.rename(oracle::key(record)), oracle::size(record).max(1));
             let vtime = self.index + i as u64;
-            if !keeps(key, threshold) {
+            if !keeps_or_always(key, threshold, always) {
                 skipped.requests += 1;
                 skipped.bytes += u64::from(size);
                 continue;
@@ -310,6 +406,16 @@ mod tests {
             let dropped_bytes = dropped.iter().map(|a| u64::from(a.size)).sum();
             assert_eq!(sampled.skipped(), Skipped { requests: dropped.len() as u64, bytes: dropped_bytes });
         }
+        // Keys kept whatever their hash join the sample, and only they.
+        let t = threshold(0.01);
+        let hot = AlwaysKept::new((0..10_007).filter(|&k| !keeps(k, t)).step_by(97));
+        assert!(hot.keys().len() > 100);
+        let sampled = SampledOracle::open(&path, t, KeyRenaming::IDENTITY).unwrap().always_keeping(hot.clone());
+        let got: Vec<Access> = sampled.map(Result::unwrap).collect();
+        let kept: Vec<Access> = full.iter().copied().filter(|a| keeps(a.key, t) || hot.contains(a.key)).collect();
+        assert!(kept.len() > full.len() / 100 * 2, "the stratum adds accesses");
+        assert_eq!(got, kept);
+        assert!((0..10_007).all(|k| keeps_or_always(k, t, &hot) == (keeps(k, t) || hot.keys().contains(&k))));
     }
 
     #[test]

@@ -1,0 +1,596 @@
+//! SHARDS (Waldspurger et al., FAST '15): an LRU miss-ratio curve from the
+//! items whose key hashes below a threshold, with distances scaled by the
+//! sampling rate.
+//!
+//! At a fixed rate the sample can be stratified: the few keys most
+//! requested at the start of the trace ([`HOT_KEYS`]) are tracked exactly,
+//! every other key is sampled by hash, and the sampled stratum's misses are
+//! estimated by regression on its keys' request counts against the whole
+//! stream's count of its requests ([`Strata`]). Hash sampling's error is
+//! mostly the luck of which busy keys fall in the sample; the hot stratum
+//! takes the busiest out of the draw, and the regression corrects for how
+//! many requests the sampled keys happened to carry. With no hot keys it is
+//! the paper's SHARDS_adj.
+
+use std::collections::BinaryHeap;
+
+use hearth_core::{key_map, Access, KeyMap};
+use hearth_trace::sample::{self, AlwaysKept};
+
+use super::{estimated, in_callers_order, Counts, StackDistances};
+use crate::minisim;
+use crate::source::{SourceError, Streamed};
+use crate::stream::run_pipelined;
+use crate::{SettingError, SimResult};
+
+/// How SHARDS picks its sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ShardsMode {
+    /// Every item whose key hashes below `rate` of the hash range.
+    FixedRate(f64),
+    /// At most this many items: start at rate 1 and lower the rate to drop
+    /// the highest-hashing tracked item whenever one more would be too many
+    /// (SHARDS "fixed size": bounded memory whatever the footprint).
+    FixedSize(usize),
+}
+
+/// Hot keys a stratified SHARDS tracks exactly: the setting measured
+/// (GUIDE §1), fixed from an exploration on other draws than the ones it
+/// was then measured on. Front ends default to 0 (SHARDS_adj), which costs
+/// a third of the time.
+pub const HOT_KEYS: usize = 128;
+
+/// Requests at the start of the trace among which the hot keys are the
+/// most requested: a bounded first look, so choosing them costs the same
+/// on any trace length.
+pub const HOT_KEYS_FROM: usize = 1 << 20;
+
+/// An approximate LRU miss-ratio curve from a spatial sample of the items.
+pub struct Shards {
+    mode: ShardsMode,
+    /// Items whose hash is below this are sampled.
+    threshold: u64,
+    stack: StackDistances,
+    /// Tracked items by hash, to find the highest when the sample is full.
+    tracked: BinaryHeap<(u64, u64)>,
+    /// Requests and bytes of the whole stream, sampled or not.
+    totals: (u64, u64),
+    /// The exact stratum and the sampled keys' own counts (fixed rate with
+    /// hot keys); `None` counts as SHARDS_adj.
+    strata: Option<Strata>,
+}
+
+impl Shards {
+    pub fn new(mode: ShardsMode, cache_bytes: &[u64]) -> Result<Shards, SettingError> {
+        let threshold = match mode {
+            ShardsMode::FixedRate(rate) if rate > 0.0 && rate <= 1.0 => sample::threshold(rate),
+            ShardsMode::FixedRate(rate) => return Err(SettingError::SamplingRate { rate }),
+            ShardsMode::FixedSize(0) => return Err(SettingError::EmptySample),
+            ShardsMode::FixedSize(_) => u64::MAX,
+        };
+        Ok(Shards {
+            mode,
+            threshold,
+            stack: StackDistances::new(cache_bytes),
+            tracked: BinaryHeap::new(),
+            totals: (0, 0),
+            strata: None,
+        })
+    }
+
+    /// Fixed-rate SHARDS stratified on `hot`'s keys (see the module
+    /// documentation); with no hot keys, [`new`](Self::new).
+    pub fn stratified(rate: f64, cache_bytes: &[u64], hot: &AlwaysKept) -> Result<Shards, SettingError> {
+        let mut shards = Shards::new(ShardsMode::FixedRate(rate), cache_bytes)?;
+        if !hot.is_empty() {
+            shards.stack.marks = vec![0; hot.keys().len()];
+            shards.strata = Some(Strata::new(hot, cache_bytes));
+        }
+        Ok(shards)
+    }
+
+    /// Records one request of the full stream (most are not sampled).
+    pub fn access(&mut self, a: &Access) {
+        let hot = self.strata.as_ref().and_then(|strata| strata.hot_index.get(&a.key).copied());
+        if let Some(hot) = hot {
+            self.record_hot(hot as usize, a);
+        } else if sample::keeps(a.key, self.threshold) {
+            self.record_sampled(a);
+        } else {
+            self.skip(1, u64::from(a.size.max(1)));
+        }
+    }
+
+    /// Records a request whose key the current threshold keeps.
+    fn record_sampled(&mut self, a: &Access) {
+        self.totals.0 += 1;
+        self.totals.1 += u64::from(a.size.max(1));
+        let size = a.size.max(1);
+        // Only a fixed-size sample needs to know (a second lookup a request).
+        let fresh = matches!(self.mode, ShardsMode::FixedSize(_)) && !self.stack.tracks(a.key);
+        let above = self.stack.push(a, size);
+        if let (ShardsMode::FixedSize(limit), true) = (self.mode, fresh) {
+            self.tracked.push((sample::key_hash(a.key), a.key));
+            while self.tracked.len() > limit {
+                let (top, _) = *self.tracked.peek().expect("over the limit, so not empty");
+                // Lower the rate past every item sharing the top hash.
+                while self.tracked.peek().is_some_and(|&(h, _)| h == top) {
+                    let (_, key) = self.tracked.pop().expect("peeked");
+                    self.stack.forget(key);
+                }
+                self.threshold = top;
+            }
+            if !sample::keeps(a.key, self.threshold) {
+                return;
+            }
+        }
+        let rate = sample::rate_of(self.threshold);
+        let scaled = |sampled_above: u64| (sampled_above as f64 / rate).round() as u64;
+        let Some(strata) = &mut self.strata else {
+            let needed = above.map(|(sampled_above, _)| scaled(sampled_above) + u64::from(size));
+            self.stack.counts.record(needed, u64::from(size), 1.0 / rate);
+            return;
+        };
+        // Stratified: the hot items above count as themselves, and the
+        // request counts once here, scaled in `results`.
+        strata.largest = strata.largest.max(size);
+        let needed = above.map(|(sampled_above, from)| {
+            scaled(sampled_above) + strata.hot_bytes_after(&self.stack.marks, from) + u64::from(size)
+        });
+        self.stack.counts.record(needed, u64::from(size), 1.0);
+        strata.sampled.record(a.key, self.stack.counts.bucket(needed), size);
+    }
+
+    /// Records a request for hot key `hot`, which the stack does not hold:
+    /// the sampled items above it are those pushed since its mark.
+    fn record_hot(&mut self, hot: usize, a: &Access) {
+        let size = a.size.max(1);
+        self.totals.0 += 1;
+        self.totals.1 += u64::from(size);
+        let rate = sample::rate_of(self.threshold);
+        let strata = self.strata.as_mut().expect("only a stratified sample has hot keys");
+        strata.largest = strata.largest.max(size);
+        let stack = &mut self.stack;
+        let scaled = |sampled_above: u64| (sampled_above as f64 / rate).round() as u64;
+        let needed = (strata.sizes[hot] > 0).then(|| {
+            // Most hot requests come back well within the smallest cache,
+            // where all that matters is that they hit: a bound from counts
+            // alone (each item pushed or hot key requested since at most
+            // the largest size) settles those without summing anything.
+            let mark = stack.marks[hot];
+            let largest = u64::from(strata.largest);
+            let pushed = (stack.next_slot as u64 - u64::from(mark)) * largest;
+            let hot_requests = (strata.hot_clock - strata.clock[hot]).min(strata.clock.len() as u64 - 1);
+            let bound = scaled(pushed) + hot_requests * largest + u64::from(size);
+            if stack.counts.sorted.first().is_some_and(|&(smallest, _)| bound <= smallest) {
+                return bound;
+            }
+            let sampled_above = stack.total - stack.slots.prefix_sum(mark as usize);
+            scaled(sampled_above) + strata.hot_bytes_since(hot) + u64::from(size)
+        });
+        stack.marks[hot] = stack.next_slot as u32;
+        strata.touch(hot, size);
+        strata.hot_counts.record(needed, u64::from(size), 1.0);
+    }
+
+    /// The sampling rate in force now (it only falls, in fixed-size mode).
+    pub fn rate(&self) -> f64 {
+        sample::rate_of(self.threshold)
+    }
+
+    /// The hash threshold in force now (`hearth_trace::sample::keeps`); it
+    /// only falls. A caller that drops requests whose keys are not kept at
+    /// any threshold it read earlier, or are hot, drops none this would
+    /// sample.
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    /// Counts requests the caller did not offer because their keys are not
+    /// sampled (see [`threshold`](Self::threshold)): the whole stream's
+    /// totals include them.
+    pub fn skip(&mut self, requests: u64, bytes: u64) {
+        self.totals.0 += requests;
+        self.totals.1 += bytes;
+    }
+
+    /// Estimated LRU results at each cache size, in the order given to `new`.
+    pub fn results(&self) -> Vec<SimResult> {
+        match &self.strata {
+            None => self.stack.counts.results("LRU", Some(self.totals)),
+            Some(strata) => strata.results(&self.stack.counts, self.totals, self.rate()),
+        }
+    }
+
+    /// Distinct keys in the sample now, hot keys aside. Below
+    /// [`TRUSTED_SAMPLE_KEYS`] the curve can be off by more than sampling
+    /// at a higher rate would be.
+    pub fn sampled_keys(&self) -> usize {
+        self.strata.as_ref().map_or(self.stack.live, |strata| strata.sampled.row_of.len())
+    }
+}
+
+/// Stratified SHARDS's own state: the hot keys, tracked exactly outside
+/// the stack (each with a mark in it, [`StackDistances::marks`]), and per
+/// sampled key its requests and where they hit.
+///
+/// Estimate, per cache size: hot misses as counted, plus the sampled
+/// stratum's misses `m/r + b (N - n/r)`, where `m` and `n` are the sampled
+/// misses and requests, `r` the rate and `N` the whole stream's requests
+/// outside the hot keys, and `b = sum(n_i m_i) / sum(n_i^2)` over sampled
+/// keys `i` (least squares of each key's misses on its requests). `b = 0`
+/// is SHARDS_adj; `b = m/n` the ratio estimator; this `b` leaves the least
+/// variance of the three (Cochran, Sampling Techniques, ch. 7). Bytes
+/// likewise, each key's missed bytes taken at its mean request size.
+struct Strata {
+    /// Hot key -> its index in the per-hot-key vectors.
+    hot_index: KeyMap<u32>,
+    /// Per hot key: the hot clock at its latest request.
+    clock: Vec<u64>,
+    /// Per hot key: its size at its latest request (0 before its first).
+    sizes: Vec<u32>,
+    /// Hot requests so far.
+    hot_clock: u64,
+    /// The largest size requested so far, hot or sampled: no item in the
+    /// stack or among the hot keys is larger.
+    largest: u32,
+    /// Hot requests, each counted once.
+    hot_counts: Counts,
+    sampled: SampledKeys,
+}
+
+impl Strata {
+    fn new(hot: &AlwaysKept, cache_bytes: &[u64]) -> Strata {
+        let mut hot_index = key_map(hot.keys().len());
+        hot_index.extend(hot.keys().iter().zip(0..).map(|(&key, i)| (key, i)));
+        let count = hot.keys().len();
+        Strata {
+            hot_index,
+            clock: vec![0; count],
+            sizes: vec![0; count],
+            hot_clock: 0,
+            largest: 0,
+            hot_counts: Counts::new(cache_bytes),
+            sampled: SampledKeys::new(cache_bytes.len() + 1),
+        }
+    }
+
+    /// Bytes of the hot items requested after the sampled item in stack
+    /// slot `from` was (their marks lie above it).
+    fn hot_bytes_after(&self, marks: &[u32], from: u32) -> u64 {
+        marks.iter().zip(&self.sizes).map(|(&mark, &size)| if mark > from { u64::from(size) } else { 0 }).sum()
+    }
+
+    /// Bytes of the other hot items requested since hot key `hot` was.
+    fn hot_bytes_since(&self, hot: usize) -> u64 {
+        let since = self.clock[hot];
+        self.clock.iter().zip(&self.sizes).map(|(&clock, &size)| if clock > since { u64::from(size) } else { 0 }).sum()
+    }
+
+    fn touch(&mut self, hot: usize, size: u32) {
+        self.hot_clock += 1;
+        self.clock[hot] = self.hot_clock;
+        self.sizes[hot] = size;
+    }
+
+    /// The estimate described on [`Strata`], at each size of `sampled`
+    /// (the sampled requests' counts, each weighted 1) in the caller's order.
+    fn results(&self, sampled: &Counts, (requests, bytes): (u64, u64), rate: f64) -> Vec<SimResult> {
+        let hot = &self.hot_counts;
+        // The whole stream outside the hot keys, and what the sample saw of it.
+        let (outside, outside_bytes) = (requests as f64 - hot.requests, bytes as f64 - hot.bytes);
+        let slopes = self.sampled.slopes();
+        // The sampled stratum's misses from what its sample missed and saw,
+        // at most every request outside the hot keys.
+        let estimate = |missed: f64, seen: f64, whole: f64, slope: f64| {
+            (missed / rate + slope * (whole - seen / rate)).clamp(0.0, whole.max(0.0))
+        };
+        let sizes = sampled.hits_by_size().zip(hot.hits_by_size()).zip(slopes);
+        in_callers_order(sizes.map(|((sample_hits, hot_hits), slope)| {
+            let (index, cache_bytes, hits, hit_bytes) = sample_hits;
+            let misses = estimate(sampled.requests - hits, sampled.requests, outside, slope.0);
+            let miss_bytes = estimate(sampled.bytes - hit_bytes, sampled.bytes, outside_bytes, slope.1);
+            let missed = (misses + hot.requests - hot_hits.2, miss_bytes + hot.bytes - hot_hits.3);
+            (index, estimated("LRU", cache_bytes, (requests as f64, bytes as f64), missed))
+        }))
+    }
+}
+
+/// Per sampled key: its requests and bytes, and its requests by where
+/// they first hit ([`Counts::bucket`]).
+struct SampledKeys {
+    row_of: KeyMap<u32>,
+    /// (requests, bytes) per key.
+    totals: Vec<(u32, u64)>,
+    /// `width` counts per key: requests by bucket, the last for misses at
+    /// every size.
+    hits: Vec<u32>,
+    width: usize,
+}
+
+impl SampledKeys {
+    fn new(width: usize) -> SampledKeys {
+        SampledKeys { row_of: key_map(1024), totals: Vec::new(), hits: Vec::new(), width }
+    }
+
+    fn record(&mut self, key: u64, bucket: usize, size: u32) {
+        let rows = self.totals.len() as u32;
+        let row = *self.row_of.entry(key).or_insert(rows) as usize;
+        if row == self.totals.len() {
+            self.totals.push((0, 0));
+            self.hits.resize(self.hits.len() + self.width, 0);
+        }
+        self.totals[row].0 += 1;
+        self.totals[row].1 += u64::from(size);
+        self.hits[row * self.width + bucket] += 1;
+    }
+
+    /// Per size, ascending: the least-squares slopes of the keys' misses
+    /// on their requests, and of their missed bytes on their bytes.
+    fn slopes(&self) -> Vec<(f64, f64)> {
+        let sizes = self.width - 1;
+        // Per size: sum of n_i m_i and of x_i y_i.
+        let mut products = vec![(0.0, 0.0); sizes];
+        let (mut squares, mut byte_squares) = (0.0, 0.0);
+        for (&(n, x), hits) in self.totals.iter().zip(self.hits.chunks_exact(self.width)) {
+            let (n, x) = (f64::from(n), x as f64);
+            squares += n * n;
+            byte_squares += x * x;
+            let mut missed = n;
+            for (product, &hit) in products.iter_mut().zip(hits) {
+                missed -= f64::from(hit);
+                product.0 += n * missed;
+                product.1 += x * missed * (x / n);
+            }
+        }
+        let slope = |product: f64, squares: f64| if squares > 0.0 { product / squares } else { 0.0 };
+        products.into_iter().map(|(p, q)| (slope(p, squares), slope(q, byte_squares))).collect()
+    }
+}
+
+/// Fewest distinct sampled keys a SHARDS curve is trusted with: the sample
+/// size of the SHARDS paper's fixed-size variant (s_max = 8K), which the
+/// paper found accurate across its traces. Fixed before any Hearth curve
+/// was measured against it; front ends warn below it.
+pub const TRUSTED_SAMPLE_KEYS: usize = 8192;
+
+/// A SHARDS curve: one sample, or at a fixed rate one per rate its sizes
+/// needed (see [`shards_pass`]).
+pub struct ShardsCurve {
+    rate: f64,
+    results: Vec<SimResult>,
+    sampled_keys: usize,
+}
+
+impl ShardsCurve {
+    /// The rate asked for (fixed rate), or the one the sample ended at
+    /// (fixed size).
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Estimated LRU results, in the order of the sizes given.
+    pub fn results(&self) -> Vec<SimResult> {
+        self.results.clone()
+    }
+
+    /// Distinct keys of the smallest sample used (see [`TRUSTED_SAMPLE_KEYS`]).
+    pub fn sampled_keys(&self) -> usize {
+        self.sampled_keys
+    }
+}
+
+/// The `count` keys most requested among the first [`HOT_KEYS_FROM`]
+/// requests of `trace` (ties: the lower key), as its passes hand keys out.
+pub fn hot_keys(trace: &Streamed, count: usize) -> Result<AlwaysKept, SourceError> {
+    if count == 0 {
+        return Ok(AlwaysKept::default());
+    }
+    let mut requests: KeyMap<u32> = key_map(1 << 16);
+    for a in trace.accesses()?.take(HOT_KEYS_FROM) {
+        *requests.entry(a?.key).or_default() += 1;
+    }
+    let mut busiest: Vec<(u64, u32)> = requests.into_iter().collect();
+    busiest.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(AlwaysKept::new(busiest.into_iter().take(count).map(|(key, _)| key)))
+}
+
+/// Runs SHARDS over `trace`. At a fixed rate, the sample is stratified on
+/// `hot_keys` keys ([`hot_keys`]; 0 for SHARDS_adj), and a size whose
+/// cache scaled by the rate would hold fewer than
+/// [`MIN_MINIATURE_OBJECTS`](minisim::MIN_MINIATURE_OBJECTS) objects is
+/// estimated from a sample at twice the rate, again until it holds enough
+/// (the rule miniature simulations follow, for the same reason: a scaled
+/// cache of a few objects sees every sampled distance in steps of 1/rate
+/// objects, and one sampled hot item decides its curve). Every rate's
+/// sample is drawn in one read of the trace ([`fixed_rate_passes`]), and
+/// only sampled (and hot) accesses are decoded where the format allows
+/// ([`Streamed::sampled_accesses_with`]). Fixed-size SHARDS lowers its
+/// rate as it goes, so it reads every access once, unstratified.
+/// `progress` receives accesses read.
+pub fn shards_pass(
+    trace: &Streamed,
+    mode: ShardsMode,
+    hot_keys: usize,
+    cache_bytes: &[u64],
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<ShardsCurve, SourceError> {
+    let ShardsMode::FixedRate(rate) = mode else {
+        let mut shards = Shards::new(mode, cache_bytes)?;
+        run_pipelined(trace.accesses()?, |chunk| {
+            chunk.iter().for_each(|a| shards.access(a));
+            progress(chunk.len() as u64);
+        })?;
+        return Ok(ShardsCurve { rate: shards.rate(), results: shards.results(), sampled_keys: shards.sampled_keys() });
+    };
+    Shards::new(mode, cache_bytes)?; // checks the rate before any pass
+    let hot = self::hot_keys(trace, hot_keys)?;
+    let groups = minisim::raised_rates(trace, cache_bytes, rate, minisim::ObjectSize::Mean);
+    let passes: Vec<(f64, Vec<u64>)> =
+        groups.iter().map(|(rate, members)| (*rate, members.iter().map(|&i| cache_bytes[i]).collect())).collect();
+    let samples = fixed_rate_passes(trace, &passes, &hot, progress)?;
+    let mut results: Vec<Option<SimResult>> = vec![None; cache_bytes.len()];
+    for ((_, members), shards) in groups.iter().zip(&samples) {
+        for (&i, r) in members.iter().zip(shards.results()) {
+            results[i] = Some(r);
+        }
+    }
+    let sampled_keys = samples.iter().map(Shards::sampled_keys).min().unwrap_or(0);
+    let results = results.into_iter().map(|r| r.expect("every size is in a group")).collect();
+    Ok(ShardsCurve { rate, results, sampled_keys })
+}
+
+/// SHARDS at each (rate, sizes) of `passes`, stratified on `hot`, from one
+/// read of the trace that decodes only the accesses the densest sample
+/// keeps (and the hot ones) where it can. Thresholds nest, so every
+/// sparser sample's accesses are among them: each is offered to every
+/// sample, which records it or counts it as skipped, exactly as a pass of
+/// its own would.
+fn fixed_rate_passes(
+    trace: &Streamed,
+    passes: &[(f64, Vec<u64>)],
+    hot: &AlwaysKept,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<Shards>, SourceError> {
+    let mut samples: Vec<Shards> =
+        passes.iter().map(|(rate, sizes)| Shards::stratified(*rate, sizes, hot)).collect::<Result<_, _>>()?;
+    let Some(densest) = samples.iter().map(Shards::threshold).max() else {
+        return Ok(samples);
+    };
+    let mut sampled = trace.sampled_accesses_with(densest, hot.clone())?;
+    let (mut kept, mut reported) = (0u64, 0u64);
+    let mut report = |kept: u64, skipped: u64| {
+        progress(kept + skipped - reported);
+        reported = kept + skipped;
+    };
+    while let Some(a) = sampled.next() {
+        let a = a?;
+        samples.iter_mut().for_each(|shards| shards.access(&a));
+        kept += 1;
+        if kept.is_multiple_of(1 << 12) {
+            report(kept, sampled.skipped().requests);
+        }
+    }
+    let skipped = sampled.skipped();
+    report(kept, skipped.requests);
+    samples.iter_mut().for_each(|shards| shards.skip(skipped.requests, skipped.bytes));
+    Ok(samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mrc::tests::{accesses, one_pass};
+    use crate::source::{Needs, TraceSource};
+
+    #[test]
+    fn shards_at_rate_one_is_exact_and_fixed_size_caps_the_sample() {
+        let items: Vec<(u64, u32)> = (0..50_000u64).map(|i| ((i * i) % 4099, 1)).collect();
+        let a = accesses(&items);
+        let sizes = [16, 256, 1024, 4096];
+        let mut all = Shards::new(ShardsMode::FixedRate(1.0), &sizes).unwrap();
+        a.iter().for_each(|x| all.access(x));
+        assert_eq!(all.results(), one_pass(&a, &sizes));
+
+        let mut capped = Shards::new(ShardsMode::FixedSize(200), &sizes).unwrap();
+        a.iter().for_each(|x| capped.access(x));
+        assert!(capped.stack.live <= 200);
+        assert!(capped.rate() < 0.1, "4099 items into 200 slots: rate {}", capped.rate());
+        for bad in [ShardsMode::FixedRate(0.0), ShardsMode::FixedRate(1.5), ShardsMode::FixedSize(0)] {
+            assert!(Shards::new(bad, &sizes).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stratified_at_rate_one_is_exact_across_renumberings() {
+        // Hot keys outside the stack and sampled ones in it, mixed over many
+        // renumberings, with sizes per key: at rate 1 every distance is
+        // exact, so the curve must be.
+        // Every third request is to one of keys 0..7, key 0 every other time.
+        let items: Vec<(u64, u32)> = (0..(1u64 << 18))
+            .map(|i| match (i % 3, i / 3 % 2) {
+                (0, 0) => (0, 3),
+                (0, _) => (i % 7, 3 + (i % 7) as u32),
+                _ => (100 + (i * 2654435761) % 20_011, 1 + ((i * 2654435761) % 20_011 % 4) as u32),
+            })
+            .collect();
+        let mut a = accesses(&items);
+        a.iter_mut().for_each(|x| x.size = if x.key < 100 { 3 + x.key as u32 } else { 1 + (x.key % 4) as u32 });
+        // Key 0 comes back within the smallest cache, where its bound settles
+        // it; keys 2, 4 and 6 come back about it, where they must be summed.
+        let sizes = [100, 130, 160, 1_000, 10_000, 30_000, 60_000];
+        // Busy keys, keys of the loop (their marks lie deep in the stack when
+        // it is renumbered) and one never requested.
+        let hot = AlwaysKept::new([0, 2, 4, 6, 100, 1_100, 5_100, 12_100, 99_999]);
+        let mut stratified = Shards::stratified(1.0, &sizes, &hot).unwrap();
+        a.iter().for_each(|x| stratified.access(x));
+        assert_eq!(stratified.results(), one_pass(&a, &sizes));
+        let cold: std::collections::HashSet<u64> = a.iter().map(|x| x.key).filter(|&k| !hot.contains(k)).collect();
+        assert_eq!(stratified.sampled_keys(), cold.len(), "hot keys apart");
+    }
+
+    #[test]
+    fn the_regression_is_exact_where_every_sampled_key_misses_alike() {
+        // A hot key between every two requests of a loop over 10,000 keys,
+        // 20 laps: at 1,000 items every loop request misses, at 100,000 only
+        // the first lap's. Each key misses the same share of its requests,
+        // so the regression recovers the misses whichever keys the hash
+        // draws; SHARDS_adj scales the draw's own count.
+        let items: Vec<(u64, u32)> = (0..20 * 10_000u64).flat_map(|i| [(7, 1), (100 + i % 10_000, 1)]).collect();
+        let a = accesses(&items);
+        let sizes = [1_000, 100_000];
+        let exact = one_pass(&a, &sizes);
+        let mut adj_off = 0;
+        for seed in 1..=5 {
+            let renaming = sample::KeyRenaming::for_seed(seed);
+            let renamed: Vec<Access> = a.iter().map(|x| Access { key: renaming.rename(x.key), ..*x }).collect();
+            let run = |hot: &AlwaysKept| {
+                let mut shards = Shards::stratified(0.05, &sizes, hot).unwrap();
+                renamed.iter().for_each(|x| shards.access(x));
+                shards.results()
+            };
+            let stratified = run(&AlwaysKept::new([renaming.rename(7)]));
+            for (s, e) in stratified.iter().zip(&exact) {
+                assert_eq!((s.requests, s.bytes), (e.requests, e.bytes));
+                assert!(s.hits.abs_diff(e.hits) <= 2, "seed {seed}: {} hits, exactly {}", s.hits, e.hits);
+            }
+            let adj = run(&AlwaysKept::default());
+            adj_off += usize::from(adj[0].hits.abs_diff(exact[0].hits) > exact[0].requests / 100);
+        }
+        assert!(adj_off > 0, "SHARDS_adj should be off by the draw here");
+    }
+
+    #[test]
+    fn hot_keys_are_the_busiest_of_the_first_requests() {
+        let source = TraceSource { requests: 50_000, ..TraceSource::new("synth:zipf:10000:1.2") };
+        let trace = Streamed::open(&source, Needs::default(), &()).unwrap();
+        let hot = hot_keys(&trace, 5).unwrap();
+        let mut counts = std::collections::HashMap::<u64, u32>::new();
+        for a in trace.accesses().unwrap() {
+            *counts.entry(a.unwrap().key).or_default() += 1;
+        }
+        let mut busiest: Vec<(u64, u32)> = counts.into_iter().collect();
+        busiest.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut want: Vec<u64> = busiest.iter().take(5).map(|&(k, _)| k).collect();
+        want.sort_unstable();
+        assert_eq!(hot.keys(), want);
+        assert!(hot_keys(&trace, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn small_caches_are_estimated_from_a_denser_sample() {
+        let source = TraceSource { requests: 200_000, ..TraceSource::new("synth:zipf:200000:0.8") };
+        let trace = Streamed::open(&source, Needs::default(), &()).unwrap();
+        // At 1%, 100 blocks of 4 KiB need a 40 MiB cache: 4 MiB needs 16%.
+        let (small, large) = (4 << 20, 64 << 20);
+        let hot = hot_keys(&trace, HOT_KEYS).unwrap();
+        let curve = shards_pass(&trace, ShardsMode::FixedRate(0.01), HOT_KEYS, &[small, large], &|_| {}).unwrap();
+        let at = |rate: f64, size: u64| {
+            let alone = fixed_rate_passes(&trace, &[(rate, vec![size])], &hot, &|_| {}).unwrap();
+            alone[0].results().remove(0)
+        };
+        assert_eq!(curve.results(), vec![at(0.16, small), at(0.01, large)]);
+        assert_eq!(curve.rate(), 0.01);
+        assert_ne!(at(0.16, small), at(0.01, small), "the case should tell the rates apart");
+    }
+}
