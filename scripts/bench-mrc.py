@@ -169,7 +169,7 @@ def main():
     ap.add_argument("--no-accuracy", action="store_true", help="only the --big timings")
     ap.add_argument("--remaps", type=int, metavar="N", help="sampled curves' errors over --sample-seed 1..N")
     ap.add_argument("--shards-hot-keys", type=int, default=0, metavar="N",
-                    help="SHARDS stratified on N hot keys (hearth mrc --shards-hot-keys)")
+                    help="SHARDS stratified on N hot keys (hearth mrc --shards-hot-keys; 0: SHARDS_adj)")
     args = ap.parse_args()
     SHARDS_HOT_KEYS[1] = str(args.shards_hot_keys)
     if not os.environ.get("HEARTH"):

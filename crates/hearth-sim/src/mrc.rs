@@ -408,12 +408,12 @@ pub fn exact_pass(
     } else {
         StackDistances::new(cache_bytes)
     };
-    let consume = |batch: &[Access]| {
+    let mut consume = |batch: &[Access]| {
         sd.access_all(batch);
         progress(batch.len() as u64);
     };
     if trace.source().records_next_access(trace.mode) {
-        trace.sampled_accesses(u64::MAX)?.for_each_batch(consume)?;
+        trace.sampled_accesses(u64::MAX)?.for_each_batch(|batch, _| consume(batch))?;
     } else {
         run_pipelined(trace.accesses()?, consume)?;
     }

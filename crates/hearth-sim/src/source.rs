@@ -403,29 +403,31 @@ impl SampledStream<'_> {
     }
 
     /// Hands the accesses kept to `consume` a batch at a time, in order,
-    /// until the end, the first error or a cancel. An oracleGeneral file's
+    /// until the end, the first error or a cancel, each with what was not
+    /// kept so far ([`skipped`](Self::skipped)). An oracleGeneral file's
     /// batches are decoded in place from its read buffer, with no step per
     /// access in between.
-    pub fn for_each_batch(&mut self, mut consume: impl FnMut(&[Access])) -> Result<(), TraceError> {
+    pub fn for_each_batch(&mut self, mut consume: impl FnMut(&[Access], Skipped)) -> Result<(), TraceError> {
         if let Sampling::Oracle(oracle) = &mut self.from {
             while let Some(batch) = oracle.next_kept() {
                 if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
                     return Ok(());
                 }
-                consume(batch?);
+                let (batch, skipped) = batch?;
+                consume(batch, skipped);
             }
             return Ok(());
         }
         let mut batch = Vec::with_capacity(crate::stream::CHUNK_ACCESSES);
-        for a in self.by_ref() {
+        while let Some(a) = self.next() {
             batch.push(a?);
             if batch.len() == batch.capacity() {
-                consume(&batch);
+                consume(&batch, self.skipped());
                 batch.clear();
             }
         }
         if !batch.is_empty() {
-            consume(&batch);
+            consume(&batch, self.skipped());
         }
         Ok(())
     }
@@ -505,7 +507,7 @@ mod tests {
             // Batches hand out the same accesses, the whole pass at rate 1.
             let mut batched = Vec::new();
             let mut every = trace.sampled_accesses(u64::MAX).unwrap();
-            every.for_each_batch(|batch| batched.extend_from_slice(batch)).unwrap();
+            every.for_each_batch(|batch, _| batched.extend_from_slice(batch)).unwrap();
             assert_eq!(batched, all, "{}", source.trace.display());
             assert_eq!(every.skipped(), sample::Skipped::default());
         }

@@ -294,13 +294,14 @@ impl SampledOracle {
 
 impl SampledOracle {
     /// The kept accesses not yet handed out, at least one, until the end
-    /// (`None`) or an error, which ends the stream as in [`Iterator::next`].
-    pub fn next_kept(&mut self) -> Option<Result<&[Access], TraceError>> {
+    /// (`None`) or an error, which ends the stream as in [`Iterator::next`];
+    /// with what was not kept among the records read so far.
+    pub fn next_kept(&mut self) -> Option<Result<(&[Access], Skipped), TraceError>> {
         if let Err(e) = self.fill()? {
             return Some(Err(e));
         }
         let from = std::mem::replace(&mut self.handed, self.kept.len());
-        Some(Ok(&self.kept[from..]))
+        Some(Ok((&self.kept[from..], self.skipped)))
     }
 
     /// Reads until an access is kept and not handed out; `None` at the end.

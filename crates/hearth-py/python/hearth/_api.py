@@ -274,8 +274,8 @@ def mrc(
         shards_hot_keys: fixed-rate SHARDS tracks this many of the keys most
             requested in the first 2^20 requests exactly and samples the
             others (``hearth mrc --shards-hot-keys``; 128 is the measured
-            setting: about half the error, about three times the time); 0,
-            the default, is the paper's SHARDS_adj.
+            setting: about half the error at 1%, at about 2.5 times the
+            time); 0, the default, is the paper's SHARDS_adj.
         sample_seed: which draw of the sample shards and mini take (``hearth
             mrc --sample-seed``): keys are renamed by a bijection from it
             before hashing; 0 is the sample ``hearth trace sample`` writes.
