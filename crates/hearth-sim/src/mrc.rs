@@ -338,6 +338,16 @@ impl Counts {
         }
     }
 
+    /// Records a request of `size` bytes that hits at every size (weight 1).
+    fn record_first(&mut self, size: u64) {
+        self.requests += 1.0;
+        self.bytes += size as f64;
+        if let Some(first) = self.first_hit.first_mut() {
+            first.0 += 1.0;
+            first.1 += size as f64;
+        }
+    }
+
     /// Where a request of `needed` bytes first hits: the index of the
     /// first size at or above it in ascending order, `sorted.len()` for a
     /// request that misses at every size (`None`: a first request).

@@ -142,10 +142,16 @@ impl AlwaysKept {
         self.holds(key, key_hash(key))
     }
 
+    /// Whether a key whose [`key_hash`] is `hash` may be kept (the filter:
+    /// false positives, no false negatives).
+    fn may_hold(&self, hash: u64) -> bool {
+        let bit = hash as usize % ALWAYS_FILTER_BITS;
+        self.filter.get(bit / 64).is_some_and(|word| word >> (bit % 64) & 1 == 1)
+    }
+
     /// Whether `key`, whose [`key_hash`] is `hash`, is kept.
     fn holds(&self, key: u64, hash: u64) -> bool {
-        let bit = hash as usize % ALWAYS_FILTER_BITS;
-        if self.filter.get(bit / 64).is_none_or(|word| word >> (bit % 64) & 1 == 0) {
+        if !self.may_hold(hash) {
             return false;
         }
         let mut at = AlwaysKept::home(hash, self.table.len());
@@ -209,6 +215,8 @@ pub struct SampledOracle {
     skipped: Skipped,
     /// Kept accesses of the last batch read, handed out from `handed`.
     kept: Vec<Access>,
+    /// Indices of the last batch's records that the hash might keep (reused).
+    maybe: Vec<u32>,
     handed: usize,
     failed: bool,
 }
@@ -233,6 +241,7 @@ impl SampledOracle {
             index: 0,
             skipped: Skipped::default(),
             kept: Vec::new(),
+            maybe: Vec::new(),
             handed: 0,
             failed: false,
         })
@@ -257,30 +266,50 @@ impl SampledOracle {
             return Ok(false);
         }
         let records = batch.len() / oracle::RECORD_LEN;
-        let mut bad = None;
-        // Counted in locals, which stay in registers: the fields, behind
-        // `&mut self`, were stored and reloaded on every record.
-        let (threshold, renaming, mut skipped) = (self.threshold, self.renaming, Skipped::default());
-        let always = &self.always;
-        for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
-            let (key, size) = (renaming.rename(oracle::key(record)), oracle::size(record).max(1));
-            let vtime = self.index + i as u64;
-            if !keeps_or_always(key, threshold, always) {
-                skipped.requests += 1;
-                skipped.bytes += u64::from(size);
-                continue;
-            }
-            match oracle::next_access(record, vtime) {
-                Ok(next_access) => {
-                    let next_access = next_access.unwrap_or(NEVER);
-                    self.kept.push(Access { key, size, vtime, next_access, op: Op::Read, ctx: 0 });
-                }
-                Err(what) => {
+        let (threshold, renaming) = (self.threshold, self.renaming);
+        let (mut bad, mut skipped_bytes) = (None, 0);
+        if threshold == u64::MAX {
+            // Every record, none hashed.
+            for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
+                let key = renaming.rename(oracle::key(record));
+                if let Err(what) = keep(&mut self.kept, record, key, self.index + i as u64) {
                     bad = Some((records - i, what));
                     break;
                 }
             }
+        } else {
+            // Two steps. First every record's key is hashed and its index
+            // noted when the threshold or `always`'s filter might keep it,
+            // without a branch (which record is kept is a coin toss the CPU
+            // cannot predict), while all sizes are summed. Then only the
+            // noted records are checked against `always` and decoded.
+            let mut maybe = std::mem::take(&mut self.maybe);
+            maybe.resize(records, 0);
+            let (mut noted, always) = (0, &self.always);
+            for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
+                let hash = key_hash(renaming.rename(oracle::key(record)));
+                skipped_bytes += u64::from(oracle::size(record).max(1));
+                maybe[noted] = i as u32;
+                noted += usize::from(hash < threshold || always.may_hold(hash));
+            }
+            for &i in &maybe[..noted] {
+                let i = i as usize;
+                let record = &batch[i * oracle::RECORD_LEN..(i + 1) * oracle::RECORD_LEN];
+                let key = renaming.rename(oracle::key(record));
+                if !keeps_or_always(key, threshold, always) {
+                    continue; // a false positive of the filter
+                }
+                match keep(&mut self.kept, record, key, self.index + i as u64) {
+                    Ok(size) => skipped_bytes -= u64::from(size),
+                    Err(what) => {
+                        bad = Some((records - i, what));
+                        break;
+                    }
+                }
+            }
+            self.maybe = maybe;
         }
+        let skipped = Skipped { requests: (records - self.kept.len()) as u64, bytes: skipped_bytes };
         self.skipped.requests += skipped.requests;
         self.skipped.bytes += skipped.bytes;
         if let Some((from_end, what)) = bad {
@@ -290,6 +319,15 @@ impl SampledOracle {
         self.index += records as u64;
         Ok(true)
     }
+}
+
+/// Decodes a kept record, whose key is `key` (renamed), into `kept`: its
+/// size, or what is wrong with it.
+fn keep(kept: &mut Vec<Access>, record: &[u8], key: u64, vtime: u64) -> Result<u32, String> {
+    let size = oracle::size(record).max(1);
+    let next_access = oracle::next_access(record, vtime)?.unwrap_or(NEVER);
+    kept.push(Access { key, size, vtime, next_access, op: Op::Read, ctx: 0 });
+    Ok(size)
 }
 
 impl SampledOracle {

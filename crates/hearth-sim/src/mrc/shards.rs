@@ -84,7 +84,7 @@ impl Shards {
         let mut shards = Shards::new(ShardsMode::FixedRate(rate), cache_bytes)?;
         if !hot.is_empty() {
             shards.stack.marks = vec![0; hot.keys().len()];
-            shards.strata = Some(Strata::new(hot, cache_bytes));
+            shards.strata = Some(Strata::new(hot, cache_bytes, shards.rate()));
         }
         Ok(shards)
     }
@@ -151,25 +151,26 @@ impl Shards {
         let strata = self.strata.as_mut().expect("only a stratified sample has hot keys");
         strata.largest = strata.largest.max(size);
         let stack = &mut self.stack;
-        let scaled = |sampled_above: u64| (sampled_above as f64 / rate).round() as u64;
-        let needed = (strata.sizes[hot] > 0).then(|| {
-            // Most hot requests come back well within the smallest cache,
-            // where all that matters is that they hit: a bound from counts
-            // alone (each item pushed or hot key requested since at most
-            // the largest size) settles those without summing anything.
-            let mark = stack.marks[hot];
-            let largest = u64::from(strata.largest);
-            let pushed = (stack.next_slot as u64 - u64::from(mark)) * largest;
-            let hot_requests = (strata.hot_clock - strata.clock[hot]).min(strata.clock.len() as u64 - 1);
-            // Truncated plus one: at least the rounded sum, without rounding.
-            let bound = (pushed as f64 / rate) as u64 + 1 + hot_requests * largest + u64::from(size);
-            if stack.counts.sorted.first().is_some_and(|&(smallest, _)| bound <= smallest) {
-                return bound;
-            }
-            let sampled_above = stack.total - stack.slots.prefix_sum(mark as usize);
-            scaled(sampled_above) + strata.hot_bytes_since(hot) + u64::from(size)
-        });
+        let (mark, seen) = (stack.marks[hot], strata.sizes[hot] > 0);
         stack.marks[hot] = stack.next_slot as u32;
+        // Most hot requests come back well within the smallest cache, where
+        // all that matters is that they hit: a bound from counts alone (each
+        // item pushed or hot key requested since at most the largest size)
+        // settles those without summing anything. Truncated plus one, by the
+        // reciprocal: at least the rounded sum.
+        let largest = u64::from(strata.largest);
+        let pushed = (stack.next_slot as u64 - u64::from(mark)) * largest;
+        let hot_requests = (strata.hot_clock - strata.clock[hot]).min(strata.clock.len() as u64 - 1);
+        let bound = (pushed as f64 * strata.per_sampled) as u64 + 1 + hot_requests * largest + u64::from(size);
+        if seen && stack.counts.sorted.first().is_some_and(|&(smallest, _)| bound <= smallest) {
+            strata.touch(hot, size);
+            strata.hot_counts.record_first(u64::from(size));
+            return;
+        }
+        let needed = seen.then(|| {
+            let sampled_above = stack.total - stack.slots.prefix_sum(mark as usize);
+            (sampled_above as f64 / rate).round() as u64 + strata.hot_bytes_since(hot) + u64::from(size)
+        });
         strata.touch(hot, size);
         strata.hot_counts.record(needed, u64::from(size), 1.0);
     }
@@ -232,6 +233,8 @@ struct Strata {
     sizes: Vec<u32>,
     /// Hot requests so far.
     hot_clock: u64,
+    /// 1 / the sampling rate: the bytes a sampled byte stands for.
+    per_sampled: f64,
     /// The largest size requested so far, hot or sampled: no item in the
     /// stack or among the hot keys is larger.
     largest: u32,
@@ -241,7 +244,7 @@ struct Strata {
 }
 
 impl Strata {
-    fn new(hot: &AlwaysKept, cache_bytes: &[u64]) -> Strata {
+    fn new(hot: &AlwaysKept, cache_bytes: &[u64], rate: f64) -> Strata {
         let mut hot_index = key_map(hot.keys().len());
         hot_index.extend(hot.keys().iter().zip(0..).map(|(&key, i)| (key, i)));
         let count = hot.keys().len();
@@ -250,6 +253,7 @@ impl Strata {
             clock: vec![0; count],
             sizes: vec![0; count],
             hot_clock: 0,
+            per_sampled: 1.0 / rate,
             largest: 0,
             hot_counts: Counts::new(cache_bytes),
             sampled: SampledKeys::new(cache_bytes.len() + 1),
@@ -387,13 +391,20 @@ pub fn hot_keys(trace: &Streamed, count: usize) -> Result<AlwaysKept, SourceErro
     if count == 0 {
         return Ok(AlwaysKept::default());
     }
-    let mut requests: KeyMap<u32> = key_map(1 << 16);
-    for a in trace.accesses()?.take(HOT_KEYS_FROM) {
-        *requests.entry(a?.key).or_default() += 1;
+    // Sorted and counted in runs: a hash map of up to 2^20 keys missed the
+    // cache on nearly every request, and cost several times as much.
+    let mut keys = Vec::with_capacity(HOT_KEYS_FROM);
+    for a in trace.sampled_accesses(u64::MAX)?.take(HOT_KEYS_FROM) {
+        keys.push(a?.key);
     }
-    let mut busiest: Vec<(u64, u32)> = requests.into_iter().collect();
-    busiest.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    Ok(AlwaysKept::new(busiest.into_iter().take(count).map(|(key, _)| key)))
+    keys.sort_unstable();
+    let mut busiest: Vec<(u64, u32)> = keys.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() as u32)).collect();
+    let busier = |a: &(u64, u32), b: &(u64, u32)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
+    if busiest.len() > count {
+        busiest.select_nth_unstable_by(count, busier);
+        busiest.truncate(count);
+    }
+    Ok(AlwaysKept::new(busiest.into_iter().map(|(key, _)| key)))
 }
 
 /// Runs SHARDS over `trace`. At a fixed rate, the sample is stratified on
