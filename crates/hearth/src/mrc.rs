@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hearth_core::format_bytes;
-use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode, TRUSTED_SAMPLE_KEYS};
+use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode, HOT_KEYS, TRUSTED_SAMPLE_KEYS};
 use hearth_sim::run::check_policies;
 use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::stream::{run_streaming, Counting};
@@ -152,9 +152,15 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
                 let mode = args.shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
                 let shards = shards_pass(&trace, mode, args.shards_hot_keys, &cache_bytes, &|n| bar.inc(n))?;
                 if shards.sampled_keys() < TRUSTED_SAMPLE_KEYS {
+                    let unstratified = args.shards_items.is_none() && args.shards_hot_keys == 0;
+                    let stratify = if unstratified {
+                        format!(", or stratify it (--shards-hot-keys {HOT_KEYS})")
+                    } else {
+                        String::new()
+                    };
                     eprintln!(
                         "warning: the SHARDS sample holds {} distinct keys, fewer than the {TRUSTED_SAMPLE_KEYS} \
-                         its curve is trusted with; raise --rate (or --shards-items)",
+                         its curve is trusted with; raise --rate (or --shards-items){stratify}",
                         shards.sampled_keys()
                     );
                 }
