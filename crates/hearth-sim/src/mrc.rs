@@ -327,24 +327,16 @@ impl Counts {
     }
 
     fn record(&mut self, needed: Option<u64>, size: u64, weight: f64) {
-        self.requests += weight;
-        self.bytes += weight * size as f64;
-        if let Some(needed) = needed {
-            let i = self.first_at_least(needed);
-            if let Some(bucket) = self.first_hit.get_mut(i) {
-                bucket.0 += weight;
-                bucket.1 += weight * size as f64;
-            }
-        }
+        self.record_in(self.bucket(needed), size, weight);
     }
 
-    /// Records a request of `size` bytes that hits at every size (weight 1).
-    fn record_first(&mut self, size: u64) {
-        self.requests += 1.0;
-        self.bytes += size as f64;
-        if let Some(first) = self.first_hit.first_mut() {
-            first.0 += 1.0;
-            first.1 += size as f64;
+    /// Records a request whose [`bucket`](Self::bucket) is known.
+    fn record_in(&mut self, bucket: usize, size: u64, weight: f64) {
+        self.requests += weight;
+        self.bytes += weight * size as f64;
+        if let Some(first_hits) = self.first_hit.get_mut(bucket) {
+            first_hits.0 += weight;
+            first_hits.1 += weight * size as f64;
         }
     }
 

@@ -91,9 +91,9 @@ pub struct AlwaysKept {
     /// [`ALWAYS_FILTER_BITS`] bits, set at each kept key's low hash bits;
     /// empty when no key is kept.
     filter: Vec<u64>,
-    /// The keys by their hash's high bits, linearly probed, at most a
-    /// quarter full (a power of two long).
-    table: Vec<Option<u64>>,
+    /// Each key's place in `keys`, by the key's hash's high bits, linearly
+    /// probed, at most a quarter full (a power of two long).
+    table: Vec<Option<u32>>,
     /// The keys, sorted.
     keys: Vec<u64>,
 }
@@ -112,7 +112,7 @@ impl AlwaysKept {
         }
         let mut filter = vec![0u64; ALWAYS_FILTER_BITS / 64];
         let mut table = vec![None; (4 * keys.len()).next_power_of_two()];
-        for &key in &keys {
+        for (&key, place) in keys.iter().zip(0..) {
             let hash = key_hash(key);
             let bit = hash as usize % ALWAYS_FILTER_BITS;
             filter[bit / 64] |= 1 << (bit % 64);
@@ -120,7 +120,7 @@ impl AlwaysKept {
             while table[at].is_some() {
                 at = (at + 1) % table.len();
             }
-            table[at] = Some(key);
+            table[at] = Some(place);
         }
         AlwaysKept { filter, table, keys }
     }
@@ -142,6 +142,11 @@ impl AlwaysKept {
         self.holds(key, key_hash(key))
     }
 
+    /// `key`'s place in [`keys`](Self::keys), if it is kept.
+    pub fn position(&self, key: u64) -> Option<usize> {
+        self.place(key, key_hash(key))
+    }
+
     /// Whether a key whose [`key_hash`] is `hash` may be kept (the filter:
     /// false positives, no false negatives).
     fn may_hold(&self, hash: u64) -> bool {
@@ -151,17 +156,22 @@ impl AlwaysKept {
 
     /// Whether `key`, whose [`key_hash`] is `hash`, is kept.
     fn holds(&self, key: u64, hash: u64) -> bool {
+        self.place(key, hash).is_some()
+    }
+
+    /// `key`'s place in `keys`, if kept; `hash` is its [`key_hash`].
+    fn place(&self, key: u64, hash: u64) -> Option<usize> {
         if !self.may_hold(hash) {
-            return false;
+            return None;
         }
         let mut at = AlwaysKept::home(hash, self.table.len());
-        while let Some(kept) = self.table[at] {
-            if kept == key {
-                return true;
+        while let Some(place) = self.table[at] {
+            if self.keys[place as usize] == key {
+                return Some(place as usize);
             }
             at = (at + 1) % self.table.len();
         }
-        false
+        None
     }
 }
 
@@ -455,6 +465,7 @@ mod tests {
         assert!(kept.len() > full.len() / 100 * 2, "the stratum adds accesses");
         assert_eq!(got, kept);
         assert!((0..10_007).all(|k| keeps_or_always(k, t, &hot) == (keeps(k, t) || hot.keys().contains(&k))));
+        assert!((0..10_007).all(|k| hot.position(k) == hot.keys().iter().position(|&h| h == k)));
     }
 
     #[test]

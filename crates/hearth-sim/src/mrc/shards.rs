@@ -91,9 +91,9 @@ impl Shards {
 
     /// Records one request of the full stream (most are not sampled).
     pub fn access(&mut self, a: &Access) {
-        let hot = self.strata.as_ref().and_then(|strata| strata.hot_index.get(&a.key).copied());
+        let hot = self.strata.as_ref().and_then(|strata| strata.hot.position(a.key));
         if let Some(hot) = hot {
-            self.record_hot(hot as usize, a);
+            self.record_hot(hot, a);
         } else if sample::keeps(a.key, self.threshold) {
             self.record_sampled(a);
         } else {
@@ -137,8 +137,9 @@ impl Shards {
         let needed = above.map(|(sampled_above, from)| {
             scaled(sampled_above) + strata.hot_bytes_after(&self.stack.marks, from) + u64::from(size)
         });
-        self.stack.counts.record(needed, u64::from(size), 1.0);
-        strata.sampled.record(a.key, self.stack.counts.bucket(needed), size);
+        let bucket = self.stack.counts.bucket(needed);
+        self.stack.counts.record_in(bucket, u64::from(size), 1.0);
+        strata.sampled.record(a.key, bucket, size);
     }
 
     /// Records a request for hot key `hot`, which the stack does not hold:
@@ -164,7 +165,7 @@ impl Shards {
         let bound = (pushed as f64 * strata.per_sampled) as u64 + 1 + hot_requests * largest + u64::from(size);
         if seen && stack.counts.sorted.first().is_some_and(|&(smallest, _)| bound <= smallest) {
             strata.touch(hot, size);
-            strata.hot_counts.record_first(u64::from(size));
+            strata.hot_counts.record_in(0, u64::from(size), 1.0); // a hit at every size
             return;
         }
         let needed = seen.then(|| {
@@ -225,8 +226,9 @@ impl Shards {
 /// variance of the three (Cochran, Sampling Techniques, ch. 7). Bytes
 /// likewise, each key's missed bytes taken at its mean request size.
 struct Strata {
-    /// Hot key -> its index in the per-hot-key vectors.
-    hot_index: KeyMap<u32>,
+    /// The hot keys; a key's place among them indexes the per-hot-key
+    /// vectors.
+    hot: AlwaysKept,
     /// Per hot key: the hot clock at its latest request.
     clock: Vec<u64>,
     /// Per hot key: its size at its latest request (0 before its first).
@@ -245,11 +247,9 @@ struct Strata {
 
 impl Strata {
     fn new(hot: &AlwaysKept, cache_bytes: &[u64], rate: f64) -> Strata {
-        let mut hot_index = key_map(hot.keys().len());
-        hot_index.extend(hot.keys().iter().zip(0..).map(|(&key, i)| (key, i)));
         let count = hot.keys().len();
         Strata {
-            hot_index,
+            hot: hot.clone(),
             clock: vec![0; count],
             sizes: vec![0; count],
             hot_clock: 0,
