@@ -415,7 +415,7 @@ pub fn exact_pass(
         progress(batch.len() as u64);
     };
     if trace.source().records_next_access(trace.mode) {
-        trace.sampled_accesses(u64::MAX)?.for_each_batch(|batch, _| consume(batch))?;
+        trace.sampled_accesses(u64::MAX)?.for_each_batch(|batch| consume(batch.accesses))?;
     } else {
         run_pipelined(trace.accesses()?, consume)?;
     }

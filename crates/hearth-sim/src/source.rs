@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use hearth_core::Access;
 use hearth_trace::oltp::{Oltp, OltpConfig};
-use hearth_trace::sample::{self, AlwaysKept, KeyRenaming, SampledOracle, Skipped};
+use hearth_trace::sample::{self, AlwaysKept, KeptBatch, KeyRenaming, SampledOracle, Skipped};
 use hearth_trace::synth::{Pattern, Synth};
 use hearth_trace::{Format, Mode, Request, TraceError};
 
@@ -403,31 +403,39 @@ impl SampledStream<'_> {
     }
 
     /// Hands the accesses kept to `consume` a batch at a time, in order,
-    /// until the end, the first error or a cancel, each with what was not
-    /// kept so far ([`skipped`](Self::skipped)). An oracleGeneral file's
-    /// batches are decoded in place from its read buffer, with no step per
-    /// access in between.
-    pub fn for_each_batch(&mut self, mut consume: impl FnMut(&[Access], Skipped)) -> Result<(), TraceError> {
+    /// until the end, the first error or a cancel, each access with its
+    /// place among the always-kept keys and each batch with what was not
+    /// kept so far ([`KeptBatch`]). An oracleGeneral file's batches are
+    /// decoded in place from its read buffer, with no step per access in
+    /// between.
+    pub fn for_each_batch(&mut self, mut consume: impl FnMut(KeptBatch)) -> Result<(), TraceError> {
         if let Sampling::Oracle(oracle) = &mut self.from {
             while let Some(batch) = oracle.next_kept() {
                 if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
                     return Ok(());
                 }
-                let (batch, skipped) = batch?;
-                consume(batch, skipped);
+                consume(batch?);
             }
             return Ok(());
         }
-        let mut batch = Vec::with_capacity(crate::stream::CHUNK_ACCESSES);
+        let (mut accesses, mut places) = (Vec::with_capacity(crate::stream::CHUNK_ACCESSES), Vec::new());
+        let mut hand = |accesses: &mut Vec<Access>, places: &mut Vec<Option<u32>>, skipped| {
+            consume(KeptBatch { accesses, places, skipped });
+            accesses.clear();
+            places.clear();
+        };
         while let Some(a) = self.next() {
-            batch.push(a?);
-            if batch.len() == batch.capacity() {
-                consume(&batch, self.skipped());
-                batch.clear();
+            let a = a?;
+            if let Sampling::Filtered { always, .. } = &self.from {
+                places.push(always.position(a.key).map(|place| place as u32));
+            }
+            accesses.push(a);
+            if accesses.len() == accesses.capacity() {
+                hand(&mut accesses, &mut places, self.skipped());
             }
         }
-        if !batch.is_empty() {
-            consume(&batch, self.skipped());
+        if !accesses.is_empty() {
+            hand(&mut accesses, &mut places, self.skipped());
         }
         Ok(())
     }
@@ -507,9 +515,27 @@ mod tests {
             // Batches hand out the same accesses, the whole pass at rate 1.
             let mut batched = Vec::new();
             let mut every = trace.sampled_accesses(u64::MAX).unwrap();
-            every.for_each_batch(|batch, _| batched.extend_from_slice(batch)).unwrap();
+            every.for_each_batch(|batch| batched.extend_from_slice(batch.accesses)).unwrap();
             assert_eq!(batched, all, "{}", source.trace.display());
             assert_eq!(every.skipped(), sample::Skipped::default());
+            // Keys kept whatever their hash join the batches, each access
+            // with its place among them.
+            let unsampled = all.iter().map(|a| a.key).filter(|&k| !sample::keeps(k, threshold));
+            let hot = AlwaysKept::new(unsampled.step_by(7).take(20));
+            let (mut got, mut places) = (Vec::new(), Vec::new());
+            let mut stratified = trace.sampled_accesses_with(threshold, hot.clone()).unwrap();
+            stratified
+                .for_each_batch(|batch| {
+                    got.extend_from_slice(batch.accesses);
+                    places.extend_from_slice(batch.places);
+                })
+                .unwrap();
+            let expected: Vec<Access> =
+                all.iter().copied().filter(|a| sample::keeps(a.key, threshold) || hot.contains(a.key)).collect();
+            assert_eq!(got, expected, "{}", source.trace.display());
+            let expected: Vec<Option<u32>> = got.iter().map(|a| hot.position(a.key).map(|p| p as u32)).collect();
+            assert_eq!(places, expected, "{}", source.trace.display());
+            assert!(places.iter().flatten().count() > kept.len() / 10, "hot accesses in {}", source.trace.display());
         }
     }
 

@@ -160,6 +160,7 @@ impl AlwaysKept {
     }
 
     /// `key`'s place in `keys`, if kept; `hash` is its [`key_hash`].
+    #[inline]
     fn place(&self, key: u64, hash: u64) -> Option<usize> {
         if !self.may_hold(hash) {
             return None;
@@ -225,10 +226,23 @@ pub struct SampledOracle {
     skipped: Skipped,
     /// Kept accesses of the last batch read, handed out from `handed`.
     kept: Vec<Access>,
+    /// Each kept access's place among `always`'s keys, if it is one.
+    places: Vec<Option<u32>>,
     /// Indices of the last batch's records that the hash might keep (reused).
     maybe: Vec<u32>,
     handed: usize,
     failed: bool,
+}
+
+/// Accesses a sample kept, in order, and where the stream stood after them.
+#[derive(Clone, Copy, Debug)]
+pub struct KeptBatch<'a> {
+    pub accesses: &'a [Access],
+    /// Per access, its place among the keys kept whatever their hash
+    /// ([`AlwaysKept::position`]), if it is one.
+    pub places: &'a [Option<u32>],
+    /// What was not kept so far.
+    pub skipped: Skipped,
 }
 
 /// Requests a sample did not keep, and their bytes (each at least 1, as
@@ -251,6 +265,7 @@ impl SampledOracle {
             index: 0,
             skipped: Skipped::default(),
             kept: Vec::new(),
+            places: Vec::new(),
             maybe: Vec::new(),
             handed: 0,
             failed: false,
@@ -270,6 +285,7 @@ impl SampledOracle {
     /// Reads the next batch of records into `kept`; `false` at the end.
     fn read_batch(&mut self) -> Result<bool, TraceError> {
         self.kept.clear();
+        self.places.clear();
         self.handed = 0;
         let batch = self.records.next_batch(oracle::RECORD_LEN)?;
         if batch.is_empty() {
@@ -279,13 +295,15 @@ impl SampledOracle {
         let (threshold, renaming) = (self.threshold, self.renaming);
         let (mut bad, mut skipped_bytes) = (None, 0);
         if threshold == u64::MAX {
-            // Every record, none hashed.
+            // Every record, none hashed unless some are always kept.
+            let always = (!self.always.is_empty()).then_some(&self.always);
             for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
                 let key = renaming.rename(oracle::key(record));
                 if let Err(what) = keep(&mut self.kept, record, key, self.index + i as u64) {
                     bad = Some((records - i, what));
                     break;
                 }
+                self.places.push(always.and_then(|always| always.position(key)).map(|place| place as u32));
             }
         } else {
             // Two steps. First every record's key is hashed and its index
@@ -306,11 +324,16 @@ impl SampledOracle {
                 let i = i as usize;
                 let record = &batch[i * oracle::RECORD_LEN..(i + 1) * oracle::RECORD_LEN];
                 let key = renaming.rename(oracle::key(record));
-                if !keeps_or_always(key, threshold, always) {
+                let hash = key_hash(key);
+                let place = always.place(key, hash);
+                if hash >= threshold && place.is_none() {
                     continue; // a false positive of the filter
                 }
                 match keep(&mut self.kept, record, key, self.index + i as u64) {
-                    Ok(size) => skipped_bytes -= u64::from(size),
+                    Ok(size) => {
+                        skipped_bytes -= u64::from(size);
+                        self.places.push(place.map(|place| place as u32));
+                    }
                     Err(what) => {
                         bad = Some((records - i, what));
                         break;
@@ -342,14 +365,16 @@ fn keep(kept: &mut Vec<Access>, record: &[u8], key: u64, vtime: u64) -> Result<u
 
 impl SampledOracle {
     /// The kept accesses not yet handed out, at least one, until the end
-    /// (`None`) or an error, which ends the stream as in [`Iterator::next`];
-    /// with what was not kept among the records read so far.
-    pub fn next_kept(&mut self) -> Option<Result<(&[Access], Skipped), TraceError>> {
+    /// (`None`) or an error, which ends the stream as in [`Iterator::next`]:
+    /// each with its place among the always-kept keys
+    /// ([`AlwaysKept::position`]) if it is one of them, and with what was
+    /// not kept among the records read so far.
+    pub fn next_kept(&mut self) -> Option<Result<KeptBatch<'_>, TraceError>> {
         if let Err(e) = self.fill()? {
             return Some(Err(e));
         }
         let from = std::mem::replace(&mut self.handed, self.kept.len());
-        Some(Ok((&self.kept[from..], self.skipped)))
+        Some(Ok(KeptBatch { accesses: &self.kept[from..], places: &self.places[from..], skipped: self.skipped }))
     }
 
     /// Reads until an access is kept and not handed out; `None` at the end.

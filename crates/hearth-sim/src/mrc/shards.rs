@@ -15,7 +15,7 @@
 use std::collections::BinaryHeap;
 
 use hearth_core::{key_map, Access, KeyMap};
-use hearth_trace::sample::{self, AlwaysKept};
+use hearth_trace::sample::{self, AlwaysKept, KeptBatch};
 
 use super::{estimated, in_callers_order, Counts, StackDistances};
 use crate::minisim;
@@ -92,8 +92,22 @@ impl Shards {
     /// Records one request of the full stream (most are not sampled).
     pub fn access(&mut self, a: &Access) {
         let hot = self.strata.as_ref().and_then(|strata| strata.hot.position(a.key));
+        self.access_placed(a, hot.map(|place| place as u32));
+    }
+
+    /// Records requests in order, each with its place among the hot keys
+    /// this sample was stratified on if it is one (`AlwaysKept::position`):
+    /// a sampled pass's batch ([`KeptBatch`]).
+    pub fn access_batch(&mut self, batch: KeptBatch) {
+        for (a, &place) in batch.accesses.iter().zip(batch.places) {
+            self.access_placed(a, place);
+        }
+    }
+
+    #[inline]
+    fn access_placed(&mut self, a: &Access, hot: Option<u32>) {
         if let Some(hot) = hot {
-            self.record_hot(hot, a);
+            self.record_hot(hot as usize, a);
         } else if sample::keeps(a.key, self.threshold) {
             self.record_sampled(a);
         } else {
@@ -102,6 +116,7 @@ impl Shards {
     }
 
     /// Records a request whose key the current threshold keeps.
+    #[inline(never)]
     fn record_sampled(&mut self, a: &Access) {
         self.totals.0 += 1;
         self.totals.1 += u64::from(a.size.max(1));
@@ -134,10 +149,21 @@ impl Shards {
         // Stratified: the hot items above count as themselves, and the
         // request counts once here, scaled in `results`.
         strata.largest = strata.largest.max(size);
-        let needed = above.map(|(sampled_above, from)| {
-            scaled(sampled_above) + strata.hot_bytes_after(&self.stack.marks, from) + u64::from(size)
-        });
-        let bucket = self.stack.counts.bucket(needed);
+        let counts = &self.stack.counts;
+        let bucket = match above {
+            None => counts.bucket(None),
+            Some((sampled_above, from)) => {
+                // The hot items above add between nothing and all their
+                // bytes; sum them only when that decides the bucket.
+                let least = scaled(sampled_above) + u64::from(size);
+                let bucket = counts.bucket(Some(least));
+                if bucket == counts.bucket(Some(least + strata.hot_bytes)) {
+                    bucket
+                } else {
+                    counts.bucket(Some(least + strata.hot_bytes_after(&self.stack.marks, from)))
+                }
+            }
+        };
         self.stack.counts.record_in(bucket, u64::from(size), 1.0);
         strata.sampled.record(a.key, bucket, size);
     }
@@ -233,6 +259,8 @@ struct Strata {
     clock: Vec<u64>,
     /// Per hot key: its size at its latest request (0 before its first).
     sizes: Vec<u32>,
+    /// The sum of `sizes`.
+    hot_bytes: u64,
     /// Hot requests so far.
     hot_clock: u64,
     /// 1 / the sampling rate: the bytes a sampled byte stands for.
@@ -252,6 +280,7 @@ impl Strata {
             hot: hot.clone(),
             clock: vec![0; count],
             sizes: vec![0; count],
+            hot_bytes: 0,
             hot_clock: 0,
             per_sampled: 1.0 / rate,
             largest: 0,
@@ -275,6 +304,7 @@ impl Strata {
     fn touch(&mut self, hot: usize, size: u32) {
         self.hot_clock += 1;
         self.clock[hot] = self.hot_clock;
+        self.hot_bytes = self.hot_bytes - u64::from(self.sizes[hot]) + u64::from(size);
         self.sizes[hot] = size;
     }
 
@@ -302,32 +332,40 @@ impl Strata {
 }
 
 /// Per sampled key: its requests and bytes, and its requests by where
-/// they first hit ([`Counts::bucket`]).
+/// they first hit ([`Counts::bucket`]), in one row (one cache miss a
+/// request rather than one per count).
 struct SampledKeys {
     row_of: KeyMap<u32>,
-    /// (requests, bytes) per key.
-    totals: Vec<(u32, u64)>,
-    /// `width` counts per key: requests by bucket, the last for misses at
-    /// every size.
-    hits: Vec<u32>,
+    /// Per key, [`ROW_HEAD`] words of requests and bytes (low, high), then
+    /// `width` counts: requests by bucket, the last for misses at every size.
+    rows: Vec<u32>,
     width: usize,
 }
 
+/// Words before a [`SampledKeys`] row's counts by bucket.
+const ROW_HEAD: usize = 3;
+
 impl SampledKeys {
     fn new(width: usize) -> SampledKeys {
-        SampledKeys { row_of: key_map(1024), totals: Vec::new(), hits: Vec::new(), width }
+        SampledKeys { row_of: key_map(1024), rows: Vec::new(), width }
+    }
+
+    fn stride(&self) -> usize {
+        ROW_HEAD + self.width
     }
 
     fn record(&mut self, key: u64, bucket: usize, size: u32) {
-        let rows = self.totals.len() as u32;
-        let row = *self.row_of.entry(key).or_insert(rows) as usize;
-        if row == self.totals.len() {
-            self.totals.push((0, 0));
-            self.hits.resize(self.hits.len() + self.width, 0);
+        let stride = self.stride();
+        let next = (self.rows.len() / stride) as u32;
+        let at = *self.row_of.entry(key).or_insert(next) as usize * stride;
+        if at == self.rows.len() {
+            self.rows.resize(at + stride, 0);
         }
-        self.totals[row].0 += 1;
-        self.totals[row].1 += u64::from(size);
-        self.hits[row * self.width + bucket] += 1;
+        let row = &mut self.rows[at..at + stride];
+        row[0] += 1;
+        let bytes = (u64::from(row[2]) << 32 | u64::from(row[1])) + u64::from(size);
+        (row[1], row[2]) = (bytes as u32, (bytes >> 32) as u32);
+        row[ROW_HEAD + bucket] += 1;
     }
 
     /// Per size, ascending: the least-squares slopes of the keys' misses
@@ -337,12 +375,12 @@ impl SampledKeys {
         // Per size: sum of n_i m_i and of x_i y_i.
         let mut products = vec![(0.0, 0.0); sizes];
         let (mut squares, mut byte_squares) = (0.0, 0.0);
-        for (&(n, x), hits) in self.totals.iter().zip(self.hits.chunks_exact(self.width)) {
-            let (n, x) = (f64::from(n), x as f64);
+        for row in self.rows.chunks_exact(self.stride()) {
+            let (n, x) = (f64::from(row[0]), (u64::from(row[2]) << 32 | u64::from(row[1])) as f64);
             squares += n * n;
             byte_squares += x * x;
             let mut missed = n;
-            for (product, &hit) in products.iter_mut().zip(hits) {
+            for (product, &hit) in products.iter_mut().zip(&row[ROW_HEAD..]) {
                 missed -= f64::from(hit);
                 product.0 += n * missed;
                 product.1 += x * missed * (x / n);
@@ -471,13 +509,12 @@ fn fixed_rate_passes(
     };
     let mut sampled = trace.sampled_accesses_with(densest, hot.clone())?;
     let (mut kept, mut reported) = (0u64, 0u64);
-    sampled.for_each_batch(|batch, skipped| {
-        for a in batch {
-            samples.iter_mut().for_each(|shards| shards.access(a));
-        }
-        kept += batch.len() as u64;
-        progress(kept + skipped.requests - reported);
-        reported = kept + skipped.requests;
+    sampled.for_each_batch(|batch| {
+        // A sample at a time: each keeps its own state in cache.
+        samples.iter_mut().for_each(|shards| shards.access_batch(batch));
+        kept += batch.accesses.len() as u64;
+        progress(kept + batch.skipped.requests - reported);
+        reported = kept + batch.skipped.requests;
     })?;
     let skipped = sampled.skipped();
     progress(kept + skipped.requests - reported);
