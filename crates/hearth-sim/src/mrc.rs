@@ -62,6 +62,9 @@ pub struct StackDistances {
     /// stratified SHARDS's hot items, kept out of the table, mark where
     /// their latest requests fell among its slots (see [`shards`]).
     marks: Vec<u32>,
+    /// A word per slot for the caller, moved with its item through
+    /// renumbering ([`push_tagged`](Self::push_tagged)); empty unless used.
+    tags: Vec<u32>,
 }
 
 /// How a request finds the slot of its item's previous request.
@@ -94,6 +97,7 @@ impl StackDistances {
             total: 0,
             counts: Counts::new(cache_bytes),
             marks: Vec::new(),
+            tags: Vec::new(),
         }
     }
 
@@ -112,10 +116,17 @@ impl StackDistances {
 
     /// Starts loading what recording `a` will read.
     fn prefetch(&self, a: &Access) {
-        if let SlotIndex::ByNextUse(next_uses) = &self.index {
-            if let Some(prev) = next_uses.peek(a.vtime) {
-                self.slots.prefetch(prev);
-            }
+        if let Some(previous) = self.filed_slot(a) {
+            self.slots.prefetch(previous);
+        }
+    }
+
+    /// The slot of `a`'s item's previous request as filed now, when next
+    /// uses are known (a hint: it may be renumbered before `a` comes).
+    fn filed_slot(&self, a: &Access) -> Option<usize> {
+        match &self.index {
+            SlotIndex::ByNextUse(next_uses) => next_uses.peek(a.vtime),
+            SlotIndex::ByKey(_) => None,
         }
     }
 
@@ -161,6 +172,23 @@ impl StackDistances {
         above
     }
 
+    /// As [`push`](Self::push), also returning the item's tag, which moves
+    /// with it to its new slot; an item's first request takes `first()`.
+    /// Stratified SHARDS keeps each sampled key's row of counts there, which
+    /// saves a second lookup by key.
+    fn push_tagged(&mut self, a: &Access, size: u32, first: impl FnOnce() -> u32) -> (Option<(u64, u32)>, u32) {
+        let above = self.push(a, size);
+        if self.tags.len() < self.slots.len() {
+            self.tags.resize(self.slots.len(), 0);
+        }
+        let tag = match above {
+            Some((_, previous)) => self.tags[previous as usize],
+            None => first(),
+        };
+        self.tags[self.next_slot - 1] = tag;
+        (above, tag)
+    }
+
     /// Whether `key` is tracked (by-key index only).
     fn tracks(&self, key: u64) -> bool {
         matches!(&self.index, SlotIndex::ByKey(latest) if latest.contains_key(&key))
@@ -186,6 +214,13 @@ impl StackDistances {
             SlotIndex::ByNextUse(next_uses) => next_uses.renumber(&packing),
         }
         self.marks.iter_mut().for_each(|mark| *mark = packing.live_below(*mark));
+        if !self.tags.is_empty() {
+            // Packing keeps the live slots in order.
+            let live = (0..self.next_slot).filter(|&old| self.slots.size(old) > 0);
+            let mut tags: Vec<u32> = live.map(|old| self.tags[old]).collect();
+            tags.resize(len, 0);
+            self.tags = tags;
+        }
         self.slots.pack(self.next_slot, len);
         self.next_slot = self.live;
     }
@@ -456,6 +491,25 @@ mod tests {
         let mut sd = StackDistances::with_next_uses(sizes);
         sd.access_all(&with_next);
         sd.results()
+    }
+
+    #[test]
+    fn tags_follow_their_items_through_renumbering() {
+        // Far more requests than the first slot table holds; each item's
+        // first request tags it with its key, and every later one must find
+        // that tag, whichever index finds the item.
+        let items: Vec<(u64, u32)> =
+            (0..(MIN_SLOTS as u64 * 5)).map(|i| ((i * 7919) % 3001, 1 + (i % 3) as u32)).collect();
+        let mut with_next = accesses(&items);
+        hearth_trace::fill_next_access(&mut with_next);
+        for mut sd in [StackDistances::new(&[10]), StackDistances::with_next_uses(&[10])] {
+            for a in &with_next {
+                let (above, tag) = sd.push_tagged(a, a.size, || a.key as u32);
+                assert_eq!(tag, a.key as u32, "vtime {}", a.vtime);
+                assert_eq!(above.is_none(), a.vtime < 3001);
+            }
+            assert!(sd.tags.len() >= sd.live);
+        }
     }
 
     #[test]

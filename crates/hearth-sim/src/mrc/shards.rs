@@ -14,10 +14,10 @@
 
 use std::collections::BinaryHeap;
 
-use hearth_core::{key_map, Access, KeyMap};
+use hearth_core::{prefetch_line, Access};
 use hearth_trace::sample::{self, AlwaysKept, KeptBatch};
 
-use super::{estimated, in_callers_order, Counts, StackDistances};
+use super::{estimated, in_callers_order, Counts, NextUses, SlotIndex, StackDistances};
 use crate::minisim;
 use crate::source::{SourceError, Streamed};
 use crate::stream::run_pipelined;
@@ -33,6 +33,9 @@ pub enum ShardsMode {
     /// (SHARDS "fixed size": bounded memory whatever the footprint).
     FixedSize(usize),
 }
+
+/// Sampled requests ahead of the one recorded whose reads are prefetched.
+const SAMPLED_AHEAD: usize = 4;
 
 /// Hot keys a stratified SHARDS tracks exactly: the setting measured
 /// (GUIDE §1), fixed from an exploration on other draws than the ones it
@@ -50,6 +53,8 @@ pub struct Shards {
     mode: ShardsMode,
     /// Items whose hash is below this are sampled.
     threshold: u64,
+    /// Places of the current batch's requests that are not hot (reused).
+    sampled_at: Vec<u32>,
     stack: StackDistances,
     /// Tracked items by hash, to find the highest when the sample is full.
     tracked: BinaryHeap<(u64, u64)>,
@@ -71,6 +76,7 @@ impl Shards {
         Ok(Shards {
             mode,
             threshold,
+            sampled_at: Vec::new(),
             stack: StackDistances::new(cache_bytes),
             tracked: BinaryHeap::new(),
             totals: (0, 0),
@@ -89,6 +95,18 @@ impl Shards {
         Ok(shards)
     }
 
+    /// Finds a sampled item's previous request by the next use its
+    /// accesses carry (`Access::next_access`, trusted as given: a pass over
+    /// an oracleGeneral trace, or one whose first pass filed them) rather
+    /// than by key: no hash lookup a request. Fixed rate only, before the
+    /// first access.
+    pub fn by_next_use(mut self) -> Shards {
+        assert!(matches!(self.mode, ShardsMode::FixedRate(_)), "a fixed-size sample forgets items by key");
+        assert_eq!(self.stack.next_slot, 0, "the index is chosen before the first access");
+        self.stack.index = SlotIndex::ByNextUse(NextUses::new());
+        self
+    }
+
     /// Records one request of the full stream (most are not sampled).
     pub fn access(&mut self, a: &Access) {
         let hot = self.strata.as_ref().and_then(|strata| strata.hot.position(a.key));
@@ -99,8 +117,32 @@ impl Shards {
     /// this sample was stratified on if it is one (`AlwaysKept::position`):
     /// a sampled pass's batch ([`KeptBatch`]).
     pub fn access_batch(&mut self, batch: KeptBatch) {
+        // What a sampled request reads (its slots, its key's row) is far
+        // beyond the core's cache: start loading it a few sampled requests
+        // early, where next uses tell the slot.
+        let mut sampled = std::mem::take(&mut self.sampled_at);
+        sampled.clear();
+        sampled.extend(batch.places.iter().zip(0u32..).filter(|(place, _)| place.is_none()).map(|(_, i)| i));
+        let mut ahead = sampled.iter().skip(SAMPLED_AHEAD);
         for (a, &place) in batch.accesses.iter().zip(batch.places) {
+            if place.is_none() {
+                if let Some(&i) = ahead.next() {
+                    self.prefetch(&batch.accesses[i as usize]);
+                }
+            }
             self.access_placed(a, place);
+        }
+        self.sampled_at = sampled;
+    }
+
+    /// Starts loading what recording sampled request `a` will read.
+    fn prefetch(&self, a: &Access) {
+        let Some(previous) = self.stack.filed_slot(a) else {
+            return;
+        };
+        self.stack.slots.prefetch(previous);
+        if let (Some(strata), Some(&row)) = (&self.strata, self.stack.tags.get(previous)) {
+            strata.sampled.prefetch(row);
         }
     }
 
@@ -123,7 +165,10 @@ impl Shards {
         let size = a.size.max(1);
         // Only a fixed-size sample needs to know (a second lookup a request).
         let fresh = matches!(self.mode, ShardsMode::FixedSize(_)) && !self.stack.tracks(a.key);
-        let above = self.stack.push(a, size);
+        let (above, row) = match &mut self.strata {
+            Some(strata) => self.stack.push_tagged(a, size, || strata.sampled.new_row()),
+            None => (self.stack.push(a, size), 0),
+        };
         if let (ShardsMode::FixedSize(limit), true) = (self.mode, fresh) {
             self.tracked.push((sample::key_hash(a.key), a.key));
             while self.tracked.len() > limit {
@@ -165,7 +210,7 @@ impl Shards {
             }
         };
         self.stack.counts.record_in(bucket, u64::from(size), 1.0);
-        strata.sampled.record(a.key, bucket, size);
+        strata.sampled.record(row, bucket, size);
     }
 
     /// Records a request for hot key `hot`, which the stack does not hold:
@@ -235,7 +280,7 @@ impl Shards {
     /// [`TRUSTED_SAMPLE_KEYS`] the curve can be off by more than sampling
     /// at a higher rate would be.
     pub fn sampled_keys(&self) -> usize {
-        self.strata.as_ref().map_or(self.stack.live, |strata| strata.sampled.row_of.len())
+        self.strata.as_ref().map_or(self.stack.live, |strata| strata.sampled.rows())
     }
 }
 
@@ -333,9 +378,9 @@ impl Strata {
 
 /// Per sampled key: its requests and bytes, and its requests by where
 /// they first hit ([`Counts::bucket`]), in one row (one cache miss a
-/// request rather than one per count).
+/// request rather than one per count). A key's row travels with it in the
+/// stack ([`StackDistances::push_tagged`]).
 struct SampledKeys {
-    row_of: KeyMap<u32>,
     /// Per key, [`ROW_HEAD`] words of requests and bytes (low, high), then
     /// `width` counts: requests by bucket, the last for misses at every size.
     rows: Vec<u32>,
@@ -347,21 +392,36 @@ const ROW_HEAD: usize = 3;
 
 impl SampledKeys {
     fn new(width: usize) -> SampledKeys {
-        SampledKeys { row_of: key_map(1024), rows: Vec::new(), width }
+        SampledKeys { rows: Vec::new(), width }
     }
 
     fn stride(&self) -> usize {
         ROW_HEAD + self.width
     }
 
-    fn record(&mut self, key: u64, bucket: usize, size: u32) {
+    fn rows(&self) -> usize {
+        self.rows.len() / self.stride()
+    }
+
+    /// A row for a key requested for the first time.
+    fn new_row(&mut self) -> u32 {
+        let row = self.rows();
+        self.rows.resize(self.rows.len() + self.stride(), 0);
+        row as u32
+    }
+
+    /// Starts loading `row` (a hint: any row number will do).
+    fn prefetch(&self, row: u32) {
         let stride = self.stride();
-        let next = (self.rows.len() / stride) as u32;
-        let at = *self.row_of.entry(key).or_insert(next) as usize * stride;
-        if at == self.rows.len() {
-            self.rows.resize(at + stride, 0);
+        let at = row as usize * stride;
+        if let Some(row) = self.rows.get(at..at + stride) {
+            row.iter().step_by(16).for_each(prefetch_line);
         }
-        let row = &mut self.rows[at..at + stride];
+    }
+
+    fn record(&mut self, row: u32, bucket: usize, size: u32) {
+        let stride = self.stride();
+        let row = &mut self.rows[row as usize * stride..][..stride];
         row[0] += 1;
         let bytes = (u64::from(row[2]) << 32 | u64::from(row[1])) + u64::from(size);
         (row[1], row[2]) = (bytes as u32, (bytes >> 32) as u32);
@@ -502,8 +562,11 @@ fn fixed_rate_passes(
     hot: &AlwaysKept,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<Shards>, SourceError> {
-    let mut samples: Vec<Shards> =
-        passes.iter().map(|(rate, sizes)| Shards::stratified(*rate, sizes, hot)).collect::<Result<_, _>>()?;
+    let by_next_use = |shards: Shards| if trace.records_next_access() { shards.by_next_use() } else { shards };
+    let mut samples: Vec<Shards> = passes
+        .iter()
+        .map(|(rate, sizes)| Shards::stratified(*rate, sizes, hot).map(by_next_use))
+        .collect::<Result<_, _>>()?;
     let Some(densest) = samples.iter().map(Shards::threshold).max() else {
         return Ok(samples);
     };
@@ -567,11 +630,18 @@ mod tests {
         // Busy keys, keys of the loop (their marks lie deep in the stack when
         // it is renumbered) and one never requested.
         let hot = AlwaysKept::new([0, 2, 4, 6, 100, 1_100, 5_100, 12_100, 99_999]);
-        let mut stratified = Shards::stratified(1.0, &sizes, &hot).unwrap();
-        a.iter().for_each(|x| stratified.access(x));
-        assert_eq!(stratified.results(), one_pass(&a, &sizes));
+        hearth_trace::fill_next_access(&mut a);
+        let exact = one_pass(&a, &sizes);
         let cold: std::collections::HashSet<u64> = a.iter().map(|x| x.key).filter(|&k| !hot.contains(k)).collect();
-        assert_eq!(stratified.sampled_keys(), cold.len(), "hot keys apart");
+        for by_next_use in [false, true] {
+            let mut stratified = Shards::stratified(1.0, &sizes, &hot).unwrap();
+            if by_next_use {
+                stratified = stratified.by_next_use();
+            }
+            a.iter().for_each(|x| stratified.access(x));
+            assert_eq!(stratified.results(), exact, "by next use: {by_next_use}");
+            assert_eq!(stratified.sampled_keys(), cold.len(), "hot keys apart");
+        }
     }
 
     #[test]
@@ -582,24 +652,31 @@ mod tests {
         // so the regression recovers the misses whichever keys the hash
         // draws; SHARDS_adj scales the draw's own count.
         let items: Vec<(u64, u32)> = (0..20 * 10_000u64).flat_map(|i| [(7, 1), (100 + i % 10_000, 1)]).collect();
-        let a = accesses(&items);
+        let mut a = accesses(&items);
+        hearth_trace::fill_next_access(&mut a);
         let sizes = [1_000, 100_000];
         let exact = one_pass(&a, &sizes);
         let mut adj_off = 0;
         for seed in 1..=5 {
             let renaming = sample::KeyRenaming::for_seed(seed);
             let renamed: Vec<Access> = a.iter().map(|x| Access { key: renaming.rename(x.key), ..*x }).collect();
-            let run = |hot: &AlwaysKept| {
+            let run = |hot: &AlwaysKept, by_next_use: bool| {
                 let mut shards = Shards::stratified(0.05, &sizes, hot).unwrap();
+                if by_next_use {
+                    shards = shards.by_next_use();
+                }
                 renamed.iter().for_each(|x| shards.access(x));
                 shards.results()
             };
-            let stratified = run(&AlwaysKept::new([renaming.rename(7)]));
+            let hot = AlwaysKept::new([renaming.rename(7)]);
+            let stratified = run(&hot, false);
+            // Each key's counts follow it however the stack finds it.
+            assert_eq!(run(&hot, true), stratified, "seed {seed}");
             for (s, e) in stratified.iter().zip(&exact) {
                 assert_eq!((s.requests, s.bytes), (e.requests, e.bytes));
                 assert!(s.hits.abs_diff(e.hits) <= 2, "seed {seed}: {} hits, exactly {}", s.hits, e.hits);
             }
-            let adj = run(&AlwaysKept::default());
+            let adj = run(&AlwaysKept::default(), false);
             adj_off += usize::from(adj[0].hits.abs_diff(exact[0].hits) > exact[0].requests / 100);
         }
         assert!(adj_off > 0, "SHARDS_adj should be off by the draw here");
