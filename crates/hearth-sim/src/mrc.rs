@@ -307,6 +307,7 @@ impl NextUses {
 
 /// Requests, bytes and hits per cache size, weighted (SHARDS counts a
 /// sampled request as 1/rate requests).
+#[derive(Clone)]
 struct Counts {
     /// Cache sizes ascending, and each one's index in the caller's order.
     sorted: Vec<(u64, usize)>,
@@ -367,11 +368,16 @@ impl Counts {
 
     /// Records a request whose [`bucket`](Self::bucket) is known.
     fn record_in(&mut self, bucket: usize, size: u64, weight: f64) {
-        self.requests += weight;
-        self.bytes += weight * size as f64;
+        self.add_in(bucket, weight, weight * size as f64);
+    }
+
+    /// Records requests of `bytes` in all that share a known bucket.
+    fn add_in(&mut self, bucket: usize, requests: f64, bytes: f64) {
+        self.requests += requests;
+        self.bytes += bytes;
         if let Some(first_hits) = self.first_hit.get_mut(bucket) {
-            first_hits.0 += weight;
-            first_hits.1 += weight * size as f64;
+            first_hits.0 += requests;
+            first_hits.1 += bytes;
         }
     }
 

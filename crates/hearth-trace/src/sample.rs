@@ -86,11 +86,11 @@ pub fn keeps(key: u64, threshold: u64) -> bool {
 /// bits turns nearly every other key away in one load, and an open-address
 /// table on other hash bits finds a kept key in about one probe, so a pass
 /// that hashes every record pays little for the check.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct AlwaysKept {
-    /// [`ALWAYS_FILTER_BITS`] bits, set at each kept key's low hash bits;
-    /// empty when no key is kept.
-    filter: Vec<u64>,
+    /// [`ALWAYS_FILTER_BITS`] bits, set at each kept key's low hash bits
+    /// (a fixed size, so a check needs no bounds check).
+    filter: Box<[u64; ALWAYS_FILTER_BITS / 64]>,
     /// Each key's place in `keys`, by the key's hash's high bits, linearly
     /// probed, at most a quarter full (a power of two long).
     table: Vec<Option<u32>>,
@@ -102,6 +102,12 @@ pub struct AlwaysKept {
 /// rate of at most 1 in 512 for 128 keys.
 const ALWAYS_FILTER_BITS: usize = 1 << 16;
 
+impl Default for AlwaysKept {
+    fn default() -> AlwaysKept {
+        AlwaysKept { filter: Box::new([0; ALWAYS_FILTER_BITS / 64]), table: Vec::new(), keys: Vec::new() }
+    }
+}
+
 impl AlwaysKept {
     pub fn new(keys: impl IntoIterator<Item = u64>) -> AlwaysKept {
         let mut keys: Vec<u64> = keys.into_iter().collect();
@@ -110,7 +116,7 @@ impl AlwaysKept {
         if keys.is_empty() {
             return AlwaysKept::default();
         }
-        let mut filter = vec![0u64; ALWAYS_FILTER_BITS / 64];
+        let mut filter = Box::new([0u64; ALWAYS_FILTER_BITS / 64]);
         let mut table = vec![None; (4 * keys.len()).next_power_of_two()];
         for (&key, place) in keys.iter().zip(0..) {
             let hash = key_hash(key);
@@ -151,7 +157,7 @@ impl AlwaysKept {
     /// false positives, no false negatives).
     fn may_hold(&self, hash: u64) -> bool {
         let bit = hash as usize % ALWAYS_FILTER_BITS;
-        self.filter.get(bit / 64).is_some_and(|word| word >> (bit % 64) & 1 == 1)
+        self.filter[bit / 64] >> (bit % 64) & 1 == 1
     }
 
     /// Whether `key`, whose [`key_hash`] is `hash`, is kept.
@@ -228,8 +234,9 @@ pub struct SampledOracle {
     kept: Vec<Access>,
     /// Each kept access's place among `always`'s keys, if it is one.
     places: Vec<Option<u32>>,
-    /// Indices of the last batch's records that the hash might keep (reused).
-    maybe: Vec<u32>,
+    /// Indices and hashes of the last batch's records that the threshold or
+    /// `always` might keep (reused).
+    maybe: Vec<(u32, u64)>,
     handed: usize,
     failed: bool,
 }
@@ -312,19 +319,18 @@ impl SampledOracle {
             // cannot predict), while all sizes are summed. Then only the
             // noted records are checked against `always` and decoded.
             let mut maybe = std::mem::take(&mut self.maybe);
-            maybe.resize(records, 0);
-            let (mut noted, always) = (0, &self.always);
-            for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
-                let hash = key_hash(renaming.rename(oracle::key(record)));
-                skipped_bytes += u64::from(oracle::size(record).max(1));
-                maybe[noted] = i as u32;
-                noted += usize::from(hash < threshold || always.may_hold(hash));
-            }
-            for &i in &maybe[..noted] {
+            maybe.resize(records, (0, 0));
+            let always = &self.always;
+            let (noted, bytes) = if always.is_empty() {
+                note_candidates(batch, &mut maybe, renaming, |hash| hash < threshold)
+            } else {
+                note_candidates(batch, &mut maybe, renaming, |hash| (hash < threshold) | always.may_hold(hash))
+            };
+            skipped_bytes = bytes;
+            for &(i, hash) in &maybe[..noted] {
                 let i = i as usize;
                 let record = &batch[i * oracle::RECORD_LEN..(i + 1) * oracle::RECORD_LEN];
                 let key = renaming.rename(oracle::key(record));
-                let hash = key_hash(key);
                 let place = always.place(key, hash);
                 if hash >= threshold && place.is_none() {
                     continue; // a false positive of the filter
@@ -352,6 +358,27 @@ impl SampledOracle {
         self.index += records as u64;
         Ok(true)
     }
+}
+
+/// Notes the index and hash of each record of `batch` whose renamed key's
+/// hash `may_keep` accepts, first to last, into `maybe` (one place a
+/// record): how many, and the bytes of every record (each at least 1).
+/// Branch-free, since which record is kept is a coin toss the CPU cannot
+/// predict; `may_keep` should be too.
+fn note_candidates(
+    batch: &[u8],
+    maybe: &mut [(u32, u64)],
+    renaming: KeyRenaming,
+    may_keep: impl Fn(u64) -> bool,
+) -> (usize, u64) {
+    let (mut noted, mut bytes) = (0, 0);
+    for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
+        let hash = key_hash(renaming.rename(oracle::key(record)));
+        bytes += u64::from(oracle::size(record).max(1));
+        maybe[noted] = (i as u32, hash);
+        noted += usize::from(may_keep(hash));
+    }
+    (noted, bytes)
 }
 
 /// Decodes a kept record, whose key is `key` (renamed), into `kept`: its

@@ -193,7 +193,7 @@ impl Shards {
         };
         // Stratified: the hot items above count as themselves, and the
         // request counts once here, scaled in `results`.
-        strata.largest = strata.largest.max(size);
+        strata.note_size(size);
         let counts = &self.stack.counts;
         let bucket = match above {
             None => counts.bucket(None),
@@ -219,26 +219,25 @@ impl Shards {
         let size = a.size.max(1);
         self.totals.0 += 1;
         self.totals.1 += u64::from(size);
-        let rate = sample::rate_of(self.threshold);
         let strata = self.strata.as_mut().expect("only a stratified sample has hot keys");
-        strata.largest = strata.largest.max(size);
+        strata.note_size(size);
         let stack = &mut self.stack;
         let (mark, seen) = (stack.marks[hot], strata.sizes[hot] > 0);
         stack.marks[hot] = stack.next_slot as u32;
         // Most hot requests come back well within the smallest cache, where
         // all that matters is that they hit: a bound from counts alone (each
         // item pushed or hot key requested since at most the largest size)
-        // settles those without summing anything. Truncated plus one, by the
-        // reciprocal: at least the rounded sum.
-        let largest = u64::from(strata.largest);
-        let pushed = (stack.next_slot as u64 - u64::from(mark)) * largest;
+        // settles those without summing anything.
+        let pushed = stack.next_slot as u64 - u64::from(mark);
         let hot_requests = (strata.hot_clock - strata.clock[hot]).min(strata.clock.len() as u64 - 1);
-        let bound = (pushed as f64 * strata.per_sampled) as u64 + 1 + hot_requests * largest + u64::from(size);
-        if seen && stack.counts.sorted.first().is_some_and(|&(smallest, _)| bound <= smallest) {
+        let bound = pushed * strata.pushed_bytes + hot_requests * u64::from(strata.largest) + u64::from(size);
+        if seen && bound <= strata.smallest {
             strata.touch(hot, size);
-            strata.hot_counts.record_in(0, u64::from(size), 1.0); // a hit at every size
+            strata.settled.0 += 1;
+            strata.settled.1 += u64::from(size);
             return;
         }
+        let rate = sample::rate_of(self.threshold);
         let needed = seen.then(|| {
             let sampled_above = stack.total - stack.slots.prefix_sum(mark as usize);
             (sampled_above as f64 / rate).round() as u64 + strata.hot_bytes_since(hot) + u64::from(size)
@@ -313,8 +312,16 @@ struct Strata {
     /// The largest size requested so far, hot or sampled: no item in the
     /// stack or among the hot keys is larger.
     largest: u32,
-    /// Hot requests, each counted once.
+    /// At least the bytes an item pushed onto the stack stands for, plus
+    /// one: `largest` scaled by the rate, rounded up. Pushes times this
+    /// bound the scaled bytes above, rounded.
+    pushed_bytes: u64,
+    /// The smallest cache size (0 for none).
+    smallest: u64,
+    /// Hot requests, each counted once, but for those `settled`.
     hot_counts: Counts,
+    /// Hot requests (and their bytes) that hit at every size.
+    settled: (u64, u64),
     sampled: SampledKeys,
 }
 
@@ -329,7 +336,10 @@ impl Strata {
             hot_clock: 0,
             per_sampled: 1.0 / rate,
             largest: 0,
+            pushed_bytes: 1,
+            smallest: cache_bytes.iter().copied().min().unwrap_or(0),
             hot_counts: Counts::new(cache_bytes),
+            settled: (0, 0),
             sampled: SampledKeys::new(cache_bytes.len() + 1),
         }
     }
@@ -346,6 +356,14 @@ impl Strata {
         self.clock.iter().zip(&self.sizes).map(|(&clock, &size)| if clock > since { u64::from(size) } else { 0 }).sum()
     }
 
+    /// Notes a request's size (the largest so far bounds every item's).
+    fn note_size(&mut self, size: u32) {
+        if size > self.largest {
+            self.largest = size;
+            self.pushed_bytes = (f64::from(size) * self.per_sampled).ceil() as u64 + 1;
+        }
+    }
+
     fn touch(&mut self, hot: usize, size: u32) {
         self.hot_clock += 1;
         self.clock[hot] = self.hot_clock;
@@ -356,7 +374,9 @@ impl Strata {
     /// The estimate described on [`Strata`], at each size of `sampled`
     /// (the sampled requests' counts, each weighted 1) in the caller's order.
     fn results(&self, sampled: &Counts, (requests, bytes): (u64, u64), rate: f64) -> Vec<SimResult> {
-        let hot = &self.hot_counts;
+        let mut hot = self.hot_counts.clone();
+        hot.add_in(0, self.settled.0 as f64, self.settled.1 as f64);
+        let hot = &hot;
         // The whole stream outside the hot keys, and what the sample saw of it.
         let (outside, outside_bytes) = (requests as f64 - hot.requests, bytes as f64 - hot.bytes);
         let slopes = self.sampled.slopes();
