@@ -117,17 +117,23 @@ impl Shards {
     /// this sample was stratified on if it is one (`AlwaysKept::position`):
     /// a sampled pass's batch ([`KeptBatch`]).
     pub fn access_batch(&mut self, batch: KeptBatch) {
-        // What a sampled request reads (its slots, its key's row) is far
-        // beyond the core's cache: start loading it a few sampled requests
-        // early, where next uses tell the slot.
+        // What a sampled request reads (its slots, its tag, then its key's
+        // row) is far beyond the core's cache: where next uses tell the
+        // slot, start loading the slot's lines and tag a few sampled
+        // requests early, and the row, whose place the tag holds, half as
+        // early.
         let mut sampled = std::mem::take(&mut self.sampled_at);
         sampled.clear();
         sampled.extend(batch.places.iter().zip(0u32..).filter(|(place, _)| place.is_none()).map(|(_, i)| i));
-        let mut ahead = sampled.iter().skip(SAMPLED_AHEAD);
+        let mut far = sampled.iter().skip(2 * SAMPLED_AHEAD);
+        let mut near = sampled.iter().skip(SAMPLED_AHEAD);
         for (a, &place) in batch.accesses.iter().zip(batch.places) {
             if place.is_none() {
-                if let Some(&i) = ahead.next() {
-                    self.prefetch(&batch.accesses[i as usize]);
+                if let Some(&i) = far.next() {
+                    self.prefetch_slot(&batch.accesses[i as usize]);
+                }
+                if let Some(&i) = near.next() {
+                    self.prefetch_row(&batch.accesses[i as usize]);
                 }
             }
             self.access_placed(a, place);
@@ -135,12 +141,21 @@ impl Shards {
         self.sampled_at = sampled;
     }
 
-    /// Starts loading what recording sampled request `a` will read.
-    fn prefetch(&self, a: &Access) {
+    /// Starts loading the slot (and its tag) sampled request `a` will read.
+    fn prefetch_slot(&self, a: &Access) {
+        if let Some(previous) = self.stack.filed_slot(a) {
+            self.stack.slots.prefetch(previous);
+            if let Some(tag) = self.stack.tags.get(previous) {
+                prefetch_line(tag);
+            }
+        }
+    }
+
+    /// Starts loading the row of counts of sampled request `a`'s key.
+    fn prefetch_row(&self, a: &Access) {
         let Some(previous) = self.stack.filed_slot(a) else {
             return;
         };
-        self.stack.slots.prefetch(previous);
         if let (Some(strata), Some(&row)) = (&self.strata, self.stack.tags.get(previous)) {
             strata.sampled.prefetch(row);
         }
