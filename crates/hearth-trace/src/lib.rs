@@ -22,6 +22,7 @@
 //! (text formats) or byte offset (binary formats) and the offending field.
 
 pub mod buffered;
+mod candidates;
 pub mod ctx;
 mod error;
 mod input;

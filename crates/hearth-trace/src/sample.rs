@@ -13,6 +13,7 @@ use std::path::Path;
 
 use hearth_core::{Access, Op, NEVER};
 
+use crate::candidates;
 use crate::error::Place;
 use crate::input::{open_input, Records};
 use crate::readers::oracle;
@@ -51,8 +52,8 @@ pub fn threshold(rate: f64) -> u64 {
 /// error. Seed 0 is the identity, the sample `hearth trace sample` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyRenaming {
-    multiplier: u64,
-    addend: u64,
+    pub(crate) multiplier: u64,
+    pub(crate) addend: u64,
 }
 
 impl KeyRenaming {
@@ -90,7 +91,7 @@ pub fn keeps(key: u64, threshold: u64) -> bool {
 pub struct AlwaysKept {
     /// [`ALWAYS_FILTER_BITS`] bits, set at each kept key's low hash bits
     /// (a fixed size, so a check needs no bounds check).
-    filter: Box<[u64; ALWAYS_FILTER_BITS / 64]>,
+    filter: Box<FilterWords>,
     /// Each key's place in `keys`, by the key's hash's high bits, linearly
     /// probed, at most a quarter full (a power of two long).
     table: Vec<Option<u32>>,
@@ -101,6 +102,10 @@ pub struct AlwaysKept {
 /// Bits of [`AlwaysKept`]'s filter: 8 KiB, in L1, and a false positive
 /// rate of at most 1 in 512 for 128 keys.
 const ALWAYS_FILTER_BITS: usize = 1 << 16;
+
+/// [`AlwaysKept`]'s filter: bit `hash % ALWAYS_FILTER_BITS` is set for each
+/// kept key's hash.
+pub(crate) type FilterWords = [u64; ALWAYS_FILTER_BITS / 64];
 
 impl Default for AlwaysKept {
     fn default() -> AlwaysKept {
@@ -156,8 +161,7 @@ impl AlwaysKept {
     /// Whether a key whose [`key_hash`] is `hash` may be kept (the filter:
     /// false positives, no false negatives).
     fn may_hold(&self, hash: u64) -> bool {
-        let bit = hash as usize % ALWAYS_FILTER_BITS;
-        self.filter[bit / 64] >> (bit % 64) & 1 == 1
+        candidates::holds_bit(&self.filter, hash)
     }
 
     /// Whether `key`, whose [`key_hash`] is `hash`, is kept.
@@ -235,8 +239,8 @@ pub struct SampledOracle {
     /// Each kept access's place among `always`'s keys, if it is one.
     places: Vec<Option<u32>>,
     /// Indices and hashes of the last batch's records that the threshold or
-    /// `always` might keep (reused).
-    maybe: Vec<(u32, u64)>,
+    /// `always` might keep (reused; see [`candidates::note`]).
+    candidates: (Vec<u32>, Vec<u64>),
     handed: usize,
     failed: bool,
 }
@@ -273,7 +277,7 @@ impl SampledOracle {
             skipped: Skipped::default(),
             kept: Vec::new(),
             places: Vec::new(),
-            maybe: Vec::new(),
+            candidates: (Vec::new(), Vec::new()),
             handed: 0,
             failed: false,
         })
@@ -318,16 +322,14 @@ impl SampledOracle {
             // without a branch (which record is kept is a coin toss the CPU
             // cannot predict), while all sizes are summed. Then only the
             // noted records are checked against `always` and decoded.
-            let mut maybe = std::mem::take(&mut self.maybe);
-            maybe.resize(records, (0, 0));
+            let (mut indices, mut hashes) = std::mem::take(&mut self.candidates);
+            indices.resize(records, 0);
+            hashes.resize(records, 0);
             let always = &self.always;
-            let (noted, bytes) = if always.is_empty() {
-                note_candidates(batch, &mut maybe, renaming, |hash| hash < threshold)
-            } else {
-                note_candidates(batch, &mut maybe, renaming, |hash| (hash < threshold) | always.may_hold(hash))
-            };
-            skipped_bytes = bytes;
-            for &(i, hash) in &maybe[..noted] {
+            let filter = (!always.is_empty()).then_some(&*always.filter);
+            let noted = candidates::note(batch, renaming, threshold, filter, &mut indices, &mut hashes);
+            skipped_bytes = noted.bytes;
+            for (&i, &hash) in indices.iter().zip(&hashes).take(noted.count) {
                 let i = i as usize;
                 let record = &batch[i * oracle::RECORD_LEN..(i + 1) * oracle::RECORD_LEN];
                 let key = renaming.rename(oracle::key(record));
@@ -346,7 +348,7 @@ impl SampledOracle {
                     }
                 }
             }
-            self.maybe = maybe;
+            self.candidates = (indices, hashes);
         }
         let skipped = Skipped { requests: (records - self.kept.len()) as u64, bytes: skipped_bytes };
         self.skipped.requests += skipped.requests;
@@ -358,27 +360,6 @@ impl SampledOracle {
         self.index += records as u64;
         Ok(true)
     }
-}
-
-/// Notes the index and hash of each record of `batch` whose renamed key's
-/// hash `may_keep` accepts, first to last, into `maybe` (one place a
-/// record): how many, and the bytes of every record (each at least 1).
-/// Branch-free, since which record is kept is a coin toss the CPU cannot
-/// predict; `may_keep` should be too.
-fn note_candidates(
-    batch: &[u8],
-    maybe: &mut [(u32, u64)],
-    renaming: KeyRenaming,
-    may_keep: impl Fn(u64) -> bool,
-) -> (usize, u64) {
-    let (mut noted, mut bytes) = (0, 0);
-    for (i, record) in batch.chunks_exact(oracle::RECORD_LEN).enumerate() {
-        let hash = key_hash(renaming.rename(oracle::key(record)));
-        bytes += u64::from(oracle::size(record).max(1));
-        maybe[noted] = (i as u32, hash);
-        noted += usize::from(may_keep(hash));
-    }
-    (noted, bytes)
 }
 
 /// Decodes a kept record, whose key is `key` (renamed), into `kept`: its

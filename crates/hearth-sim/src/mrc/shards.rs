@@ -161,7 +161,7 @@ impl Shards {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn access_placed(&mut self, a: &Access, hot: Option<u32>) {
         if let Some(hot) = hot {
             self.record_hot(hot as usize, a);
@@ -230,6 +230,7 @@ impl Shards {
 
     /// Records a request for hot key `hot`, which the stack does not hold:
     /// the sampled items above it are those pushed since its mark.
+    #[inline(always)]
     fn record_hot(&mut self, hot: usize, a: &Access) {
         let size = a.size.max(1);
         self.totals.0 += 1;
@@ -250,10 +251,19 @@ impl Shards {
             strata.touch(hot, size);
             strata.settled.0 += 1;
             strata.settled.1 += u64::from(size);
-            return;
+        } else {
+            self.record_hot_summed(hot, size, seen.then_some(mark));
         }
+    }
+
+    /// Records a request for hot key `hot` whose bound did not settle it,
+    /// summing what lies above its mark (`None`: its first request).
+    #[cold]
+    #[inline(never)]
+    fn record_hot_summed(&mut self, hot: usize, size: u32, mark: Option<u32>) {
         let rate = sample::rate_of(self.threshold);
-        let needed = seen.then(|| {
+        let (stack, strata) = (&self.stack, self.strata.as_mut().expect("only a stratified sample has hot keys"));
+        let needed = mark.map(|mark| {
             let sampled_above = stack.total - stack.slots.prefix_sum(mark as usize);
             (sampled_above as f64 / rate).round() as u64 + strata.hot_bytes_since(hot) + u64::from(size)
         });
