@@ -9,8 +9,11 @@ use std::str::FromStr;
 
 use crate::error::{CompressedAt, Place, TraceError};
 
-/// Large reads keep the per-record cost down on multi-GB traces.
-const READ_BUFFER: usize = 256 * 1024;
+/// Large reads keep the per-record cost down on multi-GB traces; small
+/// enough that a binary trace's records (read four buffers at a time,
+/// [`Records`]) are still in the core's cache when they are decoded after
+/// the kernel copied them in.
+const READ_BUFFER: usize = 64 * 1024;
 
 pub(crate) type Input = Box<dyn BufRead + Send>;
 
