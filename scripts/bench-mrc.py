@@ -11,8 +11,9 @@ footprint, log-spaced), on the bundled traces and two synthetic ones.
     scripts/bench-mrc.py --big-zipf DIR   # as --big, on a Zipf oracleGeneral trace
                                           # generated into DIR (kept for reuse)
     scripts/bench-mrc.py --remaps 20      # SHARDS and miniature errors over 20 draws of the sample
-    scripts/bench-mrc.py --shards-hot-keys 128 ...  # SHARDS stratified on 128 hot keys
-                                          # (with --big: as one more timed command)
+    scripts/bench-mrc.py --shards-hot-keys 0 ...  # SHARDS_adj, unstratified (default: 128,
+                                          # as hearth mrc; with --big, SHARDS_adj is
+                                          # timed beside any other setting)
 
 For each trace: exact LRU, SHARDS and miniature LRU against full LRU;
 miniature ARC, LIRS, 2Q and MQ against their full runs, at each rate (1% by
@@ -61,8 +62,8 @@ ROUNDS = 3
 BIG_ZIPF = ("synth:zipf:10000000:0.9", "50000000")
 
 
-# `hearth mrc --shards-hot-keys N` for every curve (main() sets it; 0 is the CLI's default).
-SHARDS_HOT_KEYS = ["--shards-hot-keys", "0"]
+# `hearth mrc --shards-hot-keys N` for every curve (main() sets it; 128 is the CLI's default).
+SHARDS_HOT_KEYS = ["--shards-hot-keys", "128"]
 
 
 def mrc(trace_args, methods, policies, rate=RATE):
@@ -112,11 +113,11 @@ def big(trace):
         "one full LRU run at 10%": [HEARTH, "sim", trace, "-p", "lru", "-s", str(round(footprint * 0.1)), "-q",
                                     "--threads", "1"],
         "exact LRU curve (40 sizes)": [HEARTH, "mrc", trace, "-m", "exact", "-s", grid, "-q"],
-        f"SHARDS {RATE} (40 sizes)": [HEARTH, "mrc", trace, "-m", "shards", "--rate", RATE, "-s", grid, "-q"],
     }
+    shards = [HEARTH, "mrc", trace, "-m", "shards", "--rate", RATE, "-s", grid, "-q", "--shards-hot-keys"]
+    commands[f"SHARDS {RATE} (40 sizes), {SHARDS_HOT_KEYS[1]} hot keys"] = [*shards, SHARDS_HOT_KEYS[1]]
     if SHARDS_HOT_KEYS[1] != "0":
-        commands[f"SHARDS {RATE}, {SHARDS_HOT_KEYS[1]} hot keys"] = [*commands[f"SHARDS {RATE} (40 sizes)"],
-                                                                     *SHARDS_HOT_KEYS]
+        commands[f"SHARDS {RATE} (40 sizes), SHARDS_adj"] = [*shards, "0"]
     times = {name: [] for name in commands}
     for _ in range(ROUNDS):
         for name, cmd in commands.items():
@@ -168,7 +169,7 @@ def main():
     ap.add_argument("--big-zipf", metavar="DIR")
     ap.add_argument("--no-accuracy", action="store_true", help="only the --big timings")
     ap.add_argument("--remaps", type=int, metavar="N", help="sampled curves' errors over --sample-seed 1..N")
-    ap.add_argument("--shards-hot-keys", type=int, default=0, metavar="N",
+    ap.add_argument("--shards-hot-keys", type=int, default=128, metavar="N",
                     help="SHARDS stratified on N hot keys (hearth mrc --shards-hot-keys; 0: SHARDS_adj)")
     args = ap.parse_args()
     SHARDS_HOT_KEYS[1] = str(args.shards_hot_keys)

@@ -369,7 +369,7 @@ type Curve = (String, f64, f64, Vec<SimResult>);
 /// Miss-ratio curves as `hearth mrc --json`, one dict per point with the
 /// curve's `method`, `rate` and `seconds`.
 #[pyfunction]
-#[pyo3(signature = (trace, methods, policies, sizes=None, *, rate="1%", shards_items=None, shards_hot_keys=0,
+#[pyo3(signature = (trace, methods, policies, sizes=None, *, rate="1%", shards_items=None, shards_hot_keys=128,
                     sample_seed=0, mode=None, format=None, block_size="4KiB", requests=1_000_000, seed=42, threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn mrc<'py>(

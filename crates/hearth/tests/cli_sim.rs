@@ -166,13 +166,14 @@ fn mrc_exact_equals_full_and_samples_come_close() {
 #[test]
 fn shards_warns_when_its_sample_is_small() {
     let trace = shared("cloudPhysicsIO.oracleGeneral.bin");
-    let small = hearth(&["mrc", &trace, "-q", "-m", "shards", "--rate", "1%"]);
+    let small = hearth(&["mrc", &trace, "-q", "-m", "shards", "--rate", "1%", "--shards-hot-keys", "0"]);
     let warning = String::from_utf8_lossy(&small.stderr).to_string();
     assert!(small.status.success(), "{small:?}");
     assert!(warning.contains("warning: the SHARDS sample holds 511 distinct keys, fewer than the 8192"), "{warning}");
     assert!(warning.contains("or stratify it (--shards-hot-keys 128)"), "{warning}");
-    // The hot keys are not counted in the sample; one of the 511 is among them.
-    let stratified = hearth(&["mrc", &trace, "-q", "-m", "shards", "--rate", "1%", "--shards-hot-keys", "128"]);
+    // Stratified by default; the hot keys are not counted in the sample,
+    // and one of the 511 is among them.
+    let stratified = hearth(&["mrc", &trace, "-q", "-m", "shards", "--rate", "1%"]);
     let warning = String::from_utf8_lossy(&stratified.stderr).to_string();
     assert!(warning.contains("holds 510 distinct keys") && !warning.contains("stratify it"), "{warning}");
     let args = ["mrc", &trace, "-q", "-m", "shards,full", "--rate", "50%", "-s", "1%,10%,50%", "--json"];

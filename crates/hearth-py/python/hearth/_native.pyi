@@ -38,7 +38,7 @@ def mrc(
     *,
     rate: str = "1%",
     shards_items: Optional[int] = None,
-    shards_hot_keys: int = 0,
+    shards_hot_keys: int = 128,
     sample_seed: int = 0,
     mode: Optional[str] = None,
     format: Optional[str] = None,
