@@ -8,6 +8,16 @@
 use crate::readers::oracle;
 use crate::sample::{key_hash, FilterWords, KeyRenaming};
 
+/// Which records are candidates: those whose renamed key's [`key_hash`]
+/// is below `threshold`, or whose hash `filter` (if any) may hold (see
+/// `AlwaysKept::may_hold`).
+#[derive(Clone, Copy)]
+pub(crate) struct Rule<'a> {
+    pub(crate) renaming: KeyRenaming,
+    pub(crate) threshold: u64,
+    pub(crate) filter: Option<&'a FilterWords>,
+}
+
 /// What [`note`] found in a batch.
 pub(crate) struct Noted {
     /// Candidates noted: the first `count` of `indices` and `hashes`.
@@ -17,17 +27,8 @@ pub(crate) struct Noted {
 }
 
 /// Notes into `indices` and `hashes` (each at least one place a record of
-/// `batch`), first to last, each record whose renamed key's [`key_hash`] is
-/// below `threshold` or whose hash `filter` (if any) may hold: see
-/// `AlwaysKept::may_hold`.
-pub(crate) fn note(
-    batch: &[u8],
-    renaming: KeyRenaming,
-    threshold: u64,
-    filter: Option<&FilterWords>,
-    indices: &mut [u32],
-    hashes: &mut [u64],
-) -> Noted {
+/// `batch`), first to last, the index and hash of each candidate of `rule`.
+pub(crate) fn note(batch: &[u8], rule: Rule, indices: &mut [u32], hashes: &mut [u64]) -> Noted {
     let records = batch.len() / oracle::RECORD_LEN;
     assert!(indices.len() >= records && hashes.len() >= records, "a place for every record");
     #[cfg(target_arch = "x86_64")]
@@ -39,32 +40,24 @@ pub(crate) fn note(
         // SAFETY: the features it is compiled for were just detected, and
         // the places were checked above.
         return unsafe {
-            match filter {
-                Some(filter) => x86::note::<true>(batch, renaming, threshold, filter, indices, hashes),
-                None => x86::note::<false>(batch, renaming, threshold, &[0; _], indices, hashes),
+            match rule.filter {
+                Some(_) => x86::note::<true>(batch, rule, indices, hashes),
+                None => x86::note::<false>(batch, rule, indices, hashes),
             }
         };
     }
-    note_each(batch, 0, renaming, threshold, filter, indices, hashes)
+    note_each(batch, 0, rule, indices, hashes)
 }
 
 /// [`note`] a record at a time; records are numbered from `first`.
-pub(crate) fn note_each(
-    batch: &[u8],
-    first: u32,
-    renaming: KeyRenaming,
-    threshold: u64,
-    filter: Option<&FilterWords>,
-    indices: &mut [u32],
-    hashes: &mut [u64],
-) -> Noted {
+pub(crate) fn note_each(batch: &[u8], first: u32, rule: Rule, indices: &mut [u32], hashes: &mut [u64]) -> Noted {
     let (mut count, mut bytes) = (0, 0);
-    let may_hold = |hash: u64| filter.is_some_and(|filter| holds_bit(filter, hash));
+    let may_hold = |hash: u64| rule.filter.is_some_and(|filter| holds_bit(filter, hash));
     for (record, i) in batch.chunks_exact(oracle::RECORD_LEN).zip(first..) {
-        let hash = key_hash(renaming.rename(oracle::key(record)));
+        let hash = key_hash(rule.renaming.rename(oracle::key(record)));
         bytes += u64::from(oracle::size(record).max(1));
         (indices[count], hashes[count]) = (i, hash);
-        count += usize::from((hash < threshold) | may_hold(hash));
+        count += usize::from((hash < rule.threshold) | may_hold(hash));
     }
     Noted { count, bytes }
 }
@@ -79,9 +72,8 @@ pub(crate) fn holds_bit(filter: &FilterWords, hash: u64) -> bool {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{note_each, Noted};
+    use super::{note_each, Noted, Rule};
     use crate::readers::oracle;
-    use crate::sample::{FilterWords, KeyRenaming};
 
     /// [`super::note`] eight records (192 bytes, three vectors) at a time:
     /// keys and sizes picked out of the records by permutes, SplitMix64's
@@ -94,12 +86,11 @@ mod x86 {
     #[target_feature(enable = "avx512f,avx512dq,avx512vl,popcnt")]
     pub(super) unsafe fn note<const FILTER: bool>(
         batch: &[u8],
-        renaming: KeyRenaming,
-        threshold: u64,
-        filter: &FilterWords,
+        rule: Rule,
         indices: &mut [u32],
         hashes: &mut [u64],
     ) -> Noted {
+        let filter = rule.filter.unwrap_or(&[0; _]);
         let records = batch.len() / oracle::RECORD_LEN;
         let whole = records / 8 * 8;
         let set = |value: u64| _mm512_set1_epi64(value as i64);
@@ -111,9 +102,9 @@ mod x86 {
         let keys_then_c = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 16, 21, 22, 27, 28);
         let sizes_of_ab = _mm512_setr_epi32(3, 9, 15, 21, 27, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         let sizes_then_c = _mm512_setr_epi32(0, 1, 2, 3, 4, 17, 23, 29, 0, 0, 0, 0, 0, 0, 0, 0);
-        let (multiplier, addend) = (set(renaming.multiplier), set(renaming.addend));
+        let (multiplier, addend) = (set(rule.renaming.multiplier), set(rule.renaming.addend));
         let (golden, mix1, mix2) = (set(0x9e37_79b9_7f4a_7c15), set(0xbf58_476d_1ce4_e5b9), set(0x94d0_49bb_1331_11eb));
-        let (below, bit_mask, word_bits) = (set(threshold), set(filter.len() as u64 * 64 - 1), set(63));
+        let (below, bit_mask, word_bits) = (set(rule.threshold), set(filter.len() as u64 * 64 - 1), set(63));
         let mut index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         let (mut count, mut bytes) = (0usize, _mm512_setzero_si512());
         for first in (0..whole).step_by(8) {
@@ -148,10 +139,8 @@ mod x86 {
         let mut lanes = [0u64; 8];
         // SAFETY: eight u64s fit in `lanes`.
         unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), bytes) };
-        let filter = FILTER.then_some(filter);
         let rest = &batch[whole * oracle::RECORD_LEN..];
-        let tail =
-            note_each(rest, whole as u32, renaming, threshold, filter, &mut indices[count..], &mut hashes[count..]);
+        let tail = note_each(rest, whole as u32, rule, &mut indices[count..], &mut hashes[count..]);
         Noted { count: count + tail.count, bytes: lanes.iter().sum::<u64>() + tail.bytes }
     }
 }
@@ -188,7 +177,8 @@ mod tests {
         for renaming in [KeyRenaming::IDENTITY, KeyRenaming::for_seed(5)] {
             for threshold in [0, 1 << 50, 1 << 60, u64::MAX / 3, u64::MAX] {
                 for filter in [None, Some(&filter)] {
-                    let one_by_one = noted(&|i, h| note_each(&batch, 0, renaming, threshold, filter, i, h));
+                    let rule = Rule { renaming, threshold, filter };
+                    let one_by_one = noted(&|i, h| note_each(&batch, 0, rule, i, h));
                     // The plain meaning, record by record.
                     let records = batch.chunks_exact(oracle::RECORD_LEN).zip(0u32..);
                     let (mut indices, mut hashes, mut bytes) = (Vec::new(), Vec::new(), 0u64);
@@ -201,7 +191,7 @@ mod tests {
                         }
                     }
                     assert_eq!(one_by_one, (indices, hashes, bytes), "threshold {threshold}");
-                    assert_eq!(noted(&|i, h| note(&batch, renaming, threshold, filter, i, h)), one_by_one);
+                    assert_eq!(noted(&|i, h| note(&batch, rule, i, h)), one_by_one);
                 }
             }
         }

@@ -327,7 +327,8 @@ impl SampledOracle {
             hashes.resize(records, 0);
             let always = &self.always;
             let filter = (!always.is_empty()).then_some(&*always.filter);
-            let noted = candidates::note(batch, renaming, threshold, filter, &mut indices, &mut hashes);
+            let rule = candidates::Rule { renaming, threshold, filter };
+            let noted = candidates::note(batch, rule, &mut indices, &mut hashes);
             skipped_bytes = noted.bytes;
             for (&i, &hash) in indices.iter().zip(&hashes).take(noted.count) {
                 let i = i as usize;
