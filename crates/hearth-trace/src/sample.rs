@@ -317,11 +317,11 @@ impl SampledOracle {
                 self.places.push(always.and_then(|always| always.position(key)).map(|place| place as u32));
             }
         } else {
-            // Two steps. First every record's key is hashed and its index
-            // noted when the threshold or `always`'s filter might keep it,
-            // without a branch (which record is kept is a coin toss the CPU
-            // cannot predict), while all sizes are summed. Then only the
-            // noted records are checked against `always` and decoded.
+            // Two steps. First every record's key is hashed, and its index
+            // and hash noted when the threshold or `always`'s filter might
+            // keep it, while all sizes are summed ([`candidates::note`]).
+            // Then only the noted records are checked against `always` and
+            // decoded.
             let (mut indices, mut hashes) = std::mem::take(&mut self.candidates);
             indices.resize(records, 0);
             hashes.resize(records, 0);
