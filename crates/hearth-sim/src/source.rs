@@ -424,20 +424,49 @@ impl SampledStream<'_> {
             accesses.clear();
             places.clear();
         };
-        while let Some(a) = self.next() {
-            let a = a?;
-            if let Sampling::Filtered { always, .. } = &self.from {
-                places.push(always.position(a.key).map(|place| place as u32));
-            }
-            accesses.push(a);
+        let Sampling::Filtered { accesses: from, threshold, always, skipped } = &mut self.from else {
+            unreachable!("the oracleGeneral reader returned above");
+        };
+        let cancelled = || self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed));
+        // A cancel ends the stream as the iterator's does: what was kept
+        // before it is still handed over.
+        while !cancelled() {
+            let Some((a, place)) = next_kept(from, *threshold, always, skipped) else {
+                break;
+            };
+            accesses.push(a?);
+            places.push(place);
             if accesses.len() == accesses.capacity() {
-                hand(&mut accesses, &mut places, self.skipped());
+                hand(&mut accesses, &mut places, *skipped);
             }
         }
         if !accesses.is_empty() {
-            hand(&mut accesses, &mut places, self.skipped());
+            hand(&mut accesses, &mut places, *skipped);
         }
         Ok(())
+    }
+}
+
+/// The next access of a decoded stream that `threshold` or `always` keeps
+/// (an error ends the stream), with its place among `always`'s keys;
+/// `skipped` counts the others.
+fn next_kept(
+    accesses: &mut AccessStream,
+    threshold: u64,
+    always: &AlwaysKept,
+    skipped: &mut Skipped,
+) -> Option<(Result<Access, TraceError>, Option<u32>)> {
+    loop {
+        match accesses.next()? {
+            Ok(a) => match sample::kept_place(a.key, threshold, always) {
+                Some(place) => return Some((Ok(a), place)),
+                None => {
+                    skipped.requests += 1;
+                    skipped.bytes += u64::from(a.size);
+                }
+            },
+            Err(e) => return Some((Err(e), None)),
+        }
     }
 }
 
@@ -450,15 +479,9 @@ impl Iterator for SampledStream<'_> {
         }
         match &mut self.from {
             Sampling::Oracle(oracle) => oracle.next(),
-            Sampling::Filtered { accesses, threshold, always, skipped } => loop {
-                match accesses.next()? {
-                    Ok(a) if !sample::keeps_or_always(a.key, *threshold, always) => {
-                        skipped.requests += 1;
-                        skipped.bytes += u64::from(a.size);
-                    }
-                    kept => return Some(kept),
-                }
-            },
+            Sampling::Filtered { accesses, threshold, always, skipped } => {
+                next_kept(accesses, *threshold, always, skipped).map(|(a, _)| a)
+            }
         }
     }
 }

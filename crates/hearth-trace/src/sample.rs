@@ -150,7 +150,7 @@ impl AlwaysKept {
     }
 
     pub fn contains(&self, key: u64) -> bool {
-        self.holds(key, key_hash(key))
+        self.position(key).is_some()
     }
 
     /// `key`'s place in [`keys`](Self::keys), if it is kept.
@@ -162,11 +162,6 @@ impl AlwaysKept {
     /// false positives, no false negatives).
     fn may_hold(&self, hash: u64) -> bool {
         candidates::holds_bit(&self.filter, hash)
-    }
-
-    /// Whether `key`, whose [`key_hash`] is `hash`, is kept.
-    fn holds(&self, key: u64, hash: u64) -> bool {
-        self.place(key, hash).is_some()
     }
 
     /// `key`'s place in `keys`, if kept; `hash` is its [`key_hash`].
@@ -186,13 +181,16 @@ impl AlwaysKept {
     }
 }
 
-/// Whether the sample drawn with `threshold` holds `key`, or `always` does.
-pub fn keeps_or_always(key: u64, threshold: u64, always: &AlwaysKept) -> bool {
-    if threshold == u64::MAX {
-        return true;
+/// Whether the sample drawn with `threshold`, or `always`, holds `key`:
+/// `None` if neither does, else `key`'s place among `always`'s keys if it
+/// is one of them (hashing `key` once for both).
+pub fn kept_place(key: u64, threshold: u64, always: &AlwaysKept) -> Option<Option<u32>> {
+    if always.is_empty() {
+        return keeps(key, threshold).then_some(None);
     }
     let hash = key_hash(key);
-    hash < threshold || always.holds(key, hash)
+    let place = always.place(key, hash).map(|place| place as u32);
+    (threshold == u64::MAX || hash < threshold || place.is_some()).then_some(place)
 }
 
 /// The share of the key space `threshold` keeps: scale cache sizes by it.
@@ -498,7 +496,13 @@ mod tests {
         let kept: Vec<Access> = full.iter().copied().filter(|a| keeps(a.key, t) || hot.contains(a.key)).collect();
         assert!(kept.len() > full.len() / 100 * 2, "the stratum adds accesses");
         assert_eq!(got, kept);
-        assert!((0..10_007).all(|k| keeps_or_always(k, t, &hot) == (keeps(k, t) || hot.keys().contains(&k))));
+        for k in 0..10_007 {
+            let place = hot.keys().iter().position(|&h| h == k).map(|p| p as u32);
+            let kept = keeps(k, t) || place.is_some();
+            assert_eq!(kept_place(k, t, &hot), kept.then_some(place), "key {k}");
+            assert_eq!(kept_place(k, u64::MAX, &hot), Some(place), "key {k} at rate 1");
+            assert_eq!(kept_place(k, t, &AlwaysKept::default()), keeps(k, t).then_some(None), "key {k}");
+        }
         assert!((0..10_007).all(|k| hot.position(k) == hot.keys().iter().position(|&h| h == k)));
     }
 
