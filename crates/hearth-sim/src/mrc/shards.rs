@@ -435,6 +435,11 @@ struct SampledKeys {
 /// Words before a [`SampledKeys`] row's counts by bucket.
 const ROW_HEAD: usize = 3;
 
+/// A [`SampledKeys`] row's bytes (its second and third words).
+fn row_bytes(row: &[u32]) -> u64 {
+    u64::from(row[2]) << 32 | u64::from(row[1])
+}
+
 impl SampledKeys {
     fn new(width: usize) -> SampledKeys {
         SampledKeys { rows: Vec::new(), width }
@@ -468,7 +473,7 @@ impl SampledKeys {
         let stride = self.stride();
         let row = &mut self.rows[row as usize * stride..][..stride];
         row[0] += 1;
-        let bytes = (u64::from(row[2]) << 32 | u64::from(row[1])) + u64::from(size);
+        let bytes = row_bytes(row) + u64::from(size);
         (row[1], row[2]) = (bytes as u32, (bytes >> 32) as u32);
         row[ROW_HEAD + bucket] += 1;
     }
@@ -481,7 +486,7 @@ impl SampledKeys {
         let mut products = vec![(0.0, 0.0); sizes];
         let (mut squares, mut byte_squares) = (0.0, 0.0);
         for row in self.rows.chunks_exact(self.stride()) {
-            let (n, x) = (f64::from(row[0]), (u64::from(row[2]) << 32 | u64::from(row[1])) as f64);
+            let (n, x) = (f64::from(row[0]), row_bytes(row) as f64);
             squares += n * n;
             byte_squares += x * x;
             let mut missed = n;
