@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
-use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode};
+use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode, HOT_KEYS};
 use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
 use hearth_sim::source::{ModeChoice, Needs, Streamed};
 use hearth_sim::stream::{run_streaming, Counting, Replayer};
@@ -369,7 +369,7 @@ type Curve = (String, f64, f64, Vec<SimResult>);
 /// Miss-ratio curves as `hearth mrc --json`, one dict per point with the
 /// curve's `method`, `rate` and `seconds`.
 #[pyfunction]
-#[pyo3(signature = (trace, methods, policies, sizes=None, *, rate="1%", shards_items=None, shards_hot_keys=128,
+#[pyo3(signature = (trace, methods, policies, sizes=None, *, rate="1%", shards_items=None, shards_hot_keys=HOT_KEYS,
                     sample_seed=0, mode=None, format=None, block_size="4KiB", requests=1_000_000, seed=42, threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn mrc<'py>(
@@ -646,6 +646,8 @@ impl Cache {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // `hearth mrc --shards-hot-keys`'s default, which hearth.mrc takes as its own.
+    m.add("SHARDS_HOT_KEYS", HOT_KEYS)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(policy_list, m)?)?;
     m.add_function(wrap_pyfunction!(cache_sizes, m)?)?;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 import time
@@ -105,6 +106,11 @@ def test_mrc_shards_hot_keys_equals_cli(oracle, hearth_bin):
         runs[hot] = df[cols].to_dict("records")
         assert runs[hot] == [{c: p[c] for c in cols} for p in want[0]["points"]]
     assert runs[0] != runs[16], "the hot stratum changes the estimate"
+    # Both front ends stratify on the same number of keys by default.
+    want = cli_json(hearth_bin, "mrc", str(oracle), "-m", "shards", "-s", "1%,10%,50%", "--rate", "10%")
+    assert want[0]["hot_keys"] == inspect.signature(hearth.mrc).parameters["shards_hot_keys"].default
+    df = hearth.mrc(oracle, "shards", "lru", "1%,10%,50%", rate=0.1)
+    assert df[cols].to_dict("records") == [{c: p[c] for c in cols} for p in want[0]["points"]]
 
 
 def test_gil_is_released_while_simulating():

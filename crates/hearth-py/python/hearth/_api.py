@@ -247,7 +247,7 @@ def mrc(
     *,
     rate: Union[str, float] = "1%",
     shards_items: Optional[int] = None,
-    shards_hot_keys: int = 128,
+    shards_hot_keys: int = _native.SHARDS_HOT_KEYS,
     sample_seed: int = 0,
     mode: Optional[str] = None,
     format: Optional[str] = None,

@@ -2,6 +2,8 @@
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+SHARDS_HOT_KEYS: int
+
 def policies() -> List[Tuple[str, str]]:
     """The registered policies as (name, description) pairs."""
 
@@ -38,7 +40,7 @@ def mrc(
     *,
     rate: str = "1%",
     shards_items: Optional[int] = None,
-    shards_hot_keys: int = 128,
+    shards_hot_keys: int = ...,
     sample_seed: int = 0,
     mode: Optional[str] = None,
     format: Optional[str] = None,
