@@ -60,7 +60,7 @@ pub struct MrcArgs {
     shards_items: Option<usize>,
     /// Fixed-rate SHARDS tracks the N keys most requested in the trace's first 2^20 requests
     /// exactly and samples the others (a stratified sample; 128, the default, is the measured
-    /// setting: about half SHARDS_adj's error at 1%, at about 1.8 times its time, GUIDE §1). 0 is
+    /// setting: about half SHARDS_adj's error at 1%, at 1.8 to 2.3 times its time, GUIDE §1). 0 is
     /// the paper's SHARDS_adj.
     #[arg(long, value_name = "N", default_value_t = HOT_KEYS)]
     shards_hot_keys: usize,

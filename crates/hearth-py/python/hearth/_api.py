@@ -275,7 +275,7 @@ def mrc(
             requested in the first 2^20 requests exactly and samples the
             others (``hearth mrc --shards-hot-keys``; 128, the default, is
             the measured setting: about half SHARDS_adj's error at 1%, at
-            about 1.8 times its time); 0 is the paper's SHARDS_adj.
+            1.8 to 2.3 times its time); 0 is the paper's SHARDS_adj.
         sample_seed: which draw of the sample shards and mini take (``hearth
             mrc --sample-seed``): keys are renamed by a bijection from it
             before hashing; 0 is the sample ``hearth trace sample`` writes.

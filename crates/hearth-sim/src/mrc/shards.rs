@@ -40,7 +40,7 @@ const SAMPLED_AHEAD: usize = 4;
 /// Hot keys a stratified SHARDS tracks exactly: the setting measured
 /// (GUIDE §1), fixed from an exploration on other draws than the ones it
 /// was then measured on, and the front ends' default. 0 is SHARDS_adj,
-/// which takes about 55% of the time.
+/// which took 44% to 57% of its time (GUIDE §1, two sessions).
 pub const HOT_KEYS: usize = 128;
 
 /// Requests at the start of the trace among which the hot keys are the
