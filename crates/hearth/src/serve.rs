@@ -188,6 +188,10 @@ struct ExportFlags {
     /// --dirty-max-age, instead of writing through to the backend.
     #[arg(long, requires = "cache_device", conflicts_with = "config")]
     cache_device_write_back: bool,
+    /// Start even if the cache device's slot table is damaged, dropping what cannot be read (dirty
+    /// blocks among it are lost; without this the start is refused, saying how many).
+    #[arg(long, requires = "cache_device", conflicts_with = "config")]
+    cache_device_discard_damaged: bool,
     /// Reads continuing a sequential stream past this many bytes bypass the cache, e.g. 4MiB
     /// (bcache's default). Default: off.
     #[arg(long, value_name = "SIZE", conflicts_with = "config")]
@@ -295,6 +299,7 @@ impl ServeArgs {
                     cache_device: self.export.cache_device.clone(),
                     cache_device_size: text(&self.export.cache_device_size),
                     cache_device_write_mode: self.export.cache_device_write_back.then_some(CacheDeviceWriteMode::Back),
+                    cache_device_discard_damaged: self.export.cache_device_discard_damaged,
                     sequential_cutoff: text(&self.export.sequential_cutoff),
                     // One export from flags: the server's --max-connections is its limit.
                     max_connections: None,

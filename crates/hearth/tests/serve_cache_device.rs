@@ -312,13 +312,19 @@ fn a_corrupt_or_mismatched_device_is_refused_and_the_backend_keeps_the_data() {
     let err = refused(dir.path(), &device, &["--cache-device-size", "1MiB"]);
     assert!(err.contains(&name) && err.contains("truncated"), "{err}");
     assert_eq!(err.trim().lines().filter(|l| l.contains("cache device")).count(), 1, "{err}");
-    // Damaged slots only: dropped with a count, the data served from the backend.
+    // Damaged slots: entries nobody can read may have been dirty, so the start is refused with a
+    // count; the operator's --cache-device-discard-damaged drops them, and the backend serves.
     std::fs::write(&device, &pristine).unwrap();
     // 1 MiB holds 253 slots: the table starts at 4096, the data at 12288; slots fill from 0.
     for at in [4096 + 3, 4096 + 32 + 5, 12288 + 2 * 4096 + 100] {
         corrupt(&device, at);
     }
-    let plain = ["--cache-size", "64KiB", "--cache-device-size", "1MiB"];
+    let err = refused(dir.path(), &device, &["--cache-device-size", "1MiB"]);
+    assert!(
+        err.contains("2 slot table entries are unreadable") && err.contains("--cache-device-discard-damaged"),
+        "{err}"
+    );
+    let plain = ["--cache-size", "64KiB", "--cache-device-size", "1MiB", "--cache-device-discard-damaged"];
     let server = start(dir.path(), device.to_str().unwrap(), &plain, "log2");
     assert_eq!(device_metric(&server, "hearth_cache_device_dropped_slots_total"), 3.0);
     assert!(server.log_text().contains("cache device slots dropped"), "{}", server.log_text());

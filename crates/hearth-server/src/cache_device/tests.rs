@@ -1,7 +1,9 @@
 //! The cache device over a memory backend: persistence across reopen, both
 //! write modes, refusal of foreign or damaged devices, and concurrent use.
 
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,8 +30,19 @@ fn device_size(slots: u64) -> u64 {
     layout::Layout::with_slots(slots, BS).total_len()
 }
 
+fn options(slots: u64, mode: DeviceWriteMode, identity: &str) -> DeviceOptions<'_> {
+    DeviceOptions {
+        size: device_size(slots),
+        block_size: BS as u32,
+        identity,
+        policy: "lru",
+        mode,
+        discard_damaged: false,
+    }
+}
+
 fn open_with(r: &Rig, slots: u64, mode: DeviceWriteMode, identity: &str) -> Result<CacheDevice, CacheDeviceError> {
-    CacheDevice::open(Box::new(r.backend.clone()), &r.path, device_size(slots), BS as u32, identity, "lru", mode)
+    CacheDevice::open(Box::new(r.backend.clone()), &r.path, &options(slots, mode, identity))
 }
 
 fn open(r: &Rig, slots: u64, mode: DeviceWriteMode) -> CacheDevice {
@@ -198,18 +211,8 @@ fn foreign_truncated_and_mismatched_devices_are_refused_on_one_line() {
     assert!(err.starts_with(&format!("cache device {name}: formatted for")) && err.contains("other"), "{err}");
     let err = refusal(&r, 17, "export t on file /x");
     assert!(err.contains("9 slots") && err.contains("17"), "{err}");
-    let err = CacheDevice::open(
-        Box::new(r.backend.clone()),
-        &r.path,
-        device_size(9),
-        512,
-        "export t on file /x",
-        "lru",
-        DeviceWriteMode::Through,
-    )
-    .err()
-    .unwrap()
-    .to_string();
+    let small_blocks = DeviceOptions { block_size: 512, ..options(9, DeviceWriteMode::Through, "export t on file /x") };
+    let err = CacheDevice::open(Box::new(r.backend.clone()), &r.path, &small_blocks).err().unwrap().to_string();
     assert!(err.contains("block size 4096") && err.contains("512"), "{err}");
     // Truncated: the header survives, the slots do not.
     let f = std::fs::OpenOptions::new().write(true).open(&r.path).unwrap();
@@ -230,7 +233,7 @@ fn corrupt(path: &Path, at: u64) {
 }
 
 #[test]
-fn damaged_slots_are_dropped_at_open_and_the_backend_serves_them() {
+fn damaged_clean_slots_are_dropped_at_open_and_an_unreadable_entry_is_refused_unless_discarded() {
     let r = rig();
     fill_backend(&r);
     let d = open(&r, 9, DeviceWriteMode::Through);
@@ -241,10 +244,21 @@ fn damaged_slots_are_dropped_at_open_and_the_backend_serves_them() {
     let slot_of_3 = d.lock().slot_of[&3];
     let slot_of_5 = d.lock().slot_of[&5];
     drop(d);
-    corrupt(&r.path, layout.slot_offset(slot_of_3) + 17); // data
-    corrupt(&r.path, layout.entry_offset(slot_of_5) + 2); // entry
+    corrupt(&r.path, layout.slot_offset(slot_of_3) + 17); // data of a clean copy: the backend has it
     let d = open(&r, 9, DeviceWriteMode::Through);
-    assert_eq!(d.stats.dropped_at_open.load(Ordering::Relaxed), 2);
+    assert_eq!(d.stats.dropped_at_open.load(Ordering::Relaxed), 1);
+    assert_eq!(d.occupancy().0, 7);
+    drop(d);
+    corrupt(&r.path, layout.entry_offset(slot_of_5) + 2); // an entry: was it dirty? Nobody can tell
+    let err = refusal(&r, 9, "export t on file /x");
+    assert!(
+        err.contains("1 slot table entries are unreadable") && err.contains("--cache-device-discard-damaged"),
+        "{err}"
+    );
+    let discard =
+        DeviceOptions { discard_damaged: true, ..options(9, DeviceWriteMode::Through, "export t on file /x") };
+    let d = CacheDevice::open(Box::new(r.backend.clone()), &r.path, &discard).unwrap();
+    assert_eq!(d.stats.dropped_at_open.load(Ordering::Relaxed), 1);
     assert_eq!(d.occupancy().0, 6);
     for b in 0..8 {
         assert_eq!(read(&d, b), pattern(b, 0), "block {b}");
@@ -311,4 +325,69 @@ fn concurrent_readers_and_writers_always_read_their_latest_write() {
         }
         assert!(d.stats.hits.load(Ordering::Relaxed) > 0);
     }
+}
+
+/// Issue 41, scenario 1: a dirty block chosen for eviction whose write-back
+/// fails (ENOSPC on the backend) used to leave the slot map at once, so its
+/// reads returned the backend's older data. It now stays on the device,
+/// served from it, and reaches the backend once writes work again.
+#[test]
+fn a_dirty_block_whose_write_back_fails_stays_on_the_device_and_is_served_from_it() {
+    use crate::backend::testing::TestBackend;
+    let r = rig();
+    let backend = TestBackend::over(r.backend.clone());
+    let switches = backend.switches.clone();
+    let d = CacheDevice::open(Box::new(backend), &r.path, &options(5, DeviceWriteMode::Back, "export t on file /x"))
+        .unwrap();
+    for b in 0..4 {
+        d.write_at(&pattern(b, 1), b * BS).unwrap();
+    }
+    d.flush().unwrap();
+    switches.fail_writes.store(true, Ordering::SeqCst);
+    // Reads of new blocks evict the dirty ones; their write-backs fail.
+    for b in 10..14 {
+        assert_eq!(read(&d, b), vec![0u8; BS as usize]);
+    }
+    assert!(d.stats.write_back_failures.load(Ordering::Relaxed) > 0);
+    for b in 0..4 {
+        assert_eq!(read(&d, b), pattern(b, 1), "block {b}: the flushed write, not the backend's older data");
+    }
+    assert!(d.trouble().0 > 0, "evicted dirty blocks are stranded, not dropped");
+    drop(d);
+    // A restart (the stranded blocks are still dirty entries) serves them too.
+    let backend = TestBackend::over(r.backend.clone());
+    backend.switches.fail_writes.store(true, Ordering::SeqCst);
+    let switches = backend.switches.clone();
+    let d = CacheDevice::open(Box::new(backend), &r.path, &options(5, DeviceWriteMode::Back, "export t on file /x"))
+        .unwrap();
+    for b in 0..4 {
+        assert_eq!(read(&d, b), pattern(b, 1), "block {b} after a restart");
+    }
+    switches.fail_writes.store(false, Ordering::SeqCst);
+    d.clean(Duration::ZERO).unwrap();
+    for b in 0..4 {
+        assert_eq!(backend_block(&r, b), pattern(b, 1), "block {b} reached the backend once it took writes");
+    }
+}
+
+/// Issue 41, scenario 2: a data write the device refuses used to keep the
+/// slot it took, until no slot was left. Every refused write now gives its
+/// slot back, reads are served from the backend meanwhile, and the device
+/// is used again once it takes writes.
+#[test]
+fn a_device_that_refuses_writes_is_passed_by_and_used_again_when_it_recovers() {
+    use super::harness::{run, Fault};
+    // Every single refused device or backend write, sync or flush, with
+    // ENOSPC: no read ever fails or returns other data (checked inside).
+    for at in 0..60 {
+        let faulted = run(DeviceWriteMode::Through, 7, 60, Some(Fault { at, errno: libc::ENOSPC }));
+        assert!(faulted.violations.is_empty(), "fault {at}: {:?}", faulted.violations);
+    }
+    let r = rig();
+    fill_backend(&r);
+    let d = open(&r, 9, DeviceWriteMode::Through);
+    for b in 0..40 {
+        assert_eq!(read(&d, b), pattern(b, 0));
+    }
+    assert_eq!(d.occupancy().0, 8, "no slot was lost on the way");
 }

@@ -309,6 +309,11 @@ pub struct ExportConfig {
     /// "through" (default) or "back": writes land on the cache device as
     /// dirty blocks and reach the backend after `dirty_max_age`.
     pub cache_device_write_mode: Option<CacheDeviceWriteMode>,
+    /// Start even if the cache device's slot table is damaged (unreadable
+    /// entries, or emptied while it held dirty blocks), dropping what
+    /// cannot be read: dirty blocks among it are lost. Default false: refused.
+    #[serde(default)]
+    pub cache_device_discard_damaged: bool,
     /// Write-back only (the RAM cache's or the cache device's): background
     /// cleaning writes dirty data back once it has waited this long (as
     /// Linux's dirty_expire and bcache's writeback do), e.g. "30s" (the

@@ -9,7 +9,7 @@ use crate::backend::http::HttpBackend;
 use crate::backend::nbd::NbdBackend;
 use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
 use crate::cache::BlockCache;
-use crate::cache_device::{CacheDevice, DeviceWriteMode};
+use crate::cache_device::{CacheDevice, DeviceOptions, DeviceWriteMode};
 use crate::error::OpenError;
 use crate::tier::{Migrator, TierBackend};
 
@@ -38,15 +38,16 @@ impl ExportSpec {
         let mut device = None;
         if let Some(spec) = &self.cache_device {
             let mode = if spec.write_back { DeviceWriteMode::Back } else { DeviceWriteMode::Through };
-            let opened = CacheDevice::open(
-                backend,
-                &spec.path,
-                spec.size,
-                self.block_size,
-                &self.identity(),
-                &self.policy,
+            let identity = self.identity();
+            let options = DeviceOptions {
+                size: spec.size,
+                block_size: self.block_size,
+                identity: &identity,
+                policy: &self.policy,
                 mode,
-            )?;
+                discard_damaged: spec.discard_damaged,
+            };
+            let opened = CacheDevice::open(backend, &spec.path, &options)?;
             let opened = Arc::new(opened);
             if let Some(max_age) = spec.dirty_max_age {
                 CacheDevice::spawn_cleaner(&opened, max_age)?;
@@ -60,10 +61,13 @@ impl ExportSpec {
     }
 
     /// What a cache device records as the export it caches: the export's
-    /// name and where its data lives.
+    /// name and where its data lives. A file is named by its canonical path
+    /// and its device and inode numbers (called after the backend opened
+    /// it), so another file under the same name, or the same name reached
+    /// from another directory, is another identity.
     fn identity(&self) -> String {
         let location = match &self.backend {
-            BackendSpec::File { path, .. } | BackendSpec::Sparse { path, .. } => format!("file {}", path.display()),
+            BackendSpec::File { path, .. } | BackendSpec::Sparse { path, .. } => file_identity(path),
             BackendSpec::Memory { .. } => "memory".into(),
             BackendSpec::Nbd { upstream, .. } => format!("nbd {upstream}"),
             BackendSpec::Http { url } => format!("http {url}"),
@@ -92,6 +96,15 @@ impl ExportSpec {
             BackendSpec::File { path, .. } | BackendSpec::Sparse { path, .. } => Some(path),
             BackendSpec::Memory { .. } | BackendSpec::Nbd { .. } | BackendSpec::Http { .. } => None,
         }
+    }
+}
+
+/// `file CANONICAL (dev D ino I)`, or the path as given if it cannot be resolved.
+fn file_identity(path: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::canonicalize(path), std::fs::metadata(path)) {
+        (Ok(canonical), Ok(meta)) => format!("file {} (dev {} ino {})", canonical.display(), meta.dev(), meta.ino()),
+        _ => format!("file {}", path.display()),
     }
 }
 

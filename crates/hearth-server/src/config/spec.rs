@@ -122,6 +122,8 @@ pub struct CacheDeviceSpec {
     /// Write-back: dirty blocks older than this are cleaned; `None`: only at
     /// eviction, BLOCK_STATUS and shutdown.
     pub dirty_max_age: Option<Duration>,
+    /// `cache_device_discard_damaged`.
+    pub discard_damaged: bool,
 }
 
 /// Default of `dirty_max_age`.
@@ -466,6 +468,7 @@ fn cache_device_spec(
         for (set, key) in [
             (e.cache_device_size.is_some(), "cache_device_size"),
             (e.cache_device_write_mode.is_some(), "cache_device_write_mode"),
+            (e.cache_device_discard_damaged, "cache_device_discard_damaged"),
         ] {
             if set {
                 return Err(invalid(at(key), "needs cache_device"));
@@ -494,6 +497,7 @@ fn cache_device_spec(
         size,
         write_back: e.cache_device_write_mode == Some(CacheDeviceWriteMode::Back),
         dirty_max_age,
+        discard_damaged: e.cache_device_discard_damaged,
     }))
 }
 

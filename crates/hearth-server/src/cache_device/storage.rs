@@ -1,0 +1,30 @@
+//! Where a cache device keeps its bytes: a file or block device in the
+//! server, and in the tests a stand-in that records every write and sync
+//! (to build crash states) or fails the k-th of them (to inject faults).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+pub trait DeviceStorage: Send + Sync {
+    /// Fills `buf` from `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes all of `buf` at `offset`; durable only after [`sync`](Self::sync).
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every completed write durable.
+    fn sync(&self) -> io::Result<()>;
+}
+
+impl DeviceStorage for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_exact_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_all_at(buf, offset)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.sync_data()
+    }
+}
