@@ -78,7 +78,7 @@ pub struct ServeArgs {
     /// qemu-nbd and nbdkit lay it out.
     #[arg(long, value_name = "DIR")]
     tls_certificates: Option<PathBuf>,
-    /// Accept only clients presenting a certificate signed by ca-cert.pem.
+    /// Accept only clients presenting a certificate signed by ca-cert.pem; needs --tls require.
     #[arg(long)]
     tls_verify_peer: bool,
     /// TLS with pre-shared keys instead of certificates: a username:hexkey file (what psktool

@@ -221,10 +221,18 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
     };
     if s.tls_verify_peer && !matches!(tls_credentials, Some(TlsCredentials::Certificates { .. })) {
         let why = match tls_credentials {
-            None => "needs server.tls \"on\" or \"require\"",
+            None => "needs server.tls = \"require\"",
             Some(_) => "is for certificates; with server.tls_psk the key verifies the client",
         };
         return Err(invalid("server.tls_verify_peer", why));
+    }
+    if s.tls_verify_peer && s.tls == TlsMode::On {
+        // "on" lets a client skip STARTTLS, and with it the certificate check.
+        return Err(invalid(
+            "server.tls_verify_peer",
+            "needs server.tls = \"require\": with \"on\" (--tls on --tls-verify-peer) a plain-text client \
+             is served without a certificate",
+        ));
     }
     let access = Access::parse(&s.allow, &s.deny, "server.").map_err(ConfigError::Access)?;
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
