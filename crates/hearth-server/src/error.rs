@@ -26,6 +26,14 @@ pub enum ServeError {
     },
     #[error("TLS credentials")]
     Tls(#[source] TlsError),
+    #[error("server.admin_token_file {}: {message}", path.display())]
+    AdminToken { path: PathBuf, message: String },
+    /// Admin on an address beyond loopback, with no token to guard it.
+    #[error(
+        "server.admin on {0} (not loopback) needs server.admin_token_file (--admin-token-file): \
+         anyone reaching it could switch cache modes"
+    )]
+    AdminUnguarded(std::net::SocketAddr),
     /// A thread the server needs could not be started.
     #[error("starting a thread")]
     Thread(#[source] io::Error),

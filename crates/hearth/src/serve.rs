@@ -48,9 +48,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
     /// Also answer POST /mode?export=NAME&mode=through|around|back|pass on the --metrics address,
-    /// switching an export's cache mode while it serves (whoever reaches that address may).
+    /// switching an export's cache mode while it serves. Without --admin-token-file, --metrics must
+    /// be a loopback address.
     #[arg(long)]
     admin: bool,
+    /// A file holding the token POST /mode must carry (Authorization: Bearer TOKEN); needed to
+    /// serve --admin on a non-loopback --metrics address.
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
     /// Time a client may take to finish the handshake, in whole seconds, e.g. 30s (0 = no limit)
     /// [default: 30s, or the config's].
     #[arg(long, value_name = "DURATION", value_parser = units::duration_or_seconds("--handshake-timeout"))]
@@ -329,6 +334,9 @@ impl ServeArgs {
         config.server.listen.extend(self.listen.iter().cloned());
         config.server.unix.extend(self.unix.iter().cloned());
         config.server.admin |= self.admin;
+        if self.admin_token_file.is_some() {
+            config.server.admin_token_file = self.admin_token_file.clone();
+        }
         if self.metrics.is_some() {
             config.server.metrics = self.metrics.clone();
         }

@@ -33,6 +33,8 @@ pub struct ServerSettings {
     pub metrics: Option<String>,
     /// `POST /mode` on the metrics listener.
     pub admin: bool,
+    /// The bearer token's file; `POST /mode` must carry the token.
+    pub admin_token_file: Option<PathBuf>,
     pub handshake_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub max_connections: usize,
@@ -198,6 +200,9 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
     if s.admin && s.metrics.is_none() {
         return Err(invalid("server.admin", "needs server.metrics: the admin endpoint is served beside /metrics"));
     }
+    if s.admin_token_file.is_some() && !s.admin {
+        return Err(invalid("server.admin_token_file", "given, but server.admin is off"));
+    }
     if s.max_connections == 0 {
         return Err(invalid("server.max_connections", "must be positive"));
     }
@@ -241,6 +246,7 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
         unix: s.unix,
         metrics: s.metrics,
         admin: s.admin,
+        admin_token_file: s.admin_token_file,
         handshake_timeout: seconds(s.handshake_timeout),
         idle_timeout: seconds(s.idle_timeout),
         max_connections: s.max_connections,

@@ -162,6 +162,23 @@ pub fn qemu_io_tls(addr: std::net::SocketAddr, object: &str, commands: &[&str]) 
     run(&mut cmd)
 }
 
+/// A TCP connection to `addr` from the local address `source` (127.0.0.x
+/// are all local), with a 10 s read timeout.
+pub fn connect_from(source: &str, addr: SocketAddr) -> std::net::TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+    let stream = rt
+        .block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::new(source.parse::<std::net::IpAddr>().unwrap(), 0))?;
+            socket.connect(addr).await
+        })
+        .unwrap();
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+}
+
 /// Fetches the metrics page with a plain HTTP/1.0 GET.
 pub fn scrape(url: &str) -> String {
     use std::io::{Read, Write};
