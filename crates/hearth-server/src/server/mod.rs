@@ -114,12 +114,7 @@ impl Server {
         }
         let mut unix = Vec::new();
         for path in &config.server.unix {
-            if std::fs::symlink_metadata(path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-            {
-                // A stale socket from a previous run; anything else we refuse to touch.
-                let _ = std::fs::remove_file(path);
-            }
-            let l = UnixListener::bind(path).map_err(|source| ServeError::Bind {
+            let l = listener::bind_unix(path).map_err(|source| ServeError::Bind {
                 what: "server.unix",
                 address: path.display().to_string(),
                 source,
