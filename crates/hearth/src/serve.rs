@@ -101,6 +101,10 @@ pub struct ServeArgs {
     /// TCP client address or CIDR block refused, repeatable (over --allow).
     #[arg(long, value_name = "CIDR")]
     deny: Vec<String>,
+    /// Write the server's process id to this file once every listener is bound (as nbdkit's
+    /// --pidfile); it is removed when the server exits.
+    #[arg(long, value_name = "FILE")]
+    pidfile: Option<PathBuf>,
     /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
     #[arg(long, value_name = "FILTER", default_value = "info")]
     log: String,
@@ -392,6 +396,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let mut int =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("SIGINT handler")?;
         let server = Server::bind(&config).await?;
+        let _pidfile = args.pidfile.as_deref().map(PidFile::write).transpose()?;
         let mut out = std::io::stdout().lock();
         for a in server.tcp_addrs() {
             writeln!(out, "listening tcp {a}")?;
@@ -419,4 +424,24 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     // their replies go nowhere, and the data is flushed: do not wait long.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     served
+}
+
+/// `--pidfile`, written whole (a reader never sees part of it) and removed on drop.
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn write(path: &std::path::Path) -> anyhow::Result<PidFile> {
+        let mut partial = path.as_os_str().to_owned();
+        partial.push(".partial");
+        std::fs::write(&partial, format!("{}\n", std::process::id()))
+            .and_then(|()| std::fs::rename(&partial, path))
+            .with_context(|| format!("--pidfile {}", path.display()))?;
+        Ok(PidFile(path.to_path_buf()))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

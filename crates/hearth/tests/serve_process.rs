@@ -1,6 +1,7 @@
 //! `hearth serve` among other processes, as nbdkit behaves: a second server
 //! never takes the Unix socket of a live one, a socket left by a server that
-//! has gone is reused, and a path that is not a socket is never removed.
+//! has gone is reused, a path that is not a socket is never removed, and
+//! `--pidfile` names the server while it runs.
 
 mod serve_support;
 
@@ -64,3 +65,17 @@ fn a_stale_socket_is_reused_and_other_files_are_never_removed() {
     assert_eq!(std::fs::read(&file).unwrap(), b"keep me", "a regular file was touched");
 }
 
+/// `--pidfile` holds the server's pid once it is ready, and is gone after a
+/// clean exit.
+#[test]
+fn the_pidfile_names_the_server_until_it_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("hearth.pid");
+    let mut args = memory_export(&dir.path().join("hearth.sock"));
+    args.extend(["--pidfile".to_string(), pidfile.to_str().unwrap().to_string()]);
+    let server = start(&args, &dir.path().join("log")).unwrap();
+    let written = std::fs::read_to_string(&pidfile).expect("the pidfile is written by the time of `ready`");
+    assert_eq!(written, format!("{}\n", server.pid()));
+    assert!(server.stop("TERM"), "a clean exit");
+    assert!(!pidfile.exists(), "the pidfile is removed at exit");
+}
