@@ -16,7 +16,7 @@ use std::sync::Arc;
 use tracing::{info, warn};
 
 use crate::cache::WriteMode;
-use crate::error::ServeError;
+use crate::error::AdminError;
 use crate::Export;
 
 /// The admin endpoint, on: the SHA-256 of the token requests must bear, if any.
@@ -27,9 +27,9 @@ pub(crate) struct Admin {
 
 impl Admin {
     /// Reads the token from `token_file` (surrounding whitespace dropped).
-    pub(crate) fn new(token_file: Option<&Path>) -> Result<Admin, ServeError> {
+    pub(crate) fn new(token_file: Option<&Path>) -> Result<Admin, AdminError> {
         let Some(path) = token_file else { return Ok(Admin { token: None }) };
-        let refused = |message: String| ServeError::AdminToken { path: path.into(), message };
+        let refused = |message: String| AdminError::Token { path: path.into(), message };
         let text = std::fs::read(path).map_err(|e| refused(e.to_string()))?;
         let token = text.trim_ascii();
         if token.is_empty() {
@@ -40,9 +40,9 @@ impl Admin {
 
     /// Without a token, only loopback may reach the endpoint: refuses any
     /// other bound address.
-    pub(crate) fn check_address(&self, bound: SocketAddr) -> Result<(), ServeError> {
+    pub(crate) fn check_address(&self, bound: SocketAddr) -> Result<(), AdminError> {
         match self.token.is_none() && !bound.ip().to_canonical().is_loopback() {
-            true => Err(ServeError::AdminUnguarded(bound)),
+            true => Err(AdminError::Unguarded(bound)),
             false => Ok(()),
         }
     }
