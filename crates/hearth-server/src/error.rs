@@ -26,12 +26,27 @@ pub enum ServeError {
     },
     #[error("TLS credentials")]
     Tls(#[source] TlsError),
+    #[error(transparent)]
+    Admin(#[from] AdminError),
     /// A thread the server needs could not be started.
     #[error("starting a thread")]
     Thread(#[source] io::Error),
     /// Shutdown could not write every export's dirty data back.
     #[error("flush failed for export(s) {}", .0.join(", "))]
     Flush(Vec<String>),
+}
+
+/// Why the admin endpoint cannot be served as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("server.admin_token_file {}: {message}", path.display())]
+    Token { path: PathBuf, message: String },
+    /// Admin on an address beyond loopback, with no token to guard it.
+    #[error(
+        "server.admin on {0} (not loopback) needs server.admin_token_file (--admin-token-file): \
+         anyone reaching it could switch cache modes"
+    )]
+    Unguarded(std::net::SocketAddr),
 }
 
 /// Why one export could not be opened.

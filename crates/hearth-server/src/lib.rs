@@ -26,7 +26,7 @@ mod tls;
 pub mod warmup;
 
 pub use config::Config;
-pub use error::{CacheDeviceError, OpenError, ServeError, TlsError};
+pub use error::{AdminError, CacheDeviceError, OpenError, ServeError, TlsError};
 pub use server::Server;
 
 /// A low-priority backend read for the export's background threads.

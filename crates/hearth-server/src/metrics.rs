@@ -9,7 +9,10 @@ use std::time::Duration;
 use hearth_nbd::Command;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tracing::warn;
 
+use crate::access::Access;
+use crate::admin::Admin;
 use crate::Export;
 
 /// Commands we count separately; everything else is "other".
@@ -391,11 +394,15 @@ pub fn render_advice_json(exports: &[Arc<Export>]) -> String {
 
 /// A whole HTTP/1.1 response that closes the connection.
 fn http_response(status: &str, content_type: &str, body: &str) -> String {
+    // RFC 9110: a 401 names the scheme that would do.
+    let challenge = if status == UNAUTHORIZED { "WWW-Authenticate: Bearer\r\n" } else { "" };
     format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\n{challenge}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
 }
+
+const UNAUTHORIZED: &str = "401 Unauthorized";
 
 /// The path and query of a `POST` request.
 fn post_target(head: &[u8]) -> Option<String> {
@@ -410,13 +417,19 @@ pub(crate) fn label(s: &str) -> String {
 }
 
 /// Answers `GET /metrics` and `GET /advice` on `listener` until the task is
-/// dropped, and with `admin` `POST /mode` (see `crate::admin`).
-pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>, admin: bool) {
+/// dropped, and with `admin` `POST /mode` (see `crate::admin`). Clients
+/// `access` refuses (the server's allow/deny) are closed at accept: the
+/// pages name every export in plain text, TLS or not.
+pub(crate) async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>, admin: Option<Admin>, access: Access) {
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
+        let Ok((mut stream, peer)) = listener.accept().await else {
             continue;
         };
-        let exports = exports.clone();
+        if !access.permits(Some(peer.ip())) {
+            warn!(%peer, "metrics connection refused: address not allowed (server.allow/deny)");
+            continue;
+        }
+        let (exports, admin) = (exports.clone(), admin.clone());
         tokio::spawn(async move {
             let mut head = Vec::with_capacity(1024);
             let mut buf = [0u8; 1024];
@@ -443,10 +456,12 @@ pub async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>, admin:
                 http_response("200 OK", "application/json", &render_advice_json(&exports))
             } else if let Some(target) = post_target(&head) {
                 let (status, body) = match admin {
-                    true => crate::admin::answer(&target, &exports).await,
-                    false => {
-                        crate::admin::refused("403 Forbidden", "the admin endpoint is off (server.admin, --admin)")
+                    Some(admin) if admin.authorizes(&head) => crate::admin::answer(&target, &exports).await,
+                    Some(_) => {
+                        warn!(%peer, "admin request refused: no valid bearer token (server.admin_token_file)");
+                        crate::admin::refused(UNAUTHORIZED, "needs Authorization: Bearer with the admin token")
                     }
+                    None => crate::admin::refused("403 Forbidden", "the admin endpoint is off (server.admin, --admin)"),
                 };
                 http_response(status, "application/json", &body)
             } else {

@@ -48,9 +48,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
     /// Also answer POST /mode?export=NAME&mode=through|around|back|pass on the --metrics address,
-    /// switching an export's cache mode while it serves (whoever reaches that address may).
+    /// switching an export's cache mode while it serves. Without --admin-token-file, --metrics must
+    /// be a loopback address.
     #[arg(long)]
     admin: bool,
+    /// A file holding the token POST /mode must carry (Authorization: Bearer TOKEN); needed to
+    /// serve --admin on a non-loopback --metrics address.
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
     /// Time a client may take to finish the handshake, in whole seconds, e.g. 30s (0 = no limit)
     /// [default: 30s, or the config's].
     #[arg(long, value_name = "DURATION", value_parser = units::duration_or_seconds("--handshake-timeout"))]
@@ -78,7 +83,7 @@ pub struct ServeArgs {
     /// qemu-nbd and nbdkit lay it out.
     #[arg(long, value_name = "DIR")]
     tls_certificates: Option<PathBuf>,
-    /// Accept only clients presenting a certificate signed by ca-cert.pem.
+    /// Accept only clients presenting a certificate signed by ca-cert.pem; needs --tls require.
     #[arg(long)]
     tls_verify_peer: bool,
     /// TLS with pre-shared keys instead of certificates: a username:hexkey file (what psktool
@@ -96,6 +101,10 @@ pub struct ServeArgs {
     /// TCP client address or CIDR block refused, repeatable (over --allow).
     #[arg(long, value_name = "CIDR")]
     deny: Vec<String>,
+    /// Write the server's process id to this file once every listener is bound (as nbdkit's
+    /// --pidfile); it is removed when the server exits.
+    #[arg(long, value_name = "FILE")]
+    pidfile: Option<PathBuf>,
     /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
     #[arg(long, value_name = "FILTER", default_value = "info")]
     log: String,
@@ -334,6 +343,9 @@ impl ServeArgs {
         config.server.listen.extend(self.listen.iter().cloned());
         config.server.unix.extend(self.unix.iter().cloned());
         config.server.admin |= self.admin;
+        if self.admin_token_file.is_some() {
+            config.server.admin_token_file = self.admin_token_file.clone();
+        }
         if self.metrics.is_some() {
             config.server.metrics = self.metrics.clone();
         }
@@ -389,6 +401,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let mut int =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("SIGINT handler")?;
         let server = Server::bind(&config).await?;
+        let _pidfile = args.pidfile.as_deref().map(PidFile::write).transpose()?;
         let mut out = std::io::stdout().lock();
         for a in server.tcp_addrs() {
             writeln!(out, "listening tcp {a}")?;
@@ -416,4 +429,24 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     // their replies go nowhere, and the data is flushed: do not wait long.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     served
+}
+
+/// `--pidfile`, written whole (a reader never sees part of it) and removed on drop.
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn write(path: &std::path::Path) -> anyhow::Result<PidFile> {
+        let mut partial = path.as_os_str().to_owned();
+        partial.push(".partial");
+        std::fs::write(&partial, format!("{}\n", std::process::id()))
+            .and_then(|()| std::fs::rename(&partial, path))
+            .with_context(|| format!("--pidfile {}", path.display()))?;
+        Ok(PidFile(path.to_path_buf()))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

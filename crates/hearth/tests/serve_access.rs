@@ -6,28 +6,12 @@
 mod serve_support;
 
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
 use serve_support::raw::{self, OPT_GO, REP_ACK, REP_ERR_UNKNOWN, REP_INFO};
-use serve_support::{have, run, Server};
-
-/// A TCP connection to `addr` from the local address `source`.
-fn connect_from(source: &str, addr: SocketAddr) -> TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
-    let stream = rt
-        .block_on(async {
-            let socket = tokio::net::TcpSocket::new_v4()?;
-            socket.bind(SocketAddr::new(source.parse::<IpAddr>().unwrap(), 0))?;
-            socket.connect(addr).await
-        })
-        .unwrap();
-    let stream = stream.into_std().unwrap();
-    stream.set_nonblocking(false).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    stream
-}
+use serve_support::{connect_from, have, run, Server};
 
 /// Greeting, flags, then GO to `export`; returns the connection and the
 /// last reply type.

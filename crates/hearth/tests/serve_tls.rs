@@ -164,6 +164,34 @@ fn verified_peers_need_a_certificate_from_the_servers_ca() {
     assert!(log.contains("TLS handshake"), "the refusal is logged:\n{log}");
 }
 
+/// Optional TLS would let a plain-text client skip the certificate check,
+/// so verify-peer with `--tls on` is refused at start, in one line naming
+/// the flags (issue 42).
+#[test]
+fn verify_peer_with_optional_tls_is_refused_at_start() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0", "--tls", "on", "--tls-verify-peer"];
+    let log = dir.path().join("log");
+    match Server::try_start(&[&args[..], &["--tls-certificates", pki.server.to_str().unwrap()]].concat(), &log) {
+        Ok(server) => {
+            let plain = nbdinfo(&format!("nbd://{}/hearth", server.tcp.unwrap()));
+            panic!(
+                "started with --tls on --tls-verify-peer; a plain-text client without a certificate {}",
+                if plain.status.success() { "was served" } else { "was refused" }
+            );
+        }
+        Err(log) => {
+            let lines: Vec<_> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+            assert_eq!(lines.len(), 1, "one line:\n{log}");
+            assert!(lines[0].contains("--tls on --tls-verify-peer") && lines[0].contains("require"), "{log}");
+        }
+    }
+}
+
 #[test]
 fn an_export_serves_only_the_tls_identities_it_names() {
     if !have("nbdinfo") {

@@ -60,10 +60,13 @@ pub struct ServerConfig {
     /// `host:port` for the Prometheus endpoint (`/metrics`).
     pub metrics: Option<String>,
     /// Also answer `POST /mode?export=NAME&mode=MODE` there, switching an
-    /// export's cache mode while it serves. Off by default: whoever reaches
-    /// the metrics address may then change modes.
+    /// export's cache mode while it serves. Off by default. Without
+    /// `admin_token_file` the metrics address must be loopback.
     #[serde(default)]
     pub admin: bool,
+    /// A file holding the bearer token `POST /mode` must carry
+    /// (`Authorization: Bearer TOKEN`); needed to serve admin beyond loopback.
+    pub admin_token_file: Option<PathBuf>,
     /// Seconds a client may take to finish the handshake before it is
     /// disconnected, so idle or trickling sockets cannot pile up; 0 = no limit.
     #[serde(default = "default_handshake_timeout", deserialize_with = "whole_seconds")]
@@ -146,6 +149,7 @@ impl Default for ServerConfig {
             unix: Vec::new(),
             metrics: None,
             admin: false,
+            admin_token_file: None,
             handshake_timeout: default_handshake_timeout(),
             idle_timeout: 0,
             max_connections: default_max_connections(),

@@ -33,6 +33,8 @@ pub struct ServerSettings {
     pub metrics: Option<String>,
     /// `POST /mode` on the metrics listener.
     pub admin: bool,
+    /// The bearer token's file; `POST /mode` must carry the token.
+    pub admin_token_file: Option<PathBuf>,
     pub handshake_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub max_connections: usize,
@@ -200,6 +202,9 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
     if s.admin && s.metrics.is_none() {
         return Err(invalid("server.admin", "needs server.metrics: the admin endpoint is served beside /metrics"));
     }
+    if s.admin_token_file.is_some() && !s.admin {
+        return Err(invalid("server.admin_token_file", "given, but server.admin is off"));
+    }
     if s.max_connections == 0 {
         return Err(invalid("server.max_connections", "must be positive"));
     }
@@ -223,10 +228,18 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
     };
     if s.tls_verify_peer && !matches!(tls_credentials, Some(TlsCredentials::Certificates { .. })) {
         let why = match tls_credentials {
-            None => "needs server.tls \"on\" or \"require\"",
+            None => "needs server.tls = \"require\"",
             Some(_) => "is for certificates; with server.tls_psk the key verifies the client",
         };
         return Err(invalid("server.tls_verify_peer", why));
+    }
+    if s.tls_verify_peer && s.tls == TlsMode::On {
+        // "on" lets a client skip STARTTLS, and with it the certificate check.
+        return Err(invalid(
+            "server.tls_verify_peer",
+            "needs server.tls = \"require\": with \"on\" (--tls on --tls-verify-peer) a plain-text client \
+             is served without a certificate",
+        ));
     }
     let access = Access::parse(&s.allow, &s.deny, "server.").map_err(ConfigError::Access)?;
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
@@ -235,6 +248,7 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
         unix: s.unix,
         metrics: s.metrics,
         admin: s.admin,
+        admin_token_file: s.admin_token_file,
         handshake_timeout: seconds(s.handshake_timeout),
         idle_timeout: seconds(s.idle_timeout),
         max_connections: s.max_connections,

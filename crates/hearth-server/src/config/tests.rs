@@ -147,3 +147,17 @@ fn cache_device_keys_are_checked_and_open_a_device_under_the_ram_cache() {
         .to_string();
     assert!(e.contains(".cache_device: ") && e.contains("memory"), "{e}");
 }
+
+#[test]
+fn verify_peer_needs_required_tls() {
+    let config = |tls: &str| {
+        let text = format!(
+            "[server]\ntls = \"{tls}\"\ntls_certificates = \"/pki\"\ntls_verify_peer = true\n\
+             [[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n"
+        );
+        Config::parse(&text).unwrap().validate()
+    };
+    let e = config("on").unwrap_err().to_string();
+    assert!(e.starts_with("server.tls_verify_peer: needs server.tls = \"require\""), "{e}");
+    assert!(config("require").is_ok());
+}

@@ -4,6 +4,8 @@
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,6 +87,27 @@ impl Listener for UnixListener {
         let (stream, _) = UnixListener::accept(self).await?;
         Ok((stream, Peer { ip: None, name: "unix".into() }))
     }
+}
+
+/// Binds a Unix socket at `path`. A socket file left by a server that has
+/// gone (nothing accepts on it) is replaced; one a live server listens on is
+/// refused as in use, and a path that is not a socket is never removed.
+pub(super) fn bind_unix(path: &Path) -> io::Result<UnixListener> {
+    let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+    if is_socket {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "Address already in use: a server is listening on this socket",
+                ))
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(path)?,
+            // Cannot tell whether it is alive (e.g. no permission): leave it to bind.
+            Err(_) => {}
+        }
+    }
+    UnixListener::bind(path)
 }
 
 pub(super) async fn accept_loop<L: Listener>(

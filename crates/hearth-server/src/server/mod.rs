@@ -56,8 +56,8 @@ pub struct Server {
     tcp: Vec<TcpListener>,
     unix: Vec<(UnixListener, PathBuf)>,
     metrics: Option<TcpListener>,
-    /// `POST /mode` on the metrics listener.
-    admin: bool,
+    /// `POST /mode` on the metrics listener, when on.
+    admin: Option<crate::admin::Admin>,
     limits: Limits,
     tls_mode: Tls,
     tls: Option<crate::tls::Acceptor>,
@@ -81,6 +81,28 @@ impl Server {
     /// cannot bind fails before any backend is opened or pre-loaded).
     pub async fn bind(config: &Settings) -> Result<Server, ServeError> {
         let max_request = config.server.max_request;
+        let metrics = match &config.server.metrics {
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
+                what: "server.metrics",
+                address: format!("{addr:?}"),
+                source,
+            })?),
+            None => None,
+        };
+        // Checked before any other listener binds or export opens: a refused start leaves nothing behind.
+        let admin = match &metrics {
+            Some(listener) if config.server.admin => {
+                let admin = crate::admin::Admin::new(config.server.admin_token_file.as_deref())?;
+                let bound = listener.local_addr().map_err(|source| ServeError::Bind {
+                    what: "server.metrics",
+                    address: format!("{:?}", config.server.metrics.as_deref().unwrap_or_default()),
+                    source,
+                })?;
+                admin.check_address(bound)?;
+                Some(admin)
+            }
+            _ => None,
+        };
         let mut tcp = Vec::new();
         for addr in &config.server.listen {
             let l = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
@@ -92,26 +114,13 @@ impl Server {
         }
         let mut unix = Vec::new();
         for path in &config.server.unix {
-            if std::fs::symlink_metadata(path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-            {
-                // A stale socket from a previous run; anything else we refuse to touch.
-                let _ = std::fs::remove_file(path);
-            }
-            let l = UnixListener::bind(path).map_err(|source| ServeError::Bind {
+            let l = listener::bind_unix(path).map_err(|source| ServeError::Bind {
                 what: "server.unix",
                 address: path.display().to_string(),
                 source,
             })?;
             unix.push((l, path.clone()));
         }
-        let metrics = match &config.server.metrics {
-            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
-                what: "server.metrics",
-                address: format!("{addr:?}"),
-                source,
-            })?),
-            None => None,
-        };
         let mut exports = Vec::new();
         for (i, e) in config.exports.iter().enumerate() {
             let failed = |source| ServeError::Export { index: i, name: e.name.clone(), source };
@@ -201,7 +210,7 @@ impl Server {
             tcp,
             unix,
             metrics,
-            admin: config.server.admin,
+            admin,
             limits,
             tls_mode,
             tls,
@@ -226,8 +235,9 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         // Every connection holds a clone; recv() returns None once all are gone.
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
-        let metrics_task =
-            self.metrics.map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone(), self.admin)));
+        let metrics_task = self
+            .metrics
+            .map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone(), self.admin, self.access.clone())));
         let ctx = Arc::new(Shared {
             exports: self.exports.clone(),
             infos: self.infos,

@@ -23,6 +23,11 @@ impl Server {
     /// Runs `hearth serve ARGS --log warn`, waits for its `ready` line and
     /// records the addresses it printed. Its log goes to `log`.
     pub fn start(args: &[&str], log: &Path) -> Server {
+        Server::try_start(args, log).unwrap_or_else(|log| panic!("hearth serve exited before it was ready:\n{log}"))
+    }
+
+    /// As `start`, but a server that exits before `ready` is an `Err` with its log.
+    pub fn try_start(args: &[&str], log: &Path) -> Result<Server, String> {
         let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
             .arg("serve")
             .args(args)
@@ -42,11 +47,11 @@ impl Server {
             } else if let Some(m) = line.strip_prefix("metrics ") {
                 server.metrics = Some(m.to_string());
             } else if line == "ready" {
-                return server;
+                return Ok(server);
             }
         }
-        let log = std::fs::read_to_string(&server.log).unwrap_or_default();
-        panic!("hearth serve exited before it was ready:\n{log}");
+        let _ = server.child.wait();
+        Err(std::fs::read_to_string(&server.log).unwrap_or_default())
     }
 
     /// `nbd+unix:///EXPORT?socket=...` (or `nbd://host:port/EXPORT` without a socket).
@@ -155,6 +160,23 @@ pub fn qemu_io_tls(addr: std::net::SocketAddr, object: &str, commands: &[&str]) 
         cmd.args(["-c", c]);
     }
     run(&mut cmd)
+}
+
+/// A TCP connection to `addr` from the local address `source` (127.0.0.x
+/// are all local), with a 10 s read timeout.
+pub fn connect_from(source: &str, addr: SocketAddr) -> std::net::TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+    let stream = rt
+        .block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::new(source.parse::<std::net::IpAddr>().unwrap(), 0))?;
+            socket.connect(addr).await
+        })
+        .unwrap();
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
 }
 
 /// Fetches the metrics page with a plain HTTP/1.0 GET.
