@@ -12,9 +12,10 @@
 //! ```
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use hearth_nbd::hints::{self, Hint};
 use hearth_nbd::{client, cmd_flags, opt, rep, Command, Request};
@@ -23,8 +24,101 @@ use hearth_nbd::{FLAG_C_FIXED_NEWSTYLE, SIMPLE_REPLY_MAGIC};
 trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
 
+enum Transport {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+    /// A stream handed to [`Client::over`]: no deadline can interrupt it.
+    Other(Box<dyn Stream>),
+}
+
+/// The byte stream to the server. On a socket the client dialled, each
+/// read and write waits at most until the deadline (a socket timeout, set
+/// again before every call, so a request that trickles cannot outlast it).
+struct Conn {
+    transport: Transport,
+    deadline: Option<Instant>,
+}
+
+impl Conn {
+    /// The time left, or a TimedOut error once the deadline has passed.
+    fn time_left(&self) -> io::Result<Option<Duration>> {
+        let Some(deadline) = self.deadline else { return Ok(None) };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out());
+        }
+        Ok(Some(left))
+    }
+
+    /// Writes `buf` only if the socket takes it at once: a server that
+    /// stopped reading must not hold up the caller.
+    fn send_without_waiting(&mut self, buf: &[u8]) -> io::Result<()> {
+        match &mut self.transport {
+            Transport::Tcp(s) => s.set_nonblocking(true).and_then(|()| s.write_all(buf)),
+            Transport::Unix(s) => s.set_nonblocking(true).and_then(|()| s.write_all(buf)),
+            Transport::Other(s) => s.write_all(buf),
+        }
+    }
+
+    fn clear_timeouts(&self) -> io::Result<()> {
+        match &self.transport {
+            Transport::Tcp(s) => s.set_read_timeout(None).and(s.set_write_timeout(None)),
+            Transport::Unix(s) => s.set_read_timeout(None).and(s.set_write_timeout(None)),
+            Transport::Other(_) => Ok(()),
+        }
+    }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the server did not answer before the deadline")
+}
+
+/// A socket timeout shows as EAGAIN (WouldBlock): name it for what it is.
+fn expired(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        timed_out()
+    } else {
+        e
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.time_left()?;
+        let read = match &mut self.transport {
+            Transport::Tcp(s) if left.is_some() => s.set_read_timeout(left).and_then(|()| s.read(buf)),
+            Transport::Unix(s) if left.is_some() => s.set_read_timeout(left).and_then(|()| s.read(buf)),
+            Transport::Tcp(s) => s.read(buf),
+            Transport::Unix(s) => s.read(buf),
+            Transport::Other(s) => s.read(buf),
+        };
+        read.map_err(expired)
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = self.time_left()?;
+        let written = match &mut self.transport {
+            Transport::Tcp(s) if left.is_some() => s.set_write_timeout(left).and_then(|()| s.write(buf)),
+            Transport::Unix(s) if left.is_some() => s.set_write_timeout(left).and_then(|()| s.write(buf)),
+            Transport::Tcp(s) => s.write(buf),
+            Transport::Unix(s) => s.write(buf),
+            Transport::Other(s) => s.write(buf),
+        };
+        written.map_err(expired)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.transport {
+            Transport::Other(s) => s.flush(),
+            Transport::Tcp(_) | Transport::Unix(_) => Ok(()),
+        }
+    }
+}
+
 pub struct Client {
-    stream: Box<dyn Stream>,
+    stream: Conn,
     cookie: u64,
     hints: bool,
     size: u64,
@@ -42,17 +136,58 @@ impl Client {
     pub fn connect_tcp(addr: &str, export: &str) -> io::Result<Client> {
         let s = TcpStream::connect(addr)?;
         s.set_nodelay(true)?;
-        Client::handshake(Box::new(s), export)
+        Client::handshake(Conn { transport: Transport::Tcp(s), deadline: None }, export)
     }
 
     pub fn connect_unix(path: &Path, export: &str) -> io::Result<Client> {
-        Client::handshake(Box::new(UnixStream::connect(path)?), export)
+        Client::handshake(Conn { transport: Transport::Unix(UnixStream::connect(path)?), deadline: None }, export)
+    }
+
+    /// [`connect_tcp`](Self::connect_tcp) that gives up at `deadline`, which
+    /// then bounds every request until [`set_deadline`](Self::set_deadline)
+    /// changes it: a server that accepts but never answers (stopped, hung)
+    /// costs a TimedOut error, not a wait without end.
+    pub fn connect_tcp_until(addr: &str, export: &str, deadline: Instant) -> io::Result<Client> {
+        let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{addr} resolves to no address"));
+        for a in addr.to_socket_addrs()? {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(timed_out());
+            }
+            match TcpStream::connect_timeout(&a, left) {
+                Ok(s) => {
+                    s.set_nodelay(true)?;
+                    return Client::handshake(Conn { transport: Transport::Tcp(s), deadline: Some(deadline) }, export);
+                }
+                Err(e) => last = expired(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// [`connect_unix`](Self::connect_unix) with a deadline, as
+    /// [`connect_tcp_until`](Self::connect_tcp_until). (A local connect
+    /// itself returns at once unless the server's accept queue is full.)
+    pub fn connect_unix_until(path: &Path, export: &str, deadline: Instant) -> io::Result<Client> {
+        let conn = Conn { transport: Transport::Unix(UnixStream::connect(path)?), deadline: Some(deadline) };
+        Client::handshake(conn, export)
     }
 
     /// Negotiates over any byte stream already connected to a server (an
-    /// in-process socket pair in tests, a tunnel).
+    /// in-process socket pair in tests, a tunnel). Deadlines do not apply to it.
     pub fn over(stream: impl Read + Write + Send + 'static, export: &str) -> io::Result<Client> {
-        Client::handshake(Box::new(stream), export)
+        Client::handshake(Conn { transport: Transport::Other(Box::new(stream)), deadline: None }, export)
+    }
+
+    /// Requests from now on fail with TimedOut once `deadline` passes (on a
+    /// socket this client dialled); `None` lets them wait for ever. After a
+    /// timeout the connection is mid-request: drop it and dial again.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        self.stream.deadline = deadline;
+        if deadline.is_none() {
+            self.stream.clear_timeouts()?;
+        }
+        Ok(())
     }
 
     /// Whether the server accepted the hint extension.
@@ -64,7 +199,7 @@ impl Client {
         self.size
     }
 
-    fn handshake(mut stream: Box<dyn Stream>, export: &str) -> io::Result<Client> {
+    fn handshake(mut stream: Conn, export: &str) -> io::Result<Client> {
         let mut greeting = [0u8; 18];
         stream.read_exact(&mut greeting)?;
         client::check_greeting(&greeting).map_err(protocol)?;
@@ -188,6 +323,6 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         let disc = Request { flags: 0, command: Command::Disc, cookie: 0, offset: 0, length: 0 };
-        let _ = self.stream.write_all(&disc.encode());
+        let _ = self.stream.send_without_waiting(&disc.encode());
     }
 }

@@ -88,6 +88,8 @@ pub(crate) struct Export {
     pub(crate) advisor: Option<advice::Advisor>,
     /// The persistent second cache level under `cache` (`cache_device`).
     pub(crate) cache_device: Option<std::sync::Arc<cache_device::CacheDevice>>,
+    /// A remote backend's (NBD, HTTP) health and counters.
+    pub(crate) upstream: Option<std::sync::Arc<backend::upstream::UpstreamStats>>,
 }
 
 impl Export {

@@ -13,6 +13,7 @@ use tracing::warn;
 
 use crate::access::Access;
 use crate::admin::Admin;
+use crate::backend::upstream::UpstreamStats;
 use crate::Export;
 
 /// Commands we count separately; everything else is "other".
@@ -209,6 +210,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"stranded\"}} {stranded}");
     }
     render_cache_device(&mut out, exports);
+    render_upstream(&mut out, exports);
     family(&mut out, "hearth_connections", "gauge", "Open client connections in transmission.");
     for e in exports {
         let _ = writeln!(
@@ -276,6 +278,40 @@ fn render_cache_device(out: &mut String, exports: &[Arc<Export>]) {
         let (resident, dirty) = d.occupancy();
         let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"resident\"}} {resident}");
         let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"dirty\"}} {dirty}");
+    }
+}
+
+/// A remote backend's health, for the exports that have one.
+fn render_upstream(out: &mut String, exports: &[Arc<Export>]) {
+    let remote: Vec<_> = exports.iter().filter_map(|e| e.upstream.as_ref().map(|u| (label(&e.info.name), u))).collect();
+    if remote.is_empty() {
+        return;
+    }
+    type UpstreamCounter = (&'static str, &'static str, fn(&UpstreamStats) -> u64);
+    let counters: [UpstreamCounter; 2] = [
+        (
+            "hearth_upstream_timeouts_total",
+            "Backend calls to the upstream that failed at their deadline (upstream_timeout); clients got EIO.",
+            |u| u.timeouts.load(Ordering::Relaxed),
+        ),
+        (
+            "hearth_upstream_failures_total",
+            "Attempts that did not reach the upstream or got no answer (lost or refused connections, stalls, HTTP 5xx), each retried until the deadline.",
+            |u| u.failures.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, get) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (export, u) in &remote {
+            let _ = writeln!(out, "{name}{{export=\"{export}\"}} {}", get(u));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP hearth_upstream_up 0 from the upstream's first failure to its next success, else 1.\n# TYPE hearth_upstream_up gauge"
+    );
+    for (export, u) in &remote {
+        let _ = writeln!(out, "hearth_upstream_up{{export=\"{export}\"}} {}", u8::from(!u.is_down()));
     }
 }
 

@@ -648,7 +648,7 @@ mod tests {
             )
         };
         let settings = crate::Config::parse(&toml(4096)).unwrap().validate().unwrap();
-        let (cache, _) = settings.exports[0].open().unwrap();
+        let (cache, ..) = settings.exports[0].open().unwrap();
         assert!(cache.describe_backend().contains("tier (fast"), "{}", cache.describe_backend());
         let settings = crate::Config::parse(&toml(512)).unwrap().validate().unwrap();
         let err = settings.exports[0].open().err().unwrap().to_string();

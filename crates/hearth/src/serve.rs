@@ -138,6 +138,10 @@ struct ExportFlags {
     /// Connections to the upstream (backend calls at once) [default: 4].
     #[arg(long, value_name = "N", conflicts_with = "config")]
     upstream_connections: Option<usize>,
+    /// How long one call to the --upstream may take, waiting for a connection and retries included,
+    /// before the client gets EIO, e.g. 10s [default: 30s].
+    #[arg(long, value_name = "DURATION", conflicts_with = "config")]
+    upstream_timeout: Option<String>,
     /// Open the backing file with O_DIRECT.
     #[arg(long, conflicts_with = "config")]
     direct: bool,
@@ -280,6 +284,7 @@ impl ServeArgs {
                     },
                     upstream: self.export.upstream.clone(),
                     upstream_connections: self.export.upstream_connections,
+                    upstream_timeout: self.export.upstream_timeout.clone(),
                     path: self.export.path.clone(),
                     size: text(&self.export.size),
                     direct: self.export.direct,

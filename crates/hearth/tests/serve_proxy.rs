@@ -1,7 +1,9 @@
 //! `hearth serve --backend nbd`: a caching proxy in front of a real NBD
 //! server (nbdkit's file plugin). Reads come through byte-identical, writes
 //! reach the upstream's file, and an upstream restart in the middle of a
-//! client's session costs a retry inside the proxy, not an error.
+//! client's session costs a retry inside the proxy, not an error, while an
+//! upstream that is stopped or down longer than `--upstream-timeout` costs
+//! EIO at that deadline, not a wait without end.
 
 mod serve_support;
 
@@ -9,8 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::sync::mpsc;
+
 use hearth_client::Client;
-use serve_support::{have, pattern, run, Server};
+use serve_support::{have, metric, pattern, run, scrape, Server};
 
 const SIZE: usize = 8 << 20;
 
@@ -40,10 +44,14 @@ impl Nbdkit {
 
     /// Kills it (a crash, as far as its clients can tell) and removes its
     /// socket so that a new one can listen there.
-    fn kill(mut self, socket: &Path) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn kill(self, socket: &Path) {
+        drop(self);
         let _ = std::fs::remove_file(socket);
+    }
+
+    /// Sends `signal` (STOP, CONT) to it.
+    fn signal(&self, signal: &str) {
+        run(Command::new("kill").arg(format!("-{signal}")).arg(self.child.id().to_string()));
     }
 }
 
@@ -71,11 +79,16 @@ fn setup() -> Setup {
 }
 
 fn proxy(s: &Setup, cache_size: &str) -> Server {
+    proxy_with(s, cache_size, &[])
+}
+
+fn proxy_with(s: &Setup, cache_size: &str, extra: &[&str]) -> Server {
     let upstream = format!("nbd+unix:///?socket={}", s.upstream_socket.display());
     let socket = s.dir.path().join("proxy.sock");
     let args = ["--backend", "nbd", "--upstream", &upstream, "--cache-size", cache_size, "--unix"];
     let mut args: Vec<&str> = args.to_vec();
     args.push(socket.to_str().unwrap());
+    args.extend(extra);
     Server::start(&args, &s.dir.path().join("proxy.log"))
 }
 
@@ -130,7 +143,8 @@ fn an_upstream_restart_costs_a_retry_not_an_error() {
     client.flush().unwrap();
     assert!(std::fs::read(&s.image).unwrap()[at as usize..at as usize + 4096].iter().all(|&b| b == 0xc3));
     let log = server.log_text();
-    assert!(log.contains("upstream connection lost; retrying"), "the retry is logged:\n{log}");
+    assert_eq!(log.matches("upstream unavailable").count(), 1, "the outage is logged once:\n{log}");
+    assert_eq!(log.matches("upstream available again").count(), 1, "and its end once:\n{log}");
 }
 
 #[test]
@@ -167,4 +181,90 @@ fn a_missing_upstream_is_named_at_start() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("upstream: \"http://x/y\": not an NBD URI"), "{err}");
+}
+
+const DEADLINE: Duration = Duration::from_secs(1);
+/// What a loaded machine may add to the deadline before the error reaches the client.
+const MARGIN: Duration = Duration::from_millis(1500);
+
+/// Reads 64 KiB at each offset, each from its own connection to the proxy
+/// and thread, all at once; gives each result with how long it took. A
+/// read still running at `DEADLINE + MARGIN` counts as hung (and is left).
+fn reads_at_once(server: &Server, offsets: &[u64]) -> Vec<Result<Duration, String>> {
+    let (tx, rx) = mpsc::channel();
+    let started = Instant::now();
+    for (i, &at) in offsets.iter().enumerate() {
+        let mut client = Client::connect_unix(server.unix.as_ref().unwrap(), "hearth").unwrap();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let result = client.read(at, 65536).map(|_| ()).map_err(|e| e.to_string());
+            let _ = tx.send((i, result, started.elapsed()));
+        });
+    }
+    let mut results = vec![Err("hung past the deadline".to_string()); offsets.len()];
+    for _ in offsets {
+        let Ok((i, result, took)) =
+            rx.recv_timeout((started + DEADLINE + MARGIN).saturating_duration_since(Instant::now()))
+        else {
+            break;
+        };
+        results[i] = match result {
+            Ok(()) => Err(format!("read succeeded after {took:?} from a stopped or absent upstream")),
+            Err(e) if e.contains("NBD error 5 ") => Ok(took),
+            Err(e) => Err(format!("not EIO: {e}")),
+        };
+    }
+    results
+}
+
+#[test]
+fn a_stopped_upstream_costs_eio_at_the_deadline_then_serves_again() {
+    if !have("nbdkit") {
+        return;
+    }
+    let s = setup();
+    let upstream = Nbdkit::start(&s.image, &s.upstream_socket);
+    let server = proxy_with(&s, "0", &["--upstream-timeout", "1s", "--metrics", "127.0.0.1:0"]);
+    let mut client = Client::connect_unix(server.unix.as_ref().unwrap(), "hearth").unwrap();
+    assert_eq!(client.read(0, 65536).unwrap(), s.data[..65536]);
+
+    upstream.signal("STOP");
+    // More readers than the 4 upstream connections: some wait for one.
+    let results = reads_at_once(&server, &[1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20, 6 << 20]);
+    upstream.signal("CONT");
+    for (i, r) in results.iter().enumerate() {
+        assert!(r.is_ok(), "reader {i}: {r:?}\n{}", server.log_text());
+    }
+    let at = 7 << 20;
+    assert_eq!(client.read(at, 65536).unwrap(), s.data[at as usize..at as usize + 65536], "served again");
+
+    let log = server.log_text();
+    assert_eq!(log.matches("upstream unavailable").count(), 1, "the outage is logged once:\n{log}");
+    assert_eq!(log.matches("upstream available again").count(), 1, "and its end once:\n{log}");
+    let page = scrape(server.metrics.as_ref().unwrap());
+    assert!(metric(&page, "hearth_upstream_timeouts_total{") >= 6.0, "{page}");
+    assert_eq!(metric(&page, "hearth_upstream_up{"), 1.0, "{page}");
+}
+
+#[test]
+fn an_upstream_down_past_the_deadline_fails_queued_requests_at_it() {
+    if !have("nbdkit") {
+        return;
+    }
+    let s = setup();
+    let upstream = Nbdkit::start(&s.image, &s.upstream_socket);
+    // One upstream connection: every read but one waits for it.
+    let server = proxy_with(&s, "0", &["--upstream-timeout", "1s", "--upstream-connections", "1"]);
+    drop(upstream); // its socket stays, so dialling it is refused
+    let results = reads_at_once(&server, &[0, 1 << 20, 2 << 20, 3 << 20]);
+    for (i, r) in results.iter().enumerate() {
+        assert!(r.is_ok(), "reader {i}: {r:?}\n{}", server.log_text());
+    }
+    let log = server.log_text();
+    assert!(log.contains("Connection refused"), "{log}");
+
+    std::fs::remove_file(&s.upstream_socket).unwrap();
+    let _upstream = Nbdkit::start(&s.image, &s.upstream_socket);
+    let mut client = Client::connect_unix(server.unix.as_ref().unwrap(), "hearth").unwrap();
+    assert_eq!(client.read(0, 65536).unwrap(), s.data[..65536], "served once the upstream is back");
 }

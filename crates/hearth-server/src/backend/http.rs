@@ -7,26 +7,26 @@
 //! the whole file. Reads are `GET` with `Range: bytes=a-b`, over a pool of
 //! kept-alive connections (calls come from several blocking threads at
 //! once). A request that fails in transit, or that the server answers with
-//! 5xx, is sent again with backoff for up to [`RETRY_FOR`]; any other
-//! answer is an error. Writes are refused: the export must be read-only.
+//! 5xx, is sent again with backoff; any other answer is an error. Each read
+//! has a deadline (`upstream_timeout`) covering its retries and each
+//! request end to end (a server that stops answering included); past it the
+//! read fails with TimedOut (EIO to the client). Writes are refused: the
+//! export must be read-only.
 
 use std::io::{self, Read};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::upstream::{UpstreamStats, FIRST_BACKOFF, MAX_BACKOFF};
 use super::Backend;
 use crate::error::UpstreamError;
-
-/// How long a read keeps retrying a server that fails or is unreachable.
-pub const RETRY_FOR: Duration = Duration::from_secs(30);
-/// How long one request may take end to end.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 pub struct HttpBackend {
     agent: ureq::Agent,
     url: String,
     size: u64,
+    timeout: Duration,
+    stats: Arc<UpstreamStats>,
 }
 
 /// Why one range request did not deliver its bytes, and whether trying
@@ -48,45 +48,51 @@ pub fn check_url(url: &str) -> Result<(), UpstreamError> {
 
 impl HttpBackend {
     /// Checks that `url` (http:// or https://) answers range requests and
-    /// learns its size; an error names the URL.
-    pub fn open(url: &str) -> io::Result<HttpBackend> {
+    /// learns its size; an error names the URL. Each read gets `timeout`.
+    pub fn open(url: &str, timeout: Duration, stats: Arc<UpstreamStats>) -> io::Result<HttpBackend> {
         check_url(url).map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(REQUEST_TIMEOUT))
-            .build()
-            .into();
-        let mut backend = HttpBackend { agent, url: url.to_string(), size: 0 };
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut backend = HttpBackend { agent, url: url.to_string(), size: 0, timeout, stats };
         let mut first = [0u8; 1];
-        backend.size = backend.with_retries(|b| b.range(&mut first, 0))?;
+        backend.size = backend.with_retries(|b, deadline| b.range(&mut first, 0, deadline))?;
         Ok(backend)
     }
 
-    fn with_retries<T>(&self, mut attempt: impl FnMut(&Self) -> Result<T, Failure>) -> io::Result<T> {
-        let started = Instant::now();
+    fn with_retries<T>(&self, mut attempt: impl FnMut(&Self, Instant) -> Result<T, Failure>) -> io::Result<T> {
+        let deadline = Instant::now() + self.timeout;
         let mut backoff = FIRST_BACKOFF;
         loop {
-            match attempt(self) {
-                Ok(v) => return Ok(v),
-                Err(Failure::Fatal(e)) => return Err(e),
-                Err(Failure::Transient(e)) if started.elapsed() + backoff > RETRY_FOR => return Err(e),
-                Err(Failure::Transient(e)) => {
-                    tracing::warn!(url = %self.url, error = %e, "HTTP read failed; retrying");
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+            let failed = match attempt(self, deadline) {
+                Ok(v) => {
+                    self.stats.succeeded(&self.url);
+                    return Ok(v);
                 }
+                Err(Failure::Fatal(e)) => return Err(e),
+                Err(Failure::Transient(e)) => e,
+            };
+            self.stats.failed(&self.url, &failed);
+            // Retries that could not finish before the deadline are not begun.
+            if Instant::now() + backoff >= deadline {
+                return Err(self.stats.timed_out(&self.url, self.timeout, &failed));
             }
+            tracing::debug!(url = %self.url, error = %failed, "HTTP read failed; retrying");
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
-    /// Fetches `buf.len()` bytes at `offset`; returns the file's size as
-    /// the server's `Content-Range` gives it.
-    fn range(&self, buf: &mut [u8], offset: u64) -> Result<u64, Failure> {
+    /// Fetches `buf.len()` bytes at `offset` by `deadline`; returns the
+    /// file's size as the server's `Content-Range` gives it.
+    fn range(&self, buf: &mut [u8], offset: u64, deadline: Instant) -> Result<u64, Failure> {
         let error = |kind, what: String| io::Error::new(kind, format!("{}: {what}", self.url));
         let last = offset + buf.len() as u64 - 1;
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         let mut response = self
             .agent
             .get(&self.url)
+            .config()
+            .timeout_global(Some(left))
+            .build()
             .header("Range", format!("bytes={offset}-{last}"))
             .call()
             .map_err(|e| Failure::Transient(error(io::ErrorKind::Other, e.to_string())))?;
@@ -146,7 +152,7 @@ impl Backend for HttpBackend {
         if buf.is_empty() {
             return Ok(());
         }
-        self.with_retries(|b| b.range(buf, offset)).map(|_| ())
+        self.with_retries(|b, deadline| b.range(buf, offset, deadline)).map(|_| ())
     }
     fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
         Err(self.read_only())
@@ -177,9 +183,52 @@ mod tests {
         assert!(parse_content_range("", 0, 99).is_err());
     }
 
+    /// A web server that answers its first request and then stops
+    /// answering (hung, or stopped with SIGSTOP) while keeping the connection.
+    fn answers_once() -> String {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/disk.img", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let mut answered = false;
+            for conn in listener.incoming() {
+                let mut conn = BufReader::new(conn.unwrap());
+                let mut line = String::new();
+                while conn.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                if !answered {
+                    let reply =
+                        "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-0/4096\r\nContent-Length: 1\r\n\r\nx";
+                    conn.get_mut().write_all(reply.as_bytes()).unwrap();
+                    answered = true;
+                }
+                // Kept open and silent: requests on it wait for an answer.
+                std::mem::forget(conn);
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn a_server_that_stops_answering_fails_the_read_at_its_deadline() {
+        let stats = Arc::new(UpstreamStats::default());
+        let timeout = Duration::from_millis(500);
+        let backend = HttpBackend::open(&answers_once(), timeout, stats.clone()).unwrap();
+        assert_eq!(backend.size(), 4096);
+        let started = Instant::now();
+        let e = backend.read_at(&mut [0u8; 512], 0).unwrap_err();
+        let took = started.elapsed();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(took >= timeout && took < timeout + Duration::from_secs(1), "{took:?}");
+        assert_eq!(stats.timeouts.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert!(stats.is_down());
+    }
+
     #[test]
     fn only_web_urls_are_opened() {
-        let e = HttpBackend::open("ftp://example.com/disk.img").err().unwrap();
+        let stats = Arc::default();
+        let e = HttpBackend::open("ftp://example.com/disk.img", Duration::from_secs(1), stats).err().unwrap();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         assert!(e.to_string().contains("not an http:// or https:// URL"), "{e}");
     }

@@ -1,5 +1,5 @@
 //! Storage behind an export: a file or block device, an in-memory buffer,
-//! another NBD server ([`nbd`]), and a wrapper that makes any backend slow
+//! another NBD server ([`nbd`]), a file on a web server ([`http`]), and a wrapper that makes any backend slow
 //! (so cache effects show on a laptop).
 //!
 //! Backends are called from blocking threads and must allow concurrent calls.
@@ -11,6 +11,7 @@ mod memory;
 pub mod nbd;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod upstream;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};

@@ -4,10 +4,16 @@
 //! Requests go out over a small pool of connections, one request at a time
 //! each (the Rust client is blocking), so up to `connections` backend calls
 //! run at once. A connection that fails (the upstream restarted, the network
-//! dropped) is closed and dialled again with backoff for up to
-//! [`RETRY_FOR`], and the request is sent again: reads and writes of whole
-//! ranges are idempotent. An error the upstream *answers* with (EIO, ENOSPC)
-//! is passed on, not retried.
+//! dropped) is closed and dialled again with backoff, and the request is
+//! sent again: reads and writes of whole ranges are idempotent. An error the
+//! upstream *answers* with (EIO, ENOSPC) is passed on, not retried.
+//!
+//! Each call has a deadline (`upstream_timeout`) covering the wait for a
+//! pooled connection, re-dialling, retries and the I/O itself; past it the
+//! call fails with TimedOut (EIO to the client). The deadline also bounds
+//! each socket read and write, so an upstream that accepts and never
+//! answers (stopped, hung) is found out; that connection is closed, as its
+//! state is unknown, and the next call dials again.
 //!
 //! FLUSH: the protocol only promises that a flush covers writes completed on
 //! the same connection, so a flush flushes every connection that has taken
@@ -18,20 +24,18 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hearth_client::Client;
+use parking_lot::{Mutex, MutexGuard};
 
+use super::upstream::{UpstreamStats, FIRST_BACKOFF, MAX_BACKOFF};
 use super::Backend;
 use crate::error::UpstreamError;
 
-/// How long a request keeps re-dialling a lost upstream before failing.
-pub const RETRY_FOR: Duration = Duration::from_secs(30);
 /// Largest single request sent upstream (servers commonly accept 32 MiB).
 const MAX_UPSTREAM_REQUEST: usize = 32 << 20;
-const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Where the upstream export is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,10 +73,10 @@ impl Upstream {
         }
     }
 
-    fn connect(&self) -> io::Result<Client> {
+    fn connect(&self, deadline: Instant) -> io::Result<Client> {
         match &self.address {
-            Address::Tcp(addr) => Client::connect_tcp(addr, &self.export),
-            Address::Unix(path) => Client::connect_unix(path, &self.export),
+            Address::Tcp(addr) => Client::connect_tcp_until(addr, &self.export, deadline),
+            Address::Unix(path) => Client::connect_unix_until(path, &self.export, deadline),
         }
     }
 }
@@ -99,41 +103,61 @@ struct Slot {
 pub struct NbdBackend {
     upstream: Upstream,
     size: u64,
+    timeout: Duration,
+    stats: Arc<UpstreamStats>,
     slots: Vec<Mutex<Slot>>,
     next: AtomicUsize,
 }
 
 impl NbdBackend {
     /// Connects once (to learn the size; failing at once if the upstream is
-    /// not there) and keeps up to `connections` connections.
-    pub fn connect(upstream: Upstream, connections: usize) -> io::Result<NbdBackend> {
+    /// not there) and keeps up to `connections` connections; each call gets
+    /// `timeout`.
+    pub fn connect(
+        upstream: Upstream,
+        connections: usize,
+        timeout: Duration,
+        stats: Arc<UpstreamStats>,
+    ) -> io::Result<NbdBackend> {
         let first = upstream
-            .connect()
+            .connect(Instant::now() + timeout)
             .map_err(|e| io::Error::new(e.kind(), format!("cannot reach upstream {upstream}: {e}")))?;
         let size = first.size();
         let mut slots: Vec<Mutex<Slot>> = (0..connections.max(1)).map(|_| Mutex::default()).collect();
-        slots[0].get_mut().expect("fresh").client = Some(first);
-        Ok(NbdBackend { upstream, size, slots, next: AtomicUsize::new(0) })
+        slots[0].get_mut().client = Some(first);
+        Ok(NbdBackend { upstream, size, timeout, stats, slots, next: AtomicUsize::new(0) })
     }
 
-    /// Runs `op` on a pooled connection, re-dialling a lost one.
+    /// Slot `i`, waiting for it no later than `deadline`.
+    fn lock(&self, i: usize, deadline: Instant) -> io::Result<MutexGuard<'_, Slot>> {
+        self.slots[i].try_lock_until(deadline).ok_or_else(|| {
+            let busy = io::Error::new(io::ErrorKind::TimedOut, "its connection stayed busy");
+            self.stats.timed_out(&self.upstream, self.timeout, &busy)
+        })
+    }
+
+    /// Runs `op` on a pooled connection, re-dialling a lost one, until the deadline.
     fn with_client<T>(&self, wrote: bool, mut op: impl FnMut(&mut Client) -> io::Result<T>) -> io::Result<T> {
+        let deadline = Instant::now() + self.timeout;
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-        let mut slot = self.slots[i].lock().unwrap_or_else(|e| e.into_inner());
-        let deadline = Instant::now() + RETRY_FOR;
+        let mut slot = self.lock(i, deadline)?;
         let mut backoff = FIRST_BACKOFF;
         loop {
             let failed = match &mut slot.client {
-                Some(client) => match op(client) {
+                Some(client) => match client.set_deadline(Some(deadline)).and_then(|()| op(client)) {
                     Ok(v) => {
                         slot.unflushed |= wrote;
+                        self.stats.succeeded(&self.upstream);
                         return Ok(v);
                     }
                     // The upstream answered with an error: the connection is fine.
-                    Err(e) if e.kind() == io::ErrorKind::Other => return Err(e),
+                    Err(e) if e.kind() == io::ErrorKind::Other => {
+                        self.stats.succeeded(&self.upstream);
+                        return Err(e);
+                    }
                     Err(e) => e,
                 },
-                None => match self.upstream.connect() {
+                None => match self.upstream.connect(deadline) {
                     Ok(client) if client.size() == self.size => {
                         slot.client = Some(client);
                         continue;
@@ -146,14 +170,16 @@ impl NbdBackend {
                     Err(e) => e,
                 },
             };
+            self.stats.failed(&self.upstream, &failed);
             if slot.client.take().is_some() && slot.unflushed {
                 slot.unflushed = false;
                 slot.lost_writes = true;
             }
-            if Instant::now() + backoff > deadline {
-                return Err(io::Error::new(failed.kind(), format!("upstream {}: {failed}", self.upstream)));
+            // Retries that could not finish before the deadline are not begun.
+            if Instant::now() + backoff >= deadline {
+                return Err(self.stats.timed_out(&self.upstream, self.timeout, &failed));
             }
-            tracing::warn!(upstream = %self.upstream, error = %failed, "upstream connection lost; retrying");
+            tracing::debug!(upstream = %self.upstream, error = %failed, "upstream call failed; retrying");
             std::thread::sleep(backoff);
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
@@ -183,8 +209,9 @@ impl Backend for NbdBackend {
     }
 
     fn flush(&self) -> io::Result<()> {
-        for slot in &self.slots {
-            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = Instant::now() + self.timeout;
+        for i in 0..self.slots.len() {
+            let mut slot = self.lock(i, deadline)?;
             if std::mem::take(&mut slot.lost_writes) {
                 return Err(io::Error::other(format!(
                     "upstream {}: a connection holding unflushed writes was lost; they may not be durable",
@@ -192,18 +219,28 @@ impl Backend for NbdBackend {
                 )));
             }
             if std::mem::take(&mut slot.unflushed) {
-                let flushed = slot.client.as_mut().map_or(Ok(()), Client::flush);
-                if let Err(e) = flushed {
-                    if e.kind() != io::ErrorKind::Other {
-                        slot.client = None; // lost: the next request dials again
+                let flushed = match slot.client.as_mut() {
+                    Some(c) => c.set_deadline(Some(deadline)).and_then(|()| c.flush()),
+                    None => Ok(()),
+                };
+                match flushed {
+                    Ok(()) => self.stats.succeeded(&self.upstream),
+                    Err(e) => {
+                        if e.kind() != io::ErrorKind::Other {
+                            slot.client = None; // lost: the next request dials again
+                            self.stats.failed(&self.upstream, &e);
+                        }
+                        if e.kind() == io::ErrorKind::TimedOut {
+                            self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                        }
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!(
+                                "upstream {}: flush failed ({e}); writes since the last flush may not be durable",
+                                self.upstream
+                            ),
+                        ));
                     }
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!(
-                            "upstream {}: flush failed ({e}); writes since the last flush may not be durable",
-                            self.upstream
-                        ),
-                    ));
                 }
             }
         }

@@ -339,6 +339,10 @@ pub struct ExportConfig {
     pub upstream: Option<String>,
     /// Connections to `upstream` (backend calls at once). Default 4.
     pub upstream_connections: Option<usize>,
+    /// Backends "nbd" and "http": how long one backend call may take,
+    /// waiting for a connection and retries included, before it fails with
+    /// EIO, e.g. "10s". Default 30s.
+    pub upstream_timeout: Option<String>,
     /// Slow-device simulation: latency added to every backend call, e.g. `"2ms"`.
     pub latency: Option<String>,
     /// Slow-device simulation: backend bytes per second, e.g. `"100MiB"`.

@@ -7,16 +7,22 @@ use std::sync::Arc;
 use super::{BackendSpec, ExportSpec, TierSpec};
 use crate::backend::http::HttpBackend;
 use crate::backend::nbd::NbdBackend;
+use crate::backend::upstream::UpstreamStats;
 use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
 use crate::cache::BlockCache;
 use crate::cache_device::{CacheDevice, DeviceOptions, DeviceWriteMode};
 use crate::error::OpenError;
 use crate::tier::{Migrator, TierBackend};
 
+/// An opened export: its cache, its cache device, a remote backend's upstream counters.
+pub(crate) type Opened = (BlockCache, Option<Arc<CacheDevice>>, Option<Arc<UpstreamStats>>);
+
 impl ExportSpec {
     /// Opens the backend and builds the cache in front of it; the cache
-    /// device, if any, is also returned (for its counters and shutdown).
-    pub(crate) fn open(&self) -> Result<(BlockCache, Option<Arc<CacheDevice>>), OpenError> {
+    /// device, if any, is also returned (for its counters and shutdown), and
+    /// a remote backend's upstream counters.
+    pub(crate) fn open(&self) -> Result<Opened, OpenError> {
+        let mut upstream: Option<Arc<UpstreamStats>> = None;
         let mut backend: Box<dyn Backend> = match &self.backend {
             BackendSpec::File { path, direct } => Box::new(FileBackend::open(path, self.read_only, *direct)?),
             BackendSpec::Sparse { path, size, direct } => Box::new(FileBackend::sparse(path, *size, *direct)?),
@@ -24,10 +30,14 @@ impl ExportSpec {
                 // Kept in the cache's blocks, so that the two share buffers.
                 Box::new(MemoryBackend::with_block_size(*size, u64::from(self.block_size)))
             }
-            BackendSpec::Nbd { upstream, connections } => {
-                Box::new(NbdBackend::connect(upstream.clone(), *connections)?)
+            BackendSpec::Nbd { upstream: uri, connections } => {
+                let stats = upstream.insert(Arc::default()).clone();
+                Box::new(NbdBackend::connect(uri.clone(), *connections, self.upstream_timeout, stats)?)
             }
-            BackendSpec::Http { url } => Box::new(HttpBackend::open(url)?),
+            BackendSpec::Http { url } => {
+                let stats = upstream.insert(Arc::default()).clone();
+                Box::new(HttpBackend::open(url, self.upstream_timeout, stats)?)
+            }
         };
         if !self.latency.is_zero() || self.bandwidth.is_some() {
             backend = Box::new(SlowBackend::new(backend, self.latency, self.bandwidth));
@@ -57,7 +67,7 @@ impl ExportSpec {
         }
         let policy = hearth_policy::build(&self.policy, self.cache_bytes)?;
         let cache = BlockCache::with_placement(backend, policy, self.block_size, self.write_mode, self.placement);
-        Ok((cache, device))
+        Ok((cache, device, upstream))
     }
 
     /// What a cache device records as the export it caches: the export's

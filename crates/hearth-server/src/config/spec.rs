@@ -94,6 +94,8 @@ pub struct ExportSpec {
     pub background_reads: usize,
     pub latency: Duration,
     pub bandwidth: Option<u64>,
+    /// Remote backends: the deadline of one backend call (`upstream_timeout`).
+    pub upstream_timeout: Duration,
     pub tier: Option<TierSpec>,
     pub warmup: Option<WarmupSettings>,
     /// Write-back: how long dirty data may wait before background cleaning
@@ -383,6 +385,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         }
     };
     let bandwidth = e.bandwidth.as_ref().map(SizeValue::bytes).transpose().map_err(|m| invalid(at("bandwidth"), m))?;
+    let upstream_timeout = upstream_timeout(&e, &at)?;
     let tier = e.tier.as_ref().map(|t| tier_spec(t, &at)).transpose()?;
     Ok(ExportSpec {
         name: e.name,
@@ -398,6 +401,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         background_reads,
         latency,
         bandwidth,
+        upstream_timeout,
         tier,
         warmup,
         dirty_max_age,
@@ -471,6 +475,19 @@ fn backend_spec(e: &ExportConfig, size: Option<u64>, at: &dyn Fn(&str) -> String
             BackendSpec::Http { url }
         }
     })
+}
+
+fn upstream_timeout(e: &ExportConfig, at: &dyn Fn(&str) -> String) -> Result<Duration, ConfigError> {
+    let Some(text) = &e.upstream_timeout else { return Ok(crate::backend::upstream::DEFAULT_TIMEOUT) };
+    if !matches!(e.backend, BackendKind::Nbd | BackendKind::Http) {
+        return Err(invalid(at("upstream_timeout"), "only for backends \"nbd\" and \"http\""));
+    }
+    let timeout = parse_duration(text).map_err(|m| invalid(at("upstream_timeout"), m))?;
+    if timeout.is_zero() {
+        // No limit would let a stopped upstream hang every client.
+        return Err(invalid(at("upstream_timeout"), "must be positive"));
+    }
+    Ok(timeout)
 }
 
 fn cache_device_spec(

@@ -30,7 +30,7 @@ fn full_config_parses_and_validates() {
     assert_eq!(e.latency, Duration::from_millis(1));
     assert_eq!((e.block_size, e.cache_bytes, e.bandwidth), (4096, 1 << 20, Some(100 << 20)));
     assert_eq!(e.backend, BackendSpec::Memory { size: 8 << 20 });
-    let (cache, _) = e.open().unwrap();
+    let (cache, ..) = e.open().unwrap();
     assert_eq!(cache.size(), 8 << 20);
 }
 
@@ -128,7 +128,7 @@ fn cache_device_keys_are_checked_and_open_a_device_under_the_ram_cache() {
     let settings = spec(&format!("{with_device}cache_device_write_mode = \"back\"\ndirty_max_age = \"2s\"\n")).unwrap();
     let d = settings.exports[0].cache_device.as_ref().unwrap();
     assert_eq!((d.size, d.write_back, d.dirty_max_age), (256 << 10, true, Some(Duration::from_secs(2))));
-    let (cache, opened) = settings.exports[0].open().unwrap();
+    let (cache, opened, _) = settings.exports[0].open().unwrap();
     assert!(cache.describe_backend().contains("under cache device"), "{}", cache.describe_backend());
     assert!(opened.is_some());
     assert!(spec(&with_device).unwrap().exports[0].cache_device.as_ref().is_some_and(|d| !d.write_back));
@@ -160,4 +160,21 @@ fn verify_peer_needs_required_tls() {
     let e = config("on").unwrap_err().to_string();
     assert!(e.starts_with("server.tls_verify_peer: needs server.tls = \"require\""), "{e}");
     assert!(config("require").is_ok());
+}
+
+#[test]
+fn upstream_timeout_is_a_positive_duration_for_remote_backends() {
+    let nbd = "[[export]]\nname = \"a\"\nbackend = \"nbd\"\nupstream = \"nbd://storage/disk\"\n";
+    let timeout = |export: &str, extra: &str| {
+        Config::parse(&format!("{export}{extra}")).unwrap().validate().map(|s| s.exports[0].upstream_timeout)
+    };
+    assert_eq!(timeout(nbd, "").unwrap(), crate::backend::upstream::DEFAULT_TIMEOUT);
+    assert_eq!(timeout(nbd, "upstream_timeout = \"1500ms\"\n").unwrap(), Duration::from_millis(1500));
+    let e = timeout(nbd, "upstream_timeout = \"0s\"\n").unwrap_err().to_string();
+    assert!(e.contains(".upstream_timeout: must be positive"), "{e}");
+    let e = timeout(nbd, "upstream_timeout = \"30\"\n").unwrap_err().to_string();
+    assert!(e.contains(".upstream_timeout:") && e.contains("no unit"), "{e}");
+    let memory = "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n";
+    let e = timeout(memory, "upstream_timeout = \"5s\"\n").unwrap_err().to_string();
+    assert!(e.contains(".upstream_timeout: only for backends"), "{e}");
 }

@@ -124,7 +124,7 @@ impl Server {
         let mut exports = Vec::new();
         for (i, e) in config.exports.iter().enumerate() {
             let failed = |source| ServeError::Export { index: i, name: e.name.clone(), source };
-            let (cache, cache_device) = e.open().map_err(failed)?;
+            let (cache, cache_device, upstream) = e.open().map_err(failed)?;
             let mut flags = tflags::HAS_FLAGS
                 | tflags::SEND_FLUSH
                 | tflags::SEND_CACHE
@@ -181,6 +181,7 @@ impl Server {
                 access_log,
                 advisor,
                 cache_device,
+                upstream,
             });
             background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)
                 .map_err(ServeError::Thread)?;
@@ -377,6 +378,7 @@ mod tests {
             access_log: None,
             advisor: None,
             cache_device: None,
+            upstream: None,
         });
         background::spawn_background(Arc::downgrade(&export), queue, 1).unwrap();
         let limits = Limits {
