@@ -254,7 +254,7 @@ fn render_cache_device(out: &mut String, exports: &[Arc<Export>]) {
     if with_device.is_empty() {
         return;
     }
-    let counters: [DeviceCounter; 4] = [
+    let counters: [DeviceCounter; 8] = [
         ("hearth_cache_device_hits_total", "Blocks the RAM cache missed and the cache device served.", |s| &s.hits),
         ("hearth_cache_device_misses_total", "Blocks neither cache held, read from the backend.", |s| &s.misses),
         ("hearth_cache_device_cleaned_total", "Dirty cache device blocks written to the backend.", |s| &s.cleaned),
@@ -262,6 +262,26 @@ fn render_cache_device(out: &mut String, exports: &[Arc<Export>]) {
             "hearth_cache_device_dropped_slots_total",
             "Cache device slots dropped at start: torn or corrupt entries or data.",
             |s| &s.dropped_at_open,
+        ),
+        (
+            "hearth_cache_device_checksum_failures_total",
+            "Cache device reads whose data failed its checksum (a clean copy is re-read from the backend, a dirty one fails).",
+            |s| &s.checksum_failures,
+        ),
+        (
+            "hearth_cache_device_write_back_failures_total",
+            "Dirty cache device blocks whose backend write or flush failed; they stay on the device and are retried.",
+            |s| &s.write_back_failures,
+        ),
+        (
+            "hearth_cache_device_write_failures_total",
+            "Cache device writes that failed; the device is passed by until its writes work.",
+            |s| &s.device_write_failures,
+        ),
+        (
+            "hearth_cache_device_fences_total",
+            "Times a failed slot table write voided every entry (after writing dirty blocks back).",
+            |s| &s.fences,
         ),
     ];
     for (name, help, get) in counters {
@@ -278,6 +298,9 @@ fn render_cache_device(out: &mut String, exports: &[Arc<Export>]) {
         let (resident, dirty) = d.occupancy();
         let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"resident\"}} {resident}");
         let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"dirty\"}} {dirty}");
+        let (stranded, poisoned) = d.trouble();
+        let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"stranded\"}} {stranded}");
+        let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"poisoned\"}} {poisoned}");
     }
 }
 
