@@ -1,18 +1,20 @@
 //! CLOCK-Pro (Jiang, Chen and Zhang, USENIX ATC'05): LIRS's reuse-distance
-//! test on a CLOCK. One circular list holds hot and cold resident items and
-//! non-resident cold items still in their test period; three hands sweep it
-//! from the oldest end.
+//! test on a CLOCK. The paper keeps hot and cold resident items and
+//! non-resident cold items still in their test period on one circular list
+//! swept by three hands; here each kind has its own list, so a hand only
+//! steps over items it acts on and every request costs amortised O(1)
+//! (the paper's hands step over the other kinds one at a time).
 //! - A hit sets the item's reference bit; nothing moves.
-//! - HAND_cold makes room: a cold item it finds referenced is promoted to
-//!   hot if still in its test period, else given a new test period; both
-//!   move to the head. An unreferenced one is evicted, and stays as a
-//!   non-resident item while its test period lasts.
-//! - HAND_hot runs while hot items exceed their budget (capacity - the cold
-//!   target): it clears referenced hot items and demotes the first
-//!   unreferenced one to cold. It ends the test periods of the cold items
-//!   it passes, dropping non-resident ones.
-//! - HAND_test ends test periods the same way while non-resident items
-//!   exceed the capacity (so the list describes at most twice the cache).
+//! - HAND_cold (the cold list's tail) makes room: a cold item it finds
+//!   referenced is promoted to hot if still in its test period, else given
+//!   a new test period; both move to the head. An unreferenced one is
+//!   evicted, and stays as a non-resident item while its test period lasts.
+//! - HAND_hot (the hot list's tail) runs while hot items exceed their budget
+//!   (capacity - the cold target): it clears referenced hot items and
+//!   demotes the first unreferenced one to cold.
+//! - HAND_test (the non-resident list's tail) drops the oldest non-resident
+//!   item while non-resident items exceed the capacity (so the lists
+//!   describe at most twice the cache).
 //! - A miss on a non-resident item in its test period enters as hot; any
 //!   other miss enters as cold in a test period.
 //! - Adaptation: the cold target grows by an item's size when a cold item is
@@ -20,12 +22,20 @@
 //!   ends unused (within 0..capacity, starting at `cold` x capacity, 0.5 as
 //!   libCacheSim's `init_ratio_cold`).
 //!
+//! Test periods end where the paper's do, when HAND_hot or HAND_test passes
+//! the item's place on the single clock. Every placement at a list's head
+//! takes the next `stamp`, the item's place on that clock; a hand passing
+//! the item stamped `s` ends the test periods of all items stamped before
+//! `s` (`frontier`). Non-resident items are evicted in stamp order, so those
+//! whose test ended are dropped from the tail at once; resident cold ones
+//! are settled when HAND_cold reaches them.
+//!
 //! Everything counts bytes. libCacheSim 0.3.5's `ClockPro` is not this
 //! algorithm: it drops promoted items from its table (it misses more than
 //! LRU on cloudPhysicsIO), so its counts are printed, not matched.
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab, NIL};
+use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -41,6 +51,8 @@ struct Entry {
     kind: Kind,
     referenced: bool,
     in_test: bool,
+    /// The item's place on the paper's single clock (larger is newer).
+    stamp: u64,
 }
 
 pub struct ClockPro {
@@ -49,15 +61,17 @@ pub struct ClockPro {
     cold_target: u64,
     index: KeyMap<u32>,
     slab: Slab<Entry>,
-    /// Newest at the head; hands move from the tail towards the head and wrap.
-    list: List,
-    hand_cold: u32,
-    hand_hot: u32,
-    hand_test: u32,
+    /// One list per kind, newest at the head; each hand is its list's tail.
+    hot: List,
+    cold: List,
+    non_resident: List,
     hot_bytes: u64,
     cold_bytes: u64,
     non_resident_bytes: u64,
-    resident: usize,
+    /// The last stamp handed out.
+    stamp: u64,
+    /// Test periods of items stamped before this have ended.
+    frontier: u64,
     /// The key whose lookup just found it non-resident in its test period.
     test_hit: Option<Key>,
 }
@@ -72,88 +86,75 @@ impl ClockPro {
             cold_target: (capacity as f64 * cold) as u64,
             index: key_map(1024),
             slab: Slab::default(),
-            list: List::new(),
-            hand_cold: NIL,
-            hand_hot: NIL,
-            hand_test: NIL,
+            hot: List::new(),
+            cold: List::new(),
+            non_resident: List::new(),
             hot_bytes: 0,
             cold_bytes: 0,
             non_resident_bytes: 0,
-            resident: 0,
+            stamp: 0,
+            frontier: 0,
             test_hit: None,
         })
     }
 
-    /// The node after `i` in the hands' direction (towards the head, wrapping).
-    fn forward(&self, i: u32) -> u32 {
-        self.slab.prev(i).or(self.list.tail()).unwrap_or(NIL)
-    }
-
-    fn bytes_of(&mut self, kind: Kind) -> &mut u64 {
+    /// The slab, and the list and byte count of `kind`.
+    fn parts(&mut self, kind: Kind) -> (&mut Slab<Entry>, &mut List, &mut u64) {
         match kind {
-            Kind::Hot => &mut self.hot_bytes,
-            Kind::Cold => &mut self.cold_bytes,
-            Kind::NonResident => &mut self.non_resident_bytes,
+            Kind::Hot => (&mut self.slab, &mut self.hot, &mut self.hot_bytes),
+            Kind::Cold => (&mut self.slab, &mut self.cold, &mut self.cold_bytes),
+            Kind::NonResident => (&mut self.slab, &mut self.non_resident, &mut self.non_resident_bytes),
         }
     }
 
-    fn set_kind(&mut self, i: u32, kind: Kind) {
+    /// Puts `i` at the head of `kind`'s list, keeping its stamp.
+    fn link(&mut self, i: u32, kind: Kind) {
+        let (slab, list, bytes) = self.parts(kind);
+        let entry = slab.get_mut(i);
+        entry.kind = kind;
+        *bytes += u64::from(entry.size);
+        slab.push_front(list, i);
+    }
+
+    /// Puts `i` at the head of `kind`'s list, newest on the clock.
+    fn link_new(&mut self, i: u32, kind: Kind) {
+        self.stamp += 1;
+        self.slab.get_mut(i).stamp = self.stamp;
+        self.link(i, kind);
+    }
+
+    fn unlink(&mut self, i: u32) {
         let e = *self.slab.get(i);
-        let size = u64::from(e.size);
-        *self.bytes_of(e.kind) -= size;
-        *self.bytes_of(kind) += size;
-        if (e.kind == Kind::NonResident) != (kind == Kind::NonResident) {
-            self.resident = if kind == Kind::NonResident { self.resident - 1 } else { self.resident + 1 };
-        }
-        self.slab.get_mut(i).kind = kind;
+        let (slab, list, bytes) = self.parts(e.kind);
+        *bytes -= u64::from(e.size);
+        slab.unlink(list, i);
     }
 
-    /// Unlinks `i`, first moving any hand on it to the next node.
-    fn detach(&mut self, i: u32) {
-        let next = if self.list.len() == 1 { NIL } else { self.forward(i) };
-        for hand in [&mut self.hand_cold, &mut self.hand_hot, &mut self.hand_test] {
-            if *hand == i {
-                *hand = next;
-            }
-        }
-        self.slab.unlink(&mut self.list, i);
-    }
-
-    fn push_head(&mut self, i: u32) {
-        self.slab.push_front(&mut self.list, i);
-        let tail = self.list.tail().unwrap_or(NIL);
-        for hand in [&mut self.hand_cold, &mut self.hand_hot, &mut self.hand_test] {
-            if *hand == NIL {
-                *hand = tail;
-            }
-        }
-    }
-
-    fn move_to_head(&mut self, i: u32) {
-        self.detach(i);
-        self.push_head(i);
-    }
-
-    /// Drops node `i` from the list and the index; returns its key.
+    /// Drops node `i` from its list and the index; returns its key.
     fn forget(&mut self, i: u32) -> Key {
-        let e = *self.slab.get(i);
-        *self.bytes_of(e.kind) -= u64::from(e.size);
-        if e.kind != Kind::NonResident {
-            self.resident -= 1;
-        }
-        self.detach(i);
-        self.slab.release(i);
-        self.index.remove(&e.key);
-        e.key
+        self.unlink(i);
+        let key = self.slab.release(i).key;
+        self.index.remove(&key);
+        key
     }
 
-    /// Ends the test period of cold item `i`; a non-resident one is dropped.
-    /// Its test period passed unused, so the cold target shrinks.
+    /// Ends the test period of cold item `i`. It passed unused, so the cold
+    /// target shrinks.
     fn end_test(&mut self, i: u32) {
-        let e = *self.slab.get(i);
-        self.slab.get_mut(i).in_test = false;
-        self.cold_target = self.cold_target.saturating_sub(u64::from(e.size));
-        if e.kind == Kind::NonResident {
+        let entry = self.slab.get_mut(i);
+        entry.in_test = false;
+        self.cold_target = self.cold_target.saturating_sub(u64::from(entry.size));
+    }
+
+    /// A hand passed the item stamped `stamp`: test periods of items stamped
+    /// before it end, and non-resident ones among them are dropped.
+    fn pass(&mut self, stamp: u64) {
+        self.frontier = self.frontier.max(stamp);
+        while let Some(i) = self.non_resident.tail() {
+            if self.slab.get(i).stamp >= self.frontier {
+                break;
+            }
+            self.end_test(i);
             self.forget(i);
         }
     }
@@ -162,44 +163,44 @@ impl ClockPro {
         self.cold_target = (self.cold_target + u64::from(size)).min(self.capacity);
     }
 
-    /// HAND_hot: demotes one hot item (there must be one).
+    /// HAND_hot: demotes one hot item (there must be one). A referenced one
+    /// it passes keeps its place on the paper's clock as the hand moves on,
+    /// which makes it the newest there: it moves to the head.
     fn run_hand_hot(&mut self) {
-        loop {
-            let i = self.hand_hot;
-            self.hand_hot = self.forward(i);
+        while let Some(i) = self.hot.tail() {
             let e = *self.slab.get(i);
-            match e.kind {
-                Kind::Hot if e.referenced => self.slab.get_mut(i).referenced = false,
-                Kind::Hot => {
-                    self.set_kind(i, Kind::Cold);
-                    return;
-                }
-                _ if e.in_test => self.end_test(i),
-                _ => {}
+            self.pass(e.stamp);
+            self.unlink(i);
+            if e.referenced {
+                self.slab.get_mut(i).referenced = false;
+                self.link_new(i, Kind::Hot);
+            } else {
+                self.link_new(i, Kind::Cold);
+                return;
             }
         }
     }
 
-    /// HAND_test: ends test periods until one non-resident item is dropped
-    /// (there must be one).
+    /// HAND_test: drops the oldest non-resident item (there must be one).
     fn run_hand_test(&mut self) {
-        loop {
-            let i = self.hand_test;
-            self.hand_test = self.forward(i);
-            let e = *self.slab.get(i);
-            if e.kind != Kind::Hot && e.in_test {
-                self.end_test(i);
-                if e.kind == Kind::NonResident {
-                    return;
-                }
-            }
-        }
+        let i = self.non_resident.tail().expect("non-resident bytes belong to listed items");
+        let stamp = self.slab.get(i).stamp;
+        self.end_test(i);
+        self.forget(i);
+        self.pass(stamp);
     }
 
     fn balance_hot(&mut self) {
         while self.hot_bytes > 0 && self.hot_bytes > self.capacity - self.cold_target.min(self.capacity) {
             self.run_hand_hot();
         }
+    }
+
+    /// Inserts a resident item for `a` at the head of `kind`'s list.
+    fn add(&mut self, a: &Access, kind: Kind, in_test: bool) {
+        let i = self.slab.alloc(Entry { key: a.key, size: a.size, kind, referenced: false, in_test, stamp: 0 });
+        self.index.insert(a.key, i);
+        self.link_new(i, kind);
     }
 }
 
@@ -214,7 +215,7 @@ impl Policy for ClockPro {
         self.hot_bytes + self.cold_bytes
     }
     fn len(&self) -> usize {
-        self.resident
+        self.hot.len() + self.cold.len()
     }
     fn contains(&self, key: Key) -> bool {
         self.index.get(&key).is_some_and(|&i| self.slab.get(i).kind != Kind::NonResident)
@@ -236,61 +237,56 @@ impl Policy for ClockPro {
             self.forget(i);
             self.grow_cold_target(a.size);
             self.make_room(a, evicted);
-            let i =
-                self.slab.alloc(Entry { key: a.key, size: a.size, kind: Kind::Hot, referenced: false, in_test: false });
-            self.index.insert(a.key, i);
-            self.hot_bytes += u64::from(a.size);
-            self.resident += 1;
-            self.push_head(i);
+            self.add(a, Kind::Hot, false);
             self.balance_hot();
         } else {
             self.make_room(a, evicted);
-            let i =
-                self.slab.alloc(Entry { key: a.key, size: a.size, kind: Kind::Cold, referenced: false, in_test: true });
-            self.index.insert(a.key, i);
-            self.cold_bytes += u64::from(a.size);
-            self.resident += 1;
-            self.push_head(i);
+            self.add(a, Kind::Cold, true);
         }
     }
     /// HAND_cold, until it evicts one item.
     fn evict(&mut self, _now: &Access) -> Option<Key> {
-        if self.resident == 0 {
+        if self.hot.is_empty() && self.cold.is_empty() {
             return None;
         }
         loop {
-            if self.cold_bytes == 0 {
+            if self.cold.is_empty() {
                 self.run_hand_hot();
             }
-            let i = self.hand_cold;
-            self.hand_cold = self.forward(i);
-            let e = *self.slab.get(i);
-            if e.kind != Kind::Cold {
-                continue;
+            let i = self.cold.tail().expect("HAND_hot demoted an item");
+            let mut e = *self.slab.get(i);
+            if e.in_test && e.stamp < self.frontier {
+                self.end_test(i);
+                e.in_test = false;
             }
+            self.unlink(i);
+            let entry = self.slab.get_mut(i);
             match (e.referenced, e.in_test) {
                 (true, true) => {
-                    let entry = self.slab.get_mut(i);
                     entry.referenced = false;
                     entry.in_test = false;
-                    self.set_kind(i, Kind::Hot);
-                    self.move_to_head(i);
+                    self.link_new(i, Kind::Hot);
                     self.grow_cold_target(e.size);
                     self.balance_hot();
                 }
                 (true, false) => {
-                    self.slab.get_mut(i).referenced = false;
-                    self.slab.get_mut(i).in_test = true;
-                    self.move_to_head(i);
+                    entry.referenced = false;
+                    entry.in_test = true;
+                    self.link_new(i, Kind::Cold);
                 }
                 (false, true) => {
-                    self.set_kind(i, Kind::NonResident);
+                    // Evictions go in stamp order, so the list stays sorted.
+                    self.link(i, Kind::NonResident);
                     while self.non_resident_bytes > self.capacity {
                         self.run_hand_test();
                     }
                     return Some(e.key);
                 }
-                (false, false) => return Some(self.forget(i)),
+                (false, false) => {
+                    self.slab.release(i);
+                    self.index.remove(&e.key);
+                    return Some(e.key);
+                }
             }
         }
     }
