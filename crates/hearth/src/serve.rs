@@ -205,6 +205,10 @@ struct ExportFlags {
     /// blocks among it are lost; without this the start is refused, saying how many).
     #[arg(long, requires = "cache_device", conflicts_with = "config")]
     cache_device_discard_damaged: bool,
+    /// Serve a backend file that a cache device holds writes for without that device: those writes
+    /// are lost, and the device drops what it holds when next attached (default: refused).
+    #[arg(long, conflicts_with_all = ["config", "cache_device"])]
+    ignore_dirty_cache_device: bool,
     /// Reads continuing a sequential stream past this many bytes bypass the cache, e.g. 4MiB
     /// (bcache's default). Default: off.
     #[arg(long, value_name = "SIZE", conflicts_with = "config")]
@@ -314,6 +318,7 @@ impl ServeArgs {
                     cache_device_size: text(&self.export.cache_device_size),
                     cache_device_write_mode: self.export.cache_device_write_back.then_some(CacheDeviceWriteMode::Back),
                     cache_device_discard_damaged: self.export.cache_device_discard_damaged,
+                    ignore_dirty_cache_device: self.export.ignore_dirty_cache_device,
                     sequential_cutoff: text(&self.export.sequential_cutoff),
                     // One export from flags: the server's --max-connections is its limit.
                     max_connections: None,

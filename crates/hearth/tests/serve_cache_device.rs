@@ -336,3 +336,65 @@ fn a_corrupt_or_mismatched_device_is_refused_and_the_backend_keeps_the_data() {
     ]));
     assert_eq!(out, expect);
 }
+
+/// Issue 41, scenario 4, as an operator meets it: the device is bound to the
+/// backend file itself (not the path text), and while it holds dirty data
+/// the backend is not served without it. Both used to pass silently: a
+/// same-size file under the same name was taken for the first disk, and a
+/// start without the device served the backend's older data.
+#[test]
+fn the_device_knows_its_backend_file_and_the_file_knows_the_devices_dirty_data() {
+    if !have_python_nbd() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let device = dir.path().join("cache.dev");
+    let disk = dir.path().join("disk.img");
+    let flags =
+        ["--cache-size", "64KiB", "--cache-device-size", "1MiB", "--cache-device-write-back", "--dirty-max-age", "0"];
+    let server = start(dir.path(), device.to_str().unwrap(), &flags, "log1");
+    run(Command::new(PYTHON).args([
+        "-c",
+        "import nbd,sys; h=nbd.NBD(); h.connect_uri(sys.argv[1]); h.pwrite(b'\\x07'*4*4096, 0); h.flush()",
+        &server.uri("disk"),
+    ]));
+    assert!(!server.stop("KILL"), "killed, its dirty blocks still on the device");
+    assert_eq!(std::fs::read(&disk).unwrap()[..4], [0, 0, 0, 0], "not on the backend yet");
+
+    // Without the device: refused on one line naming it and what it holds.
+    let mut bare = server_args(dir.path(), device.to_str().unwrap(), &["--cache-size", "64KiB"]);
+    let at = bare.iter().position(|a| a == "--cache-device").unwrap();
+    bare.drain(at..at + 2);
+    let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
+    let err = Server::try_start(&bare, &dir.path().join("log2")).err().expect("refused without the device");
+    let name = std::fs::canonicalize(&device).unwrap().display().to_string();
+    assert!(err.contains(&format!("cache device {name} holds writes this backend lacks (4 dirty blocks")), "{err}");
+
+    // Another file of the same size under the same name is another disk.
+    std::fs::rename(&disk, dir.path().join("first.img")).unwrap();
+    std::fs::write(&disk, vec![0u8; 16 << 20]).unwrap();
+    let err = refused(dir.path(), &device, &["--cache-device-size", "1MiB"]);
+    assert!(err.contains("formatted for") && err.contains("ino"), "{err}");
+
+    // The first disk back: the device writes its dirty blocks back at a clean stop.
+    std::fs::rename(dir.path().join("first.img"), &disk).unwrap();
+    let server = start(dir.path(), device.to_str().unwrap(), &flags, "log3");
+    assert_eq!(read_all(&server, 0, 4), sha256_of(&[7u8; 4 * 4096]));
+    assert!(server.stop("TERM"));
+    assert_eq!(std::fs::read(&disk).unwrap()[..4 * 4096], [7u8; 4 * 4096]);
+    // Now clean, the backend may be served alone; the device then drops what it held when next attached.
+    let server = Server::start(&bare, &dir.path().join("log4"));
+    drop(server);
+    let server = start(dir.path(), device.to_str().unwrap(), &flags, "log5");
+    assert!(server.log_text().contains("its contents are out of date and dropped"), "{}", server.log_text());
+}
+
+fn sha256_of(data: &[u8]) -> String {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), data).unwrap();
+    run(Command::new(PYTHON).args([
+        "-c",
+        "import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())",
+        file.path().to_str().unwrap(),
+    ]))
+}

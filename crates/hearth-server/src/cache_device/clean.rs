@@ -32,6 +32,9 @@ impl CacheDevice {
                     let record = super::layout::StateRecord { dirty: 0, ..st.record };
                     self.write_record(&mut st, record);
                 }
+                if st.dirtied.is_empty() && st.marked_dirty {
+                    self.mark_clean(&mut st);
+                }
                 return Ok(cleaned);
             }
             cleaned += self.settle(&mut st, &batch)? as u64;

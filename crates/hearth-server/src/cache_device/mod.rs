@@ -60,6 +60,7 @@ mod clean;
 mod harness;
 mod io_paths;
 pub mod layout;
+pub mod marker;
 mod recovery;
 mod slots;
 pub mod storage;
@@ -80,6 +81,7 @@ use crate::backend::Backend;
 use crate::error::CacheDeviceError;
 use crate::stripes::WriteStripes;
 use layout::{Entry, Header, Layout, StateRecord, HEADER_LEN};
+use marker::BackendMark;
 pub use storage::DeviceStorage;
 
 /// Write stripes (`crate::stripes`), as the RAM cache tracks them.
@@ -111,6 +113,9 @@ pub struct DeviceOptions<'a> {
     /// Start even when the slot table is damaged, dropping what cannot be
     /// read (it may hold dirty blocks, which are lost).
     pub discard_damaged: bool,
+    /// The backend file, to mark while this device holds its dirty data
+    /// ([`marker`]); `None` for backends that are not files.
+    pub backend_file: Option<&'a Path>,
 }
 
 /// Counters for `/metrics` and tests.
@@ -191,6 +196,8 @@ struct State {
     fence_pending: bool,
     /// Device writes are failing (logged once when it starts and once when it ends).
     device_failing: bool,
+    /// The backend file's mark says this device holds dirty data.
+    marked_dirty: bool,
     /// Write-backs are failing (likewise).
     backend_failing: bool,
 }
@@ -203,6 +210,8 @@ pub struct CacheDevice {
     mode: DeviceWriteMode,
     state: Mutex<State>,
     pub stats: DeviceStats,
+    /// The backend file's mark, and how it names this device.
+    mark: Option<(BackendMark, String)>,
 }
 
 impl CacheDevice {
@@ -307,6 +316,7 @@ impl CacheDevice {
             fence_pending: false,
             device_failing: false,
             backend_failing: false,
+            marked_dirty: false,
         };
         let device = CacheDevice {
             backend,
@@ -316,8 +326,10 @@ impl CacheDevice {
             mode: options.mode,
             state: Mutex::new(state),
             stats: DeviceStats::default(),
+            mark: options.backend_file.map(|file| (BackendMark::on(file), marker::device_name(path))),
         };
         device.recover(options.discard_damaged)?;
+        device.attach()?;
         Ok(device)
     }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::layout::{self, ENTRY_LEN, HEADER_LEN};
+use super::marker::Mark;
 use super::{CacheDevice, SlotState};
 use crate::error::CacheDeviceError;
 
@@ -99,6 +100,50 @@ impl CacheDevice {
             poisoned = recovered.poisoned.len(),
             "cache device opened"
         );
+        Ok(())
+    }
+
+    /// Reads the backend file's mark ([`super::marker`]): a device the
+    /// backend was served without since, or that another device replaced,
+    /// drops what it holds; another device's dirty data refuses the start.
+    /// Then marks the backend with this device.
+    pub(super) fn attach(&self) -> Result<(), CacheDeviceError> {
+        let Some((mark, me)) = &self.mark else { return Ok(()) };
+        let io_err = |what: &'static str| move |source| CacheDeviceError::Io { path: self.path.clone(), what, source };
+        let found = mark.read().map_err(io_err("reading the backend's mark"))?;
+        let mut st = self.lock();
+        match &found {
+            Mark::Dirty(other) if other != me => {
+                return Err(CacheDeviceError::Refused {
+                    path: self.path.clone(),
+                    problem: format!(
+                        "the backend lacks writes that cache device {other} holds; start with that device"
+                    ),
+                })
+            }
+            Mark::None => {}
+            Mark::Clean(holder) | Mark::Dirty(holder) if holder == me => {}
+            Mark::Clean(_) | Mark::Discarded(_) => {
+                let held = st.slot_of.len();
+                self.void_all(&mut st).map_err(io_err("dropping out-of-date contents"))?;
+                tracing::warn!(
+                    device = %self.path.display(),
+                    dropped = held,
+                    mark = ?found,
+                    "the backend was served without this cache device since it last held it: its contents are out of date and dropped"
+                );
+            }
+            Mark::Dirty(_) => unreachable!("another device's dirty mark refused above"),
+        }
+        let dirty = !st.dirtied.is_empty();
+        let now = if dirty { Mark::Dirty(me.clone()) } else { Mark::Clean(me.clone()) };
+        if !mark.write(&now).map_err(io_err("marking the backend"))? {
+            tracing::warn!(
+                device = %self.path.display(),
+                "the backend's file system keeps no extended attributes: a start without this device cannot be refused while it holds dirty data"
+            );
+        }
+        st.marked_dirty = dirty;
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use hearth_core::Op;
 
 use super::layout::{Entry, StateRecord, ENTRY_LEN};
+use super::marker::Mark;
 use super::{CacheDevice, SlotState, State};
 
 /// The first wait before stranded blocks are tried again, doubled up to [`LAST_RETRY`].
@@ -178,6 +179,9 @@ impl CacheDevice {
         if st.free.is_empty() {
             self.sync_for_slots(st);
         }
+        if dirty && !st.marked_dirty {
+            self.mark_dirty(st);
+        }
         let Some(slot) = st.free.pop() else { return false };
         debug_assert_eq!(st.slots[slot as usize], SlotState::Free, "slot {slot} is free and in use");
         st.generations[slot as usize] += 1;
@@ -343,6 +347,27 @@ impl CacheDevice {
         st.retry_at = Instant::now() + st.backoff;
     }
 
+    /// Marks the backend file as missing writes this device holds, durably,
+    /// before the first of them is acknowledged.
+    fn mark_dirty(&self, st: &mut State) {
+        let Some((mark, name)) = &self.mark else { return };
+        match mark.write(&Mark::Dirty(name.clone())) {
+            Ok(true) => st.marked_dirty = true,
+            Ok(false) => {} // No extended attributes here: nothing to mark (logged at attach).
+            Err(e) => {
+                tracing::warn!(device = %self.path.display(), error = %e, "could not mark the backend as holding dirty data")
+            }
+        }
+    }
+
+    /// Marks the backend file as holding everything this device holds.
+    pub(super) fn mark_clean(&self, st: &mut State) {
+        let Some((mark, name)) = &self.mark else { return };
+        if mark.write(&Mark::Clean(name.clone())).is_ok() {
+            st.marked_dirty = false;
+        }
+    }
+
     /// Voids every entry after one could not be written: all dirty blocks
     /// go to the backend and are flushed, then a new epoch is recorded and
     /// synced. Returns whether it completed; if not, it is tried again
@@ -372,11 +397,25 @@ impl CacheDevice {
             self.stats.write_back_failures.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        let record = StateRecord { counter: st.record.counter + 1, epoch: st.record.epoch + 1, dirty: 0, ..st.record };
-        if let Err(e) = self.storage.write_at(&record.encode(), record.offset()).and_then(|()| self.storage.sync()) {
+        if let Err(e) = self.void_all(st) {
             self.device_write_failed(st, &e);
             return false;
         }
+        self.stats.fences.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            device = %self.path.display(),
+            written_back = dirty.len(),
+            "cache device fenced: a slot table write failed, so every entry was voided after writing dirty blocks back"
+        );
+        true
+    }
+
+    /// Records (synced) a new epoch, which voids every entry, and empties
+    /// the device in memory.
+    pub(super) fn void_all(&self, st: &mut State) -> io::Result<()> {
+        let record = StateRecord { counter: st.record.counter + 1, epoch: st.record.epoch + 1, dirty: 0, ..st.record };
+        self.storage.write_at(&record.encode(), record.offset())?;
+        self.storage.sync()?;
         st.record = record;
         // Poisoned blocks stay (in memory only: their entries are void now).
         let keep: Vec<(u64, u64)> = st
@@ -403,12 +442,6 @@ impl CacheDevice {
         }
         st.slot_of.extend(keep);
         st.fence_pending = false;
-        self.stats.fences.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            device = %self.path.display(),
-            written_back = dirty.len(),
-            "cache device fenced: a slot table write failed, so every entry was voided after writing dirty blocks back"
-        );
-        true
+        Ok(())
     }
 }

@@ -38,6 +38,7 @@ fn options(slots: u64, mode: DeviceWriteMode, identity: &str) -> DeviceOptions<'
         policy: "lru",
         mode,
         discard_damaged: false,
+        backend_file: None,
     }
 }
 
@@ -390,4 +391,48 @@ fn a_device_that_refuses_writes_is_passed_by_and_used_again_when_it_recovers() {
         assert_eq!(read(&d, b), pattern(b, 0));
     }
     assert_eq!(d.occupancy().0, 8, "no slot was lost on the way");
+}
+
+/// Issue 41, scenario 4: restarting without the cache device while it held
+/// dirty data used to serve the backend's stale data with no word. The
+/// backend file is marked while the device holds its dirty data: a start
+/// without the device is refused, saying which device and how many blocks;
+/// the operator's override marks the device's contents out of date, and the
+/// device drops them (rather than serve them over newer data) when next
+/// attached.
+#[test]
+fn a_backend_a_device_holds_dirty_data_for_is_refused_without_it_and_the_override_is_remembered() {
+    use super::marker::{open_without_device, BackendMark, Mark};
+    let r = rig();
+    let disk = r._dir.path().join("disk.img");
+    std::fs::write(&disk, b"stands for the backend").unwrap();
+    let marked =
+        DeviceOptions { backend_file: Some(&disk), ..options(9, DeviceWriteMode::Back, "export t on file /x") };
+    let d = CacheDevice::open(Box::new(r.backend.clone()), &r.path, &marked).unwrap();
+    let device = std::fs::canonicalize(&r.path).unwrap().display().to_string();
+    assert_eq!(BackendMark::on(&disk).read().unwrap(), Mark::Clean(device.clone()));
+    d.write_at(&pattern(1, 1), BS).unwrap();
+    assert_eq!(BackendMark::on(&disk).read().unwrap(), Mark::Dirty(device.clone()), "marked before the write returned");
+    d.flush().unwrap();
+    drop(d); // a crash: nothing cleaned
+    let err = open_without_device(&disk, false).unwrap_err();
+    assert!(
+        err.contains(&device)
+            && err.contains("(1 dirty blocks at its last flush)")
+            && err.contains("--ignore-dirty-cache-device"),
+        "{err}"
+    );
+    open_without_device(&disk, true).unwrap();
+    assert_eq!(BackendMark::on(&disk).read().unwrap(), Mark::Discarded(device.clone()));
+    // Served without the device meanwhile: its copy of block 1 is out of date.
+    r.backend.write_at(&pattern(1, 7), BS).unwrap();
+    let d = CacheDevice::open(Box::new(r.backend.clone()), &r.path, &marked).unwrap();
+    assert_eq!(d.occupancy(), (0, 0), "dropped at attach");
+    assert_eq!(read(&d, 1), pattern(1, 7));
+    assert_eq!(BackendMark::on(&disk).read().unwrap(), Mark::Clean(device.clone()));
+    // A clean device is simply let go: the next attach drops what it holds, since the backend may have changed.
+    d.clean(Duration::ZERO).unwrap();
+    drop(d);
+    open_without_device(&disk, false).unwrap();
+    assert_eq!(BackendMark::on(&disk).read().unwrap(), Mark::Discarded(device));
 }

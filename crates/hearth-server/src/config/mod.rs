@@ -318,6 +318,11 @@ pub struct ExportConfig {
     /// cannot be read: dirty blocks among it are lost. Default false: refused.
     #[serde(default)]
     pub cache_device_discard_damaged: bool,
+    /// Serve a file backend that a cache device holds writes for (its mark
+    /// says so) without that device: those writes are lost, and the device
+    /// drops what it holds when next attached. Default false: refused.
+    #[serde(default)]
+    pub ignore_dirty_cache_device: bool,
     /// Write-back only (the RAM cache's or the cache device's): background
     /// cleaning writes dirty data back once it has waited this long (as
     /// Linux's dirty_expire and bcache's writeback do), e.g. "30s" (the

@@ -46,6 +46,10 @@ impl ExportSpec {
             backend = tier.open(backend, u64::from(self.block_size))?;
         }
         let mut device = None;
+        if let (None, Some(file)) = (&self.cache_device, self.backend_file()) {
+            crate::cache_device::marker::open_without_device(file, self.ignore_dirty_cache_device)
+                .map_err(|problem| OpenError::Io(std::io::Error::other(problem)))?;
+        }
         if let Some(spec) = &self.cache_device {
             let mode = if spec.write_back { DeviceWriteMode::Back } else { DeviceWriteMode::Through };
             let identity = self.identity();
@@ -56,6 +60,7 @@ impl ExportSpec {
                 policy: &self.policy,
                 mode,
                 discard_damaged: spec.discard_damaged,
+                backend_file: self.backend_file(),
             };
             let opened = CacheDevice::open(backend, &spec.path, &options)?;
             let opened = Arc::new(opened);

@@ -77,6 +77,8 @@ pub enum BackendSpec {
 #[derive(Debug)]
 pub struct ExportSpec {
     pub name: String,
+    /// `ignore_dirty_cache_device`: serve a file backend a cache device holds dirty data for, without it.
+    pub ignore_dirty_cache_device: bool,
     pub description: String,
     pub read_only: bool,
     pub backend: BackendSpec,
@@ -388,6 +390,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
     let upstream_timeout = upstream_timeout(&e, &at)?;
     let tier = e.tier.as_ref().map(|t| tier_spec(t, &at)).transpose()?;
     Ok(ExportSpec {
+        ignore_dirty_cache_device: e.ignore_dirty_cache_device,
         name: e.name,
         description: e.description,
         read_only: e.read_only,

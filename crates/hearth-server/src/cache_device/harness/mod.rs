@@ -76,6 +76,7 @@ fn options(mode: DeviceWriteMode) -> DeviceOptions<'static> {
         policy: "lru",
         mode,
         discard_damaged: false,
+        backend_file: None,
     }
 }
 
