@@ -62,6 +62,8 @@ mod io_paths;
 pub mod layout;
 pub mod marker;
 mod recovery;
+#[cfg(test)]
+mod scenario_tests;
 mod slots;
 pub mod storage;
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! data never written to the block; no read fails and no recovery is
 //! refused (none of these faults damages data, so nothing excuses one).
 
-mod record;
+pub mod record;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,7 +52,7 @@ pub fn pattern(block: u64, id: u64) -> Vec<u8> {
 }
 
 /// Which write `data` is, `None` if it is none of block `block`'s.
-fn identify(block: u64, data: &[u8]) -> Option<u64> {
+pub fn identify(block: u64, data: &[u8]) -> Option<u64> {
     if data.iter().all(|&b| b == 0) {
         return Some(ZEROES);
     }
@@ -60,15 +60,15 @@ fn identify(block: u64, data: &[u8]) -> Option<u64> {
     (pattern(block, id) == data).then_some(id)
 }
 
-fn initial_backend() -> Vec<u8> {
+pub fn initial_backend() -> Vec<u8> {
     (0..BLOCKS).flat_map(|b| pattern(b, 0)).collect()
 }
 
-fn device_len() -> u64 {
+pub fn device_len() -> u64 {
     Layout::with_slots(SLOTS, BS).total_len()
 }
 
-fn options(mode: DeviceWriteMode) -> DeviceOptions<'static> {
+pub fn options(mode: DeviceWriteMode) -> DeviceOptions<'static> {
     DeviceOptions {
         size: device_len(),
         block_size: BS as u32,

@@ -72,13 +72,15 @@ impl Log {
 /// Bytes in memory (what the page cache shows) plus the shared log.
 pub struct Recorded {
     pub bytes: Mutex<Vec<u8>>,
+    /// While set, every write and barrier fails with ENOSPC (a full file system).
+    pub refusing: std::sync::atomic::AtomicBool,
     log: Arc<Mutex<Log>>,
     target: Target,
 }
 
 impl Recorded {
     pub fn new(initial: Vec<u8>, log: &Arc<Mutex<Log>>, target: Target) -> Recorded {
-        Recorded { bytes: Mutex::new(initial), log: log.clone(), target }
+        Recorded { bytes: Mutex::new(initial), refusing: Default::default(), log: log.clone(), target }
     }
 
     fn read(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
@@ -91,7 +93,15 @@ impl Recorded {
         Ok(())
     }
 
+    fn refused(&self) -> io::Result<()> {
+        if self.refusing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
+    }
+
     fn write(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.refused()?;
         let op = Logged { target: self.target, kind: Kind::Write { offset, data: buf.to_vec() } };
         self.log.lock().unwrap().record(op)?;
         self.bytes.lock().unwrap()[offset as usize..offset as usize + buf.len()].copy_from_slice(buf);
@@ -99,6 +109,7 @@ impl Recorded {
     }
 
     fn barrier(&self) -> io::Result<()> {
+        self.refused()?;
         self.log.lock().unwrap().record(Logged { target: self.target, kind: Kind::Barrier })
     }
 }
