@@ -54,7 +54,6 @@ impl CacheDevice {
             if run == 0 {
                 if let Found::Hit { slot, crc, .. } = found[i] {
                     if let Err(e) = self.read_checked(slot, crc, &mut buf[i * bs..(i + 1) * bs]) {
-                        self.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
                         damaged.push((i, e));
                     }
                 }
@@ -79,10 +78,10 @@ impl CacheDevice {
                         let (_, e) = damaged.swap_remove(at);
                         if dirty {
                             // The only copy: fail, never fall back to the backend's older data.
-                            self.stats.checksum_failures.fetch_sub(1, Ordering::Relaxed); // counted by poison
                             self.poison(&mut st, block, &e);
                             return Err(poisoned_error(block));
                         }
+                        self.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(device = %self.path.display(), block, error = %e, "clean cache device copy damaged; read from the backend");
                         self.drop_block(&mut st, block);
                         again.push(i);
