@@ -296,11 +296,10 @@ fn render_cache_device(out: &mut String, exports: &[Arc<Export>]) {
     );
     for (export, d) in &with_device {
         let (resident, dirty) = d.occupancy();
-        let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"resident\"}} {resident}");
-        let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"dirty\"}} {dirty}");
         let (stranded, poisoned) = d.trouble();
-        let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"stranded\"}} {stranded}");
-        let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"poisoned\"}} {poisoned}");
+        for (state, n) in [("resident", resident), ("dirty", dirty), ("stranded", stranded), ("poisoned", poisoned)] {
+            let _ = writeln!(out, "hearth_cache_device_blocks{{export=\"{export}\",state=\"{state}\"}} {n}");
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 pub trait DeviceStorage: Send + Sync {
     /// Fills `buf` from `offset`.
@@ -26,5 +27,20 @@ impl DeviceStorage for File {
 
     fn sync(&self) -> io::Result<()> {
         self.sync_data()
+    }
+}
+
+/// Storage shared with its creator (a test looking at the bytes after the device is gone).
+impl<T: DeviceStorage + ?Sized> DeviceStorage for Arc<T> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        (**self).write_at(buf, offset)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        (**self).sync()
     }
 }

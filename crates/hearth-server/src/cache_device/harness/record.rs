@@ -126,19 +126,6 @@ impl DeviceStorage for Recorded {
     }
 }
 
-/// A device storage shared with the test, so it can look at the bytes after the device is gone.
-impl DeviceStorage for Arc<Recorded> {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.read(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.write(buf, offset)
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.barrier()
-    }
-}
-
 impl Backend for Arc<Recorded> {
     fn size(&self) -> u64 {
         self.bytes.lock().unwrap().len() as u64
