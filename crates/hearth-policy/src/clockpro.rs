@@ -72,8 +72,6 @@ pub struct ClockPro {
     stamp: u64,
     /// Test periods of items stamped before this have ended.
     frontier: u64,
-    /// The key whose lookup just found it non-resident in its test period.
-    test_hit: Option<Key>,
 }
 
 impl ClockPro {
@@ -94,7 +92,6 @@ impl ClockPro {
             non_resident_bytes: 0,
             stamp: 0,
             frontier: 0,
-            test_hit: None,
         })
     }
 
@@ -221,19 +218,18 @@ impl Policy for ClockPro {
         self.index.get(&key).is_some_and(|&i| self.slab.get(i).kind != Kind::NonResident)
     }
     fn lookup(&mut self, a: &Access) -> bool {
-        self.test_hit = None;
         let Some(&i) = self.index.get(&a.key) else { return false };
         if self.slab.get(i).kind == Kind::NonResident {
-            self.test_hit = Some(a.key);
             return false;
         }
         self.slab.get_mut(i).referenced = true;
         true
     }
     fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
-        if self.test_hit.take() == Some(a.key) {
-            // Re-requested during its test period: the cold target grows, it enters hot.
-            let i = self.index[&a.key];
+        // Listed but not resident (a caller may insert without a lookup first): non-resident,
+        // in its test period, so re-requested during it.
+        if let Some(&i) = self.index.get(&a.key) {
+            // The cold target grows, and it enters hot.
             self.forget(i);
             self.grow_cold_target(a.size);
             self.make_room(a, evicted);
@@ -294,9 +290,6 @@ impl Policy for ClockPro {
         let Some(&i) = self.index.get(&key) else { return false };
         let resident = self.slab.get(i).kind != Kind::NonResident;
         self.forget(i);
-        if self.test_hit == Some(key) {
-            self.test_hit = None;
-        }
         resident
     }
 }
@@ -307,6 +300,40 @@ mod tests {
 
     fn acc(key: Key) -> Access {
         Access { key, size: 1, ..Access::default() }
+    }
+
+    /// The server's caches insert written blocks without a lookup first: a
+    /// non-resident item's node must be reused, not shadowed (a shadowed one
+    /// later took the index entry of the resident item with it).
+    #[test]
+    fn an_insert_without_a_lookup_of_a_non_resident_item_keeps_one_node() {
+        let mut c = ClockPro::new(4, 0.5).unwrap();
+        let mut ev = Vec::new();
+        for k in 0..5 {
+            c.access(&acc(k), &mut ev);
+        }
+        assert!(!c.contains(0) && c.index.contains_key(&0), "0 is non-resident in its test period");
+        ev.clear();
+        c.insert(&acc(0), &mut ev);
+        assert!(c.contains(0));
+        assert_eq!(c.slab.get(c.index[&0]).kind, Kind::Hot);
+        assert_eq!(c.len() + c.non_resident.len(), c.index.len(), "one node per listed key");
+        // Every later eviction names a key the policy held.
+        let mut held: std::collections::HashSet<Key> = (0..5).filter(|&k| c.contains(k)).collect();
+        for k in 5..200 {
+            let key = k * 7 % 13;
+            if c.contains(key) {
+                continue;
+            }
+            ev.clear();
+            c.insert(&acc(key), &mut ev);
+            for v in &ev {
+                assert!(held.remove(v), "evicted {v}, which it did not hold");
+            }
+            assert!(c.contains(key));
+            held.insert(key);
+            assert_eq!(held.len(), c.len());
+        }
     }
 
     #[test]
