@@ -87,7 +87,7 @@ pub struct ServeArgs {
     #[arg(long)]
     tls_verify_peer: bool,
     /// TLS with pre-shared keys instead of certificates: a username:hexkey file (what psktool
-    /// writes; qemu's keys.psk), as nbdkit's --tls-psk.
+    /// writes; qemu's keys.psk), as nbdkit's --tls-psk; needs --tls require.
     #[arg(long, value_name = "FILE", conflicts_with = "tls_certificates")]
     tls_psk: Option<PathBuf>,
     /// Serve the export only to TLS clients whose verified certificate has this subject, e.g.
