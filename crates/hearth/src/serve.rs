@@ -1,7 +1,8 @@
 //! `hearth serve`: the NBD storage server with the block cache in front of
 //! each export. Configured by `--config hearth.toml` or, for one export, by
 //! flags. Prints one `listening ...` line per socket on stdout once bound,
-//! then `ready`.
+//! then `ready`; with `--run CMD`, runs CMD against itself and exits with
+//! its status (nbdkit's captive mode).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -105,6 +106,11 @@ pub struct ServeArgs {
     /// --pidfile); it is removed when the server exits.
     #[arg(long, value_name = "FILE")]
     pidfile: Option<PathBuf>,
+    /// Captive mode, as nbdkit's --run: once serving, run CMD through `sh -c` with $uri (and $nbd),
+    /// $port, $unixsocket, $exportname and $tls in its environment; when it exits the server stops
+    /// and exits with its status (128+N if signal N killed it).
+    #[arg(long, value_name = "CMD")]
+    run: Option<String>,
     /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
     #[arg(long, value_name = "FILTER", default_value = "info")]
     log: String,
@@ -420,20 +426,66 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         writeln!(out, "ready")?;
         out.flush()?;
         drop(out);
+        let mut captive = match &args.run {
+            Some(command) => Some(captive_command(command, &config, &server).spawn().context("--run: starting sh")?),
+            None => None,
+        };
+        let mut status = None;
         server
             .run(async {
                 tokio::select! {
                     _ = term.recv() => tracing::info!("SIGTERM received"),
                     _ = int.recv() => tracing::info!("SIGINT received"),
+                    exited = async { captive.as_mut()?.wait().await.ok() }, if captive.is_some() => {
+                        tracing::info!(status = ?exited, "--run command exited");
+                        status = exited;
+                    }
                 }
             })
             .await?;
-        anyhow::Ok(())
+        anyhow::Ok(status)
     });
     // Requests of closed connections may still run on the blocking pool;
     // their replies go nowhere, and the data is flushed: do not wait long.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
-    served
+    if let Some(status) = served? {
+        // Everything is flushed and the pidfile removed: only the status is left to give.
+        use std::os::unix::process::ExitStatusExt;
+        std::process::exit(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
+    }
+    Ok(())
+}
+
+/// `sh -c COMMAND` with nbdkit's captive-mode variables: the URI of the
+/// first export (over the first Unix socket if there is one, as nbdkit
+/// prefers), and the empty string for what is not served.
+fn captive_command(command: &str, config: &Settings, server: &Server) -> tokio::process::Command {
+    let export = config.exports.first().map_or("", |e| e.name.as_str());
+    let tls = config.server.tls;
+    let s = if tls == TlsMode::Require { "s" } else { "" };
+    let port = server.tcp_addrs().first().map(|a| a.port().to_string()).unwrap_or_default();
+    let unixsocket = server.unix_paths().first().map(|p| p.display().to_string()).unwrap_or_default();
+    let uri = match (server.unix_paths().first(), server.tcp_addrs().first()) {
+        (Some(path), _) => format!("nbd{s}+unix:///{export}?socket={}", path.display()),
+        (None, Some(addr)) => {
+            // A wildcard address is reached on loopback.
+            let mut addr = *addr;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(if addr.is_ipv4() { [127, 0, 0, 1].into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
+            }
+            format!("nbd{s}://{addr}/{export}")
+        }
+        (None, None) => String::new(),
+    };
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(command);
+    cmd.env("uri", &uri).env("nbd", &uri).env("port", port).env("unixsocket", unixsocket).env("exportname", export);
+    match tls {
+        TlsMode::Off => cmd.env_remove("tls"),
+        TlsMode::On => cmd.env("tls", "1"),
+        TlsMode::Require => cmd.env("tls", "2"),
+    };
+    cmd
 }
 
 /// `--pidfile`, written whole (a reader never sees part of it) and removed on drop.
