@@ -102,6 +102,10 @@ pub struct ServeArgs {
     /// TCP client address or CIDR block refused, repeatable (over --allow).
     #[arg(long, value_name = "CIDR")]
     deny: Vec<String>,
+    /// Every export read-only, a --config file's too: NBD_FLAG_READ_ONLY is advertised and writes,
+    /// trims and zeroes get EPERM (as qemu-nbd -r and nbdkit -r).
+    #[arg(short, long)]
+    read_only: bool,
     /// Write the server's process id to this file once every listener is bound (as nbdkit's
     /// --pidfile); it is removed when the server exits.
     #[arg(long, value_name = "FILE")]
@@ -151,9 +155,6 @@ struct ExportFlags {
     /// Open the backing file with O_DIRECT.
     #[arg(long, conflicts_with = "config")]
     direct: bool,
-    /// Refuse writes (NBD_FLAG_READ_ONLY).
-    #[arg(long, conflicts_with = "config")]
-    read_only: bool,
     /// Cache capacity, e.g. 256MiB (0 disables the cache). Default 64MiB.
     #[arg(long, value_name = "SIZE", conflicts_with = "config")]
     cache_size: Option<String>,
@@ -294,7 +295,7 @@ impl ServeArgs {
                     path: self.export.path.clone(),
                     size: text(&self.export.size),
                     direct: self.export.direct,
-                    read_only: self.export.read_only,
+                    read_only: self.read_only,
                     allow: Vec::new(),
                     tls_identities: self.tls_identity.clone(),
                     cache_size: text(&self.export.cache_size),
@@ -350,6 +351,9 @@ impl ServeArgs {
                 Config { exports: vec![export], ..Default::default() }
             }
         };
+        if self.read_only {
+            config.exports.iter_mut().for_each(|e| e.read_only = true);
+        }
         // Listener flags add to (or stand in for) the file's [server] table.
         config.server.listen.extend(self.listen.iter().cloned());
         config.server.unix.extend(self.unix.iter().cloned());

@@ -108,6 +108,46 @@ read_only = true
     assert!(!missing.status.success(), "an unknown export must be refused");
 }
 
+/// `-r` makes every export of a config file read-only, as `qemu-nbd -r` and
+/// `nbdkit -r`: a write that reaches the server gets EPERM and changes
+/// nothing, and qemu-io sees a read-only export.
+#[test]
+fn read_only_flag_covers_every_export_of_a_config_file() {
+    if !have("qemu-io") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let disk = dir.path().join("disk.img");
+    std::fs::write(&disk, pattern(1 << 20, 3)).unwrap();
+    let config = dir.path().join("hearth.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nunix = [\"{}\"]\n\n[[export]]\nname = \"mem\"\nbackend = \"memory\"\nsize = \"1MiB\"\n\n\
+             [[export]]\nname = \"file\"\nbackend = \"file\"\npath = \"{}\"\n",
+            sock.display(),
+            disk.display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&["--config", config.to_str().unwrap(), "-r"], &dir.path().join("log"));
+    for (export, before) in [("mem", vec![0; 4096]), ("file", pattern(1 << 20, 3)[..4096].to_vec())] {
+        // hearth-client sends the WRITE whatever the flags say: the server refuses it.
+        let mut client = hearth_client::Client::connect_unix(&sock, export).unwrap();
+        let refused = client.write(0, &[0x5a; 4096], false).unwrap_err();
+        assert!(refused.to_string().starts_with("NBD error 1 "), "{export}: EPERM expected: {refused}");
+        assert_eq!(client.read(0, 4096).unwrap(), before, "{export}: the refused write changed the data");
+        let out = Command::new("qemu-io")
+            .args(["-f", "raw", "-c", "write -P 0x5a 0 4K", &server.uri(export)])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(!text.contains("wrote 4096"), "{export}: qemu-io wrote to a read-only export:\n{text}");
+    }
+    assert!(std::fs::read(&disk).unwrap() == pattern(1 << 20, 3), "the backing file changed");
+}
+
 #[test]
 fn nbdcopy_round_trips_a_file_byte_identical() {
     if !have("nbdcopy") {
