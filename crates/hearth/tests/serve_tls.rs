@@ -300,10 +300,16 @@ fn certificates_near_their_end_are_warned_about_at_start() {
     assert_eq!(lines.len(), 2, "one line per certificate:\n{}", lines.join("\n"));
     let server_line = lines.iter().find(|l| l.contains("server-cert.pem")).expect("the server certificate named");
     let (month, year) = date(server_end);
-    assert!(server_line.contains("has expired") && server_line.contains(&month) && server_line.contains(&year), "{server_line}");
+    assert!(
+        server_line.contains("has expired") && server_line.contains(&month) && server_line.contains(&year),
+        "{server_line}"
+    );
     let ca_line = lines.iter().find(|l| l.contains("ca-cert.pem")).expect("the CA named");
     let (month, year) = date(ca_end);
-    assert!(ca_line.contains("expires within 30 days") && ca_line.contains(&month) && ca_line.contains(&year), "{ca_line}");
+    assert!(
+        ca_line.contains("expires within 30 days") && ca_line.contains(&month) && ca_line.contains(&year),
+        "{ca_line}"
+    );
 
     let (lines, _) = warnings(400, 31);
     assert!(lines.is_empty(), "more than 30 days left: {lines:?}");
