@@ -141,8 +141,9 @@ struct ExportFlags {
     /// Export size for sparse and memory backends, e.g. 1GiB.
     #[arg(long, value_name = "SIZE", conflicts_with = "config")]
     size: Option<String>,
-    /// The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH) or
-    /// --backend http (an http:// or https:// URL).
+    /// The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH;
+    /// nbds:// and nbds+unix:// for TLS, with ?tls-certificates=DIR or ?tls-psk-file=FILE as libnbd
+    /// reads them) or --backend http (an http:// or https:// URL).
     #[arg(long, value_name = "URI", conflicts_with = "config")]
     upstream: Option<String>,
     /// Connections to the upstream (backend calls at once) [default: 4].

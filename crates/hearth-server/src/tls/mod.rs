@@ -5,9 +5,11 @@
 //! `tls-creds-psk` (and nbdkit's `--tls-certificates` and `--tls-psk`) offer:
 //! X.509 certificates through rustls ([`certificates`]), and external
 //! pre-shared keys through OpenSSL ([`psk`]), since rustls has no external
-//! PSK. A server uses one kind or the other.
+//! PSK. A server uses one kind or the other. [`client`] is the other end,
+//! for the caching proxy's `nbds://` upstreams.
 
 mod certificates;
+pub mod client;
 mod psk;
 
 use std::io;
