@@ -2,6 +2,8 @@
 //! their work: which context (transaction, query) issues each read, and
 //! which client buffer it lands in (docs/nbd-extension.md). One request at a
 //! time; against servers without the extension, hints are silently skipped.
+//! TLS (`NBD_OPT_STARTTLS`, sent before any other option) goes through a
+//! [`StartTls`] the caller provides, so this crate carries no TLS library.
 //!
 //! ```no_run
 //! let mut c = hearth_client::Client::connect_tcp("127.0.0.1:10809", "hearth")?;
@@ -21,12 +23,77 @@ use hearth_nbd::hints::{self, Hint};
 use hearth_nbd::{client, cmd_flags, opt, rep, Command, Request};
 use hearth_nbd::{FLAG_C_FIXED_NEWSTYLE, SIMPLE_REPLY_MAGIC};
 
-trait Stream: Read + Write + Send {}
+/// A byte stream to the server: a socket, a TLS session over one, a tunnel.
+pub trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
 
-enum Transport {
+/// The TLS client an upgrade (NBD_OPT_STARTTLS) hands the socket to, as
+/// `nbds://` asks: it runs the whole TLS handshake, verifying the server
+/// as it was configured to, and returns the encrypted stream.
+pub trait StartTls: Send + Sync {
+    fn handshake(&self, socket: Box<dyn Stream>) -> io::Result<Box<dyn Stream>>;
+}
+
+/// A socket the client dialled.
+enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),
+}
+
+impl Socket {
+    /// Bounds the next reads and writes by `left` (`None`: no bound).
+    fn set_timeouts(&self, left: Option<Duration>) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_read_timeout(left).and(s.set_write_timeout(left)),
+            Socket::Unix(s) => s.set_read_timeout(left).and(s.set_write_timeout(left)),
+        }
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_nonblocking(true),
+            Socket::Unix(s) => s.set_nonblocking(true),
+        }
+    }
+
+    fn try_clone(&self) -> io::Result<Socket> {
+        Ok(match self {
+            Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
+            Socket::Unix(s) => Socket::Unix(s.try_clone()?),
+        })
+    }
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.read(buf),
+            Socket::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write(buf),
+            Socket::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+enum Transport {
+    Plain(Socket),
+    /// TLS over a socket; `socket` is a handle on the same socket, which
+    /// carries the deadline's timeouts.
+    Tls {
+        socket: Socket,
+        stream: Box<dyn Stream>,
+    },
     /// A stream handed to [`Client::over`]: no deadline can interrupt it.
     Other(Box<dyn Stream>),
 }
@@ -40,6 +107,10 @@ struct Conn {
 }
 
 impl Conn {
+    fn dialled(socket: Socket, deadline: Option<Instant>) -> Conn {
+        Conn { transport: Transport::Plain(socket), deadline }
+    }
+
     /// The time left, or a TimedOut error once the deadline has passed.
     fn time_left(&self) -> io::Result<Option<Duration>> {
         let Some(deadline) = self.deadline else { return Ok(None) };
@@ -50,22 +121,56 @@ impl Conn {
         Ok(Some(left))
     }
 
-    /// Writes `buf` only if the socket takes it at once: a server that
-    /// stopped reading must not hold up the caller.
-    fn send_without_waiting(&mut self, buf: &[u8]) -> io::Result<()> {
-        match &mut self.transport {
-            Transport::Tcp(s) => s.set_nonblocking(true).and_then(|()| s.write_all(buf)),
-            Transport::Unix(s) => s.set_nonblocking(true).and_then(|()| s.write_all(buf)),
-            Transport::Other(s) => s.write_all(buf),
+    /// The socket under the stream, if the client dialled it.
+    fn socket(&self) -> Option<&Socket> {
+        match &self.transport {
+            Transport::Plain(s) | Transport::Tls { socket: s, .. } => Some(s),
+            Transport::Other(_) => None,
         }
     }
 
-    fn clear_timeouts(&self) -> io::Result<()> {
-        match &self.transport {
-            Transport::Tcp(s) => s.set_read_timeout(None).and(s.set_write_timeout(None)),
-            Transport::Unix(s) => s.set_read_timeout(None).and(s.set_write_timeout(None)),
-            Transport::Other(_) => Ok(()),
+    /// The stream reads and writes go through.
+    fn stream(&mut self) -> &mut dyn Stream {
+        match &mut self.transport {
+            Transport::Plain(s) => s,
+            Transport::Tls { stream, .. } | Transport::Other(stream) => stream,
         }
+    }
+
+    /// Sets the socket's timeouts to the time left (only under a deadline:
+    /// without one they stay as `clear_timeouts` left them).
+    fn arm(&self) -> io::Result<()> {
+        let left = self.time_left()?;
+        match self.socket() {
+            Some(s) if left.is_some() => s.set_timeouts(left),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes `buf` only if the socket takes it at once: a server that
+    /// stopped reading must not hold up the caller.
+    fn send_without_waiting(&mut self, buf: &[u8]) -> io::Result<()> {
+        if let Some(s) = self.socket() {
+            s.set_nonblocking()?;
+        }
+        let stream = self.stream();
+        stream.write_all(buf).and_then(|()| stream.flush())
+    }
+
+    fn clear_timeouts(&self) -> io::Result<()> {
+        self.socket().map_or(Ok(()), |s| s.set_timeouts(None))
+    }
+
+    /// Hands the dialled socket to `tls` after the server accepted
+    /// NBD_OPT_STARTTLS; the handshake is bounded by the deadline too.
+    fn start_tls(self, tls: &dyn StartTls) -> io::Result<Conn> {
+        self.arm()?;
+        let Transport::Plain(socket) = self.transport else {
+            return Err(invalid("TLS is only for sockets the client dialled".into()));
+        };
+        let handle = socket.try_clone()?;
+        let stream = tls.handshake(Box::new(socket)).map_err(|e| expired(e, "TLS handshake"))?;
+        Ok(Conn { transport: Transport::Tls { socket: handle, stream }, deadline: self.deadline })
     }
 }
 
@@ -73,47 +178,34 @@ fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "the server did not answer before the deadline")
 }
 
-/// A socket timeout shows as EAGAIN (WouldBlock): name it for what it is.
-fn expired(e: io::Error) -> io::Error {
+/// A socket timeout shows as EAGAIN (WouldBlock): name it for what it is;
+/// other errors say `during` what they happened.
+fn expired(e: io::Error, during: &str) -> io::Error {
     if e.kind() == io::ErrorKind::WouldBlock {
         timed_out()
-    } else {
+    } else if during.is_empty() {
         e
+    } else {
+        io::Error::new(e.kind(), format!("{during}: {e}"))
     }
 }
 
 impl Read for Conn {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.time_left()?;
-        let read = match &mut self.transport {
-            Transport::Tcp(s) if left.is_some() => s.set_read_timeout(left).and_then(|()| s.read(buf)),
-            Transport::Unix(s) if left.is_some() => s.set_read_timeout(left).and_then(|()| s.read(buf)),
-            Transport::Tcp(s) => s.read(buf),
-            Transport::Unix(s) => s.read(buf),
-            Transport::Other(s) => s.read(buf),
-        };
-        read.map_err(expired)
+        self.arm()?;
+        self.stream().read(buf).map_err(|e| expired(e, ""))
     }
 }
 
 impl Write for Conn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let left = self.time_left()?;
-        let written = match &mut self.transport {
-            Transport::Tcp(s) if left.is_some() => s.set_write_timeout(left).and_then(|()| s.write(buf)),
-            Transport::Unix(s) if left.is_some() => s.set_write_timeout(left).and_then(|()| s.write(buf)),
-            Transport::Tcp(s) => s.write(buf),
-            Transport::Unix(s) => s.write(buf),
-            Transport::Other(s) => s.write(buf),
-        };
-        written.map_err(expired)
+        self.arm()?;
+        self.stream().write(buf).map_err(|e| expired(e, ""))
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        match &mut self.transport {
-            Transport::Other(s) => s.flush(),
-            Transport::Tcp(_) | Transport::Unix(_) => Ok(()),
-        }
+        self.arm()?;
+        self.stream().flush().map_err(|e| expired(e, ""))
     }
 }
 
@@ -136,11 +228,11 @@ impl Client {
     pub fn connect_tcp(addr: &str, export: &str) -> io::Result<Client> {
         let s = TcpStream::connect(addr)?;
         s.set_nodelay(true)?;
-        Client::handshake(Conn { transport: Transport::Tcp(s), deadline: None }, export)
+        Client::handshake(Conn::dialled(Socket::Tcp(s), None), export, None)
     }
 
     pub fn connect_unix(path: &Path, export: &str) -> io::Result<Client> {
-        Client::handshake(Conn { transport: Transport::Unix(UnixStream::connect(path)?), deadline: None }, export)
+        Client::handshake(Conn::dialled(Socket::Unix(UnixStream::connect(path)?), None), export, None)
     }
 
     /// [`connect_tcp`](Self::connect_tcp) that gives up at `deadline`, which
@@ -148,6 +240,17 @@ impl Client {
     /// changes it: a server that accepts but never answers (stopped, hung)
     /// costs a TimedOut error, not a wait without end.
     pub fn connect_tcp_until(addr: &str, export: &str, deadline: Instant) -> io::Result<Client> {
+        Client::connect_tcp_tls_until(addr, export, deadline, None)
+    }
+
+    /// [`connect_tcp_until`](Self::connect_tcp_until), upgrading to TLS
+    /// (NBD_OPT_STARTTLS, before any other option) through `tls` if given.
+    pub fn connect_tcp_tls_until(
+        addr: &str,
+        export: &str,
+        deadline: Instant,
+        tls: Option<&dyn StartTls>,
+    ) -> io::Result<Client> {
         let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{addr} resolves to no address"));
         for a in addr.to_socket_addrs()? {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -157,9 +260,9 @@ impl Client {
             match TcpStream::connect_timeout(&a, left) {
                 Ok(s) => {
                     s.set_nodelay(true)?;
-                    return Client::handshake(Conn { transport: Transport::Tcp(s), deadline: Some(deadline) }, export);
+                    return Client::handshake(Conn::dialled(Socket::Tcp(s), Some(deadline)), export, tls);
                 }
-                Err(e) => last = expired(e),
+                Err(e) => last = expired(e, ""),
             }
         }
         Err(last)
@@ -169,14 +272,24 @@ impl Client {
     /// [`connect_tcp_until`](Self::connect_tcp_until). (A local connect
     /// itself returns at once unless the server's accept queue is full.)
     pub fn connect_unix_until(path: &Path, export: &str, deadline: Instant) -> io::Result<Client> {
-        let conn = Conn { transport: Transport::Unix(UnixStream::connect(path)?), deadline: Some(deadline) };
-        Client::handshake(conn, export)
+        Client::connect_unix_tls_until(path, export, deadline, None)
+    }
+
+    /// [`connect_unix_until`](Self::connect_unix_until), upgrading to TLS
+    /// through `tls` if given, as [`connect_tcp_tls_until`](Self::connect_tcp_tls_until).
+    pub fn connect_unix_tls_until(
+        path: &Path,
+        export: &str,
+        deadline: Instant,
+        tls: Option<&dyn StartTls>,
+    ) -> io::Result<Client> {
+        Client::handshake(Conn::dialled(Socket::Unix(UnixStream::connect(path)?), Some(deadline)), export, tls)
     }
 
     /// Negotiates over any byte stream already connected to a server (an
     /// in-process socket pair in tests, a tunnel). Deadlines do not apply to it.
     pub fn over(stream: impl Read + Write + Send + 'static, export: &str) -> io::Result<Client> {
-        Client::handshake(Conn { transport: Transport::Other(Box::new(stream)), deadline: None }, export)
+        Client::handshake(Conn { transport: Transport::Other(Box::new(stream)), deadline: None }, export, None)
     }
 
     /// Requests from now on fail with TimedOut once `deadline` passes (on a
@@ -199,23 +312,57 @@ impl Client {
         self.size
     }
 
-    fn handshake(mut stream: Conn, export: &str) -> io::Result<Client> {
+    fn handshake(mut stream: Conn, export: &str, tls: Option<&dyn StartTls>) -> io::Result<Client> {
         let mut greeting = [0u8; 18];
         stream.read_exact(&mut greeting)?;
         client::check_greeting(&greeting).map_err(protocol)?;
         stream.write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes())?;
+        if let Some(tls) = tls {
+            // First, so nothing (not even the export's name) crosses in plain text.
+            send_option(&mut stream, opt::STARTTLS, &[])?;
+            let (kind, data) = option_reply(&mut stream, opt::STARTTLS)?;
+            if kind != rep::ACK {
+                let why = String::from_utf8_lossy(&data);
+                let why = if why.is_empty() { String::new() } else { format!(": {why}") };
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("the server does not offer TLS (NBD_OPT_STARTTLS refused{why})"),
+                ));
+            }
+            stream = stream.start_tls(tls)?;
+        }
         let mut c = Client { stream, cookie: 0, hints: false, size: 0 };
-        c.send_option(opt::HEARTH_HINTS, &[])?;
-        c.hints = c.option_reply(opt::HEARTH_HINTS)?.0 == rep::ACK;
-        c.send_option(opt::GO, &client::go_data(export, &[]))?;
+        let hints = send_option(&mut c.stream, opt::HEARTH_HINTS, &[])
+            .and_then(|()| option_reply(&mut c.stream, opt::HEARTH_HINTS))
+            .map_err(|e| match e.kind() {
+                // Under TLS 1.3 a server that refuses the client's certificate
+                // (or its lack of one) can only hang up after the handshake.
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+                    if tls.is_some() =>
+                {
+                    io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!("the server hung up after the TLS handshake, as it does when it refuses the client's certificate or the lack of one ({e})"),
+                    )
+                }
+                _ => e,
+            })?;
+        c.hints = hints.0 == rep::ACK;
+        send_option(&mut c.stream, opt::GO, &client::go_data(export, &[]))?;
         loop {
-            let (kind, data) = c.option_reply(opt::GO)?;
+            let (kind, data) = option_reply(&mut c.stream, opt::GO)?;
             match kind {
                 rep::ACK => return Ok(c),
                 rep::INFO => {
                     if let Some((size, _flags)) = client::export_info(&data) {
                         c.size = size;
                     }
+                }
+                rep::ERR_TLS_REQD => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        "the server requires TLS (NBD_REP_ERR_TLS_REQD): connect with nbds://",
+                    ))
                 }
                 k if k & (1 << 31) != 0 => {
                     return Err(invalid(format!(
@@ -226,21 +373,6 @@ impl Client {
                 k => return Err(invalid(format!("unexpected option reply {k}"))),
             }
         }
-    }
-
-    fn send_option(&mut self, option: u32, data: &[u8]) -> io::Result<()> {
-        let mut b = Vec::with_capacity(16 + data.len());
-        client::put_option(&mut b, option, data);
-        self.stream.write_all(&b)
-    }
-
-    fn option_reply(&mut self, option: u32) -> io::Result<(u32, Vec<u8>)> {
-        let mut h = [0u8; client::OptionReply::LEN];
-        self.stream.read_exact(&mut h)?;
-        let reply = client::OptionReply::decode(&h, option).map_err(protocol)?;
-        let mut data = vec![0u8; reply.length as usize];
-        self.stream.read_exact(&mut data)?;
-        Ok((reply.kind, data))
     }
 
     /// Sends one request and waits for its reply; `into` receives read data.
@@ -259,6 +391,7 @@ impl Client {
         b.extend_from_slice(&header);
         b.extend_from_slice(payload);
         self.stream.write_all(&b)?;
+        self.stream.flush()?;
         let mut r = [0u8; 16];
         self.stream.read_exact(&mut r)?;
         let magic = u32::from_be_bytes(r[..4].try_into().expect("4 bytes"));
@@ -318,6 +451,22 @@ impl Client {
     pub fn evicted(&mut self, offset: u64, length: u64) -> io::Result<bool> {
         self.hint(&[Hint::Evicted { offset, length }])
     }
+}
+
+fn send_option(stream: &mut Conn, option: u32, data: &[u8]) -> io::Result<()> {
+    let mut b = Vec::with_capacity(16 + data.len());
+    client::put_option(&mut b, option, data);
+    stream.write_all(&b)?;
+    stream.flush()
+}
+
+fn option_reply(stream: &mut Conn, option: u32) -> io::Result<(u32, Vec<u8>)> {
+    let mut h = [0u8; client::OptionReply::LEN];
+    stream.read_exact(&mut h)?;
+    let reply = client::OptionReply::decode(&h, option).map_err(protocol)?;
+    let mut data = vec![0u8; reply.length as usize];
+    stream.read_exact(&mut data)?;
+    Ok((reply.kind, data))
 }
 
 impl Drop for Client {

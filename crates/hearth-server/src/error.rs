@@ -96,8 +96,8 @@ pub enum EntryProblem {
 /// An upstream that cannot be used: not an NBD or HTTP URL as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UpstreamError {
-    #[error("{uri:?}: {why} (expected nbd://host[:port]/export or nbd+unix:///export?socket=PATH)")]
-    Nbd { uri: String, why: &'static str },
+    #[error("{uri:?}: {why} (expected nbd[s]://host[:port]/export or nbd[s]+unix:///export?socket=PATH)")]
+    Nbd { uri: String, why: String },
     #[error("{0:?} is not an http:// or https:// URL")]
     NotHttp(String),
 }

@@ -1,7 +1,8 @@
 //! `hearth serve`: the NBD storage server with the block cache in front of
 //! each export. Configured by `--config hearth.toml` or, for one export, by
 //! flags. Prints one `listening ...` line per socket on stdout once bound,
-//! then `ready`.
+//! then `ready`; with `--run CMD`, runs CMD against itself and exits with
+//! its status (nbdkit's captive mode).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -87,7 +88,7 @@ pub struct ServeArgs {
     #[arg(long)]
     tls_verify_peer: bool,
     /// TLS with pre-shared keys instead of certificates: a username:hexkey file (what psktool
-    /// writes; qemu's keys.psk), as nbdkit's --tls-psk.
+    /// writes; qemu's keys.psk), as nbdkit's --tls-psk; needs --tls require.
     #[arg(long, value_name = "FILE", conflicts_with = "tls_certificates")]
     tls_psk: Option<PathBuf>,
     /// Serve the export only to TLS clients whose verified certificate has this subject, e.g.
@@ -101,10 +102,19 @@ pub struct ServeArgs {
     /// TCP client address or CIDR block refused, repeatable (over --allow).
     #[arg(long, value_name = "CIDR")]
     deny: Vec<String>,
+    /// Every export read-only, a --config file's too: NBD_FLAG_READ_ONLY is advertised and writes,
+    /// trims and zeroes get EPERM (as qemu-nbd -r and nbdkit -r).
+    #[arg(short, long)]
+    read_only: bool,
     /// Write the server's process id to this file once every listener is bound (as nbdkit's
     /// --pidfile); it is removed when the server exits.
     #[arg(long, value_name = "FILE")]
     pidfile: Option<PathBuf>,
+    /// Captive mode, as nbdkit's --run: once serving, run CMD through `sh -c` with $uri (and $nbd),
+    /// $port, $unixsocket, $exportname and $tls in its environment; when it exits the server stops
+    /// and exits with its status (128+N if signal N killed it).
+    #[arg(long, value_name = "CMD")]
+    run: Option<String>,
     /// Log filter (error, warn, info, debug, trace or a tracing directive); RUST_LOG overrides.
     #[arg(long, value_name = "FILTER", default_value = "info")]
     log: String,
@@ -131,8 +141,9 @@ struct ExportFlags {
     /// Export size for sparse and memory backends, e.g. 1GiB.
     #[arg(long, value_name = "SIZE", conflicts_with = "config")]
     size: Option<String>,
-    /// The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH) or
-    /// --backend http (an http:// or https:// URL).
+    /// The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH;
+    /// nbds:// and nbds+unix:// for TLS, with ?tls-certificates=DIR or ?tls-psk-file=FILE as libnbd
+    /// reads them) or --backend http (an http:// or https:// URL).
     #[arg(long, value_name = "URI", conflicts_with = "config")]
     upstream: Option<String>,
     /// Connections to the upstream (backend calls at once) [default: 4].
@@ -145,9 +156,6 @@ struct ExportFlags {
     /// Open the backing file with O_DIRECT.
     #[arg(long, conflicts_with = "config")]
     direct: bool,
-    /// Refuse writes (NBD_FLAG_READ_ONLY).
-    #[arg(long, conflicts_with = "config")]
-    read_only: bool,
     /// Cache capacity, e.g. 256MiB (0 disables the cache). Default 64MiB.
     #[arg(long, value_name = "SIZE", conflicts_with = "config")]
     cache_size: Option<String>,
@@ -292,7 +300,7 @@ impl ServeArgs {
                     path: self.export.path.clone(),
                     size: text(&self.export.size),
                     direct: self.export.direct,
-                    read_only: self.export.read_only,
+                    read_only: self.read_only,
                     allow: Vec::new(),
                     tls_identities: self.tls_identity.clone(),
                     cache_size: text(&self.export.cache_size),
@@ -349,6 +357,9 @@ impl ServeArgs {
                 Config { exports: vec![export], ..Default::default() }
             }
         };
+        if self.read_only {
+            config.exports.iter_mut().for_each(|e| e.read_only = true);
+        }
         // Listener flags add to (or stand in for) the file's [server] table.
         config.server.listen.extend(self.listen.iter().cloned());
         config.server.unix.extend(self.unix.iter().cloned());
@@ -425,20 +436,66 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         writeln!(out, "ready")?;
         out.flush()?;
         drop(out);
+        let mut captive = match &args.run {
+            Some(command) => Some(captive_command(command, &config, &server).spawn().context("--run: starting sh")?),
+            None => None,
+        };
+        let mut status = None;
         server
             .run(async {
                 tokio::select! {
                     _ = term.recv() => tracing::info!("SIGTERM received"),
                     _ = int.recv() => tracing::info!("SIGINT received"),
+                    exited = async { captive.as_mut()?.wait().await.ok() }, if captive.is_some() => {
+                        tracing::info!(status = ?exited, "--run command exited");
+                        status = exited;
+                    }
                 }
             })
             .await?;
-        anyhow::Ok(())
+        anyhow::Ok(status)
     });
     // Requests of closed connections may still run on the blocking pool;
     // their replies go nowhere, and the data is flushed: do not wait long.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
-    served
+    if let Some(status) = served? {
+        // Everything is flushed and the pidfile removed: only the status is left to give.
+        use std::os::unix::process::ExitStatusExt;
+        std::process::exit(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
+    }
+    Ok(())
+}
+
+/// `sh -c COMMAND` with nbdkit's captive-mode variables: the URI of the
+/// first export (over the first Unix socket if there is one, as nbdkit
+/// prefers), and the empty string for what is not served.
+fn captive_command(command: &str, config: &Settings, server: &Server) -> tokio::process::Command {
+    let export = config.exports.first().map_or("", |e| e.name.as_str());
+    let tls = config.server.tls;
+    let s = if tls == TlsMode::Require { "s" } else { "" };
+    let port = server.tcp_addrs().first().map(|a| a.port().to_string()).unwrap_or_default();
+    let unixsocket = server.unix_paths().first().map(|p| p.display().to_string()).unwrap_or_default();
+    let uri = match (server.unix_paths().first(), server.tcp_addrs().first()) {
+        (Some(path), _) => format!("nbd{s}+unix:///{export}?socket={}", path.display()),
+        (None, Some(addr)) => {
+            // A wildcard address is reached on loopback.
+            let mut addr = *addr;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(if addr.is_ipv4() { [127, 0, 0, 1].into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
+            }
+            format!("nbd{s}://{addr}/{export}")
+        }
+        (None, None) => String::new(),
+    };
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(command);
+    cmd.env("uri", &uri).env("nbd", &uri).env("port", port).env("unixsocket", unixsocket).env("exportname", export);
+    match tls {
+        TlsMode::Off => cmd.env_remove("tls"),
+        TlsMode::On => cmd.env("tls", "1"),
+        TlsMode::Require => cmd.env("tls", "2"),
+    };
+    cmd
 }
 
 /// `--pidfile`, written whole (a reader never sees part of it) and removed on drop.

@@ -1,7 +1,8 @@
 //! `hearth serve` among other processes, as nbdkit behaves: a second server
 //! never takes the Unix socket of a live one, a socket left by a server that
-//! has gone is reused, a path that is not a socket is never removed, and
-//! `--pidfile` names the server while it runs.
+//! has gone is reused, a path that is not a socket is never removed,
+//! `--pidfile` names the server while it runs, and `--run CMD` serves CMD
+//! (nbdkit's captive mode) and exits with its status.
 
 mod serve_support;
 
@@ -78,4 +79,48 @@ fn the_pidfile_names_the_server_until_it_exits() {
     assert_eq!(written, format!("{}\n", server.pid()));
     assert!(server.stop("TERM"), "a clean exit");
     assert!(!pidfile.exists(), "the pidfile is removed at exit");
+}
+
+/// `hearth serve ARGS --run COMMAND`, to completion.
+fn captive(args: &[String], command: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .arg("serve")
+        .args(args)
+        .args(["--log", "warn", "--run", command])
+        .output()
+        .unwrap()
+}
+
+/// The command reaches the export through `$uri` and sees nbdkit's other
+/// variables; the server is gone when it exits, with its status.
+#[test]
+fn run_serves_the_command_and_exits_with_its_status() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("hearth.sock");
+    let out = captive(
+        &memory_export(&socket),
+        r#"nbdinfo "$uri" && echo "unixsocket=$unixsocket port=$port exportname=$exportname nbd=$nbd" && exit 7"#,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(7), "the command's status:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("export-size: 4194304"), "{stdout}");
+    let uri = format!("nbd+unix:///hearth?socket={}", socket.display());
+    let vars = format!("unixsocket={} port= exportname=hearth nbd={uri}", socket.display());
+    assert!(stdout.contains(&vars), "want {vars:?} in:\n{stdout}");
+    assert!(std::os::unix::net::UnixStream::connect(&socket).is_err(), "the server still listens after --run exited");
+
+    // Over TCP, $uri names the bound port; a command that succeeds is a success.
+    let tcp = ["--backend", "memory", "--size", "1MiB", "--name", "disk", "--listen", "127.0.0.1:0"].map(String::from);
+    let out = captive(&tcp, r#"echo "uri=$uri port=$port"; nbdinfo --size "$uri""#);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let port = stdout.lines().find_map(|l| l.split_once(" port=")).map(|(_, p)| p.to_string()).expect("port line");
+    assert!(stdout.contains(&format!("uri=nbd://127.0.0.1:{port}/disk")) && stdout.contains("1048576"), "{stdout}");
+
+    // A failure and a signal, as a shell reports them.
+    assert_eq!(captive(&tcp, "exit 3").status.code(), Some(3));
+    assert_eq!(captive(&tcp, "kill -TERM $$").status.code(), Some(128 + 15));
 }

@@ -244,3 +244,73 @@ fn tls_settings_are_checked_before_serving() {
         "tls_identities[0]: \"alice\" is not a distinguished name",
     );
 }
+
+/// A certificate valid from 60 days ago until `days_left` days from now
+/// (negative: expired).
+fn dated(params: &mut CertificateParams, days_left: i64) -> time::OffsetDateTime {
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::days(60);
+    params.not_after = now + time::Duration::days(days_left);
+    params.not_after
+}
+
+/// Writes a CA valid for `ca_days` more days and a server certificate it
+/// signed valid for `server_days` more days into `dir`, in nbdkit's layout;
+/// returns their end dates.
+fn dated_pki(dir: &Path, ca_days: i64, server_days: i64) -> (time::OffsetDateTime, time::OffsetDateTime) {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, "Dated CA");
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_end = dated(&mut params, ca_days);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca = params.self_signed(&ca_key).unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.distinguished_name.push(DnType::CommonName, "dated server");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let server_end = dated(&mut params, server_days);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("ca-cert.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("server-cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server-key.pem"), key.serialize_pem()).unwrap();
+    (ca_end, server_end)
+}
+
+/// Expired and soon-to-expire certificates are loaded (the operator may be
+/// replacing them) but each gets one warning naming its file and end date;
+/// certificates with more than 30 days left get none (issue 42).
+#[test]
+fn certificates_near_their_end_are_warned_about_at_start() {
+    let root = tempfile::tempdir().unwrap();
+    let warnings = |ca_days: i64, server_days: i64| {
+        let dir = root.path().join(format!("pki{ca_days}_{server_days}"));
+        let ends = dated_pki(&dir, ca_days, server_days);
+        let args = ["--backend", "memory", "--size", "1MiB", "--listen", "127.0.0.1:0", "--tls", "require"];
+        let certificates = ["--tls-verify-peer", "--tls-certificates", dir.to_str().unwrap()];
+        let server = Server::start(&[&args[..], &certificates[..]].concat(), &dir.join("log"));
+        let log = server.log_text();
+        let lines: Vec<String> = log.lines().filter(|l| l.contains("TLS certificate")).map(String::from).collect();
+        (lines, ends)
+    };
+    // The month as x509-parser prints it ("Nov 27 ...") and the year.
+    let date = |d: time::OffsetDateTime| (d.month().to_string()[..3].to_string(), d.year().to_string());
+    let (lines, (ca_end, server_end)) = warnings(10, -1);
+    assert_eq!(lines.len(), 2, "one line per certificate:\n{}", lines.join("\n"));
+    let server_line = lines.iter().find(|l| l.contains("server-cert.pem")).expect("the server certificate named");
+    let (month, year) = date(server_end);
+    assert!(
+        server_line.contains("has expired") && server_line.contains(&month) && server_line.contains(&year),
+        "{server_line}"
+    );
+    let ca_line = lines.iter().find(|l| l.contains("ca-cert.pem")).expect("the CA named");
+    let (month, year) = date(ca_end);
+    assert!(
+        ca_line.contains("expires within 30 days") && ca_line.contains(&month) && ca_line.contains(&year),
+        "{ca_line}"
+    );
+
+    let (lines, _) = warnings(400, 31);
+    assert!(lines.is_empty(), "more than 30 days left: {lines:?}");
+}

@@ -1,7 +1,7 @@
 //! TLS with pre-shared keys (`--tls-psk`, qemu's `tls-creds-psk`, libnbd's
 //! `tls-psk-file=`) against real GnuTLS clients: nbdinfo and qemu-io served,
-//! a wrong key, an unknown user and a plain-text client refused, and exports
-//! limited to the key-file users they name.
+//! a wrong key, an unknown user and a plain-text client refused, optional
+//! TLS refused at start, and exports limited to the key-file users they name.
 
 mod serve_support;
 
@@ -93,6 +93,34 @@ fn an_export_serves_only_the_psk_users_it_names() {
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("No such file or directory for export"), "refused as an unknown export:\n{err}");
     assert!(server.alive());
+}
+
+/// The key is the client's credential: optional TLS would let a plain-text
+/// client skip it, as it did the certificate under verify-peer, so
+/// `--tls on --tls-psk` is refused at start in one line naming the flags
+/// (issue 42).
+#[test]
+fn psk_with_optional_tls_is_refused_at_start() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let keys = key_file(&root.path().join("server"), &[&format!("alice:{ALICE_KEY}")]);
+    let args = ["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0", "--tls", "on"];
+    match Server::try_start(&[&args[..], &["--tls-psk", keys.to_str().unwrap()]].concat(), &root.path().join("log")) {
+        Ok(server) => {
+            let plain = Command::new("nbdinfo").arg(format!("nbd://{}/hearth", server.tcp.unwrap())).output().unwrap();
+            panic!(
+                "started with --tls on --tls-psk; a plain-text client without the key {}",
+                if plain.status.success() { "was served" } else { "was refused" }
+            );
+        }
+        Err(log) => {
+            let lines: Vec<_> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+            assert_eq!(lines.len(), 1, "one line:\n{log}");
+            assert!(lines[0].contains("--tls on --tls-psk") && lines[0].contains("require"), "{log}");
+        }
+    }
 }
 
 #[test]

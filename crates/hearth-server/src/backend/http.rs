@@ -95,7 +95,14 @@ impl HttpBackend {
             .build()
             .header("Range", format!("bytes={offset}-{last}"))
             .call()
-            .map_err(|e| Failure::Transient(error(io::ErrorKind::Other, e.to_string())))?;
+            .map_err(|e| match certificate_refused(&e) {
+                // A certificate does not mend with retries: say so at once.
+                Some(why) => Failure::Fatal(error(
+                    io::ErrorKind::PermissionDenied,
+                    format!("the server's certificate is refused ({why}; https:// is verified against the public CAs of webpki-roots)"),
+                )),
+                None => Failure::Transient(error(io::ErrorKind::Other, e.to_string())),
+            })?;
         let status = response.status().as_u16();
         match status {
             206 => {}
@@ -120,6 +127,16 @@ impl HttpBackend {
     fn read_only(&self) -> io::Error {
         io::Error::new(io::ErrorKind::ReadOnlyFilesystem, format!("{}: an HTTP backend is read-only", self.url))
     }
+}
+
+/// The TLS certificate error behind a failed call, if that is what it was.
+fn certificate_refused(e: &ureq::Error) -> Option<&rustls::Error> {
+    let rustls = match e {
+        ureq::Error::Rustls(e) => e,
+        ureq::Error::Io(e) => e.get_ref()?.downcast_ref::<rustls::Error>()?,
+        _ => return None,
+    };
+    matches!(rustls, rustls::Error::InvalidCertificate(_)).then_some(rustls)
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,6 @@
 //! Another NBD server as the backend: `hearth serve` as a caching proxy in
-//! front of remote storage (nbdkit, qemu-nbd, another Hearth).
+//! front of remote storage (nbdkit, qemu-nbd, another Hearth), in plain
+//! text (`nbd://`) or over TLS (`nbds://`, [`crate::tls::client`]).
 //!
 //! Requests go out over a small pool of connections, one request at a time
 //! each (the Rust client is blocking), so up to `connections` backend calls
@@ -32,16 +33,19 @@ use parking_lot::{Mutex, MutexGuard};
 
 use super::upstream::{UpstreamStats, FIRST_BACKOFF, MAX_BACKOFF};
 use super::Backend;
-use crate::error::UpstreamError;
+use crate::error::{TlsError, UpstreamError};
+use crate::tls::client::{Connector, UpstreamCredentials};
 
 /// Largest single request sent upstream (servers commonly accept 32 MiB).
 const MAX_UPSTREAM_REQUEST: usize = 32 << 20;
 
-/// Where the upstream export is.
+/// Where the upstream export is, and how to reach it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Upstream {
     address: Address,
     export: String,
+    /// `nbds://`: TLS first, with these credentials.
+    tls: Option<UpstreamCredentials>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,41 +55,95 @@ enum Address {
 }
 
 impl Upstream {
-    /// Parses `nbd://host[:port]/[export]` (port 10809 by default) or
-    /// `nbd+unix:///[export]?socket=PATH`, as nbdinfo and qemu write them.
+    /// Parses `nbd[s]://[user@]host[:port]/[export]` (port 10809 by
+    /// default) or `nbd[s]+unix://[user@]/[export]?socket=PATH`, with
+    /// libnbd's query parameters for TLS: `tls-certificates=DIR` or
+    /// `tls-psk-file=FILE` (the user: the URI's, `tls-username=`, or the
+    /// login name).
     pub fn parse(uri: &str) -> Result<Upstream, UpstreamError> {
-        let bad = |why: &'static str| UpstreamError::Nbd { uri: uri.to_string(), why };
-        if let Some(rest) = uri.strip_prefix("nbd://") {
-            let (host, export) = rest.split_once('/').unwrap_or((rest, ""));
+        let bad = |why: &str| UpstreamError::Nbd { uri: uri.to_string(), why: why.to_string() };
+        let (scheme, rest) = uri.split_once("://").ok_or_else(|| bad("not an NBD URI"))?;
+        let (tls, unix) = match scheme {
+            "nbd" => (false, false),
+            "nbds" => (true, false),
+            "nbd+unix" => (false, true),
+            "nbds+unix" => (true, true),
+            _ => return Err(bad("not an NBD URI")),
+        };
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, export) = rest.split_once('/').unwrap_or((rest, ""));
+        let (user, host) = match authority.rsplit_once('@') {
+            Some((user, host)) => (Some(user.to_string()), host),
+            None => (None, authority),
+        };
+        let (mut socket, mut certificates, mut psk_file, mut username) = (None, None, None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let slot = match key {
+                "socket" => &mut socket,
+                "tls-certificates" => &mut certificates,
+                "tls-psk-file" => &mut psk_file,
+                "tls-username" => &mut username,
+                _ => return Err(bad(&format!("unknown query parameter {key:?}"))),
+            };
+            *slot = Some(value.to_string());
+        }
+        let address = if unix {
+            if !host.is_empty() {
+                return Err(bad("a Unix socket URI has no host"));
+            }
+            Address::Unix(PathBuf::from(socket.ok_or_else(|| bad("no socket="))?))
+        } else {
             if host.is_empty() {
                 return Err(bad("no host"));
             }
+            if socket.is_some() {
+                return Err(bad("socket= is for nbd+unix:// and nbds+unix://"));
+            }
             let has_port = host.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) && !host.ends_with(']');
-            let address = if has_port { host.to_string() } else { format!("{host}:10809") };
-            Ok(Upstream { address: Address::Tcp(address), export: export.to_string() })
-        } else if let Some(rest) = uri.strip_prefix("nbd+unix://") {
-            let (path, query) = rest.split_once('?').ok_or_else(|| bad("no ?socket="))?;
-            let export = path.strip_prefix('/').unwrap_or(path);
-            let socket = query.split('&').find_map(|kv| kv.strip_prefix("socket=")).ok_or_else(|| bad("no socket="))?;
-            Ok(Upstream { address: Address::Unix(PathBuf::from(socket)), export: export.to_string() })
-        } else {
-            Err(bad("not an NBD URI"))
-        }
+            Address::Tcp(if has_port { host.to_string() } else { format!("{host}:10809") })
+        };
+        let tls = match (tls, certificates, psk_file) {
+            (false, None, None) if username.is_none() => None,
+            (false, ..) => return Err(bad("TLS parameters need nbds:// or nbds+unix://")),
+            (true, Some(_), Some(_)) => return Err(bad("tls-certificates= and tls-psk-file= exclude each other")),
+            (true, Some(dir), None) => Some(UpstreamCredentials::Certificates(PathBuf::from(dir))),
+            (true, None, Some(file)) => {
+                let login = || std::env::var("LOGNAME").or_else(|_| std::env::var("USER")).ok();
+                let user = user.or(username).or_else(login).ok_or_else(|| bad("no user for tls-psk-file="))?;
+                Some(UpstreamCredentials::Psk { file: PathBuf::from(file), user })
+            }
+            // libnbd would fall back on the system's CAs; a proxy names the one it trusts.
+            (true, None, None) => return Err(bad("nbds:// needs tls-certificates=DIR or tls-psk-file=FILE")),
+        };
+        Ok(Upstream { address, export: export.to_string(), tls })
     }
 
-    fn connect(&self, deadline: Instant) -> io::Result<Client> {
+    /// The TLS client for `nbds://`, its files read; `None` for plain `nbd://`.
+    fn connector(&self) -> Result<Option<Connector>, TlsError> {
+        let Some(credentials) = &self.tls else { return Ok(None) };
+        let host = match &self.address {
+            Address::Tcp(addr) => Some(addr.rsplit_once(':').map_or(addr.as_str(), |(host, _)| host)),
+            Address::Unix(_) => None,
+        };
+        Connector::new(credentials, host).map(Some)
+    }
+
+    fn connect(&self, tls: Option<&Connector>, deadline: Instant) -> io::Result<Client> {
+        let tls = tls.map(|c| c as &dyn hearth_client::StartTls);
         match &self.address {
-            Address::Tcp(addr) => Client::connect_tcp_until(addr, &self.export, deadline),
-            Address::Unix(path) => Client::connect_unix_until(path, &self.export, deadline),
+            Address::Tcp(addr) => Client::connect_tcp_tls_until(addr, &self.export, deadline, tls),
+            Address::Unix(path) => Client::connect_unix_tls_until(path, &self.export, deadline, tls),
         }
     }
 }
 
 impl std::fmt::Display for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = if self.tls.is_some() { "s" } else { "" };
         match &self.address {
-            Address::Tcp(addr) => write!(f, "nbd://{addr}/{}", self.export),
-            Address::Unix(path) => write!(f, "nbd+unix:///{}?socket={}", self.export, path.display()),
+            Address::Tcp(addr) => write!(f, "nbd{s}://{addr}/{}", self.export),
+            Address::Unix(path) => write!(f, "nbd{s}+unix:///{}?socket={}", self.export, path.display()),
         }
     }
 }
@@ -102,6 +160,7 @@ struct Slot {
 
 pub struct NbdBackend {
     upstream: Upstream,
+    tls: Option<Connector>,
     size: u64,
     timeout: Duration,
     stats: Arc<UpstreamStats>,
@@ -119,13 +178,14 @@ impl NbdBackend {
         timeout: Duration,
         stats: Arc<UpstreamStats>,
     ) -> io::Result<NbdBackend> {
+        let tls = upstream.connector().map_err(|e| io::Error::other(format!("upstream {upstream}: {e}")))?;
         let first = upstream
-            .connect(Instant::now() + timeout)
+            .connect(tls.as_ref(), Instant::now() + timeout)
             .map_err(|e| io::Error::new(e.kind(), format!("cannot reach upstream {upstream}: {e}")))?;
         let size = first.size();
         let mut slots: Vec<Mutex<Slot>> = (0..connections.max(1)).map(|_| Mutex::default()).collect();
         slots[0].get_mut().client = Some(first);
-        Ok(NbdBackend { upstream, size, timeout, stats, slots, next: AtomicUsize::new(0) })
+        Ok(NbdBackend { upstream, tls, size, timeout, stats, slots, next: AtomicUsize::new(0) })
     }
 
     /// Slot `i`, waiting for it no later than `deadline`.
@@ -157,7 +217,7 @@ impl NbdBackend {
                     }
                     Err(e) => e,
                 },
-                None => match self.upstream.connect(deadline) {
+                None => match self.upstream.connect(self.tls.as_ref(), deadline) {
                     Ok(client) if client.size() == self.size => {
                         slot.client = Some(client);
                         continue;
@@ -258,16 +318,41 @@ mod tests {
 
     #[test]
     fn uris_as_nbdinfo_writes_them() {
-        let tcp = |a: &str, e: &str| Upstream { address: Address::Tcp(a.into()), export: e.into() };
+        let tcp = |a: &str, e: &str| Upstream { address: Address::Tcp(a.into()), export: e.into(), tls: None };
         assert_eq!(Upstream::parse("nbd://storage:10810/disk"), Ok(tcp("storage:10810", "disk")));
         assert_eq!(Upstream::parse("nbd://storage"), Ok(tcp("storage:10809", "")));
         assert_eq!(Upstream::parse("nbd://[::1]:7000/x"), Ok(tcp("[::1]:7000", "x")));
         assert_eq!(
             Upstream::parse("nbd+unix:///disk?socket=/run/up.sock"),
-            Ok(Upstream { address: Address::Unix("/run/up.sock".into()), export: "disk".into() })
+            Ok(Upstream { address: Address::Unix("/run/up.sock".into()), export: "disk".into(), tls: None })
         );
         for bad in ["http://x/y", "nbd:///disk", "nbd+unix:///disk"] {
             assert!(Upstream::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tls_uris_as_libnbd_reads_them() {
+        let certificates = Some(UpstreamCredentials::Certificates("/pki".into()));
+        assert_eq!(
+            Upstream::parse("nbds://storage/disk?tls-certificates=/pki"),
+            Ok(Upstream { address: Address::Tcp("storage:10809".into()), export: "disk".into(), tls: certificates })
+        );
+        let psk = |user: &str| Some(UpstreamCredentials::Psk { file: "/k.psk".into(), user: user.into() });
+        let unix = Upstream::parse("nbds+unix://alice@/disk?socket=/run/up.sock&tls-psk-file=/k.psk").unwrap();
+        assert_eq!((unix.address, unix.tls), (Address::Unix("/run/up.sock".into()), psk("alice")));
+        let named = Upstream::parse("nbds://storage:7000/?tls-psk-file=/k.psk&tls-username=bob").unwrap();
+        assert_eq!(named.tls, psk("bob"));
+        assert_eq!(named.to_string(), "nbds://storage:7000/");
+        for (uri, why) in [
+            ("nbd://storage/disk?tls-certificates=/pki", "TLS parameters need nbds://"),
+            ("nbds://storage/disk", "needs tls-certificates=DIR or tls-psk-file=FILE"),
+            ("nbds://storage/?tls-certificates=/pki&tls-psk-file=/k", "exclude each other"),
+            ("nbds://storage/?tls-verify-peer=false&tls-certificates=/pki", "unknown query parameter"),
+            ("nbd://storage/disk?socket=/s", "socket= is for nbd+unix://"),
+        ] {
+            let e = Upstream::parse(uri).unwrap_err().to_string();
+            assert!(e.contains(why), "{uri}: {e}");
         }
     }
 }

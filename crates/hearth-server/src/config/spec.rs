@@ -245,6 +245,15 @@ fn server_settings(s: ServerConfig) -> Result<ServerSettings, ConfigError> {
              is served without a certificate",
         ));
     }
+    if matches!(tls_credentials, Some(TlsCredentials::Psk(_))) && s.tls == TlsMode::On {
+        // The key is the client's credential, as the certificate is under
+        // verify-peer: "on" would let a client skip it the same way.
+        return Err(invalid(
+            "server.tls_psk",
+            "needs server.tls = \"require\": with \"on\" (--tls on --tls-psk) a plain-text client \
+             is served without a key",
+        ));
+    }
     let access = Access::parse(&s.allow, &s.deny, "server.").map_err(ConfigError::Access)?;
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
     Ok(ServerSettings {

@@ -163,6 +163,20 @@ fn verify_peer_needs_required_tls() {
 }
 
 #[test]
+fn psk_needs_required_tls() {
+    let config = |tls: &str| {
+        let text = format!(
+            "[server]\ntls = \"{tls}\"\ntls_psk = \"/keys.psk\"\n\
+             [[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n"
+        );
+        Config::parse(&text).unwrap().validate()
+    };
+    let e = config("on").unwrap_err().to_string();
+    assert!(e.starts_with("server.tls_psk: needs server.tls = \"require\""), "{e}");
+    assert!(config("require").is_ok());
+}
+
+#[test]
 fn upstream_timeout_is_a_positive_duration_for_remote_backends() {
     let nbd = "[[export]]\nname = \"a\"\nbackend = \"nbd\"\nupstream = \"nbd://storage/disk\"\n";
     let timeout = |export: &str, extra: &str| {

@@ -25,6 +25,7 @@ pub(super) fn acceptor(dir: &Path, verify_peer: bool) -> Result<TlsAcceptor, Tls
     if certs.is_empty() {
         return Err(tls_error(&cert_path, "no certificate in it"));
     }
+    super::warn_if_expiring(&cert_path, &certs);
     let key_path = dir.join("server-key.pem");
     let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| tls_error(&key_path, e))?;
     let builder = ServerConfig::builder_with_provider(provider.clone())
@@ -32,9 +33,12 @@ pub(super) fn acceptor(dir: &Path, verify_peer: bool) -> Result<TlsAcceptor, Tls
         .map_err(|e| tls_error(dir, e))?;
     let builder = if verify_peer {
         let ca_path = dir.join("ca-cert.pem");
+        let cas = CertificateDer::pem_file_iter(&ca_path)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| tls_error(&ca_path, e))?;
+        super::warn_if_expiring(&ca_path, &cas);
         let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_file_iter(&ca_path).map_err(|e| tls_error(&ca_path, e))? {
-            let cert = cert.map_err(|e| tls_error(&ca_path, e))?;
+        for cert in cas {
             roots.add(cert).map_err(|e| tls_error(&ca_path, e))?;
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)

@@ -5,9 +5,11 @@
 //! `tls-creds-psk` (and nbdkit's `--tls-certificates` and `--tls-psk`) offer:
 //! X.509 certificates through rustls ([`certificates`]), and external
 //! pre-shared keys through OpenSSL ([`psk`]), since rustls has no external
-//! PSK. A server uses one kind or the other.
+//! PSK. A server uses one kind or the other. [`client`] is the other end,
+//! for the caching proxy's `nbds://` upstreams.
 
 mod certificates;
+pub mod client;
 mod psk;
 
 use std::io;
@@ -112,6 +114,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<S> {
         match self.get_mut() {
             TlsStream::Rustls(s) => Pin::new(s).poll_shutdown(cx),
             TlsStream::OpenSsl(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// A certificate this close to its end is warned about at start.
+const EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// Logs one warning per certificate in `path` that has expired or expires
+/// within 30 days: TLS peers would refuse it, and the operator should hear
+/// of it before they do.
+pub(crate) fn warn_if_expiring(path: &Path, certs: &[rustls::pki_types::CertificateDer<'_>]) {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let now = x509_parser::time::ASN1Time::now().timestamp();
+    for der in certs {
+        let Ok((_, cert)) = X509Certificate::from_der(der.as_ref()) else { continue };
+        let not_after = cert.validity().not_after;
+        let left = not_after.timestamp() - now;
+        let (file, subject) = (path.display(), cert.subject());
+        if left <= 0 {
+            tracing::warn!(%file, %subject, expired = %not_after, "TLS certificate has expired");
+        } else if left < EXPIRY_WARNING.as_secs() as i64 {
+            tracing::warn!(%file, %subject, expires = %not_after, "TLS certificate expires within 30 days");
         }
     }
 }

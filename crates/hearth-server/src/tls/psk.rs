@@ -33,8 +33,7 @@ pub struct PskAcceptor {
 
 impl PskAcceptor {
     pub(super) fn new(path: &Path) -> Result<PskAcceptor, TlsError> {
-        let text = std::fs::read_to_string(path).map_err(|e| tls_error(path, e))?;
-        let keys = parse_keys(&text).map_err(|e| tls_error(path, e))?;
+        let keys = read_keys(path)?;
         let openssl = |e: openssl::error::ErrorStack| tls_error(path, format!("OpenSSL: {e}"));
         let mut context = SslContextBuilder::new(SslMethod::tls_server()).map_err(openssl)?;
         context.set_min_proto_version(Some(SslVersion::TLS1_2)).map_err(openssl)?;
@@ -70,6 +69,12 @@ impl PskAcceptor {
         let user = stream.ssl().ex_data(self.user_slot).cloned().unwrap_or_default();
         Ok((stream, user))
     }
+}
+
+/// The keys of a `username:hexkey` file; an error names the file and line.
+pub(super) fn read_keys(path: &Path) -> Result<HashMap<String, Vec<u8>>, TlsError> {
+    let text = std::fs::read_to_string(path).map_err(|e| tls_error(path, e))?;
+    parse_keys(&text).map_err(|e| tls_error(path, e))
 }
 
 /// `username:hexkey` per line (blank lines skipped); an error names the line.

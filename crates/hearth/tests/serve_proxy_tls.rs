@@ -1,0 +1,266 @@
+//! `hearth serve --backend nbd` in front of a real TLS upstream
+//! (`nbdkit --tls=require`): `nbds://` and `nbds+unix://` with libnbd's
+//! `tls-certificates=DIR` (a CA, and a client certificate when the upstream
+//! verifies peers) or `tls-psk-file=FILE` serve, and every combination that
+//! must not is refused at start in one line naming the upstream. The
+//! certificates are made for each test (rcgen) in nbdkit's layout.
+
+mod serve_support;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rcgen::{
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+};
+use serve_support::{have, qemu_io_tls, run, Server};
+
+const ALICE_KEY: &str = "5f0c0d8e2b7a41c39e6d1f2a8b4c7e90d3a5b6c7e8f90123456789abcdef0011";
+const BOB_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
+
+struct Authority {
+    cert: Certificate,
+    key: KeyPair,
+}
+
+impl Authority {
+    fn new(name: &str) -> Authority {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        Authority { cert, key }
+    }
+
+    /// Writes `{prefix}-cert.pem` and `{prefix}-key.pem` for `names`, and
+    /// this CA's `ca-cert.pem`, into `dir`.
+    fn issue(&self, dir: &Path, prefix: &str, names: &[&str], usage: ExtendedKeyUsagePurpose) {
+        let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, names[0]);
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(format!("{prefix}-cert.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{prefix}-key.pem")), key.serialize_pem()).unwrap();
+        self.trust(dir);
+    }
+
+    fn trust(&self, dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("ca-cert.pem"), self.cert.pem()).unwrap();
+    }
+}
+
+/// Certificate directories: nbdkit's, and the proxy's `tls-certificates=` choices.
+struct Pki {
+    root: tempfile::TempDir,
+    /// ca-cert.pem, server-cert.pem (for 127.0.0.1 only), server-key.pem.
+    upstream: PathBuf,
+    /// Trusts the upstream's CA.
+    trusting: PathBuf,
+    /// Trusts the CA and holds a client certificate it signed.
+    certified: PathBuf,
+    /// Trusts another CA.
+    rogue: PathBuf,
+}
+
+fn pki() -> Pki {
+    let root = tempfile::tempdir().unwrap();
+    let ca = Authority::new("Upstream CA");
+    let upstream = root.path().join("upstream");
+    ca.issue(&upstream, "server", &["127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth);
+    let trusting = root.path().join("trusting");
+    ca.trust(&trusting);
+    let certified = root.path().join("certified");
+    ca.issue(&certified, "client", &["hearth-proxy"], ExtendedKeyUsagePurpose::ClientAuth);
+    let rogue = root.path().join("rogue");
+    Authority::new("Another CA").trust(&rogue);
+    Pki { root, upstream, trusting, certified, rogue }
+}
+
+/// `nbdkit memory 1M` in the foreground with `args`, on a free port of
+/// 127.0.0.1 or on `socket`.
+struct Nbdkit {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Nbdkit {
+    fn start(args: &[&str], socket: Option<&Path>) -> Nbdkit {
+        let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let mut cmd = Command::new("nbdkit");
+        cmd.arg("-f");
+        match socket {
+            Some(path) => cmd.arg("-U").arg(path),
+            None => cmd.args(["-i", "127.0.0.1", "-p", &addr.port().to_string()]),
+        };
+        let child = cmd.args(args).args(["memory", "1M"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+        let nbdkit = Nbdkit { child: child.expect("starting nbdkit"), addr };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let listening = || match socket {
+            Some(path) => std::os::unix::net::UnixStream::connect(path).is_ok(),
+            None => std::net::TcpStream::connect(addr).is_ok(),
+        };
+        while !listening() {
+            assert!(Instant::now() < deadline, "nbdkit did not start listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        nbdkit
+    }
+}
+
+impl Drop for Nbdkit {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the proxy in front of `upstream`; `Err` is its log if it did not start.
+fn proxy(upstream: &str, log: &Path) -> Result<Server, String> {
+    let args = ["--backend", "nbd", "--upstream", upstream, "--cache-size", "0", "--listen", "127.0.0.1:0"];
+    Server::try_start(&args, log)
+}
+
+/// The proxy refuses to start, in one line naming the upstream and `why`.
+fn refused(upstream: &str, log: &Path, why: &str) {
+    match proxy(upstream, log) {
+        Ok(_) => panic!("served {upstream}"),
+        Err(log) => {
+            let lines: Vec<_> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+            assert_eq!(lines.len(), 1, "{upstream}: one line:\n{log}");
+            eprintln!("refused: {}", lines[0]);
+            assert!(lines[0].contains("upstream nbd") && lines[0].contains(why), "{upstream}: want {why:?} in:\n{log}");
+        }
+    }
+}
+
+/// The proxy serves the upstream's 1 MiB to nbdinfo, and a write through it
+/// reaches the upstream (read back from nbdkit directly by qemu-io over TLS).
+fn serves(upstream: &str, log: &Path, qemu_creds: Option<(SocketAddr, String)>) {
+    let server = proxy(upstream, log).unwrap_or_else(|log| panic!("{upstream} refused:\n{log}"));
+    let out = run(Command::new("nbdinfo").arg(server.uri("hearth")));
+    assert!(out.contains("export-size: 1048576"), "{out}");
+    let addr = server.tcp.unwrap();
+    let image = format!("driver=nbd,host={},port={},export=hearth", addr.ip(), addr.port());
+    run(Command::new("qemu-io").args(["--image-opts", &image, "-c", "write -P 0x6b 4096 65536", "-c", "flush"]));
+    if let Some((upstream, creds)) = qemu_creds {
+        qemu_io_tls(upstream, &creds, &["read -P 0x6b 4096 65536"]);
+    }
+}
+
+#[test]
+fn certificate_upstreams_are_verified() {
+    if !have("nbdkit") || !have("nbdinfo") || !have("qemu-io") {
+        return;
+    }
+    let pki = pki();
+    let log = |name: &str| pki.root.path().join(format!("{name}.log"));
+    let dir = pki.upstream.to_str().unwrap();
+    let nbdkit = Nbdkit::start(&["--tls=require", &format!("--tls-certificates={dir}")], None);
+    let addr = nbdkit.addr;
+    let uri = |host: &str, certificates: &Path| {
+        format!("nbds://{host}:{}/?tls-certificates={}", addr.port(), certificates.display())
+    };
+
+    let creds = format!("tls-creds-x509,id=tls0,endpoint=client,dir={}", pki.trusting.display());
+    serves(&uri("127.0.0.1", &pki.trusting), &log("good"), Some((addr, creds)));
+    refused(&uri("127.0.0.1", &pki.rogue), &log("rogue"), "TLS handshake: invalid peer certificate: UnknownIssuer");
+    refused(
+        &uri("localhost", &pki.trusting),
+        &log("name"),
+        "TLS handshake: invalid peer certificate: certificate not valid for name",
+    );
+    refused(&format!("nbd://{addr}/"), &log("plain"), "the server requires TLS");
+
+    // An upstream verifying its peers takes the proxy's client certificate, and only that.
+    let socket = pki.root.path().join("verifying.sock");
+    let _verifying =
+        Nbdkit::start(&["--tls=require", &format!("--tls-certificates={dir}"), "--tls-verify-peer"], Some(&socket));
+    let unix = |certificates: &Path| {
+        format!("nbds+unix:///?socket={}&tls-certificates={}", socket.display(), certificates.display())
+    };
+    serves(&unix(&pki.certified), &log("certified"), None);
+    refused(&unix(&pki.trusting), &log("uncertified"), "refuses the client's certificate or the lack of one");
+    refused(&unix(&pki.rogue), &log("rogue-unix"), "UnknownIssuer");
+
+    // nbds:// to an upstream without TLS.
+    let plain = Nbdkit::start(&["--tls=off"], None);
+    refused(
+        &format!("nbds://{}/?tls-certificates={}", plain.addr, pki.trusting.display()),
+        &log("notls"),
+        "does not offer TLS",
+    );
+}
+
+fn key_file(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+#[test]
+fn psk_upstreams_take_the_key_and_nothing_else() {
+    if !have("nbdkit") || !have("nbdinfo") || !have("qemu-io") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let log = |name: &str| root.path().join(format!("{name}.log"));
+    let server_keys = key_file(root.path(), "server.psk", &[format!("alice:{ALICE_KEY}")]);
+    let nbdkit = Nbdkit::start(&["--tls=require", &format!("--tls-psk={}", server_keys.display())], None);
+    let port = nbdkit.addr.port();
+    let uri = |user: &str, keys: &Path| format!("nbds://{user}@127.0.0.1:{port}/?tls-psk-file={}", keys.display());
+
+    let alice = key_file(root.path(), "alice.psk", &[format!("alice:{ALICE_KEY}")]);
+    std::fs::create_dir_all(root.path().join("qemu")).unwrap();
+    key_file(&root.path().join("qemu"), "keys.psk", &[format!("alice:{ALICE_KEY}")]);
+    let creds =
+        format!("tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice", root.path().join("qemu").display());
+    serves(&uri("alice", &alice), &log("good"), Some((nbdkit.addr, creds)));
+    // tls-username= names the user as well as the URI's user part.
+    let named = format!("nbds://127.0.0.1:{port}/?tls-psk-file={}&tls-username=alice", alice.display());
+    serves(&named, &log("named"), None);
+
+    let wrong = key_file(root.path(), "wrong.psk", &[format!("alice:{BOB_KEY}")]);
+    refused(&uri("alice", &wrong), &log("wrong"), "TLS handshake: the server hung up");
+    let bob = key_file(root.path(), "bob.psk", &[format!("bob:{BOB_KEY}")]);
+    refused(&uri("bob", &bob), &log("unknown"), "does not know user \"bob\"");
+    refused(&uri("carol", &alice), &log("nokey"), "no key for user \"carol\"");
+    refused(&format!("nbd://127.0.0.1:{port}/"), &log("plain"), "the server requires TLS");
+}
+
+/// The deadline holds through TLS (the socket under the session carries
+/// it): a stopped upstream costs EIO at `--upstream-timeout`, and once it
+/// runs again the proxy dials and negotiates TLS anew.
+#[test]
+fn a_stopped_tls_upstream_costs_eio_at_the_deadline_then_serves_again() {
+    if !have("nbdkit") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let keys = key_file(root.path(), "keys.psk", &[format!("alice:{ALICE_KEY}")]);
+    let nbdkit = Nbdkit::start(&["--tls=require", &format!("--tls-psk={}", keys.display())], None);
+    let upstream = format!("nbds://alice@{}/?tls-psk-file={}", nbdkit.addr, keys.display());
+    let args = ["--backend", "nbd", "--upstream", &upstream, "--upstream-connections", "1", "--upstream-timeout", "1s"];
+    let server = Server::start(
+        &[&args[..], &["--cache-size", "0", "--listen", "127.0.0.1:0"]].concat(),
+        &root.path().join("log"),
+    );
+    let mut client = hearth_client::Client::connect_tcp(&server.tcp.unwrap().to_string(), "hearth").unwrap();
+    client.write(0, &[0x42; 4096], false).unwrap();
+    let signal = |name: &str| run(Command::new("kill").arg(format!("-{name}")).arg(nbdkit.child.id().to_string()));
+    signal("STOP");
+    let started = Instant::now();
+    let failed = client.read(0, 4096);
+    let waited = started.elapsed();
+    signal("CONT");
+    assert!(failed.is_err(), "a read from a stopped upstream succeeded");
+    assert!(waited >= Duration::from_millis(900) && waited < Duration::from_secs(5), "EIO after {waited:?}");
+    // The stopped connection was dropped: the next read dials TLS again.
+    assert_eq!(client.read(0, 4096).unwrap(), [0x42; 4096]);
+}
