@@ -5,6 +5,7 @@
 //! Nothing here does I/O. The simulator and the server both drive policies
 //! through [`Policy`], so a policy behaves the same in both.
 
+pub mod ctx_event;
 pub mod error;
 pub mod fenwick;
 pub mod list;
@@ -12,6 +13,7 @@ pub mod runs;
 pub mod size;
 pub mod units;
 
+pub use ctx_event::CtxEvent;
 pub use error::ValueError;
 pub use fenwick::Fenwick;
 pub use list::{List, Slab, NIL};
@@ -151,4 +153,30 @@ pub fn key_map<V>(n: usize) -> KeyMap<V> {
     let mut m = KeyMap::default();
     m.reserve(n);
     m
+}
+
+/// Fills every access's `next_access` with the `vtime` of the next access to
+/// the same key ([`NEVER`] if none): one backward pass, as OPT needs.
+pub fn fill_next_access(accesses: &mut [Access]) {
+    let mut next_use = key_map::<u64>(accesses.len() / 4);
+    for access in accesses.iter_mut().rev() {
+        access.next_access = next_use.insert(access.key, access.vtime).unwrap_or(NEVER);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_access_points_at_the_next_use_of_the_same_key() {
+        let mut a: Vec<Access> = [5u64, 6, 5, 7, 6, 5]
+            .iter()
+            .enumerate()
+            .map(|(i, &key)| Access { key, vtime: i as u64, ..Access::default() })
+            .collect();
+        fill_next_access(&mut a);
+        let next: Vec<u64> = a.iter().map(|a| a.next_access).collect();
+        assert_eq!(next, vec![2, 4, 5, NEVER, NEVER, NEVER]);
+    }
 }

@@ -31,8 +31,7 @@
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
 
-use hearth_core::{KeyMap, Op};
-use hearth_trace::ctx::CtxEvent;
+use hearth_core::{CtxEvent, KeyMap, Op};
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
 

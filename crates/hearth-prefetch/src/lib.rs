@@ -40,8 +40,7 @@ pub use cache::{CacheShape, Class, PrefetchCache, Stats};
 pub use error::PrefetchError;
 pub use partition::Partition;
 
-use hearth_core::{Key, Op};
-use hearth_trace::ctx::CtxEvent;
+use hearth_core::{CtxEvent, Key, Op};
 
 /// A demand access as a prefetcher sees it, after the cache classified it.
 #[derive(Clone, Copy, Debug)]

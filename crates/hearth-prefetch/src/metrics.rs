@@ -2,8 +2,7 @@
 //! server: how sequential the interleaved stream is, how much other
 //! contexts interleave with each one, and how long contexts are.
 
-use hearth_core::KeyMap;
-use hearth_trace::ctx::CtxEvent;
+use hearth_core::{CtxEvent, KeyMap};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

@@ -4,7 +4,7 @@
 //!
 //! - A miss-ratio curve for LRU from 1/4 to 4 times the configured cache
 //!   ([`MRC_POINTS`] sizes), by SHARDS with a fixed-size sample
-//!   ([`hearth_sim::mrc::Shards`]): at most [`MRC_SAMPLE`] blocks tracked,
+//!   ([`hearth_estimate::mrc::Shards`]): at most [`MRC_SAMPLE`] blocks tracked,
 //!   so memory is bounded whatever the traffic.
 //! - Miniature shadow caches (Waldspurger et al., ATC '17, as `hearth mrc -m
 //!   mini` runs them): the configured policy and each what-if alternative,
@@ -28,8 +28,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
-use hearth_sim::mrc::{Shards, ShardsMode};
-use hearth_trace::sample;
+use hearth_estimate::mrc::{Shards, ShardsMode};
+use hearth_estimate::sample;
 
 /// Sizes on the live miss-ratio curve: k/4 of the cache for k = 1..=16.
 pub const MRC_POINTS: u64 = 16;

@@ -63,7 +63,7 @@ pub enum OpenError {
     Tier(#[from] hearth_tier::TierError),
     /// The live advice's sampling set-up.
     #[error(transparent)]
-    Advice(#[from] hearth_sim::SettingError),
+    Advice(#[from] hearth_estimate::SettingError),
     /// The cache device cannot be used.
     #[error(transparent)]
     CacheDevice(#[from] CacheDeviceError),

@@ -10,8 +10,12 @@
 //! Front ends (the `hearth` command line, the Python package) share
 //! [`source`] (opening a trace or a `synth:` workload, the first pass),
 //! [`run`] (policy lists, warm-up, [`simulate`]) and [`sweep`] (sweep files).
+//!
+//! The sans-I/O estimators (stack distances and SHARDS, key sampling, the
+//! device model, [`SimResult`]) are `hearth-estimate`'s, below this crate so
+//! that the server uses them without the simulator; they are re-exported
+//! where this crate always had them.
 
-pub mod device;
 mod error;
 pub mod hierarchy;
 pub mod minisim;
@@ -21,21 +25,17 @@ pub mod run;
 pub mod scan;
 mod size;
 pub mod source;
-mod stack_slots;
 pub mod stream;
 pub mod sweep;
 
-pub use error::{HierarchyError, SettingError};
+pub use error::HierarchyError;
+pub use hearth_estimate::{device, parallel_map, SettingError, SimResult};
 pub use run::{simulate, Simulation, TraceRun};
 pub use size::{mrc_grid, parse_sizes, CacheSize, DEFAULT_SIZES, MRC_SIZES};
 pub use source::{SourceError, TraceSource};
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-
 use hearth_core::{key_map, Access, Key, Policy};
 use hearth_trace::{Mode, Request, TraceError};
-use serde::Serialize;
 
 /// A trace loaded for simulation.
 pub struct Trace {
@@ -73,44 +73,6 @@ impl Trace {
             Mode::Block { block_size } => Some(block_size),
             Mode::Object => None,
         }
-    }
-}
-
-/// Hit counts of one (policy, cache size) run.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct SimResult {
-    pub policy: String,
-    pub cache_bytes: u64,
-    pub requests: u64,
-    pub hits: u64,
-    pub bytes: u64,
-    pub hit_bytes: u64,
-    /// Miss ratio of each successive interval, when asked for
-    /// ([`stream::Counting::interval`]).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub interval_miss_ratios: Vec<f64>,
-}
-
-impl SimResult {
-    pub fn misses(&self) -> u64 {
-        self.requests - self.hits
-    }
-    pub fn hit_ratio(&self) -> f64 {
-        ratio(self.hits, self.requests)
-    }
-    pub fn miss_ratio(&self) -> f64 {
-        1.0 - self.hit_ratio()
-    }
-    pub fn byte_hit_ratio(&self) -> f64 {
-        ratio(self.hit_bytes, self.bytes)
-    }
-}
-
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
     }
 }
 
@@ -173,23 +135,6 @@ pub fn run_jobs(
         let mut policy = hearth_policy::build(&job.policy, job.cache_bytes).expect("spec validated above");
         replay(policy.as_mut(), trace.accesses.iter().copied(), progress)
     }))
-}
-
-/// Applies `f` to every item on up to `threads` threads; results keep item order.
-pub fn parallel_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, items.len().max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = f(item);
-                results.lock().unwrap()[i] = Some(r);
-            });
-        }
-    });
-    results.into_inner().unwrap().into_iter().map(|r| r.expect("every item ran")).collect()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use hearth_sim::device::Device;
+use hearth_estimate::device::Device;
 use serde::Deserialize;
 
 use crate::TierError;

@@ -105,7 +105,7 @@ impl Experiment {
 mod tests {
     use super::*;
     use crate::synth::{chains, ChainsConfig};
-    use hearth_sim::device::Device;
+    use hearth_estimate::device::Device;
 
     /// On a workload whose popularity never changes but whose noise pollutes
     /// recency, a trained partition beats LRU caching at equal capacity, and

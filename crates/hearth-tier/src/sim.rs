@@ -18,7 +18,7 @@
 //! queued.
 
 use hearth_core::{key_map, Access, Key, KeyMap, Op, Policy, NEVER};
-use hearth_sim::device::{Device, DeviceQueue};
+use hearth_estimate::device::{Device, DeviceQueue};
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 

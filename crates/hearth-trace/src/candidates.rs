@@ -5,8 +5,9 @@
 //! CPU cannot predict. A pass drawing a 1% sample spends most of its own
 //! time here, so x86-64 machines with AVX-512 take eight records at once.
 
+use hearth_estimate::sample::{holds_bit, key_hash, FilterWords, KeyRenaming};
+
 use crate::readers::oracle;
-use crate::sample::{key_hash, FilterWords, KeyRenaming};
 
 /// Which records are candidates: those whose renamed key's [`key_hash`]
 /// is below `threshold`, or whose hash `filter` (if any) may hold (see
@@ -62,12 +63,6 @@ pub(crate) fn note_each(batch: &[u8], first: u32, rule: Rule, indices: &mut [u32
     Noted { count, bytes }
 }
 
-/// Whether `filter` has the bit of `hash` set (the low 16 bits pick it).
-pub(crate) fn holds_bit(filter: &FilterWords, hash: u64) -> bool {
-    let bit = hash as usize % (64 * filter.len());
-    filter[bit / 64] >> (bit % 64) & 1 == 1
-}
-
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
@@ -102,7 +97,8 @@ mod x86 {
         let keys_then_c = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 16, 21, 22, 27, 28);
         let sizes_of_ab = _mm512_setr_epi32(3, 9, 15, 21, 27, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         let sizes_then_c = _mm512_setr_epi32(0, 1, 2, 3, 4, 17, 23, 29, 0, 0, 0, 0, 0, 0, 0, 0);
-        let (multiplier, addend) = (set(rule.renaming.multiplier), set(rule.renaming.addend));
+        let (multiplier, addend) = rule.renaming.parts();
+        let (multiplier, addend) = (set(multiplier), set(addend));
         let (golden, mix1, mix2) = (set(0x9e37_79b9_7f4a_7c15), set(0xbf58_476d_1ce4_e5b9), set(0x94d0_49bb_1331_11eb));
         let (below, bit_mask, word_bits) = (set(rule.threshold), set(filter.len() as u64 * 64 - 1), set(63));
         let mut index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);

@@ -24,26 +24,7 @@ use hearth_core::{KeyMap, Op};
 use crate::error::{CtxOrderError, Place, TraceError};
 use crate::input::{open_input, Lines};
 
-/// One event of a context-tagged trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CtxEvent {
-    Begin { time_ns: u64, ctx: u32, class: u32 },
-    Io { time_ns: u64, ctx: u32, op: Op, block: u64 },
-    End { time_ns: u64, ctx: u32 },
-}
-
-impl CtxEvent {
-    pub fn time_ns(&self) -> u64 {
-        match *self {
-            CtxEvent::Begin { time_ns, .. } | CtxEvent::Io { time_ns, .. } | CtxEvent::End { time_ns, .. } => time_ns,
-        }
-    }
-    pub fn ctx(&self) -> u32 {
-        match *self {
-            CtxEvent::Begin { ctx, .. } | CtxEvent::Io { ctx, .. } | CtxEvent::End { ctx, .. } => ctx,
-        }
-    }
-}
+pub use hearth_core::CtxEvent;
 
 /// Checks the bracketing rules one event at a time (shared by the reader and
 /// the generator's tests): I/O and end only inside an open context, no

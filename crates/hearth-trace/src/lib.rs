@@ -40,8 +40,9 @@ use std::path::Path;
 use std::str::FromStr;
 
 pub use error::{CtxOrderError, Place, SettingError, TraceError};
+pub use hearth_core::fill_next_access;
 pub use next_access::{NextAccessFile, NextAccessReader};
-pub use split::{accesses, fill_next_access, Accesses, Mode};
+pub use split::{accesses, Accesses, Mode};
 pub use write::{write_oracle_general, write_text};
 
 use input::{compression_of, open_input, Lines};

@@ -1,6 +1,6 @@
 //! From trace requests to the [`Access`]es a policy sees.
 
-use hearth_core::{key_map, Access, NEVER};
+use hearth_core::{Access, NEVER};
 
 use crate::{Request, TraceError};
 
@@ -31,8 +31,9 @@ impl Mode {
 /// Turns requests into accesses; see [`Mode`]. Accesses get `vtime` 0, 1, 2,
 /// ... in the order emitted, `ctx` = the request's client, and `next_access`
 /// = the trace's own record of it in object mode (oracleGeneral), otherwise
-/// [`NEVER`] (run [`fill_next_access`] for OPT). A zero-length request
-/// touches no block and emits nothing in block mode.
+/// [`NEVER`] (run [`fill_next_access`](hearth_core::fill_next_access) for
+/// OPT). A zero-length request touches no block and emits nothing in block
+/// mode.
 ///
 /// # Panics
 /// If `mode` is `Block` with a block size of 0.
@@ -108,15 +109,6 @@ impl<I: Iterator<Item = Result<Request, TraceError>>> Iterator for Accesses<I> {
     }
 }
 
-/// Fills every access's `next_access` with the `vtime` of the next access to
-/// the same key ([`NEVER`] if none): one backward pass, as OPT needs.
-pub fn fill_next_access(accesses: &mut [Access]) {
-    let mut next_use = key_map::<u64>(accesses.len() / 4);
-    for access in accesses.iter_mut().rev() {
-        access.next_access = next_use.insert(access.key, access.vtime).unwrap_or(NEVER);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,17 +168,5 @@ mod tests {
         let mut it = accesses(vec![req(0, 1), Err(err)].into_iter(), Mode::Object);
         assert!(it.next().unwrap().is_ok());
         assert_eq!(it.next().unwrap().unwrap_err().to_string(), "t:9: boom");
-    }
-
-    #[test]
-    fn next_access_points_at_the_next_use_of_the_same_key() {
-        let mut a: Vec<Access> = [5u64, 6, 5, 7, 6, 5]
-            .iter()
-            .enumerate()
-            .map(|(i, &key)| Access { key, vtime: i as u64, ..Access::default() })
-            .collect();
-        fill_next_access(&mut a);
-        let next: Vec<u64> = a.iter().map(|a| a.next_access).collect();
-        assert_eq!(next, vec![2, 4, 5, NEVER, NEVER, NEVER]);
     }
 }

@@ -1,6 +1,5 @@
 //! Why a warm-up experiment or its synthetic workload could not run.
 
-use hearth_plot::PlotError;
 use hearth_policy::SpecError;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -20,6 +19,4 @@ pub enum WarmupError {
     /// The daily-Zipf workload's settings; `reason` says which.
     #[error("{reason}")]
     Workload { reason: String },
-    #[error(transparent)]
-    Plot(#[from] PlotError),
 }

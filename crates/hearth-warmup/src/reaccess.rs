@@ -7,14 +7,10 @@
 //! Categories of a re-access, by time since the block's previous access:
 //! *hourly* (< 1 h), *daily* (23 h to 25 h) and *other*.
 
-use std::path::{Path, PathBuf};
-
 use hearth_core::{key_map, Access, Op, NEVER};
-use hearth_plot::{render, Chart};
 use serde::Serialize;
 
 use crate::sim::TimedAccess;
-use crate::WarmupError;
 
 const HOUR_NS: u64 = 3_600_000_000_000;
 pub const CATEGORIES: [&str; 3] = ["hourly (<1h)", "daily (23-25h)", "other"];
@@ -22,7 +18,7 @@ pub const CATEGORIES: [&str; 3] = ["hourly (<1h)", "daily (23-25h)", "other"];
 const GROUP_BOUNDS: [u64; 3] = [10 << 20, 100 << 20, 1 << 30];
 pub const GROUPS: [&str; 4] = ["< 10 MiB", "10-100 MiB", "100 MiB-1 GiB", "> 1 GiB"];
 /// Buckets of the per-region re-accessed fraction: [0,10%), ..., [90%,100%].
-const FRACTION_BUCKETS: usize = 10;
+pub const FRACTION_BUCKETS: usize = 10;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct ReaccessReport {
@@ -168,56 +164,6 @@ impl ReaccessReport {
             );
         }
         s
-    }
-
-    /// Writes the analysis charts under `dir`; returns the files written.
-    pub fn write_plots(&self, dir: &Path) -> Result<Vec<PathBuf>, WarmupError> {
-        let share = |counts: &[u64]| {
-            let total = counts.iter().sum::<u64>().max(1) as f64;
-            counts.iter().enumerate().map(|(i, &n)| (i as f64, 100.0 * n as f64 / total)).collect::<Vec<_>>()
-        };
-        let names = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let mut reuse = Chart::bars(
-            "Reuse distance of re-accesses",
-            "distinct bytes between uses",
-            "% of the category's re-accesses",
-            names(&GROUPS),
-        );
-        let fractions: Vec<String> = (0..FRACTION_BUCKETS).map(|i| format!("{}%", i * 10)).collect();
-        let mut clustering = Chart::bars(
-            &format!("Re-accessed blocks per {} region", hearth_core::format_bytes(self.region_bytes)),
-            "share of the region's blocks re-accessed (bucket lower bound)",
-            "% of regions",
-            fractions,
-        );
-        for (c, name) in CATEGORIES.iter().enumerate() {
-            reuse = reuse.series(name, share(&self.reuse_groups[c]));
-            clustering = clustering.series(name, share(&self.clustering[c]));
-        }
-        let charts = [
-            (
-                "reaccess_categories",
-                Chart::bars("Time between re-accesses", "category", "% of re-accesses", names(&CATEGORIES))
-                    .series("re-accesses", share(&self.reaccesses)),
-            ),
-            (
-                "reaccess_daily_hours",
-                Chart::bars(
-                    "Daily re-accesses by hour of day",
-                    "hour (trace clock)",
-                    "% of daily re-accesses",
-                    (0..24).map(|h| format!("{h}")).collect(),
-                )
-                .series("daily", share(&self.daily_by_hour)),
-            ),
-            ("reaccess_reuse_distance", reuse),
-            ("reaccess_clustering", clustering),
-        ];
-        let mut files = Vec::new();
-        for (name, chart) in &charts {
-            files.extend(render(chart, &dir.join(name))?);
-        }
-        Ok(files)
     }
 }
 

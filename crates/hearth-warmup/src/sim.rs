@@ -122,7 +122,7 @@ pub fn run(
         return Err(WarmupError::TooFewPeriods { periods: periods.len(), period_secs: exp.period_ns / 1_000_000_000 });
     }
     let ctx = Context { trace, exp, periods: &periods, t0: trace[0].time_ns };
-    let results = hearth_sim::parallel_map(&jobs(exp, periods.len()), threads, |job| {
+    let results = hearth_estimate::parallel_map(&jobs(exp, periods.len()), threads, |job| {
         let r = ctx.run(job);
         job_done();
         r

@@ -1,8 +1,10 @@
 //! `hearth analyze`: characterise a trace as a cache sees it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use hearth_plot::{render, Chart, PlotError};
+use hearth_warmup::reaccess::{ReaccessReport, CATEGORIES, FRACTION_BUCKETS, GROUPS};
 
 use crate::trace_args::TraceArgs;
 
@@ -52,9 +54,59 @@ fn reaccess(args: &AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        for f in report.write_plots(dir)? {
+        for f in reaccess_plots(&report, dir)? {
             eprintln!("wrote {}", f.display());
         }
     }
     Ok(())
+}
+
+/// Writes the re-access analysis charts under `dir`; returns the files written.
+fn reaccess_plots(report: &ReaccessReport, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
+    let share = |counts: &[u64]| {
+        let total = counts.iter().sum::<u64>().max(1) as f64;
+        counts.iter().enumerate().map(|(i, &n)| (i as f64, 100.0 * n as f64 / total)).collect::<Vec<_>>()
+    };
+    let names = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let mut reuse = Chart::bars(
+        "Reuse distance of re-accesses",
+        "distinct bytes between uses",
+        "% of the category's re-accesses",
+        names(&GROUPS),
+    );
+    let fractions: Vec<String> = (0..FRACTION_BUCKETS).map(|i| format!("{}%", i * 10)).collect();
+    let mut clustering = Chart::bars(
+        &format!("Re-accessed blocks per {} region", hearth_core::format_bytes(report.region_bytes)),
+        "share of the region's blocks re-accessed (bucket lower bound)",
+        "% of regions",
+        fractions,
+    );
+    for (c, name) in CATEGORIES.iter().enumerate() {
+        reuse = reuse.series(name, share(&report.reuse_groups[c]));
+        clustering = clustering.series(name, share(&report.clustering[c]));
+    }
+    let charts = [
+        (
+            "reaccess_categories",
+            Chart::bars("Time between re-accesses", "category", "% of re-accesses", names(&CATEGORIES))
+                .series("re-accesses", share(&report.reaccesses)),
+        ),
+        (
+            "reaccess_daily_hours",
+            Chart::bars(
+                "Daily re-accesses by hour of day",
+                "hour (trace clock)",
+                "% of daily re-accesses",
+                (0..24).map(|h| format!("{h}")).collect(),
+            )
+            .series("daily", share(&report.daily_by_hour)),
+        ),
+        ("reaccess_reuse_distance", reuse),
+        ("reaccess_clustering", clustering),
+    ];
+    let mut files = Vec::new();
+    for (name, chart) in &charts {
+        files.extend(render(chart, &dir.join(name))?);
+    }
+    Ok(files)
 }
