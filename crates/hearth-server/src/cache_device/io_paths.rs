@@ -140,7 +140,8 @@ impl CacheDevice {
                     st.stripes.end(blocks);
                     return Err(io::Error::other(format!("block {block}: writing its dirty copy back failed")));
                 }
-                // Settling a block the policy had left took it off the device.
+                self.retire_superseded(&mut st, block);
+                // Settling a block the policy had left took it off the device (or a fence emptied it).
                 if st.slot_of.get(&block) != Some(&slot) {
                     continue;
                 }
@@ -279,7 +280,7 @@ impl CacheDevice {
                     }
                     // Unless a fence inside `place` already freed it.
                     if let Some(old) = old_slot.filter(|&old| Some(st.generations[old as usize]) == old_generation) {
-                        self.supersede(&mut st, old);
+                        self.supersede(&mut st, old, block);
                     }
                 } else {
                     // The device cannot take it: the write goes to the backend.

@@ -160,6 +160,14 @@ enum SlotState {
     },
 }
 
+#[derive(Clone, Copy, Debug)]
+struct Superseded {
+    slot: u64,
+    /// `State::sync_starts` when it was superseded.
+    tag: u64,
+    block: u64,
+}
+
 struct State {
     policy: Box<dyn Policy>,
     slot_of: FxHashMap<u64, u64>,
@@ -168,18 +176,22 @@ struct State {
     generations: Vec<u64>,
     /// When each dirty slot became dirty.
     dirtied: FxHashMap<u64, Instant>,
-    /// Slots to store in. A slot whose entry a sync may have made durable
-    /// waits in `pending`, with the count of syncs started when it was
-    /// freed, until a later sync makes its cleared entry durable too: new
-    /// data over it sooner could, after a power cut, sit under the old
-    /// durable entry and read as damage.
+    /// Slots to store in. A slot whose dirty entry a sync may have made
+    /// durable waits in `pending`, with the count of syncs started when it
+    /// was freed, until a later sync makes its cleared entry durable too:
+    /// new data over it sooner could, after a power cut, sit under the old
+    /// durable entry and read as damage, which for a dirty entry fails the
+    /// block. (A clean entry over other data is merely dropped at start.)
     free: Vec<u64>,
     pending: Vec<(u64, u64)>,
-    /// Slots a copy-on-write replaced, their entries left valid until a
-    /// sync started after it (tagged likewise) made the new copy durable:
-    /// clearing sooner could leave, after a power cut, neither copy.
-    superseded: Vec<(u64, u64)>,
-    /// The sequence of the last entry written to each slot.
+    /// Slots a copy-on-write replaced, with the syncs started then and their
+    /// block: their entries stay valid until a later sync made the new copy
+    /// durable (clearing sooner could leave, after a power cut, neither
+    /// copy), or until the block itself leaves the device.
+    superseded: Vec<Superseded>,
+    /// The sequence of the last dirty entry written to each slot (0 when
+    /// its last entry was written clean; a dirty one rewritten clean keeps
+    /// it, as the clean rewrite may not be durable yet).
     written_seq: Vec<u64>,
     /// Syncs started, and the largest sequence one of them may have made durable.
     sync_starts: u64,

@@ -70,7 +70,7 @@ impl CacheDevice {
                 st.dirtied.insert(slot, now);
             }
             st.next_seq = st.next_seq.max(entry.seq + 1);
-            st.written_seq[slot as usize] = entry.seq;
+            st.written_seq[slot as usize] = if entry.dirty { entry.seq } else { 0 };
         }
         st.next_seq = st.next_seq.max(record.synced_seq + 1);
         // Whatever is on the device now may be durable.

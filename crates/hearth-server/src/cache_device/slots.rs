@@ -10,7 +10,7 @@ use hearth_core::Op;
 
 use super::layout::{Entry, StateRecord, ENTRY_LEN};
 use super::marker::Mark;
-use super::{CacheDevice, SlotState, State};
+use super::{CacheDevice, SlotState, State, Superseded};
 
 /// The first wait before stranded blocks are tried again, doubled up to [`LAST_RETRY`].
 pub(super) const FIRST_RETRY: Duration = Duration::from_millis(100);
@@ -73,7 +73,11 @@ impl CacheDevice {
         if state == SlotState::Free {
             return; // a fence freed it meanwhile
         }
-        if matches!(state, SlotState::Valid { .. } | SlotState::Poisoned { .. }) {
+        if let SlotState::Valid { block, .. } | SlotState::Poisoned { block } = state {
+            self.retire_superseded(st, block);
+            if st.slots[slot as usize] == SlotState::Free {
+                return; // the fence a failed retirement ran freed it
+            }
             if let Err(e) = self.write_entry(slot, None) {
                 self.device_write_failed(st, &e);
                 st.fence_pending = true;
@@ -89,8 +93,8 @@ impl CacheDevice {
     }
 
     /// Makes a freed slot (entry cleared or not yet written) storable: at
-    /// once if no sync may have made its last entry durable, else after the
-    /// next sync (see `State::pending`).
+    /// once if no sync may have made a dirty entry of it durable, else after
+    /// the next sync (see `State::pending`).
     pub(super) fn release(st: &mut State, slot: u64) {
         debug_assert!(
             !st.free.contains(&slot) && !st.pending.iter().any(|&(s, _)| s == slot),
@@ -119,9 +123,9 @@ impl CacheDevice {
         let (ready, waiting): (Vec<_>, Vec<_>) = st.pending.iter().partition(|&&(_, freed)| freed < number);
         st.free.extend(ready.into_iter().map(|(slot, _)| slot));
         st.pending = waiting;
-        let (due, waiting): (Vec<_>, Vec<_>) = st.superseded.iter().partition(|&&(_, replaced)| replaced < number);
+        let (due, waiting): (Vec<Superseded>, Vec<Superseded>) = st.superseded.iter().partition(|s| s.tag < number);
         st.superseded = waiting;
-        for (slot, _) in due {
+        for Superseded { slot, .. } in due {
             // The new copy is durable: the old entry may go, and its slot after the next sync.
             if let Err(e) = self.write_entry(slot, None) {
                 self.device_write_failed(st, &e);
@@ -153,11 +157,38 @@ impl CacheDevice {
 
     /// Retires `slot`, whose block a copy-on-write just stored elsewhere
     /// (see `State::superseded`).
-    pub(super) fn supersede(&self, st: &mut State, slot: u64) {
+    pub(super) fn supersede(&self, st: &mut State, slot: u64, block: u64) {
         st.generations[slot as usize] += 1;
         st.slots[slot as usize] = SlotState::Free;
         st.dirtied.remove(&slot);
-        st.superseded.push((slot, st.sync_starts));
+        st.superseded.push(Superseded { slot, tag: st.sync_starts, block });
+    }
+
+    /// Before `block`'s current entry is cleared (it leaves the device, or
+    /// a write-through rewrites it, the backend holding its data durably):
+    /// the entries of its older copies are cleared and synced first, or a
+    /// crash could bring an older copy back.
+    pub(super) fn retire_superseded(&self, st: &mut State, block: u64) {
+        if !st.superseded.iter().any(|s| s.block == block) {
+            return;
+        }
+        let (older, rest): (Vec<Superseded>, Vec<Superseded>) = st.superseded.iter().partition(|s| s.block == block);
+        st.superseded = rest;
+        let cleared = older.iter().try_for_each(|s| self.write_entry(s.slot, None));
+        let sync = self.start_sync(st);
+        match cleared.and_then(|()| self.storage.sync()) {
+            Ok(()) => {
+                let dirty = st.dirtied.len() as u64;
+                self.sync_done(st, sync, dirty);
+                st.free.extend(older.iter().map(|s| s.slot));
+            }
+            Err(e) => {
+                self.device_write_failed(st, &e);
+                st.superseded.extend(older);
+                st.fence_pending = true;
+                self.fence(st);
+            }
+        }
     }
 
     /// Drops `block` from the device and the policy.
@@ -192,7 +223,7 @@ impl CacheDevice {
         }
         let entry = Entry { block, seq: st.next_seq, crc: crc32fast::hash(data), dirty, epoch: st.record.epoch };
         st.next_seq += 1;
-        st.written_seq[slot as usize] = entry.seq;
+        st.written_seq[slot as usize] = if dirty { entry.seq } else { 0 };
         if let Err(e) = self.write_entry(slot, Some(entry)) {
             // The entry may have landed: only a fence makes sure it never counts.
             st.free.push(slot);
