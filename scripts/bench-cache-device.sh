@@ -134,7 +134,7 @@ minmed() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {printf "%s %s", v
 read -r bmin bmed <<<"$(minmed "${BEFORE[@]}")"
 read -r amin amed <<<"$(minmed "${AFTER[@]}")"
 echo
-echo "RAM ${RAM_MIB} MiB, device ${DEVICE_MIB} MiB${WRITE_BACK:+ (write-back, mixed workload)}, export ${EXPORT_MIB} MiB, ${SECONDS_PER_PHASE} s phases, ${ROUNDS} rounds, ${DELAY_MS} ms upstream"
+echo "RAM ${RAM_MIB} MiB, device ${DEVICE_MIB} MiB$([ "${WRITE_BACK:-0}" = 1 ] && echo " (write-back, mixed workload)"), export ${EXPORT_MIB} MiB, ${SECONDS_PER_PHASE} s phases, ${ROUNDS} rounds, ${DELAY_MS} ms upstream"
 echo "hit ratio before restart min/median: $bmin / $bmed"
 echo "hit ratio after restart  min/median: $amin / $amed"
 echo "after/before (medians): $(echo "$amed $bmed" | awk '{printf "%.3f", $1 / $2}')"
