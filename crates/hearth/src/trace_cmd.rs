@@ -3,7 +3,7 @@
 //! trace's length.
 
 use std::ffi::OsString;
-use std::io::{ErrorKind, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -84,11 +84,7 @@ struct OutArgs {
 
 pub fn run(cmd: TraceCmd) -> anyhow::Result<()> {
     match cmd {
-        TraceCmd::Head(args) => match head(&args) {
-            // `hearth trace head ... | head -3` is not a failure.
-            Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == ErrorKind::BrokenPipe) => Ok(()),
-            other => other,
-        },
+        TraceCmd::Head(args) => head(&args),
         TraceCmd::Stats(args) => stats(&args),
         TraceCmd::Sample(args) => export(&args.trace, &args.out, Some(sample::threshold(args.rate))),
         TraceCmd::Convert(args) => export(&args.trace, &args.out, None),

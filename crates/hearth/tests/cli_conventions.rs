@@ -217,3 +217,26 @@ fn a_curve_of_one_size_is_not_drawn_but_warned_about() {
     assert!(err.contains("warning:") && err.contains("not written: every series has a single point"), "{err}");
     assert!(!base.with_extension("png").exists() && !base.with_extension("svg").exists());
 }
+
+#[test]
+fn every_command_stops_quietly_when_its_reader_has_gone() {
+    // `hearth ... | head` once head has exited: standard output is a pipe with no reader left.
+    let vscsi = shared("cloudPhysicsIO.vscsi");
+    let zipf = &["synth:zipf:2000:0.9", "--requests", "20000"];
+    let commands: &[&[&str]] = &[
+        &["trace", "stats", &vscsi],
+        &["trace", "head", &vscsi, "-n", "100000"],
+        &["policies"],
+        &[&["sim"], &zipf[..], &["-q", "-p", "lru,arc", "-s", "10%"]].concat(),
+        &[&["sim"], &zipf[..], &["-q", "-p", "lru,arc", "-s", "10%", "--json"]].concat(),
+        &[&["mrc"], &zipf[..], &["-q", "--json"]].concat(),
+        &[&["analyze"], &zipf[..]].concat(),
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth")).args(*args).stdout(writer).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && stderr.is_empty(), "hearth {args:?}: {}\n{stderr}", out.status);
+    }
+}
