@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::out_paths;
 use crate::trace_args::TraceArgs;
 
 #[derive(Args, Debug)]
@@ -14,12 +15,15 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     json: bool,
     /// Write histogram and skew plots (SVG + PNG) into this directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = out_paths::dir)]
     plots: Option<PathBuf>,
     /// Instead: the re-access analysis (hourly/daily re-accesses, reuse distance groups, spatial
     /// clustering per 1 MiB region) of a block trace; `synth:bonfire` is accepted too.
     #[arg(long)]
     reaccess: bool,
+    /// No notes on stderr (the plot files written).
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
@@ -36,9 +40,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        for f in hearth_analyze::write_plots(&report, dir)? {
-            eprintln!("wrote {}", f.display());
-        }
+        let written = hearth_analyze::write_plots(&report, dir)?;
+        note_written(&written, args.quiet);
     }
     Ok(())
 }
@@ -52,9 +55,16 @@ fn reaccess(args: &AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        for f in report.write_plots(dir)? {
-            eprintln!("wrote {}", f.display());
-        }
+        note_written(&report.write_plots(dir)?, args.quiet);
     }
     Ok(())
+}
+
+fn note_written(files: &[PathBuf], quiet: bool) {
+    if quiet {
+        return;
+    }
+    for f in files {
+        eprintln!("wrote {}", f.display());
+    }
 }

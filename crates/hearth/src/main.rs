@@ -5,6 +5,7 @@ mod advise;
 mod analyze;
 mod bench;
 mod mrc;
+mod out_paths;
 mod pipe;
 mod prefetch;
 mod progress;

@@ -240,3 +240,37 @@ fn every_command_stops_quietly_when_its_reader_has_gone() {
         assert!(out.status.success() && stderr.is_empty(), "hearth {args:?}: {}\n{stderr}", out.status);
     }
 }
+
+#[test]
+fn analyze_and_trace_head_take_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().join("plots");
+    let zipf = &["synth:zipf:2000:0.9", "--requests", "20000", "-q"];
+    for args in
+        [&[&["analyze"], &zipf[..], &["--plots", path(&plots)]].concat(), &[&["trace", "head"], &zipf[..]].concat()]
+    {
+        let o = hearth(args);
+        stdout(&o);
+        assert!(o.stderr.is_empty(), "hearth {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(plots.join("request_sizes.svg").exists());
+}
+
+/// A plot path that cannot be written fails as the command line is read (here
+/// before the missing trace is even opened), saying why in one line.
+#[test]
+fn plot_paths_are_checked_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("taken");
+    std::fs::write(&file, "").unwrap();
+    let (file, dir, under_file) = (path(&file), path(dir.path()), format!("{}/sub/mrc", path(&file)));
+    for (args, says) in [
+        (vec!["analyze", "nosuch.csv", "--plots", file], format!("{file} is a file; give a directory")),
+        (vec!["warmup", "sim", "nosuch.csv", "--plots", file], format!("{file} is a file; give a directory")),
+        (vec!["sim", "nosuch.csv", "--mrc", dir], format!("{dir} is a directory; the plot is written to PATH.svg")),
+        (vec!["mrc", "nosuch.csv", "--plot", &under_file], format!("{file} is a file, so no directory can be made")),
+    ] {
+        let err = failure(&hearth(&args));
+        assert!(err.contains(&says) && !err.contains("nosuch"), "{args:?}: {err}");
+    }
+}
