@@ -274,3 +274,24 @@ fn plot_paths_are_checked_before_the_run() {
         assert!(err.contains(&says) && !err.contains("nosuch"), "{args:?}: {err}");
     }
 }
+
+/// A bare fraction (libCacheSim's share of the footprint) or a byte count
+/// below one block is refused with the spelling meant; a bare whole number
+/// stays bytes where it can be (a text trace's objects are 1 byte each).
+#[test]
+fn sizes_without_units_are_refused_with_a_hint() {
+    let zipf = ["sim", "synth:zipf:2000:0.9", "--requests", "2000", "-q", "-p", "lru", "-s"];
+    for (size, says) in [
+        ("0.01,0.1", r#"cache size "0.01" has no unit: write 0.01 of the footprint as 1%"#),
+        ("1.5", r#"cache size "1.5" has no unit: write 1.5MiB, 1.5GiB or 1.5%"#),
+        ("100", "cache size 100 B holds no 4 KiB block: give a unit (as 100MiB) or blocks (100blocks)"),
+    ] {
+        let err = failure(&run(&zipf, &[size]));
+        assert!(err.contains(says) && err.lines().count() == 1, "-s {size}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, "1\n2\n1\n3\n1\n").unwrap();
+    let out = stdout(&hearth(&["sim", path(&keys), "-q", "-p", "lru", "-s", "2", "--json"]));
+    assert!(out.contains("\"cache_bytes\": 2"), "{out}");
+}
