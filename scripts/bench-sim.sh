@@ -18,9 +18,9 @@
 #             Zipf 0.9 over 20 M blocks of 4 KiB, >= 10 M distinct)
 #   SIZE_SHARE cache size as a share of each trace's footprint (default 0.1)
 #
-# cachesim is built from the libcachesim 0.3.5 sdist (pip download
-# --no-binary), its bundled src/libCacheSim with cmake (needs
-# libglib2.0-dev libzstd-dev cmake build-essential). Its cache sizes are
+# cachesim is built from the libcachesim 0.3.5 sdist by
+# scripts/build-cachesim.sh (needs libglib2.0-dev libzstd-dev cmake
+# build-essential). Its cache sizes are
 # passed as `NMB`, which it reads as MiB. Its hash table starts at 2^24
 # buckets (hashpower 24, libCacheSim's default; the CLI has no option).
 #
@@ -39,15 +39,7 @@ SIZE_SHARE="${SIZE_SHARE:-0.1}"
 BUNDLED="$ROOT/../shared/data/cloudPhysicsIO.oracleGeneral.bin"
 mkdir -p "$WORK"
 
-cachesim="$WORK/libcachesim-0.3.5/src/libCacheSim/_build/bin/cachesim"
-if [[ ! -x "$cachesim" ]]; then
-    echo "building cachesim from the libcachesim 0.3.5 sdist ..." >&2
-    (cd "$WORK" && python3 -m pip download -q --no-deps --no-binary :all: libcachesim==0.3.5 -d . &&
-        tar xzf libcachesim-0.3.5.tar.gz &&
-        cd libcachesim-0.3.5/src/libCacheSim && mkdir -p _build && cd _build &&
-        cmake -DCMAKE_BUILD_TYPE=Release .. >/dev/null && make -j2 cachesim >/dev/null) ||
-        { echo "cachesim did not build (see above)" >&2; exit 1; }
-fi
+cachesim="$("$ROOT/scripts/build-cachesim.sh" "$WORK")"
 (cd "$ROOT" && cargo build --release -q -p hearth)
 hearth="$ROOT/target/release/hearth"
 

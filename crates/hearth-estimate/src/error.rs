@@ -26,6 +26,10 @@ pub enum SettingError {
     BlocksWithoutBlockMode,
     #[error("cache size {size} is zero bytes")]
     ZeroBytes { size: String },
+    #[error("cache size {input:?} has no unit: write {hint}")]
+    NoUnit { input: String, hint: String },
+    #[error("cache size {size} holds no {block} block: give a unit (as {bytes}MiB) or blocks ({bytes}blocks)")]
+    BelowOneBlock { size: String, block: String, bytes: u64 },
     #[error("bad percentage {input:?}: {reason}")]
     WarmupPercentage { input: String, reason: String },
     #[error("warm-up share {input:?} must be in [0%, 100%)")]

@@ -10,7 +10,9 @@
 //! Without the package the test is skipped, except under `CI=true`, where it
 //! fails. Set HEARTH_PYTHON to choose the interpreter (default `python3`),
 //! and HEARTH_LIBCACHESIM_ONLY="spec;spec" to compare only those specs of
-//! [`COMPARED`] (while working on one policy).
+//! [`COMPARED`] and [`CLI_COMPARED`] (while working on one policy); a spec
+//! in neither fails. Each test prints how many specs it compared and fails
+//! when that is none.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -193,13 +195,18 @@ fn our_misses(spec: &str, capacity: u64, trace: &[Access]) -> u64 {
 fn miss_counts_match_libcachesim() {
     let sizes: Vec<u64> = (1..=8).map(|i| i * 128 * MIB).collect();
     let registered = hearth_policy::names();
-    let only = std::env::var("HEARTH_LIBCACHESIM_ONLY").ok();
+    let only = only();
     let policies: Vec<&str> = COMPARED
         .iter()
         .copied()
         .filter(|spec| registered.iter().any(|name| spec.split([':', '+']).next() == Some(name)))
-        .filter(|spec| only.as_ref().is_none_or(|only| only.split(';').any(|o| o == *spec)))
+        .filter(|spec| only.as_ref().is_none_or(|only| only.iter().any(|o| o == spec)))
         .collect();
+    if policies.is_empty() && only.is_some() {
+        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs (only cachesim's)");
+        return;
+    }
+    assert!(!policies.is_empty(), "no policy to compare with libCacheSim");
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/libcachesim_reference.py");
     let python = std::env::var("HEARTH_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -266,7 +273,24 @@ fn miss_counts_match_libcachesim() {
             }
         }
     }
+    println!("compared {} specs at {} sizes with libCacheSim's Python package", policies.len(), sizes.len());
     assert!(failures.is_empty(), "miss counts differ from libCacheSim:\n{}", failures.join("\n"));
+}
+
+/// The specs named in HEARTH_LIBCACHESIM_ONLY (`;`-separated), each checked
+/// against both tests' lists: a typo fails rather than comparing nothing.
+fn only() -> Option<Vec<String>> {
+    let only = std::env::var("HEARTH_LIBCACHESIM_ONLY").ok()?;
+    let specs: Vec<String> = only.split(';').map(str::to_string).collect();
+    for spec in &specs {
+        assert!(
+            COMPARED.contains(&spec.as_str()) || CLI_COMPARED.iter().any(|(ours, _)| ours == spec),
+            "HEARTH_LIBCACHESIM_ONLY names {spec:?}, which no test compares (known: {}; {})",
+            COMPARED.join(";"),
+            CLI_COMPARED.iter().map(|(ours, _)| *ours).collect::<Vec<_>>().join(";")
+        );
+    }
+    Some(specs)
 }
 
 /// Hearth specs checked against libCacheSim's `cachesim` command for the
@@ -278,12 +302,27 @@ const CLI_COMPARED: &[(&str, &str)] = &[("qdlp", "qdlp"), ("car:b2=unbounded", "
 /// libCacheSim 0.3.5 build, path in `LIBCACHESIM_CACHESIM`), for policies
 /// the Python package lacks. cachesim prints miss ratios to 4 decimals, so
 /// counts are equal up to that rounding (±0.00005 x requests, 6 misses
-/// here). Skipped when the variable is unset: CI pins the Python package,
-/// not a libCacheSim build.
+/// here). Skipped when the variable is unset, except under `CI=true`, where
+/// it fails (.ci/run builds cachesim with scripts/build-cachesim.sh).
 #[test]
 fn miss_counts_match_libcachesim_cachesim() {
+    let only = only();
+    let specs: Vec<(&str, &str)> = CLI_COMPARED
+        .iter()
+        .copied()
+        .filter(|(spec, _)| only.as_ref().is_none_or(|only| only.iter().any(|o| o == spec)))
+        .collect();
+    if specs.is_empty() {
+        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs (only the Python package's)");
+        return;
+    }
     let Ok(bin) = std::env::var("LIBCACHESIM_CACHESIM") else {
-        println!("skipped: LIBCACHESIM_CACHESIM is not set");
+        let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(
+            !in_ci,
+            "LIBCACHESIM_CACHESIM is not set (CI=true requires it; scripts/build-cachesim.sh builds cachesim)"
+        );
+        println!("skipped: LIBCACHESIM_CACHESIM is not set (scripts/build-cachesim.sh builds cachesim)");
         return;
     };
     let sizes: Vec<u64> = (1..=8).map(|i| i * 128 * MIB).collect();
@@ -291,7 +330,7 @@ fn miss_counts_match_libcachesim_cachesim() {
     let n = trace.len() as f64;
     let sizes_arg = sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
     let mut failures = Vec::new();
-    for &(spec, theirs_name) in CLI_COMPARED {
+    for &(spec, theirs_name) in &specs {
         // cachesim writes a result/ directory where it runs.
         let scratch = std::env::temp_dir().join(format!("hearth-cachesim-{}", std::process::id()));
         std::fs::create_dir_all(&scratch).unwrap();
@@ -323,5 +362,6 @@ fn miss_counts_match_libcachesim_cachesim() {
             }
         }
     }
+    println!("compared {} specs at {} sizes with cachesim", specs.len(), sizes.len());
     assert!(failures.is_empty(), "miss counts differ from cachesim:\n{}", failures.join("\n"));
 }

@@ -42,6 +42,12 @@ def oracle() -> Path:
 
 
 @pytest.fixture(scope="session")
+def bundled_zst() -> Path:
+    need(BUNDLED_ZST.exists(), f"{BUNDLED_ZST} is missing from this checkout")
+    return BUNDLED_ZST
+
+
+@pytest.fixture(scope="session")
 def hearth_bin() -> Path:
     """The `hearth` CLI: $HEARTH_BIN, else target/debug (which `cargo test --workspace`
     has just built from this checkout), else target/release, else `cargo build

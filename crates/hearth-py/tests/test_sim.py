@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import hearth
-from conftest import BUNDLED_ZST, cli, cli_json
+from conftest import cli, cli_json
 
 # Policies the CLI and the package share whatever else the registry grows.
 POLICIES = ["lru", "arc", "2q", "mq:m=8,lifetime=5000", "lirs", "opt"]
@@ -39,7 +39,7 @@ def test_object_mode_equals_cli_json(oracle, hearth_bin):
     assert (df["miss_ratio"] == 1 - df["hits"] / df["requests"]).all()
 
 
-def test_block_mode_warmup_intervals_and_several_traces_equal_cli(oracle, hearth_bin):
+def test_block_mode_warmup_intervals_and_several_traces_equal_cli(oracle, hearth_bin, bundled_zst):
     """Block mode (synthetic and the bundled zstd CSV), a warm-up share, intervals and two traces in one call."""
     synth = "synth:zipf:20000:0.8"
     args = ["--requests", "60000", "--seed", "3", "--warmup", "10%", "--interval", "20000"]
@@ -48,17 +48,14 @@ def test_block_mode_warmup_intervals_and_several_traces_equal_cli(oracle, hearth
                     warmup="10%", interval=20000)
     assert df[hearth.SIM_COLUMNS + ["interval_miss_ratios"]].to_dict("records") == want
 
-    if BUNDLED_ZST.exists():
-        want = cli_json(hearth_bin, "sim", str(BUNDLED_ZST), "-p", "lru,mq", "-s", "1%,10%", "--block-size", "8KiB")
-        assert frame_rows(hearth.sim(BUNDLED_ZST, ["lru", "mq"], [0.01, 0.1], block_size="8KiB")) == want
+    want = cli_json(hearth_bin, "sim", str(bundled_zst), "-p", "lru,mq", "-s", "1%,10%", "--block-size", "8KiB")
+    assert frame_rows(hearth.sim(bundled_zst, ["lru", "mq"], [0.01, 0.1], block_size="8KiB")) == want
 
 
-def test_mode_object_on_a_block_trace_and_warmup_count_equal_cli(hearth_bin):
-    if not BUNDLED_ZST.exists():
-        pytest.skip("data/cloudPhysicsIO.csv.zst is not in this checkout")
-    want = cli_json(hearth_bin, "sim", str(BUNDLED_ZST), "--mode", "object", "-p", "lru,fifo", "-s", "16MiB",
+def test_mode_object_on_a_block_trace_and_warmup_count_equal_cli(hearth_bin, bundled_zst):
+    want = cli_json(hearth_bin, "sim", str(bundled_zst), "--mode", "object", "-p", "lru,fifo", "-s", "16MiB",
                     "--warmup", "1000")
-    got = hearth.sim(str(BUNDLED_ZST), ["lru", "fifo"], "16MiB", mode="object", warmup=1000)
+    got = hearth.sim(str(bundled_zst), ["lru", "fifo"], "16MiB", mode="object", warmup=1000)
     assert frame_rows(got) == want
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import hearth
 from hearth import _sweep
-from conftest import cli, cli_json, oracle_slices
+from conftest import cli, cli_json, need, oracle_slices
 
 POLICIES = ["lru", "arc", "2q", "mq"]
 SIZES = "1%,5%,10%,1MiB"
@@ -41,7 +41,10 @@ def test_local_sweep_equals_sim_and_cli(traces, hearth_bin, tmp_path):
 
 
 def test_sweep_with_a_python_policy_and_parquet(traces, tmp_path):
-    pytest.importorskip("pyarrow")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        need(False, "pyarrow is not installed (pip install pyarrow)")
     out = tmp_path / "sweep.parquet"
     df = hearth.sweep(traces[:1], ["lru", hearth.PythonLRU], "1%,5%", progress=False, output=out)
     assert df[df.policy == "LRU"]["hits"].tolist() == df[df.policy == "PyLRU"]["hits"].tolist()

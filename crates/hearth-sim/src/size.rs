@@ -17,7 +17,14 @@ impl CacheSize {
     /// Bytes for a trace with this footprint; `Blocks` needs a block size.
     pub fn resolve(self, footprint_bytes: u64, block_size: Option<u32>) -> Result<u64, SettingError> {
         let bytes = match self {
-            CacheSize::Bytes(b) => b,
+            CacheSize::Bytes(b) => {
+                // A bare `-s 100` on a block trace: a cache that holds no block, surely not meant.
+                if let Some(bs) = block_size.filter(|&bs| b > 0 && b < u64::from(bs)) {
+                    let block = hearth_core::format_bytes(bs.into());
+                    return Err(SettingError::BelowOneBlock { size: self.to_string(), block, bytes: b });
+                }
+                b
+            }
             CacheSize::Blocks(n) => {
                 let bs = block_size.ok_or(SettingError::BlocksWithoutBlockMode)?;
                 n * u64::from(bs)
@@ -58,11 +65,23 @@ fn parse_one(s: &str) -> Result<CacheSize, SettingError> {
     if let Some(n) = s.strip_suffix("blocks").or_else(|| s.strip_suffix("blk")) {
         return n.trim().parse().map(CacheSize::Blocks).map_err(|_| SettingError::BlockCount { input: s.into() });
     }
+    if let Ok(n) = s.parse::<f64>() {
+        // libCacheSim writes shares of the footprint as fractions; here 0.01 would be 0 bytes.
+        if n > 0.0 && n < 1.0 {
+            let pct = format!("{}%", (n * 1e6).round() / 1e4);
+            return Err(SettingError::NoUnit { input: s.into(), hint: format!("{s} of the footprint as {pct}") });
+        }
+        if n.fract() != 0.0 {
+            return Err(SettingError::NoUnit { input: s.into(), hint: format!("{s}MiB, {s}GiB or {s}%") });
+        }
+    }
     Ok(CacheSize::Bytes(hearth_core::parse_bytes(s)?))
 }
 
 /// Parses a comma-separated list of sizes; an item `A..B/STEP` (byte sizes)
-/// expands to A, A+STEP, ..., up to B inclusive.
+/// expands to A, A+STEP, ..., up to B inclusive. A bare whole number is
+/// bytes (a text trace's objects are 1 byte each); a bare fraction is
+/// refused with a hint (`0.01` → `1%`).
 pub fn parse_sizes(list: &str) -> Result<Vec<CacheSize>, SettingError> {
     let mut out = Vec::new();
     for item in list.split(',').filter(|s| !s.trim().is_empty()) {
@@ -130,6 +149,12 @@ mod tests {
         assert!(parse_sizes("0%").is_err());
         assert!(parse_sizes("1..2").is_err());
         assert!(parse_sizes("lots").is_err());
+        // Whole numbers are bytes; fractions need a unit, a share of the footprint a percentage.
+        assert_eq!(parse_sizes("3").unwrap(), vec![CacheSize::Bytes(3)]);
+        let hint = |s: &str| parse_sizes(s).unwrap_err().to_string();
+        assert_eq!(hint("0.01,0.1"), r#"cache size "0.01" has no unit: write 0.01 of the footprint as 1%"#);
+        assert_eq!(hint("0.125"), r#"cache size "0.125" has no unit: write 0.125 of the footprint as 12.5%"#);
+        assert_eq!(hint("1.5"), r#"cache size "1.5" has no unit: write 1.5MiB, 1.5GiB or 1.5%"#);
     }
 
     #[test]
@@ -137,6 +162,10 @@ mod tests {
         assert_eq!(CacheSize::Footprint(0.5).resolve(10 * 4096, Some(4096)), Ok(5 * 4096));
         assert_eq!(CacheSize::Blocks(3).resolve(0, Some(4096)), Ok(3 * 4096));
         assert!(CacheSize::Blocks(3).resolve(0, None).is_err());
+        // Fewer bytes than a block hold none; as many as an object trace's 1-byte objects are fine.
+        let err = CacheSize::Bytes(100).resolve(1 << 30, Some(4096)).unwrap_err().to_string();
+        assert_eq!(err, "cache size 100 B holds no 4 KiB block: give a unit (as 100MiB) or blocks (100blocks)");
+        assert_eq!(CacheSize::Bytes(100).resolve(1 << 30, None), Ok(100));
         // Never rounds down to an empty cache.
         assert_eq!(CacheSize::Footprint(0.001).resolve(4096, Some(4096)), Ok(4096));
     }

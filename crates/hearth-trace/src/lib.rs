@@ -223,11 +223,12 @@ impl Iterator for TraceReader {
 /// file name ([`Format::detect`]) or, for `.csv`, from the first line; if
 /// neither tells, the error lists the formats to choose from.
 pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceError> {
+    // Opened first: a missing file is said to be missing, whatever its name.
+    let input = open_input(path)?;
     let format = match format.or_else(|| Format::detect(path)) {
         Some(format) => format,
         None => sniff(path)?,
     };
-    let input = open_input(path)?;
     let inner: Box<dyn Iterator<Item = Result<Request, TraceError>> + Send> = match format {
         Format::MsrCsv => Box::new(readers::msr::MsrReader::new(Lines::new(path, input))),
         Format::Blkparse => {

@@ -6,6 +6,7 @@ use clap::Args;
 use hearth_plot::{render, Chart, PlotError};
 use hearth_warmup::reaccess::{ReaccessReport, CATEGORIES, FRACTION_BUCKETS, GROUPS};
 
+use crate::out_paths;
 use crate::trace_args::TraceArgs;
 
 #[derive(Args, Debug)]
@@ -16,12 +17,15 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     json: bool,
     /// Write histogram and skew plots (SVG + PNG) into this directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = out_paths::dir)]
     plots: Option<PathBuf>,
     /// Instead: the re-access analysis (hourly/daily re-accesses, reuse distance groups, spatial
     /// clustering per 1 MiB region) of a block trace; `synth:bonfire` is accepted too.
     #[arg(long)]
     reaccess: bool,
+    /// No notes on stderr (the plot files written).
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
@@ -38,9 +42,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        for f in hearth_analyze::write_plots(&report, dir)? {
-            eprintln!("wrote {}", f.display());
-        }
+        let written = hearth_analyze::write_plots(&report, dir)?;
+        note_written(&written, args.quiet);
     }
     Ok(())
 }
@@ -54,9 +57,7 @@ fn reaccess(args: &AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        for f in reaccess_plots(&report, dir)? {
-            eprintln!("wrote {}", f.display());
-        }
+        note_written(&reaccess_plots(&report, dir)?, args.quiet);
     }
     Ok(())
 }
@@ -109,4 +110,13 @@ fn reaccess_plots(report: &ReaccessReport, dir: &Path) -> Result<Vec<PathBuf>, P
         files.extend(render(chart, &dir.join(name))?);
     }
     Ok(files)
+}
+
+fn note_written(files: &[PathBuf], quiet: bool) {
+    if quiet {
+        return;
+    }
+    for f in files {
+        eprintln!("wrote {}", f.display());
+    }
 }

@@ -5,6 +5,8 @@ mod advise;
 mod analyze;
 mod bench;
 mod mrc;
+mod out_paths;
+mod pipe;
 mod prefetch;
 mod progress;
 mod replay;
@@ -73,8 +75,10 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    pipe::exit_quietly_on_broken_pipe();
     match run(Cli::parse().cmd) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if pipe::is_broken_stdout(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // `{:#}` prints the whole chain of causes on one line.
             eprintln!("hearth: error: {e:#}");

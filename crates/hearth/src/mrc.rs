@@ -16,6 +16,7 @@ use hearth_sim::stream::{run_streaming, Counting};
 use hearth_sim::{mrc_grid, parse_sizes, CacheSize, Job, SimResult};
 use hearth_trace::sample::KeyRenaming;
 
+use crate::out_paths;
 use crate::progress;
 use crate::trace_args::TraceArgs;
 
@@ -83,7 +84,7 @@ pub struct MrcArgs {
     #[arg(long)]
     csv: bool,
     /// Write the curves to PATH.svg and PATH.png.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = out_paths::plot)]
     plot: Option<PathBuf>,
     /// No progress bar.
     #[arg(short, long)]

@@ -15,6 +15,7 @@ use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup, REMAINING_L
 use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
 use hearth_trace::workload::{generate, template_names, Kind, WorkloadConfig};
 
+use crate::out_paths;
 use crate::units;
 
 #[derive(Subcommand, Debug)]
@@ -208,7 +209,7 @@ pub struct SimArgs {
     #[arg(long)]
     rules: bool,
     /// Write a bar chart of miss and promote rates per scheme to PATH.svg/.png.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = out_paths::plot)]
     plot: Option<PathBuf>,
     /// Print the results as JSON.
     #[arg(long)]

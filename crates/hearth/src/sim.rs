@@ -14,6 +14,7 @@ use hearth_sim::run::{check_policies, policy_specs, Row, Warmup};
 use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::{parse_sizes, simulate, Job, SimResult, Simulation, TraceRun, TraceSource, DEFAULT_SIZES, MRC_SIZES};
 
+use crate::out_paths;
 use crate::progress;
 use crate::trace_args::TraceArgs;
 use crate::units;
@@ -44,7 +45,7 @@ pub struct SimArgs {
     #[arg(long)]
     csv: bool,
     /// Write a miss-ratio-curve plot to PATH.svg and PATH.png.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = out_paths::plot)]
     mrc: Option<PathBuf>,
     /// Requests that fill the cache but are not counted: a number (1000000) or a share of the
     /// trace (10%).
@@ -55,7 +56,7 @@ pub struct SimArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     interval: Option<u64>,
     /// Write the miss ratio over time to PATH.svg and PATH.png.
-    #[arg(long, value_name = "PATH", requires = "interval")]
+    #[arg(long, value_name = "PATH", requires = "interval", value_parser = out_paths::plot)]
     interval_plot: Option<PathBuf>,
     /// No progress bar.
     #[arg(short, long)]
@@ -101,7 +102,7 @@ struct HierarchyArgs {
     #[arg(long, value_name = "PATH", requires = "client_cache")]
     export_storage_trace: Option<PathBuf>,
     /// Write the idle-distance histograms (AC reuse distance vs EV eviction distance) to PATH.svg/.png.
-    #[arg(long, value_name = "PATH", requires = "client_cache")]
+    #[arg(long, value_name = "PATH", requires = "client_cache", value_parser = out_paths::plot)]
     idle_plot: Option<PathBuf>,
 }
 

@@ -14,6 +14,7 @@ use hearth_tier::plan::Plan;
 use hearth_tier::synth::{chains, ChainsConfig};
 use hearth_tier::{extents, CdpConfig, Experiment, Extent, Partitioner, Scheme, TierConfig, TierStats};
 
+use crate::out_paths;
 use crate::trace_args::TraceArgs;
 use crate::units;
 
@@ -114,7 +115,7 @@ pub struct SweepArgs {
     #[command(flatten)]
     setup: Setup,
     /// Directory for CSV tables and plots (SVG and PNG).
-    #[arg(short, long)]
+    #[arg(short, long, value_parser = out_paths::dir)]
     output: PathBuf,
 }
 

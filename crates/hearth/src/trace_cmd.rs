@@ -3,7 +3,7 @@
 //! trace's length.
 
 use std::ffi::OsString;
-use std::io::{ErrorKind, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -36,6 +36,10 @@ pub struct HeadArgs {
     /// Requests to print.
     #[arg(short = 'n', long = "lines", default_value_t = 10)]
     n: usize,
+    /// Accepted as by the other `trace` commands; `head` writes nothing on stderr anyway.
+    #[allow(dead_code)] // parsed, never needed
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -84,11 +88,7 @@ struct OutArgs {
 
 pub fn run(cmd: TraceCmd) -> anyhow::Result<()> {
     match cmd {
-        TraceCmd::Head(args) => match head(&args) {
-            // `hearth trace head ... | head -3` is not a failure.
-            Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == ErrorKind::BrokenPipe) => Ok(()),
-            other => other,
-        },
+        TraceCmd::Head(args) => head(&args),
         TraceCmd::Stats(args) => stats(&args),
         TraceCmd::Sample(args) => export(&args.trace, &args.out, Some(sample::threshold(args.rate))),
         TraceCmd::Convert(args) => export(&args.trace, &args.out, None),
@@ -127,6 +127,11 @@ struct RequestStats {
     total_len: u128,
     first_ns: Option<u64>,
     last_ns: u64,
+    /// Some time was not the request's index in seconds: the clock that
+    /// `trace convert` writes (oracleGeneral has no other) is not a time.
+    clock_not_index: bool,
+    /// Some time was not 0 (text traces record none).
+    clock_not_zero: bool,
 }
 
 impl RequestStats {
@@ -143,6 +148,13 @@ impl RequestStats {
         self.total_len += u128::from(r.len);
         self.first_ns.get_or_insert(r.time_ns);
         self.last_ns = r.time_ns;
+        self.clock_not_index |= r.time_ns != (self.requests - 1) * 1_000_000_000;
+        self.clock_not_zero |= r.time_ns != 0;
+    }
+
+    /// Whether the trace records times, rather than none or a request count.
+    fn timed(&self) -> bool {
+        self.clock_not_index && self.clock_not_zero
     }
 
     fn share(&self, n: u64) -> f64 {
@@ -202,9 +214,10 @@ fn stats(args: &StatsArgs) -> anyhow::Result<()> {
             "other_share": req.share(req.others),
             "bytes_read": req.bytes_read,
             "bytes_written": req.bytes_written,
-            "first_time_ns": req.first_ns,
-            "last_time_ns": req.first_ns.map(|_| last),
-            "duration_ns": span,
+            "timed": req.timed(),
+            "first_time_ns": req.first_ns.filter(|_| req.timed()),
+            "last_time_ns": req.timed().then_some(last),
+            "duration_ns": req.timed().then_some(span),
             "min_request_bytes": req.min_len,
             "mean_request_bytes": req.mean_len(),
             "max_request_bytes": req.first_ns.map(|_| req.max_len),
@@ -223,7 +236,13 @@ fn stats(args: &StatsArgs) -> anyhow::Result<()> {
     println!("reads         {} ({:.1}%), {}", req.reads, pct(req.reads), format_bytes(req.bytes_read));
     println!("writes        {} ({:.1}%), {}", req.writes, pct(req.writes), format_bytes(req.bytes_written));
     println!("others        {} ({:.1}%)", req.others, pct(req.others));
-    println!("time          {} .. {} s, spanning {}", seconds(first), seconds(last), duration(span));
+    if req.timed() {
+        println!("time          {} .. {} s, spanning {}", seconds(first), seconds(last), duration(span));
+    } else if req.clock_not_zero {
+        println!("time          not recorded (the clock counts requests, as `hearth trace convert` writes it)");
+    } else {
+        println!("time          not recorded");
+    }
     match (req.min_len, req.mean_len()) {
         (Some(min), Some(mean)) => println!(
             "request size  min {}, mean {}, max {}",

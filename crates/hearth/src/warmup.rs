@@ -19,6 +19,7 @@ use hearth_warmup::reaccess;
 use hearth_warmup::synth::DailyZipf;
 use hearth_warmup::{Experiment, Method, Outcome, Thresholds, TimedAccess};
 
+use crate::out_paths;
 use crate::progress;
 use crate::trace_args::TraceArgs;
 use crate::units;
@@ -102,7 +103,7 @@ pub struct WarmupSimArgs {
     #[arg(long, value_name = "SIZE", default_value = "200MiB", value_parser = hearth_core::parse_bytes)]
     seq_throughput: u64,
     /// Write hit-rate-over-time plots (SVG + PNG), one per cache size and region size, into DIR.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = out_paths::dir)]
     plots: Option<PathBuf>,
     /// Also print the re-access analysis of the trace.
     #[arg(long)]

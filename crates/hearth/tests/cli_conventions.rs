@@ -217,3 +217,81 @@ fn a_curve_of_one_size_is_not_drawn_but_warned_about() {
     assert!(err.contains("warning:") && err.contains("not written: every series has a single point"), "{err}");
     assert!(!base.with_extension("png").exists() && !base.with_extension("svg").exists());
 }
+
+#[test]
+fn every_command_stops_quietly_when_its_reader_has_gone() {
+    // `hearth ... | head` once head has exited: standard output is a pipe with no reader left.
+    let vscsi = shared("cloudPhysicsIO.vscsi");
+    let zipf = &["synth:zipf:2000:0.9", "--requests", "20000"];
+    let commands: &[&[&str]] = &[
+        &["trace", "stats", &vscsi],
+        &["trace", "head", &vscsi, "-n", "100000"],
+        &["policies"],
+        &[&["sim"], &zipf[..], &["-q", "-p", "lru,arc", "-s", "10%"]].concat(),
+        &[&["sim"], &zipf[..], &["-q", "-p", "lru,arc", "-s", "10%", "--json"]].concat(),
+        &[&["mrc"], &zipf[..], &["-q", "--json"]].concat(),
+        &[&["analyze"], &zipf[..]].concat(),
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth")).args(*args).stdout(writer).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && stderr.is_empty(), "hearth {args:?}: {}\n{stderr}", out.status);
+    }
+}
+
+#[test]
+fn analyze_and_trace_head_take_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().join("plots");
+    let zipf = &["synth:zipf:2000:0.9", "--requests", "20000", "-q"];
+    for args in
+        [&[&["analyze"], &zipf[..], &["--plots", path(&plots)]].concat(), &[&["trace", "head"], &zipf[..]].concat()]
+    {
+        let o = hearth(args);
+        stdout(&o);
+        assert!(o.stderr.is_empty(), "hearth {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(plots.join("request_sizes.svg").exists());
+}
+
+/// A plot path that cannot be written fails as the command line is read (here
+/// before the missing trace is even opened), saying why in one line.
+#[test]
+fn plot_paths_are_checked_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("taken");
+    std::fs::write(&file, "").unwrap();
+    let (file, dir, under_file) = (path(&file), path(dir.path()), format!("{}/sub/mrc", path(&file)));
+    for (args, says) in [
+        (vec!["analyze", "nosuch.csv", "--plots", file], format!("{file} is a file; give a directory")),
+        (vec!["warmup", "sim", "nosuch.csv", "--plots", file], format!("{file} is a file; give a directory")),
+        (vec!["sim", "nosuch.csv", "--mrc", dir], format!("{dir} is a directory; the plot is written to PATH.svg")),
+        (vec!["mrc", "nosuch.csv", "--plot", &under_file], format!("{file} is a file, so no directory can be made")),
+    ] {
+        let err = failure(&hearth(&args));
+        assert!(err.contains(&says) && !err.contains("nosuch"), "{args:?}: {err}");
+    }
+}
+
+/// A bare fraction (libCacheSim's share of the footprint) or a byte count
+/// below one block is refused with the spelling meant; a bare whole number
+/// stays bytes where it can be (a text trace's objects are 1 byte each).
+#[test]
+fn sizes_without_units_are_refused_with_a_hint() {
+    let zipf = ["sim", "synth:zipf:2000:0.9", "--requests", "2000", "-q", "-p", "lru", "-s"];
+    for (size, says) in [
+        ("0.01,0.1", r#"cache size "0.01" has no unit: write 0.01 of the footprint as 1%"#),
+        ("1.5", r#"cache size "1.5" has no unit: write 1.5MiB, 1.5GiB or 1.5%"#),
+        ("100", "cache size 100 B holds no 4 KiB block: give a unit (as 100MiB) or blocks (100blocks)"),
+    ] {
+        let err = failure(&run(&zipf, &[size]));
+        assert!(err.contains(says) && err.lines().count() == 1, "-s {size}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, "1\n2\n1\n3\n1\n").unwrap();
+    let out = stdout(&hearth(&["sim", path(&keys), "-q", "-p", "lru", "-s", "2", "--json"]));
+    assert!(out.contains("\"cache_bytes\": 2"), "{out}");
+}

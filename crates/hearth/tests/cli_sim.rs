@@ -202,8 +202,8 @@ fn analyze_refuses_an_empty_trace_as_sim_does() {
     }
 }
 
-/// Errors say their cause once, in words (issue 15): a missing file, a
-/// directory, a file named .zst that is not zstd.
+/// Errors say their cause once, in words (issues 15 and 47): a missing file
+/// (whatever its name), a directory, a file named .zst that is not zstd.
 #[test]
 fn trace_errors_say_their_cause_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -212,6 +212,9 @@ fn trace_errors_say_their_cause_once() {
     let directory = dir.path().to_str().unwrap().to_string();
     for (args, says) in [
         (vec!["sim", "nosuch.csv"], "nosuch.csv: cannot open: No such file or directory"),
+        // Not "cannot tell the trace format", whatever the name.
+        (vec!["trace", "stats", "nosuch"], "nosuch: cannot open: No such file or directory"),
+        (vec!["analyze", "nosuch.bin"], "nosuch.bin: cannot open: No such file or directory"),
         (vec!["sim", &directory, "--format", "text"], "is a directory, not a trace file"),
         (vec!["sim", plain.to_str().unwrap()], "not zstd-compressed data"),
     ] {

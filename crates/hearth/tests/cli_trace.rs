@@ -142,6 +142,27 @@ fn convert_writes_oracle_general_with_the_in_memory_next_accesses() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
 
+/// A converted trace's clock counts requests: `stats` gives it no time span
+/// (1,141,869 requests read as seconds were "spanning 13d 05h"), nor a text
+/// trace, which records no time; libCacheSim's own copy keeps its times.
+#[test]
+fn stats_give_a_time_span_only_to_traces_that_record_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let converted = dir.path().join("cp.oracleGeneral.bin");
+    stdout(&hearth(&["trace", "convert", &shared("cloudPhysicsIO.vscsi"), "-o", path(&converted), "-q"]));
+    let text = dir.path().join("keys.txt");
+    std::fs::write(&text, "1\n2\n1\n").unwrap();
+    for (trace, says) in [(path(&converted), "the clock counts requests"), (path(&text), "not recorded")] {
+        let out = stdout(&hearth(&["trace", "stats", trace, "-q"]));
+        assert!(out.contains("time          not recorded") && out.contains(says) && !out.contains("spanning"), "{out}");
+        let r: serde_json::Value =
+            serde_json::from_str(&stdout(&hearth(&["trace", "stats", trace, "--json", "-q"]))).unwrap();
+        assert_eq!((&r["timed"], &r["duration_ns"]), (&false.into(), &serde_json::Value::Null), "{r}");
+    }
+    let theirs = stdout(&hearth(&["trace", "stats", &shared("cloudPhysicsIO.oracleGeneral.bin"), "-q"]));
+    assert!(theirs.contains("spanning"), "{theirs}");
+}
+
 #[test]
 fn sample_keeps_whole_keys_deterministically() {
     let dir = tempfile::tempdir().unwrap();
