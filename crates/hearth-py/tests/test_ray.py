@@ -145,7 +145,9 @@ def test_two_nodes_each_with_one_cpu(ray_cluster):
         alive = [n for n in ray.nodes() if n["Alive"]]
         assert len(alive) == 2 and all(n["Resources"].get("CPU") == 1.0 for n in alive)
 
-        @ray.remote(num_cpus=1)
+        # SPREAD: with the default strategy a loaded machine may run all eight on the first node
+        # before the second one's worker process has started.
+        @ray.remote(num_cpus=1, scheduling_strategy="SPREAD")
         def where(_):
             time.sleep(0.2)
             return ray.get_runtime_context().get_node_id()
