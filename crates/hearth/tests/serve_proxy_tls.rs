@@ -12,49 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
-};
+use rcgen::ExtendedKeyUsagePurpose;
+use serve_support::pki::Authority;
 use serve_support::{have, qemu_io_tls, run, Server};
 
 const ALICE_KEY: &str = "5f0c0d8e2b7a41c39e6d1f2a8b4c7e90d3a5b6c7e8f90123456789abcdef0011";
 const BOB_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
-
-struct Authority {
-    cert: Certificate,
-    key: KeyPair,
-}
-
-impl Authority {
-    fn new(name: &str) -> Authority {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        Authority { cert, key }
-    }
-
-    /// Writes `{prefix}-cert.pem` and `{prefix}-key.pem` for `names`, and
-    /// this CA's `ca-cert.pem`, into `dir`.
-    fn issue(&self, dir: &Path, prefix: &str, names: &[&str], usage: ExtendedKeyUsagePurpose) {
-        let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, names[0]);
-        params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join(format!("{prefix}-cert.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{prefix}-key.pem")), key.serialize_pem()).unwrap();
-        self.trust(dir);
-    }
-
-    fn trust(&self, dir: &Path) {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join("ca-cert.pem"), self.cert.pem()).unwrap();
-    }
-}
 
 /// Certificate directories: nbdkit's, and the proxy's `tls-certificates=` choices.
 struct Pki {

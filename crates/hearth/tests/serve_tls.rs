@@ -9,47 +9,9 @@ mod serve_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
-};
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
+use serve_support::pki::Authority;
 use serve_support::{have, qemu_io_tls, run, Server};
-
-/// A CA, and a certificate and key signed by it.
-struct Authority {
-    cert: Certificate,
-    key: KeyPair,
-}
-
-impl Authority {
-    fn new(name: &str) -> Authority {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        Authority { cert, key }
-    }
-
-    /// Writes `{prefix}-cert.pem` and `{prefix}-key.pem` signed by this CA,
-    /// and the CA's own `ca-cert.pem`, into `dir`.
-    fn issue(&self, dir: &Path, prefix: &str, names: &[&str], usage: ExtendedKeyUsagePurpose) {
-        let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, names.first().copied().unwrap_or(prefix));
-        params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join(format!("{prefix}-cert.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{prefix}-key.pem")), key.serialize_pem()).unwrap();
-        self.trust(dir);
-    }
-
-    fn trust(&self, dir: &Path) {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join("ca-cert.pem"), self.cert.pem()).unwrap();
-    }
-}
 
 /// Certificate directories in qemu/nbdkit/libnbd layout.
 struct Pki {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+pub mod pki;
 pub mod raw;
 
 use std::io::{BufRead, BufReader};
