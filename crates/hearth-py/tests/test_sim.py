@@ -193,4 +193,4 @@ def test_ctrl_c_stops_a_long_simulation():
     assert time.perf_counter() - started < 5
     timer.join()
     # The module still works afterwards.
-    assert len(hearth.sim("synth:loop:100", "lru", 50, requests=1000)) == 1
+    assert len(hearth.sim("synth:loop:100", "lru", "50blocks", requests=1000)) == 1
