@@ -145,14 +145,22 @@ impl CacheDevice {
             if !st.free.is_empty() || (st.pending.is_empty() && st.superseded.is_empty()) {
                 return;
             }
-            let sync = self.start_sync(st);
-            if let Err(e) = self.storage.sync() {
+            if let Err(e) = self.sync_locked(st, |_| ()) {
                 self.device_write_failed(st, &e);
                 return;
             }
-            let dirty = st.dirtied.len() as u64;
-            self.sync_done(st, sync, dirty);
         }
+    }
+
+    /// Syncs the device while holding the lock; once the sync completed,
+    /// `synced(st)` runs, then [`sync_done`](Self::sync_done)'s bookkeeping.
+    fn sync_locked(&self, st: &mut State, synced: impl FnOnce(&mut State)) -> io::Result<()> {
+        let sync = self.start_sync(st);
+        self.storage.sync()?;
+        synced(st);
+        let dirty = st.dirtied.len() as u64;
+        self.sync_done(st, sync, dirty);
+        Ok(())
     }
 
     /// Retires `slot`, whose block a copy-on-write just stored elsewhere
@@ -175,19 +183,13 @@ impl CacheDevice {
         let (older, rest): (Vec<Superseded>, Vec<Superseded>) = st.superseded.iter().partition(|s| s.block == block);
         st.superseded = rest;
         let cleared = older.iter().try_for_each(|s| self.write_entry(s.slot, None));
-        let sync = self.start_sync(st);
-        match cleared.and_then(|()| self.storage.sync()) {
-            Ok(()) => {
-                let dirty = st.dirtied.len() as u64;
-                self.sync_done(st, sync, dirty);
-                st.free.extend(older.iter().map(|s| s.slot));
-            }
-            Err(e) => {
-                self.device_write_failed(st, &e);
-                st.superseded.extend(older);
-                st.fence_pending = true;
-                self.fence(st);
-            }
+        // Their cleared entries are durable once the sync returns: they are free before
+        // sync_done, whose own fence (if it runs one) then rebuilds the free list whole.
+        if let Err(e) = cleared.and_then(|()| self.sync_locked(st, |st| st.free.extend(older.iter().map(|s| s.slot)))) {
+            self.device_write_failed(st, &e);
+            st.superseded.extend(older);
+            st.fence_pending = true;
+            self.fence(st);
         }
     }
 
@@ -337,7 +339,7 @@ impl CacheDevice {
             st.backend_failing = true;
             tracing::warn!(device = %self.path.display(), error = %e, "cache device write-back failed; dirty blocks stay on the device and are retried");
         }
-        let settled: Vec<u64> = written.iter().map(|&(b, _, _)| b).collect();
+        let settled: rustc_hash::FxHashSet<u64> = written.iter().map(|&(b, _, _)| b).collect();
         for &block in blocks {
             if !settled.contains(&block) && !st.policy.contains(block) && st.slot_of.contains_key(&block) {
                 self.strand(st, block);
