@@ -5,9 +5,10 @@
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::harness::record::{crash_image, Log, Recorded, Target};
-use super::harness::{device_len, identify, initial_backend, options, pattern, Run, BS};
+use super::harness::{device_len, identify, initial_backend, options, pattern, Fault, Run, BS};
 use super::*;
 
 fn read_id(d: &CacheDevice, block: u64) -> io::Result<Option<u64>> {
@@ -184,4 +185,32 @@ fn a_byte_flipped_under_a_running_device_is_never_served() {
     assert!(read_id(&d, 6).is_err(), "the only copy is damaged: an error, not other data");
     assert_eq!(d.stats.checksum_failures.load(Ordering::Relaxed), 2);
     assert_eq!(read_id(&d, 5).unwrap(), Some(0), "cached again, correctly");
+}
+
+/// A cleaning batch whose second backend write fails leaves the first block
+/// dirty too: it reached the backend but no flush made it durable there, so
+/// calling it clean (and later dropping its device copy) could lose it.
+#[test]
+fn a_write_back_batch_that_fails_midway_leaves_every_block_dirty() {
+    let mode = DeviceWriteMode::Back;
+    let dirty_after_clean = |fault: Option<Fault>| {
+        let log = Log::new(fault);
+        let storage = Recorded::new(Run::formatted(mode), &log, Target::Device);
+        let backend = Arc::new(Recorded::new(initial_backend(), &log, Target::Backend));
+        let d =
+            CacheDevice::open_on(Box::new(backend), Box::new(storage), device_len(), "batch".as_ref(), &options(mode))
+                .unwrap();
+        for block in 0..3 {
+            d.write_at(&pattern(block, 1), block * BS).unwrap();
+        }
+        let cleaning_starts_at = log.lock().unwrap().tried();
+        let cleaned = d.clean(Duration::ZERO);
+        (cleaning_starts_at, cleaned.is_ok(), d.occupancy().1)
+    };
+    let (first_write_back, cleaned, dirty) = dirty_after_clean(None);
+    assert!(cleaned && dirty == 0, "without a fault all three are cleaned");
+    let second_write_back = Fault { at: first_write_back + 1, errno: libc::EIO };
+    let (_, cleaned, dirty) = dirty_after_clean(Some(second_write_back));
+    assert!(!cleaned);
+    assert_eq!(dirty, 3, "the block written before the failure was never flushed");
 }

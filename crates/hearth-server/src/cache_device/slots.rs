@@ -304,10 +304,11 @@ impl CacheDevice {
             written.push((block, slot, entry));
         }
         if failure.is_none() && !written.is_empty() {
-            if let Err(e) = self.backend.flush() {
-                failure = Some(e);
-                written.clear();
-            }
+            failure = self.backend.flush().err();
+        }
+        if failure.is_some() {
+            // Nothing written here is durable without a flush that succeeded: all stay dirty.
+            written.clear();
         }
         for &(block, slot, entry) in &written {
             self.stats.cleaned.fetch_add(1, Ordering::Relaxed);
