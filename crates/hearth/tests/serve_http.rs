@@ -27,6 +27,15 @@ fn have_nginx() -> bool {
     found
 }
 
+/// Waits up to 10 s for a listener on loopback `port`; `what` says what failed to start.
+fn wait_for_port(port: u16, what: impl Fn() -> String) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{}", what());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -64,15 +73,12 @@ impl Nginx {
             .stderr(Stdio::null())
             .spawn()
             .expect("starting nginx");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
+        wait_for_port(port, || {
+            format!(
                 "nginx did not listen on {port}: {}",
                 std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            )
+        });
         Nginx { child, access_log }
     }
 
@@ -185,11 +191,7 @@ fn a_server_that_ignores_ranges_or_a_writable_export_is_refused_at_start() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", s.port)).is_err() {
-        assert!(Instant::now() < deadline, "python's http.server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_port(s.port, || "python's http.server did not start".into());
     let url = format!("http://127.0.0.1:{}/disk.img", s.port);
     let hearth = env!("CARGO_BIN_EXE_hearth");
     let start = |extra: &[&str]| {
@@ -233,11 +235,7 @@ fn an_https_server_with_an_unknown_certificate_is_refused_at_start() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", s.port)).is_err() {
-        assert!(Instant::now() < deadline, "python's https server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_port(s.port, || "python's https server did not start".into());
     let url = format!("https://127.0.0.1:{}/disk.img", s.port);
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
