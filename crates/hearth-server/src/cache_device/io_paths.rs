@@ -206,7 +206,7 @@ impl CacheDevice {
     /// Clears `slot`'s entry so it is not served while `block` is rewritten.
     fn clear_for_rewrite(&self, st: &mut State, slot: u64, block: u64) -> io::Result<()> {
         if let SlotState::Valid { .. } = st.slots[slot as usize] {
-            if let Err(e) = self.storage.write_at(&[0u8; super::layout::ENTRY_LEN], self.layout.entry_offset(slot)) {
+            if let Err(e) = self.write_entry(slot, None) {
                 // Its entry may or may not say what it said: only a fence makes that moot.
                 self.device_write_failed(st, &e);
                 st.fence_pending = true;

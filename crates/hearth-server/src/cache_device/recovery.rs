@@ -44,7 +44,7 @@ impl CacheDevice {
         }
         let clear = recovered.clear.iter().chain(&recovered.unreadable);
         for &slot in clear.clone() {
-            self.storage.write_at(&[0u8; ENTRY_LEN], self.layout.entry_offset(slot)).map_err(io_err("clearing"))?;
+            self.write_entry(slot, None).map_err(io_err("clearing"))?;
         }
         if clear.count() > 0 {
             // Durable before their slots take new data.

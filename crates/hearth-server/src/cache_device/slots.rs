@@ -33,7 +33,7 @@ impl CacheDevice {
         Ok(())
     }
 
-    fn write_entry(&self, slot: u64, entry: Option<Entry>) -> io::Result<()> {
+    pub(super) fn write_entry(&self, slot: u64, entry: Option<Entry>) -> io::Result<()> {
         let bytes = entry.map_or([0u8; ENTRY_LEN], |e| e.encode());
         self.storage.write_at(&bytes, self.layout.entry_offset(slot))
     }
