@@ -28,6 +28,7 @@ pub mod warmup;
 pub use config::Config;
 pub use error::{AdminError, CacheDeviceError, OpenError, ServeError, TlsError};
 pub use server::Server;
+pub use tls::Reloadable as ReloadableTls;
 
 /// A low-priority backend read for the export's background threads.
 pub(crate) struct Background {

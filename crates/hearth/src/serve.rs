@@ -81,7 +81,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MODE")]
     tls: Option<TlsMode>,
     /// Directory with server-cert.pem and server-key.pem (and ca-cert.pem for --tls-verify-peer), as
-    /// qemu-nbd and nbdkit lay it out.
+    /// qemu-nbd and nbdkit lay it out. SIGHUP reads them (or the --tls-psk file) again for new
+    /// connections; established ones keep theirs, and a file that cannot be used keeps the old ones.
     #[arg(long, value_name = "DIR")]
     tls_certificates: Option<PathBuf>,
     /// Accept only clients presenting a certificate signed by ca-cert.pem; needs --tls require.
@@ -421,7 +422,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
         let mut int =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("SIGINT handler")?;
+        let mut hup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("SIGHUP handler")?;
         let server = Server::bind(&config).await?;
+        let tls = server.tls_credentials();
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                reload_tls(tls.as_ref());
+            }
+        });
         let _pidfile = args.pidfile.as_deref().map(PidFile::write).transpose()?;
         let mut out = std::io::stdout().lock();
         for a in server.tcp_addrs() {
@@ -464,6 +473,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         std::process::exit(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
     }
     Ok(())
+}
+
+/// SIGHUP: new handshakes use the certificates, key and CA (or PSK file)
+/// as they are on disk now; connections already up keep theirs. A file
+/// that cannot be used keeps the old credentials, in one line naming it.
+fn reload_tls(tls: Option<&hearth_server::ReloadableTls>) {
+    match tls.map(|t| t.reload()) {
+        None => tracing::info!("SIGHUP received: no TLS credentials to reload"),
+        Some(Ok(())) => tracing::info!("SIGHUP received: TLS credentials reloaded"),
+        Some(Err(e)) => {
+            tracing::error!("SIGHUP received: TLS credentials not reloaded, serving with the old ones: {e}")
+        }
+    }
 }
 
 /// `sh -c COMMAND` with nbdkit's captive-mode variables: the URI of the

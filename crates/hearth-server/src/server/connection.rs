@@ -274,7 +274,7 @@ async fn negotiate<S: Stream>(
         Haggled::Transmit(session, slot) => Ok(Some((Negotiated::Plain(stream, visible.session(session)), slot))),
         Haggled::Close => Ok(None),
         Haggled::StartTls => {
-            let acceptor = ctx.tls.as_ref().expect("STARTTLS is acknowledged only with TLS set up");
+            let acceptor = ctx.tls.as_ref().expect("STARTTLS is acknowledged only with TLS set up").current();
             let (mut stream, identity) = acceptor.accept(stream).await?;
             if let Some(identity) = &identity {
                 info!(%peer, %identity, "TLS client identified");

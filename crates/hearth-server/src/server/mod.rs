@@ -60,7 +60,7 @@ pub struct Server {
     admin: Option<crate::admin::Admin>,
     limits: Limits,
     tls_mode: Tls,
-    tls: Option<crate::tls::Acceptor>,
+    tls: Option<crate::tls::Reloadable>,
     access: Access,
     export_access: Vec<Access>,
 }
@@ -199,7 +199,7 @@ impl Server {
             connections: Arc::new(Semaphore::new(config.server.max_connections)),
         };
         let tls = match &config.server.tls_credentials {
-            Some(credentials) => Some(crate::tls::Acceptor::new(credentials).map_err(ServeError::Tls)?),
+            Some(credentials) => Some(crate::tls::Reloadable::new(credentials).map_err(ServeError::Tls)?),
             None => None,
         };
         let tls_mode = config.server.tls.negotiation();
@@ -228,6 +228,10 @@ impl Server {
     }
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+    /// The TLS credentials, to read again (SIGHUP) while serving; `None` without TLS.
+    pub fn tls_credentials(&self) -> Option<crate::tls::Reloadable> {
+        self.tls.clone()
     }
 
     /// Serves until `shutdown` resolves, then stops accepting, lets
@@ -315,7 +319,7 @@ struct Shared {
     limits: Limits,
     tls_mode: Tls,
     /// Set when `tls_mode` is not `Off`.
-    tls: Option<crate::tls::Acceptor>,
+    tls: Option<crate::tls::Reloadable>,
     /// Who may connect at all (TCP addresses).
     access: Access,
     /// Who may use each export, in export order.

@@ -15,6 +15,7 @@ mod psk;
 use std::io;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -77,6 +78,36 @@ impl Acceptor {
                 Ok((TlsStream::OpenSsl(stream), Some(Identity::PskUser(user))))
             }
         }
+    }
+}
+
+/// The acceptor new handshakes use, built again from the same files on
+/// [`Reloadable::reload`] (SIGHUP). A connection keeps the configuration its
+/// handshake used, so replacing it drops no one; a reload that fails leaves
+/// the old acceptor in place.
+#[derive(Clone)]
+pub struct Reloadable {
+    credentials: TlsCredentials,
+    current: Arc<parking_lot::RwLock<Acceptor>>,
+}
+
+impl Reloadable {
+    pub fn new(credentials: &TlsCredentials) -> Result<Reloadable, TlsError> {
+        let acceptor = Acceptor::new(credentials)?;
+        Ok(Reloadable { credentials: credentials.clone(), current: Arc::new(parking_lot::RwLock::new(acceptor)) })
+    }
+
+    /// What the next handshake uses.
+    pub fn current(&self) -> Acceptor {
+        self.current.read().clone()
+    }
+
+    /// Reads the certificates, key and CA (or the key file) again; on an
+    /// error the old ones stay in use and the error names the file.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let fresh = Acceptor::new(&self.credentials)?;
+        *self.current.write() = fresh;
+        Ok(())
     }
 }
 
