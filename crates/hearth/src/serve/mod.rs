@@ -20,6 +20,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::units;
 
+mod privileges;
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum BackendArg {
     /// An existing file or block device (--path).
@@ -111,6 +113,16 @@ pub struct ServeArgs {
     /// --pidfile); it is removed when the server exits.
     #[arg(long, value_name = "FILE")]
     pidfile: Option<PathBuf>,
+    /// Once every listener, backend, cache device and the pidfile are open, switch to this user
+    /// (a name or uid) and its primary group, as nbdkit's -u; needs root. Files read later (the TLS
+    /// files on SIGHUP) must be readable by it, and it may not be able to remove the pidfile or a
+    /// Unix socket in a directory only root writes.
+    #[arg(short = 'u', long, value_name = "USER")]
+    user: Option<String>,
+    /// With --user, this group (a name or gid) instead of the user's own; alone, only the group
+    /// changes, as nbdkit's -g. Supplementary groups are dropped.
+    #[arg(short = 'g', long, value_name = "GROUP")]
+    group: Option<String>,
     /// Captive mode, as nbdkit's --run: once serving, run CMD through `sh -c` with $uri (and $nbd),
     /// $port, $unixsocket, $exportname and $tls in its environment; when it exits the server stops
     /// and exits with its status (128+N if signal N killed it).
@@ -414,6 +426,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     let config = args.config()?;
+    let leave_root = privileges::resolve(args.user.as_deref(), args.group.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     let served = runtime.block_on(async {
         // Handlers go in before we announce ourselves, so a signal sent right
@@ -432,6 +445,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
         let _pidfile = args.pidfile.as_deref().map(PidFile::write).transpose()?;
+        if let Some(target) = &leave_root {
+            target.switch()?;
+        }
         let mut out = std::io::stdout().lock();
         for a in server.tcp_addrs() {
             writeln!(out, "listening tcp {a}")?;
