@@ -112,3 +112,88 @@ fn a_user_that_cannot_be_taken_is_refused_at_start() {
     unprivileged.args(memory_export()).args(["--user", "nobody"]);
     refused(&mut unprivileged, &format!("--user nobody: changing user or group needs root (running as uid {nobody})"));
 }
+
+/// A free TCP port on loopback (bound, then released for the socket manager).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `systemd-socket-activate -l ADDR... hearth serve ARGS`: it binds, then
+/// execs the server (same pid) at the first connection, with LISTEN_FDS set.
+fn socket_activated(listen: &[String], args: &[&str], log: &std::path::Path) -> Server {
+    let mut command = Command::new("systemd-socket-activate");
+    for l in listen {
+        command.args(["-l", l]);
+    }
+    command.args([env!("CARGO_BIN_EXE_hearth"), "serve", "--log", "info"]).args(args);
+    let server = Server::spawn(command, log);
+    // Its sockets are bound once it has said so for each.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while server.log_text().matches("Listening on").count() < listen.len() {
+        assert!(std::time::Instant::now() < deadline, "systemd-socket-activate did not listen:\n{}", server.log_text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    server
+}
+
+/// Started by systemd-socket-activate with a TCP and a Unix socket, the
+/// server binds nothing itself: it serves real clients on both inherited
+/// sockets, names them in its `listening` lines, and leaves the socket file
+/// to the manager that made it.
+#[test]
+fn socket_activation_serves_on_the_inherited_sockets() {
+    if !have("systemd-socket-activate") || !have("nbdinfo") || !have("qemu-io") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let socket = dir.path().join("activated.sock");
+    let listen = [format!("127.0.0.1:{port}"), socket.display().to_string()];
+    let mut server = socket_activated(&listen, &["--backend", "memory", "--size", "4MiB"], &dir.path().join("log"));
+    // This first connection waits in the backlog while the server starts.
+    let tcp_uri = format!("nbd://127.0.0.1:{port}/hearth");
+    assert!(run(Command::new("nbdinfo").arg(&tcp_uri)).contains("export-size: 4194304"));
+    server.wait_ready().unwrap();
+    assert_eq!(server.tcp, Some(format!("127.0.0.1:{port}").parse().unwrap()));
+    assert_eq!(server.unix.as_deref(), Some(socket.as_path()));
+    let unix_uri = format!("nbd+unix:///hearth?socket={}", socket.display());
+    run(Command::new("qemu-io").args(["-f", "raw", "-c", "write -P 0x5a 0 64k", &unix_uri]));
+    let out = run(Command::new("qemu-io").args(["-f", "raw", "-c", "read -P 0x5a 0 64k", &tcp_uri]));
+    assert!(!out.contains("Pattern verification failed"), "written over Unix, read over TCP:\n{out}");
+    assert!(server.log_text().lines().all(|l| !l.contains("ERROR")), "{}", server.log_text());
+    assert!(server.stop("TERM"), "exits 0 on SIGTERM");
+    assert!(socket.exists(), "the inherited socket file belongs to the manager that bound it");
+}
+
+/// Sockets from systemd and `--listen`/`--unix` together are refused in one
+/// line (which would the operator mean?); LISTEN_FDS for another process
+/// is not ours, and the server binds its own.
+#[test]
+fn socket_activation_with_listen_flags_is_refused() {
+    if !have("systemd-socket-activate") || !have("nbdinfo") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let listen = [format!("127.0.0.1:{port}")];
+    let args = ["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0"];
+    let mut server = socket_activated(&listen, &args, &dir.path().join("log"));
+    let refused = Command::new("nbdinfo").arg(format!("nbd://127.0.0.1:{port}/hearth")).output().unwrap();
+    assert!(!refused.status.success());
+    let log = server.wait_ready().expect_err("started with both --listen and LISTEN_FDS");
+    // What systemd-socket-activate says ends with its "Execing ..." line.
+    let ours = log.split_once("Execing ").and_then(|(_, rest)| rest.split_once('\n')).map_or("", |(_, ours)| ours);
+    let lines: Vec<_> = ours.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line:\n{log}");
+    assert!(
+        lines[0].contains("--listen/--unix") && lines[0].contains("systemd socket activation (LISTEN_FDS=1)"),
+        "{log}"
+    );
+
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hearth"));
+    command.args(["serve", "--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0"]);
+    command.env("LISTEN_PID", "1").env("LISTEN_FDS", "1");
+    let mut other = Server::spawn(command, &dir.path().join("other.log"));
+    other.wait_ready().unwrap();
+    assert!(run(Command::new("nbdinfo").arg(other.uri("hearth"))).contains("export-size: 4194304"));
+}

@@ -110,6 +110,57 @@ pub(super) fn bind_unix(path: &Path) -> io::Result<UnixListener> {
     UnixListener::bind(path)
 }
 
+/// A listening socket handed down by a service manager, by its kind.
+pub(super) enum Adopted {
+    Tcp(TcpListener),
+    /// With its path (`(unnamed)` for an abstract or unnamed socket).
+    Unix(UnixListener, std::path::PathBuf),
+}
+
+/// Takes over an inherited listening socket (systemd's `LISTEN_FDS`),
+/// telling TCP from Unix by its address family. A socket that does not
+/// listen (a unit with `Accept=yes` passes connections) is refused.
+pub(super) fn adopt(fd: std::os::fd::OwnedFd) -> io::Result<Adopted> {
+    use std::os::fd::AsRawFd;
+    let (mut listening, mut len): (libc::c_int, libc::socklen_t) = (0, std::mem::size_of::<libc::c_int>() as _);
+    // SAFETY: fd is open for the call; the option's buffer and length are ours.
+    let rc = unsafe {
+        libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ACCEPTCONN, (&raw mut listening).cast(), &mut len)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if listening == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a listening socket (a socket unit for hearth needs Accept=no)",
+        ));
+    }
+    // SAFETY: an all-zero sockaddr_storage is valid; getsockname fills at most len bytes of it.
+    let mut address: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&address) as libc::socklen_t;
+    // SAFETY: as above.
+    if unsafe { libc::getsockname(fd.as_raw_fd(), (&raw mut address).cast(), &mut len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    match address.ss_family as libc::c_int {
+        libc::AF_INET | libc::AF_INET6 => {
+            let l = std::net::TcpListener::from(fd);
+            l.set_nonblocking(true)?;
+            Ok(Adopted::Tcp(TcpListener::from_std(l)?))
+        }
+        libc::AF_UNIX => {
+            let l = std::os::unix::net::UnixListener::from(fd);
+            l.set_nonblocking(true)?;
+            let path = l.local_addr()?.as_pathname().map_or_else(|| "(unnamed)".into(), Path::to_path_buf);
+            Ok(Adopted::Unix(UnixListener::from_std(l)?, path))
+        }
+        family => {
+            Err(io::Error::new(io::ErrorKind::InvalidInput, format!("address family {family} is neither TCP nor Unix")))
+        }
+    }
+}
+
 pub(super) async fn accept_loop<L: Listener>(
     l: L,
     ctx: Arc<Shared>,

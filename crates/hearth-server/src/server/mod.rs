@@ -54,7 +54,7 @@ pub struct Server {
     exports: Arc<Vec<Arc<Export>>>,
     infos: Arc<Vec<ExportInfo>>,
     tcp: Vec<TcpListener>,
-    unix: Vec<(UnixListener, PathBuf)>,
+    unix: Vec<UnixSocket>,
     metrics: Option<TcpListener>,
     /// `POST /mode` on the metrics listener, when on.
     admin: Option<crate::admin::Admin>,
@@ -63,6 +63,14 @@ pub struct Server {
     tls: Option<crate::tls::Reloadable>,
     access: Access,
     export_access: Vec<Access>,
+}
+
+/// A Unix listener and its path; `remove_at_exit` unless it was inherited
+/// (the service manager that bound it owns the file).
+struct UnixSocket {
+    listener: UnixListener,
+    path: PathBuf,
+    remove_at_exit: bool,
 }
 
 /// What one client may take of the server.
@@ -79,7 +87,9 @@ struct Limits {
 impl Server {
     /// Binds every listener, then opens every export (so a listener that
     /// cannot bind fails before any backend is opened or pre-loaded).
-    pub async fn bind(config: &Settings) -> Result<Server, ServeError> {
+    /// `inherited` are listening sockets a service manager bound for us
+    /// (systemd socket activation), TCP or Unix, served as well.
+    pub async fn bind(config: &Settings, inherited: Vec<std::os::fd::OwnedFd>) -> Result<Server, ServeError> {
         let max_request = config.server.max_request;
         let metrics = match &config.server.metrics {
             Some(addr) => Some(TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
@@ -119,7 +129,16 @@ impl Server {
                 address: path.display().to_string(),
                 source,
             })?;
-            unix.push((l, path.clone()));
+            unix.push(UnixSocket { listener: l, path: path.clone(), remove_at_exit: true });
+        }
+        for fd in inherited {
+            let number = std::os::fd::AsRawFd::as_raw_fd(&fd);
+            let inherited_error =
+                |source| ServeError::Bind { what: "LISTEN_FDS", address: format!("fd {number}"), source };
+            match listener::adopt(fd).map_err(inherited_error)? {
+                listener::Adopted::Tcp(l) => tcp.push(l),
+                listener::Adopted::Unix(l, path) => unix.push(UnixSocket { listener: l, path, remove_at_exit: false }),
+            }
         }
         let mut exports = Vec::new();
         for (i, e) in config.exports.iter().enumerate() {
@@ -224,7 +243,7 @@ impl Server {
         self.tcp.iter().filter_map(|l| l.local_addr().ok()).collect()
     }
     pub fn unix_paths(&self) -> Vec<PathBuf> {
-        self.unix.iter().map(|(_, p)| p.clone()).collect()
+        self.unix.iter().map(|u| u.path.clone()).collect()
     }
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
@@ -256,9 +275,11 @@ impl Server {
             tokio::spawn(listener::accept_loop(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
         }
         let mut socket_paths = Vec::new();
-        for (l, path) in self.unix {
-            socket_paths.push(path);
-            tokio::spawn(listener::accept_loop(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
+        for u in self.unix {
+            if u.remove_at_exit {
+                socket_paths.push(u.path);
+            }
+            tokio::spawn(listener::accept_loop(u.listener, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
         }
         drop(drain_tx);
 

@@ -20,6 +20,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::units;
 
+mod activation;
 mod privileges;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -41,7 +42,9 @@ pub struct ServeArgs {
     /// TOML config with a `server` table and `export` array tables (keys: crates/hearth-server/README.md).
     #[arg(short, long, value_name = "PATH")]
     config: Option<PathBuf>,
-    /// TCP address to listen on, repeatable (port 0 picks a free port). Default 127.0.0.1:10809.
+    /// TCP address to listen on, repeatable (port 0 picks a free port). Default 127.0.0.1:10809, or,
+    /// under systemd socket activation (LISTEN_PID is ours, LISTEN_FDS >= 1), the sockets passed as
+    /// fd 3 on, TCP or Unix, and then neither --listen nor --unix may be given.
     #[arg(long, value_name = "ADDR")]
     listen: Vec<String>,
     /// Unix socket path to listen on, repeatable.
@@ -292,7 +295,9 @@ enum WarmupModeArg {
 }
 
 impl ServeArgs {
-    fn config(&self) -> anyhow::Result<Settings> {
+    /// The settings; `activated` when systemd passed the listening sockets,
+    /// which then stand in for `--listen`/`--unix`.
+    fn config(&self, activated: usize) -> anyhow::Result<Settings> {
         let mut config = match &self.config {
             Some(path) => Config::load(path)?,
             None => {
@@ -411,7 +416,18 @@ impl ServeArgs {
         config.server.allow.extend(self.allow.iter().cloned());
         config.server.deny.extend(self.deny.iter().cloned());
         let origin = self.config.as_ref().map_or("flags".to_string(), |p| p.display().to_string());
-        config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))
+        if activated > 0 && !(config.server.listen.is_empty() && config.server.unix.is_empty()) {
+            anyhow::bail!(
+                "{origin}: --listen/--unix (server.listen/server.unix) cannot be combined with systemd socket \
+                 activation (LISTEN_FDS={activated}): the sockets come from the socket unit"
+            );
+        }
+        let mut settings = config.validate().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        if activated > 0 {
+            // Not the default 127.0.0.1:10809: only the sockets passed to us.
+            settings.server.listen.clear();
+        }
+        Ok(settings)
     }
 }
 
@@ -425,7 +441,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let filter = EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new(&args.log)).context("--log")?;
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
-    let config = args.config()?;
+    // Before the runtime's threads start: it edits the environment.
+    let inherited = activation::take_listen_fds()?;
+    let config = args.config(inherited.len())?;
     let leave_root = privileges::resolve(args.user.as_deref(), args.group.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     let served = runtime.block_on(async {
@@ -437,7 +455,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("SIGINT handler")?;
         let mut hup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("SIGHUP handler")?;
-        let server = Server::bind(&config).await?;
+        let server = Server::bind(&config, inherited).await?;
         let tls = server.tls_credentials();
         tokio::spawn(async move {
             while hup.recv().await.is_some() {

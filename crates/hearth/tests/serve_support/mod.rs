@@ -29,30 +29,42 @@ impl Server {
 
     /// As `start`, but a server that exits before `ready` is an `Err` with its log.
     pub fn try_start(args: &[&str], log: &Path) -> Result<Server, String> {
-        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .arg("serve")
-            .args(args)
-            .args(["--log", "info"])
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hearth"));
+        command.arg("serve").args(args).args(["--log", "info"]);
+        let mut server = Server::spawn(command, log);
+        server.wait_ready().map(|()| server)
+    }
+
+    /// Starts `command` (one that runs `hearth serve`, perhaps through
+    /// another program that execs it) without waiting for it; its stderr
+    /// goes to `log`.
+    pub fn spawn(mut command: Command, log: &Path) -> Server {
+        let child = command
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(log).expect("log file"))
             .spawn()
-            .expect("starting hearth serve");
-        let mut server = Server { tcp: None, unix: None, metrics: None, log: log.to_path_buf(), child };
-        let stdout = server.child.stdout.take().expect("piped stdout");
+            .unwrap_or_else(|e| panic!("starting {command:?}: {e}"));
+        Server { tcp: None, unix: None, metrics: None, log: log.to_path_buf(), child }
+    }
+
+    /// Reads the server's stdout up to `ready`, recording the addresses it
+    /// printed; a server that exits first is an `Err` with its log.
+    pub fn wait_ready(&mut self) -> Result<(), String> {
+        let stdout = self.child.stdout.take().expect("piped stdout");
         for line in BufReader::new(stdout).lines() {
             let line = line.expect("reading hearth's stdout");
             if let Some(a) = line.strip_prefix("listening tcp ") {
-                server.tcp = Some(a.parse().expect("tcp address"));
+                self.tcp = Some(a.parse().expect("tcp address"));
             } else if let Some(p) = line.strip_prefix("listening unix ") {
-                server.unix = Some(PathBuf::from(p));
+                self.unix = Some(PathBuf::from(p));
             } else if let Some(m) = line.strip_prefix("metrics ") {
-                server.metrics = Some(m.to_string());
+                self.metrics = Some(m.to_string());
             } else if line == "ready" {
-                return Ok(server);
+                return Ok(());
             }
         }
-        let _ = server.child.wait();
-        Err(std::fs::read_to_string(&server.log).unwrap_or_default())
+        let _ = self.child.wait();
+        Err(std::fs::read_to_string(&self.log).unwrap_or_default())
     }
 
     /// `nbd+unix:///EXPORT?socket=...` (or `nbd://host:port/EXPORT` without a socket).
