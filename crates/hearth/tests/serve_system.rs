@@ -118,14 +118,14 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// `systemd-socket-activate -l ADDR... hearth serve ARGS`: it binds, then
-/// execs the server (same pid) at the first connection, with LISTEN_FDS set.
-fn socket_activated(listen: &[String], args: &[&str], log: &std::path::Path) -> Server {
+/// `systemd-socket-activate -l ADDR... PROGRAM ARGS...`: it binds, then
+/// execs the program (same pid) at the first connection, with LISTEN_FDS set.
+fn socket_activated(listen: &[String], program: &[&str], log: &std::path::Path) -> Server {
     let mut command = Command::new("systemd-socket-activate");
     for l in listen {
         command.args(["-l", l]);
     }
-    command.args([env!("CARGO_BIN_EXE_hearth"), "serve", "--log", "info"]).args(args);
+    command.args(program);
     let server = Server::spawn(command, log);
     // Its sockets are bound once it has said so for each.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -149,7 +149,8 @@ fn socket_activation_serves_on_the_inherited_sockets() {
     let port = free_port();
     let socket = dir.path().join("activated.sock");
     let listen = [format!("127.0.0.1:{port}"), socket.display().to_string()];
-    let mut server = socket_activated(&listen, &["--backend", "memory", "--size", "4MiB"], &dir.path().join("log"));
+    let program = [env!("CARGO_BIN_EXE_hearth"), "serve", "--backend", "memory", "--size", "4MiB"];
+    let mut server = socket_activated(&listen, &program, &dir.path().join("log"));
     // This first connection waits in the backlog while the server starts.
     let tcp_uri = format!("nbd://127.0.0.1:{port}/hearth");
     assert!(run(Command::new("nbdinfo").arg(&tcp_uri)).contains("export-size: 4194304"));
@@ -176,8 +177,9 @@ fn socket_activation_with_listen_flags_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let listen = [format!("127.0.0.1:{port}")];
-    let args = ["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0"];
-    let mut server = socket_activated(&listen, &args, &dir.path().join("log"));
+    let program = [env!("CARGO_BIN_EXE_hearth"), "serve", "--backend", "memory", "--size", "4MiB"];
+    let mut server =
+        socket_activated(&listen, &[&program[..], &["--listen", "127.0.0.1:0"]].concat(), &dir.path().join("log"));
     let refused = Command::new("nbdinfo").arg(format!("nbd://127.0.0.1:{port}/hearth")).output().unwrap();
     assert!(!refused.status.success());
     let log = server.wait_ready().expect_err("started with both --listen and LISTEN_FDS");
@@ -196,4 +198,64 @@ fn socket_activation_with_listen_flags_is_refused() {
     let mut other = Server::spawn(command, &dir.path().join("other.log"));
     other.wait_ready().unwrap();
     assert!(run(Command::new("nbdinfo").arg(other.uri("hearth"))).contains("export-size: 4194304"));
+}
+
+fn unit_file(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/systemd").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The values of `key=` lines in a unit file.
+fn unit_values<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
+    unit.lines().filter_map(|l| l.strip_prefix(key)?.strip_prefix('=')).collect()
+}
+
+/// contrib/systemd's units pass `systemd-analyze verify` with no warning
+/// (the binary pointed at the one built), and the service's ExecStart,
+/// with only the binary, config and user replaced, serves on sockets like
+/// the socket unit's under systemd-socket-activate, dropping root. No real
+/// systemd runs here (PID 1 is not systemd): this is what can be checked.
+#[test]
+fn the_systemd_units_verify_and_their_command_line_serves() {
+    if !have("systemd-analyze") || !have("systemd-socket-activate") || !have("nbdinfo") || !is_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hearth = env!("CARGO_BIN_EXE_hearth");
+    let (service, socket) = (unit_file("hearth.service"), unit_file("hearth.socket"));
+    std::fs::write(dir.path().join("hearth.service"), service.replace("/usr/local/bin/hearth", hearth)).unwrap();
+    std::fs::write(dir.path().join("hearth.socket"), &socket).unwrap();
+    let out = Command::new("systemd-analyze")
+        .current_dir(dir.path())
+        .args(["verify", "./hearth.service", "./hearth.socket"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.trim().is_empty(), "systemd-analyze verify:\n{said}");
+
+    assert_eq!(unit_values(&socket, "Accept"), ["no"], "hearth serves the listening sockets itself");
+    let streams = unit_values(&socket, "ListenStream");
+    assert_eq!(streams, ["10809", "/run/hearth/hearth.sock"]);
+    let (port, unix) = (free_port(), dir.path().join("hearth.sock"));
+    let listen = [format!("127.0.0.1:{port}"), unix.display().to_string()];
+
+    let config = dir.path().join("hearth.toml");
+    std::fs::write(&config, "[[export]]\nname = \"disk\"\nbackend = \"memory\"\nsize = \"4MiB\"\n").unwrap();
+    let exec = unit_values(&service, "ExecStart");
+    assert_eq!(exec.len(), 1);
+    let mut words: Vec<String> = exec[0].split_whitespace().map(String::from).collect();
+    assert_eq!(words[..2], ["/usr/local/bin/hearth", "serve"]);
+    for (flag, value) in [("--config", config.to_str().unwrap()), ("--user", "nobody"), ("--group", "nogroup")] {
+        let at = words.iter().position(|w| w == flag).unwrap_or_else(|| panic!("no {flag} in {exec:?}"));
+        words[at + 1] = value.to_string();
+    }
+    words[0] = hearth.to_string();
+    let program: Vec<&str> = words.iter().map(String::as_str).collect();
+    let mut server = socket_activated(&listen, &program, &dir.path().join("log"));
+    assert!(run(Command::new("nbdinfo").arg(format!("nbd://127.0.0.1:{port}/disk"))).contains("export-size: 4194304"));
+    server.wait_ready().unwrap();
+    let unix_uri = format!("nbd+unix:///disk?socket={}", unix.display());
+    assert!(run(Command::new("nbdinfo").arg(unix_uri)).contains("export-size: 4194304"));
+    let (uids, _, _) = ids(server.pid());
+    assert_eq!(uids, [id("-u", "nobody").as_str(); 4].join(" "), "ExecStart's --user took effect");
 }
