@@ -477,8 +477,18 @@ pub(crate) fn label(s: &str) -> String {
 /// Answers `GET /metrics` and `GET /advice` on `listener` until the task is
 /// dropped, and with `admin` `POST /mode` (see `crate::admin`). Clients
 /// `access` refuses (the server's allow/deny) are closed at accept: the
-/// pages name every export in plain text, TLS or not.
-pub(crate) async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>, admin: Option<Admin>, access: Access) {
+/// pages name exports in plain text, TLS or not. An export whose own
+/// `allow`/`deny` (`export_access`, in export order) refuses the caller's
+/// address is left out of every page and unknown to `POST /mode`, as it is
+/// to NBD clients from there; TLS identity lists do not apply (an HTTP
+/// caller proves none).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    exports: Arc<Vec<Arc<Export>>>,
+    admin: Option<Admin>,
+    access: Access,
+    export_access: Vec<Access>,
+) {
     loop {
         let Ok((mut stream, peer)) = listener.accept().await else {
             continue;
@@ -487,7 +497,13 @@ pub(crate) async fn serve(listener: TcpListener, exports: Arc<Vec<Arc<Export>>>,
             warn!(%peer, "metrics connection refused: address not allowed (server.allow/deny)");
             continue;
         }
-        let (exports, admin) = (exports.clone(), admin.clone());
+        let exports: Vec<Arc<Export>> = exports
+            .iter()
+            .zip(&export_access)
+            .filter(|(_, access)| access.permits(Some(peer.ip())))
+            .map(|(e, _)| e.clone())
+            .collect();
+        let admin = admin.clone();
         tokio::spawn(async move {
             let mut head = Vec::with_capacity(1024);
             let mut buf = [0u8; 1024];

@@ -1,7 +1,8 @@
 //! Access control by client address against the real server: the server's
 //! allow/deny lists refuse a connection at accept (with a log line), an
 //! export's allow list hides it from other clients, and allowed clients are
-//! unaffected. Clients come from different loopback addresses (127.0.0.x).
+//! unaffected, on the NBD and the metrics listeners. Clients come from
+//! different loopback addresses (127.0.0.x).
 
 mod serve_support;
 
@@ -40,6 +41,8 @@ fn start(dir: &std::path::Path) -> Server {
         r#"
 [server]
 listen = ["127.0.0.1:0"]
+metrics = "127.0.0.1:0"
+admin = true
 allow = ["127.0.0.0/8"]
 deny = ["127.0.0.3"]
 
@@ -92,6 +95,41 @@ fn addresses_are_refused_at_accept_and_exports_hidden_by_their_allow_list() {
         let out = run(Command::new("nbdinfo").arg(format!("nbd://{addr}/open")));
         assert!(out.contains("export-size: 1048576"), "{out}");
     }
+}
+
+/// `request` from `source` to the metrics listener: the status line and body.
+fn http_from(source: &str, server: &Server, request: &str) -> (String, String) {
+    let url = server.metrics.as_deref().expect("metrics");
+    let addr: SocketAddr = url.strip_prefix("http://").and_then(|r| r.split('/').next()).unwrap().parse().unwrap();
+    let mut s = connect_from(source, addr);
+    std::io::Write::write_all(&mut s, format!("{request}\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP answer");
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// An export's own allow list hides it on the metrics listener too (issue
+/// 42): /metrics and /advice leave it out for addresses it does not allow,
+/// and POST /mode does not know it, as NBD clients from there do not.
+#[test]
+fn an_exports_allow_list_hides_it_from_metrics_advice_and_admin() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let names = |page: &str| ["open", "inner", "single"].map(|e| page.contains(&format!("export=\"{e}\"")));
+    let (_, metrics) = http_from("127.0.0.2", &server, "GET /metrics HTTP/1.0");
+    assert_eq!(names(&metrics), [true, true, true], "127.0.0.2 may use every export");
+    let (_, metrics) = http_from("127.0.0.1", &server, "GET /metrics HTTP/1.0");
+    assert_eq!(names(&metrics), [true, false, true], "\"inner\" allows 127.0.0.2 only:\n{metrics}");
+    let (_, advice) = http_from("127.0.0.1", &server, "GET /advice HTTP/1.0");
+    assert!(advice.contains("\"open\"") && !advice.contains("\"inner\""), "{advice}");
+    let (_, advice) = http_from("127.0.0.2", &server, "GET /advice HTTP/1.0");
+    assert!(advice.contains("\"inner\""), "{advice}");
+
+    let (status, body) = http_from("127.0.0.1", &server, "POST /mode?export=inner&mode=pass HTTP/1.0");
+    assert!(status.contains("404") && body.contains("no export"), "{status} {body}");
+    let (status, _) = http_from("127.0.0.2", &server, "POST /mode?export=inner&mode=through HTTP/1.0");
+    assert!(status.contains("200"), "{status}");
 }
 
 #[test]

@@ -261,7 +261,11 @@ impl Server {
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
         let metrics_task = self
             .metrics
-            .map(|l| tokio::spawn(crate::metrics::serve(l, self.exports.clone(), self.admin, self.access.clone())));
+            .map(|l| {
+                let (exports, access, export_access) =
+                    (self.exports.clone(), self.access.clone(), self.export_access.clone());
+                tokio::spawn(crate::metrics::serve(l, exports, self.admin, access, export_access))
+            });
         let ctx = Arc::new(Shared {
             exports: self.exports.clone(),
             infos: self.infos,
