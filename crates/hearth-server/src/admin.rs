@@ -110,25 +110,10 @@ pub(crate) fn refused(status: &'static str, why: &str) -> Answer {
     (status, serde_json::json!({ "error": why }).to_string())
 }
 
-/// `%XX` escapes decoded (`+` kept: it is not a space in a path's query here).
+/// `%XX` escapes decoded (`+` kept: it is not a space in a path's query
+/// here; a broken escape is kept as written).
 fn percent_decoded(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
 #[cfg(test)]

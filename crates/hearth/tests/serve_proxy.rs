@@ -268,3 +268,47 @@ fn an_upstream_down_past_the_deadline_fails_queued_requests_at_it() {
     let mut client = Client::connect_unix(server.unix.as_ref().unwrap(), "hearth").unwrap();
     assert_eq!(client.read(0, 65536).unwrap(), s.data[..65536], "served once the upstream is back");
 }
+
+/// The upstream URI is percent-decoded as libnbd decodes it (issue 42): an
+/// export named `my disk` (`my%20disk`) behind a socket in a directory with
+/// a space (`socket=.../with%20space/...`), served by nbdkit, which refuses
+/// any other export name (exportname filter, strict).
+#[test]
+fn percent_encoded_upstream_uris_reach_the_named_export() {
+    if !have("nbdkit") || !have("nbdinfo") || !have("nbdcopy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spaced = dir.path().join("with space");
+    std::fs::create_dir(&spaced).unwrap();
+    let socket = spaced.join("up.sock");
+    let image = dir.path().join("upstream.img");
+    let data = pattern(SIZE, 5);
+    std::fs::write(&image, &data).unwrap();
+    let child = Command::new("nbdkit")
+        .args(["-f", "-U"])
+        .arg(&socket)
+        .args(["--filter=exportname", "file"])
+        .arg(&image)
+        .args(["exportname=my disk", "exportname-strict=true"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _nbdkit = Nbdkit { child };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "nbdkit did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let encoded = socket.to_str().unwrap().replace(' ', "%20");
+    let wrong = format!("nbd+unix:///other?socket={encoded}");
+    assert!(!Command::new("nbdinfo").arg(&wrong).output().unwrap().status.success(), "nbdkit refuses other names");
+
+    let upstream = format!("nbd+unix:///my%20disk?socket={encoded}");
+    let args = ["--backend", "nbd", "--upstream", &upstream, "--listen", "127.0.0.1:0"];
+    let server = Server::try_start(&args, &dir.path().join("proxy.log"))
+        .unwrap_or_else(|log| panic!("the proxy did not reach \"my disk\":\n{log}"));
+    let copy = dir.path().join("copy.img");
+    run(Command::new("nbdcopy").arg(server.uri("hearth")).arg(&copy));
+    assert!(std::fs::read(&copy).unwrap() == data, "the upstream's bytes, through the proxy");
+}

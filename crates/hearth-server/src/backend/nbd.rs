@@ -59,9 +59,20 @@ impl Upstream {
     /// default) or `nbd[s]+unix://[user@]/[export]?socket=PATH`, with
     /// libnbd's query parameters for TLS: `tls-certificates=DIR` or
     /// `tls-psk-file=FILE` (the user: the URI's, `tls-username=`, or the
-    /// login name).
+    /// login name). The user, the export name and every query value are
+    /// percent-decoded as libnbd does (`my%20disk`, `socket=/run/a%20b.sock`).
     pub fn parse(uri: &str) -> Result<Upstream, UpstreamError> {
         let bad = |why: &str| UpstreamError::Nbd { uri: uri.to_string(), why: why.to_string() };
+        let text = |what: &str, raw: &str| {
+            percent_encoding::percent_decode_str(raw)
+                .decode_utf8()
+                .map(|s| s.into_owned())
+                .map_err(|_| bad(&format!("the {what} is not UTF-8 once percent-decoded")))
+        };
+        let path = |raw: &str| {
+            use std::os::unix::ffi::OsStrExt;
+            PathBuf::from(std::ffi::OsStr::from_bytes(&percent_encoding::percent_decode_str(raw).collect::<Vec<u8>>()))
+        };
         let (scheme, rest) = uri.split_once("://").ok_or_else(|| bad("not an NBD URI"))?;
         let (tls, unix) = match scheme {
             "nbd" => (false, false),
@@ -73,7 +84,7 @@ impl Upstream {
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (authority, export) = rest.split_once('/').unwrap_or((rest, ""));
         let (user, host) = match authority.rsplit_once('@') {
-            Some((user, host)) => (Some(user.to_string()), host),
+            Some((user, host)) => (Some(text("user", user)?), host),
             None => (None, authority),
         };
         let (mut socket, mut certificates, mut psk_file, mut username) = (None, None, None, None);
@@ -86,13 +97,13 @@ impl Upstream {
                 "tls-username" => &mut username,
                 _ => return Err(bad(&format!("unknown query parameter {key:?}"))),
             };
-            *slot = Some(value.to_string());
+            *slot = Some(value);
         }
         let address = if unix {
             if !host.is_empty() {
                 return Err(bad("a Unix socket URI has no host"));
             }
-            Address::Unix(PathBuf::from(socket.ok_or_else(|| bad("no socket="))?))
+            Address::Unix(path(socket.ok_or_else(|| bad("no socket="))?))
         } else {
             if host.is_empty() {
                 return Err(bad("no host"));
@@ -107,16 +118,17 @@ impl Upstream {
             (false, None, None) if username.is_none() => None,
             (false, ..) => return Err(bad("TLS parameters need nbds:// or nbds+unix://")),
             (true, Some(_), Some(_)) => return Err(bad("tls-certificates= and tls-psk-file= exclude each other")),
-            (true, Some(dir), None) => Some(UpstreamCredentials::Certificates(PathBuf::from(dir))),
+            (true, Some(dir), None) => Some(UpstreamCredentials::Certificates(path(dir))),
             (true, None, Some(file)) => {
                 let login = || std::env::var("LOGNAME").or_else(|_| std::env::var("USER")).ok();
+                let username = username.map(|u| text("tls-username", u)).transpose()?;
                 let user = user.or(username).or_else(login).ok_or_else(|| bad("no user for tls-psk-file="))?;
-                Some(UpstreamCredentials::Psk { file: PathBuf::from(file), user })
+                Some(UpstreamCredentials::Psk { file: path(file), user })
             }
             // libnbd would fall back on the system's CAs; a proxy names the one it trusts.
             (true, None, None) => return Err(bad("nbds:// needs tls-certificates=DIR or tls-psk-file=FILE")),
         };
-        Ok(Upstream { address, export: export.to_string(), tls })
+        Ok(Upstream { address, export: text("export name", export)?, tls })
     }
 
     /// The TLS client for `nbds://`, its files read; `None` for plain `nbd://`.
@@ -326,6 +338,13 @@ mod tests {
             Upstream::parse("nbd+unix:///disk?socket=/run/up.sock"),
             Ok(Upstream { address: Address::Unix("/run/up.sock".into()), export: "disk".into(), tls: None })
         );
+        let spaced = Upstream::parse("nbds+unix://a%20b@/my%20disk?socket=/run/up%20here.sock&tls-psk-file=/k%3D.psk");
+        let spaced = spaced.unwrap();
+        assert_eq!((spaced.export.as_str(), spaced.address), ("my disk", Address::Unix("/run/up here.sock".into())));
+        assert_eq!(spaced.tls, Some(UpstreamCredentials::Psk { file: "/k=.psk".into(), user: "a b".into() }));
+        assert_eq!(Upstream::parse("nbd://h/100%").unwrap().export, "100%", "a broken escape is kept");
+        let e = Upstream::parse("nbd://h/%ff").unwrap_err().to_string();
+        assert!(e.contains("export name is not UTF-8"), "{e}");
         for bad in ["http://x/y", "nbd:///disk", "nbd+unix:///disk"] {
             assert!(Upstream::parse(bad).is_err(), "{bad}");
         }

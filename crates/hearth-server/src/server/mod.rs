@@ -259,13 +259,11 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         // Every connection holds a clone; recv() returns None once all are gone.
         let (drain_tx, mut drained) = mpsc::channel::<()>(1);
-        let metrics_task = self
-            .metrics
-            .map(|l| {
-                let (exports, access, export_access) =
-                    (self.exports.clone(), self.access.clone(), self.export_access.clone());
-                tokio::spawn(crate::metrics::serve(l, exports, self.admin, access, export_access))
-            });
+        let metrics_task = self.metrics.map(|l| {
+            let (exports, access, export_access) =
+                (self.exports.clone(), self.access.clone(), self.export_access.clone());
+            tokio::spawn(crate::metrics::serve(l, exports, self.admin, access, export_access))
+        });
         let ctx = Arc::new(Shared {
             exports: self.exports.clone(),
             infos: self.infos,

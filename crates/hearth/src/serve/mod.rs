@@ -159,7 +159,8 @@ struct ExportFlags {
     size: Option<String>,
     /// The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH;
     /// nbds:// and nbds+unix:// for TLS, with ?tls-certificates=DIR or ?tls-psk-file=FILE as libnbd
-    /// reads them) or --backend http (an http:// or https:// URL).
+    /// reads them; the export name, user and query values percent-decoded, e.g. my%20disk) or
+    /// --backend http (an http:// or https:// URL).
     #[arg(long, value_name = "URI", conflicts_with = "config")]
     upstream: Option<String>,
     /// Connections to the upstream (backend calls at once) [default: 4].
