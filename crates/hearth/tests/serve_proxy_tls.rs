@@ -22,6 +22,7 @@ const BOB_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6
 /// Certificate directories: nbdkit's, and the proxy's `tls-certificates=` choices.
 struct Pki {
     root: tempfile::TempDir,
+    ca: Authority,
     /// ca-cert.pem, server-cert.pem (for 127.0.0.1 only), server-key.pem.
     upstream: PathBuf,
     /// Trusts the upstream's CA.
@@ -43,7 +44,7 @@ fn pki() -> Pki {
     ca.issue(&certified, "client", &["hearth-proxy"], ExtendedKeyUsagePurpose::ClientAuth);
     let rogue = root.path().join("rogue");
     Authority::new("Another CA").trust(&rogue);
-    Pki { root, upstream, trusting, certified, rogue }
+    Pki { root, ca, upstream, trusting, certified, rogue }
 }
 
 /// `nbdkit memory 1M` in the foreground with `args`, on a free port of
@@ -151,6 +152,16 @@ fn certificate_upstreams_are_verified() {
     serves(&unix(&pki.certified), &log("certified"), None);
     refused(&unix(&pki.trusting), &log("uncertified"), "refuses the client's certificate or the lack of one");
     refused(&unix(&pki.rogue), &log("rogue-unix"), "UnknownIssuer");
+
+    // An upstream whose certificate (from the trusted CA, for the right name) has expired.
+    let expired = pki.root.path().join("expired");
+    pki.ca.issue_expired(&expired, "server", &["127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth);
+    let stale = Nbdkit::start(&["--tls=require", &format!("--tls-certificates={}", expired.display())], None);
+    refused(
+        &format!("nbds://{}/?tls-certificates={}", stale.addr, pki.trusting.display()),
+        &log("expired"),
+        "invalid peer certificate: certificate expired",
+    );
 
     // nbds:// to an upstream without TLS.
     let plain = Nbdkit::start(&["--tls=off"], None);

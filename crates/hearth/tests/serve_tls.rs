@@ -193,8 +193,29 @@ fn tls_settings_are_checked_before_serving() {
     fails(&["--tls", "require"], "server.tls_certificates: required");
     fails(&["--tls", "sometimes"], "is not off, on or require");
     fails(&["--tls-verify-peer", "--tls-certificates", pki.server.to_str().unwrap()], "server.tls is \"off\"");
+    fails(&["--tls-verify-peer"], "server.tls_verify_peer: needs server.tls = \"require\"");
     let empty = tempfile::tempdir().unwrap();
     fails(&["--tls", "on", "--tls-certificates", empty.path().to_str().unwrap()], "server-cert.pem");
+    // A certificate without its key, with another certificate's key, and verify-peer without a CA.
+    let partial = |name: &str, files: &[(&str, &Path)]| {
+        let dir = empty.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        for (file, from) in files {
+            std::fs::copy(from.join(file), dir.join(file)).unwrap();
+        }
+        dir
+    };
+    let keyless = partial("keyless", &[("server-cert.pem", &pki.server)]);
+    fails(&["--tls", "require", "--tls-certificates", keyless.to_str().unwrap()], "keyless/server-key.pem");
+    let mismatched = partial("mismatched", &[("server-cert.pem", &pki.server)]);
+    std::fs::copy(pki.client.join("client-key.pem"), mismatched.join("server-key.pem")).unwrap();
+    fails(
+        &["--tls", "require", "--tls-certificates", mismatched.to_str().unwrap()],
+        "mismatched/server-cert.pem: with",
+    );
+    let no_ca = partial("no-ca", &[("server-cert.pem", &pki.server), ("server-key.pem", &pki.server)]);
+    let no_ca_flags = ["--tls", "require", "--tls-verify-peer", "--tls-certificates", no_ca.to_str().unwrap()];
+    fails(&no_ca_flags, "no-ca/ca-cert.pem");
     let certificates = ["--tls", "require", "--tls-certificates", pki.server.to_str().unwrap()];
     fails(
         &[&certificates[..], &["--tls-identity", "CN=alice"]].concat(),
@@ -275,4 +296,87 @@ fn certificates_near_their_end_are_warned_about_at_start() {
 
     let (lines, _) = warnings(400, 31);
     assert!(lines.is_empty(), "more than 30 days left: {lines:?}");
+}
+
+/// Under --tls-verify-peer, certificates the server's CA signed but that
+/// cannot vouch for a client are refused: one that has expired, and one
+/// issued for servers only (no clientAuth purpose). A good one still serves.
+#[test]
+fn verified_peers_refuse_expired_and_server_only_client_certificates() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let pki = pki();
+    let expired = pki._root.path().join("expired");
+    pki.ca.issue_expired(&expired, "client", &["late-client"], ExtendedKeyUsagePurpose::ClientAuth);
+    let server_only = pki._root.path().join("server-only");
+    pki.ca.issue(&server_only, "client", &["misused"], ExtendedKeyUsagePurpose::ServerAuth);
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(&pki, dir.path(), &["--tls", "require", "--tls-verify-peer"]);
+    for (who, certificates, why) in [
+        ("an expired certificate", &expired, "xpired"),
+        ("a server-only certificate", &server_only, "extended key usage for client authentication"),
+    ] {
+        let before = server.log_text().matches("TLS handshake").count();
+        assert!(!nbdinfo(&tls_uri(&server, certificates)).status.success(), "a client with {who} must be refused");
+        let log = server.log_text();
+        let lines: Vec<_> = log.lines().filter(|l| l.contains("TLS handshake")).collect();
+        assert!(lines.len() > before && lines[before..].iter().any(|l| l.contains(why)), "{who}: {why:?} in:\n{log}");
+    }
+    assert!(run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.client))).contains("export-size: 4194304"));
+    assert!(server.alive());
+}
+
+/// A raw NBD client that asks for STARTTLS, then offers TLS 1.0 and 1.1
+/// only (Python's ssl over OpenSSL); prints how the handshake ended.
+const OLD_TLS_CLIENT: &str = r#"
+import socket, ssl, struct, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+def take(n):
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            sys.exit("closed by the server")
+        data += chunk
+    return data
+take(18)
+s.sendall(struct.pack(">I", 3) + b"IHAVEOPT" + struct.pack(">II", 5, 0))
+reply = take(20)
+assert struct.unpack(">I", reply[12:16])[0] == 1, "STARTTLS not acknowledged"
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+context.check_hostname = False
+context.verify_mode = ssl.CERT_NONE
+context.set_ciphers("ALL:@SECLEVEL=0")
+context.minimum_version = ssl.TLSVersion.TLSv1
+context.maximum_version = ssl.TLSVersion.TLSv1_1
+try:
+    context.wrap_socket(s)
+    print("handshake completed")
+except ssl.SSLError as e:
+    print("refused:", e)
+"#;
+
+/// TLS below 1.2 is refused by both kinds of server: certificates (rustls)
+/// and pre-shared keys (OpenSSL, minimum TLS 1.2), each logging why.
+#[test]
+fn clients_offering_only_tls_1_0_or_1_1_are_refused() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.psk");
+    std::fs::write(&keys, "alice:00112233445566778899aabbccddeeff\n").unwrap();
+    let certificates = start(&pki, dir.path(), &["--tls", "require"]);
+    let args = ["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0", "--tls", "require"];
+    let psk = Server::start(&[&args[..], &["--tls-psk", keys.to_str().unwrap()]].concat(), &dir.path().join("psk.log"));
+    // rustls refuses a hello without TLS 1.2's signature_algorithms extension.
+    for (kind, server, why) in
+        [("certificates", &certificates, "peer is incompatible"), ("PSK", &psk, "unsupported protocol")]
+    {
+        let out = run(Command::new("python3").args(["-c", OLD_TLS_CLIENT, &server.tcp.unwrap().port().to_string()]));
+        assert!(out.starts_with("refused:"), "{kind}: {out}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let log = server.log_text();
+        let line = log.lines().find(|l| l.contains("TLS handshake")).unwrap_or_else(|| panic!("{kind}: {log}"));
+        assert!(line.contains(why), "{kind}: {why:?} in {line}");
+    }
 }

@@ -27,9 +27,30 @@ impl Authority {
     /// Writes `{prefix}-cert.pem` and `{prefix}-key.pem` signed by this CA,
     /// and the CA's own `ca-cert.pem`, into `dir`.
     pub fn issue(&self, dir: &Path, prefix: &str, names: &[&str], usage: ExtendedKeyUsagePurpose) {
+        self.issue_with(dir, prefix, names, usage, |_| {});
+    }
+
+    /// As `issue`, for a certificate that expired yesterday.
+    pub fn issue_expired(&self, dir: &Path, prefix: &str, names: &[&str], usage: ExtendedKeyUsagePurpose) {
+        self.issue_with(dir, prefix, names, usage, |params| {
+            let now = time::OffsetDateTime::now_utc();
+            params.not_before = now - time::Duration::days(60);
+            params.not_after = now - time::Duration::days(1);
+        });
+    }
+
+    fn issue_with(
+        &self,
+        dir: &Path,
+        prefix: &str,
+        names: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+        adjust: impl FnOnce(&mut CertificateParams),
+    ) {
         let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
         params.distinguished_name.push(DnType::CommonName, names.first().copied().unwrap_or(prefix));
         params.extended_key_usages = vec![usage];
+        adjust(&mut params);
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
         std::fs::create_dir_all(dir).unwrap();
