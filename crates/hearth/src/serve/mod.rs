@@ -2,7 +2,10 @@
 //! each export. Configured by `--config hearth.toml` or, for one export, by
 //! flags. Prints one `listening ...` line per socket on stdout once bound,
 //! then `ready`; with `--run CMD`, runs CMD against itself and exits with
-//! its status (nbdkit's captive mode).
+//! its status (nbdkit's captive mode). Under systemd socket activation it
+//! serves the sockets passed to it (`activation`); `--user`/`--group` drop
+//! root once everything is open (`privileges`); SIGHUP re-reads the TLS
+//! credentials.
 
 use std::io::Write;
 use std::path::PathBuf;
