@@ -54,6 +54,15 @@ fn user_drops_root_after_binding_and_still_serves() {
     assert_eq!(uids, [uid.as_str(); 4].join(" "), "Uid: real, effective, saved, filesystem");
     assert_eq!(gids, [gid.as_str(); 4].join(" "));
     assert_eq!(groups, gid, "supplementary groups: only nobody's own");
+    // Every thread (the runtime's workers, the background readers), not only the first.
+    let tasks: Vec<_> =
+        std::fs::read_dir(format!("/proc/{}/task", server.pid())).unwrap().map(|t| t.unwrap().path()).collect();
+    assert!(tasks.len() > 1, "a multi-threaded server");
+    for task in tasks {
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+        assert_eq!(uid_line.split_whitespace().skip(1).collect::<Vec<_>>(), [uid.as_str(); 4], "{}", task.display());
+    }
     let uri = format!("nbd://{}/hearth", server.tcp.unwrap());
     let out =
         run(Command::new("qemu-io").args(["-f", "raw", "-c", "write -P 0x3c 0 1M", "-c", "read -P 0x3c 0 1M", &uri]));
