@@ -206,6 +206,14 @@ fn psk_upstreams_take_the_key_and_nothing_else() {
     refused(&uri("bob", &bob), &log("unknown"), "does not know user \"bob\"");
     refused(&uri("carol", &alice), &log("nokey"), "no key for user \"carol\"");
     refused(&format!("nbd://127.0.0.1:{port}/"), &log("plain"), "the server requires TLS");
+
+    // No user at all: none in the URI, no tls-username=, no login name to fall back on.
+    let mut nameless = Command::new(env!("CARGO_BIN_EXE_hearth"));
+    nameless.args(["serve", "--backend", "nbd", "--listen", "127.0.0.1:0", "--upstream"]);
+    nameless.arg(format!("nbds://127.0.0.1:{port}/?tls-psk-file={}", alice.display()));
+    let out = nameless.env_remove("LOGNAME").env_remove("USER").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.lines().count() == 1 && err.contains("no user for tls-psk-file="), "{err}");
 }
 
 /// The deadline holds through TLS (the socket under the session carries
