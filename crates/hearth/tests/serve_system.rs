@@ -117,7 +117,12 @@ fn a_user_that_cannot_be_taken_is_refused_at_start() {
     let (nobody, nogroup) = (id("-u", "nobody"), id("-g", "nobody"));
     let mut unprivileged = Command::new("setpriv");
     let (reuid, regid) = (format!("--reuid={nobody}"), format!("--regid={nogroup}"));
-    unprivileged.args([reuid.as_str(), regid.as_str(), "--clear-groups", hearth, "serve"]);
+    // A copy nobody can reach: the build directory may sit under a directory only root may enter.
+    let open_dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(open_dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let copy = open_dir.path().join("hearth");
+    std::fs::copy(hearth, &copy).unwrap();
+    unprivileged.args([reuid.as_str(), regid.as_str(), "--clear-groups", copy.to_str().unwrap(), "serve"]);
     unprivileged.args(memory_export()).args(["--user", "nobody"]);
     refused(&mut unprivileged, &format!("--user nobody: changing user or group needs root (running as uid {nobody})"));
 }
