@@ -131,6 +131,9 @@ pub enum SettingError {
     NotASamplingRate { input: String },
     #[error("sampling rate {input:?} is not above 0 and at most 1 (100%)")]
     SamplingRate { input: String },
+    /// A column specification of a CSV or binary trace.
+    #[error("column specification {spec:?}: {problem}")]
+    Columns { spec: String, problem: String },
     /// A random distribution refused its parameters.
     #[error("{distribution}: {reason}")]
     Distribution { distribution: &'static str, reason: String },

@@ -14,7 +14,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Object traces ([`Format::is_object_trace`]: oracleGeneral, text) name
+//! Object traces ([`Format::is_object_trace`]: oracleGeneral, text, lcs,
+//! twr, valpin, and CSV or binary traces read through [`Columns`]) name
 //! objects rather than byte ranges; read them with [`Mode::Object`]
 //! ([`Mode::for_format`] picks the mode).
 //!
@@ -23,6 +24,7 @@
 
 pub mod buffered;
 mod candidates;
+mod columns;
 pub mod ctx;
 mod error;
 mod input;
@@ -39,6 +41,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
+pub use columns::{Columns, Layout};
 pub use error::{CtxOrderError, Place, SettingError, TraceError};
 pub use hearth_core::fill_next_access;
 pub use next_access::{NextAccessFile, NextAccessReader};
@@ -95,10 +98,27 @@ pub enum Format {
     /// CloudPhysics CSV `version,time,op,size,lbn` (`cpcsv`): seconds, op a
     /// hex SCSI opcode, lbn in 512-byte sectors; client 0.
     CloudPhysicsCsv,
+    /// libCacheSim's `lcs` object trace, record versions 1 to 8 (`lcs`):
+    /// offset = object id, len = size, seconds, op, client = tenant,
+    /// `next_access` as oracleGeneral's.
+    Lcs,
+    /// Twitter's cache trace as libCacheSim stores it (`twr`): offset = object
+    /// id, len = key size + value size, seconds, op; client 0.
+    Twr,
+    /// `twr` with a namespace per request, the client (`twrns`).
+    TwrNs,
+    /// libCacheSim's `valpin`: object ids only, size 1 (`valpin`).
+    Valpin,
+    /// A CSV object trace read through a column specification ([`Columns`],
+    /// `csv`); see [`open_with`].
+    Csv,
+    /// A binary object trace read through a column specification with a
+    /// record layout ([`Columns::layout`], `binary`); see [`open_with`].
+    Binary,
 }
 
 impl Format {
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 13] = [
         Format::MsrCsv,
         Format::Blkparse,
         Format::Vscsi,
@@ -106,6 +126,12 @@ impl Format {
         Format::OracleGeneral,
         Format::Text,
         Format::CloudPhysicsCsv,
+        Format::Lcs,
+        Format::Twr,
+        Format::TwrNs,
+        Format::Valpin,
+        Format::Csv,
+        Format::Binary,
     ];
 
     /// The short name used on command lines.
@@ -118,11 +144,18 @@ impl Format {
             Format::OracleGeneral => "oracle",
             Format::Text => "text",
             Format::CloudPhysicsCsv => "cpcsv",
+            Format::Lcs => "lcs",
+            Format::Twr => "twr",
+            Format::TwrNs => "twrns",
+            Format::Valpin => "valpin",
+            Format::Csv => "csv",
+            Format::Binary => "binary",
         }
     }
 
     /// The format a file name implies, after stripping `.gz`/`.zst`:
-    /// `.vscsi`, `.spc`, `.blkparse`, `.txt`, `.oracleGeneral[.bin]`. `.csv` is
+    /// `.vscsi`, `.spc`, `.blkparse`, `.txt`, `.oracleGeneral[.bin]`, `.lcs`,
+    /// `.twr`, `.twrNS`, `.valpin`. `.csv` is
     /// `None` because three formats use it ([`open`] looks inside instead).
     /// Only the name is examined.
     pub fn detect(path: &Path) -> Option<Format> {
@@ -136,13 +169,29 @@ impl Format {
             "blkparse" => Some(Format::Blkparse),
             "txt" => Some(Format::Text),
             "oraclegeneral" => Some(Format::OracleGeneral),
+            "lcs" => Some(Format::Lcs),
+            "twr" => Some(Format::Twr),
+            "twrns" => Some(Format::TwrNs),
+            "valpin" => Some(Format::Valpin),
             _ => None,
         }
     }
 
     /// Whether requests name objects (id and size) rather than byte ranges.
     pub fn is_object_trace(self) -> bool {
-        matches!(self, Format::OracleGeneral | Format::Text)
+        !matches!(self, Format::MsrCsv | Format::Blkparse | Format::Vscsi | Format::Spc | Format::CloudPhysicsCsv)
+    }
+
+    /// Whether every request's size is 1 (the format records none), so that
+    /// bytes and objects count alike.
+    pub fn is_unit_sized(self) -> bool {
+        matches!(self, Format::Text | Format::Valpin)
+    }
+
+    /// Whether each request records the index of the next request for the
+    /// same object ([`Request::next_access`]).
+    pub fn records_next_access(self) -> bool {
+        matches!(self, Format::OracleGeneral | Format::Lcs)
     }
 
     /// Recognises a CSV format from its first non-empty line.
@@ -184,6 +233,7 @@ impl FromStr for Format {
             "oraclegeneral" => "oracle",
             "txt" => "text",
             "cloudphysics" => "cpcsv",
+            "bin" => "binary",
             other => other,
         };
         Format::ALL
@@ -223,11 +273,34 @@ impl Iterator for TraceReader {
 /// file name ([`Format::detect`]) or, for `.csv`, from the first line; if
 /// neither tells, the error lists the formats to choose from.
 pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceError> {
+    open_with(path, format, None)
+}
+
+/// [`open`], with a column specification for a [`Format::Csv`] or
+/// [`Format::Binary`] trace. Given columns without a format, the trace is
+/// binary when they have a layout (`format=`), CSV otherwise.
+pub fn open_with(path: &Path, format: Option<Format>, columns: Option<&Columns>) -> Result<TraceReader, TraceError> {
     // Opened first: a missing file is said to be missing, whatever its name.
     let input = open_input(path)?;
-    let format = match format.or_else(|| Format::detect(path)) {
+    let by_columns = columns.map(|c| if c.layout.is_some() { Format::Binary } else { Format::Csv });
+    let format = match format.or(by_columns).or_else(|| Format::detect(path)) {
         Some(format) => format,
         None => sniff(path)?,
+    };
+    let refuse = |what: String| Err(TraceError::new(path, error::Place::File, what));
+    let columns = match (format, columns) {
+        (Format::Csv | Format::Binary, None) => {
+            return refuse(format!(
+                "a {format} trace needs a column specification, e.g. \"obj-id-col=2, obj-size-col=3{}\"",
+                if format == Format::Binary { ", format=<IQI" } else { "" }
+            ))
+        }
+        (Format::Binary, Some(c)) if c.layout.is_none() => {
+            return refuse("a binary trace's column specification needs its record layout (format=<IQI...)".into())
+        }
+        (Format::Csv | Format::Binary, Some(c)) => Some(c),
+        (_, Some(_)) => return refuse(format!("a column specification is for csv and binary traces, not {format}")),
+        (_, None) => None,
     };
     let inner: Box<dyn Iterator<Item = Result<Request, TraceError>> + Send> = match format {
         Format::MsrCsv => Box::new(readers::msr::MsrReader::new(Lines::new(path, input))),
@@ -239,6 +312,12 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceErr
         Format::CloudPhysicsCsv => Box::new(readers::cpcsv::CpCsvReader::new(Lines::new(path, input))),
         Format::Vscsi => Box::new(readers::vscsi::VscsiReader::new(path, input)?),
         Format::OracleGeneral => Box::new(readers::oracle::OracleReader::new(path, input)),
+        Format::Lcs => Box::new(readers::lcs::LcsReader::new(path, input)?),
+        Format::Twr => Box::new(readers::twr::TwrReader::new(path, input, false)),
+        Format::TwrNs => Box::new(readers::twr::TwrReader::new(path, input, true)),
+        Format::Valpin => Box::new(readers::valpin::ValpinReader::new(path, input)),
+        Format::Csv => Box::new(readers::columns_csv::ColumnCsvReader::new(path, input, columns.expect("checked"))),
+        Format::Binary => Box::new(readers::binary::BinaryReader::new(path, input, columns.expect("checked"))),
     };
     Ok(TraceReader { format, inner, failed: false })
 }

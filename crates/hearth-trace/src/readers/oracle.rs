@@ -63,13 +63,20 @@ pub(crate) fn size(record: &[u8]) -> u32 {
 
 /// The 0-based next access of the record at 0-based `index`, checked.
 pub(crate) fn next_access(record: &[u8], index: u64) -> Result<Option<u64>, String> {
+    next_vtime(le_u64(record, 16) as i64, index, "oracleGeneral")
+}
+
+/// A libCacheSim `next_access_vtime` (1-based; -1 or `i64::MAX` for never)
+/// of the record at 0-based `index` as a 0-based index, checked; `format`
+/// names the trace format the message asks about.
+pub(crate) fn next_vtime(vtime: i64, index: u64, format: &str) -> Result<Option<u64>, String> {
     let own_vtime = index + 1;
-    match le_u64(record, 16) as i64 {
+    match vtime {
         -1 | i64::MAX => Ok(None),
         v if v > 0 && v as u64 > own_vtime && v as u64 <= MAX_PLAUSIBLE_VTIME => Ok(Some(v as u64 - 1)),
         v => Err(format!(
             "next_access_vtime {v} is not a vtime after this request's ({own_vtime}) \
-             and below 2^48, nor -1 for never; is this an oracleGeneral trace?"
+             and below 2^48, nor -1 for never; is this an {format} trace?"
         )),
     }
 }
