@@ -24,6 +24,13 @@ pub enum SettingError {
     NoSizes,
     #[error("cache sizes in blocks need block mode (object traces have no block size)")]
     BlocksWithoutBlockMode,
+    #[error("bad object count {input:?}")]
+    ObjectCount { input: String },
+    #[error(
+        "cache size {size} counts objects, so every object must count as one: add --ignore-obj-size \
+         (libCacheSim's), or use bytes or a share of the footprint"
+    )]
+    ObjectsWithSizes { size: String },
     #[error("cache size {size} is zero bytes")]
     ZeroBytes { size: String },
     #[error("cache size {input:?} has no unit: write {hint}")]

@@ -155,8 +155,8 @@ fn policy_list(spec: &str) -> Vec<String> {
 }
 
 /// The sizes a size list stands for, as `sim` reads it (ranges expanded),
-/// without a trace: `("share", fraction of the footprint)`, `("bytes", n)` or
-/// `("blocks", n)`. The sweep's memory hint is computed from these.
+/// without a trace: `("share", fraction of the footprint)`, `("bytes", n)`,
+/// `("blocks", n)` or `("objects", n)`. The sweep's memory hint is computed from these.
 #[pyfunction]
 fn cache_sizes(py: Python<'_>, sizes: &str) -> PyResult<Vec<(&'static str, f64)>> {
     let sizes = parse_sizes(sizes).map_err(|m| to_pyerr(py, arg(format!("sizes: {m}"))))?;
@@ -166,6 +166,7 @@ fn cache_sizes(py: Python<'_>, sizes: &str) -> PyResult<Vec<(&'static str, f64)>
             CacheSize::Footprint(f) => ("share", f),
             CacheSize::Bytes(b) => ("bytes", b as f64),
             CacheSize::Blocks(n) => ("blocks", n as f64),
+            CacheSize::Objects(n) => ("objects", n as f64),
         })
         .collect())
 }

@@ -50,7 +50,7 @@ from_library!(
 );
 
 /// How errors name the keyword arguments.
-pub const OPTION_NAMES: OptionNames = OptionNames { block_size: "block_size", object_mode: "mode='object'" };
+pub const OPTION_NAMES: OptionNames = OptionNames { block_size: "block_size", object_mode: "mode='object'", ignore_obj_size: "ignore_obj_size" };
 
 pub fn arg(msg: impl Into<String>) -> Failure {
     Failure::Argument(msg.into())
@@ -72,6 +72,8 @@ pub fn trace_source(
     Ok(TraceSource {
         trace: PathBuf::from(trace),
         format,
+        columns: None,
+        ignore_obj_size: false,
         mode,
         block_size,
         requests,

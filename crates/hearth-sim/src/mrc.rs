@@ -34,7 +34,7 @@ pub fn exact_pass(
         sd.access_all(batch);
         progress(batch.len() as u64);
     };
-    if trace.source().records_next_access(trace.mode) {
+    if trace.source().decodes_oracle_in_place(trace.mode) {
         trace.sampled_accesses(u64::MAX)?.for_each_batch(|batch| consume(batch.accesses))?;
     } else {
         run_pipelined(trace.accesses()?, consume)?;

@@ -93,11 +93,7 @@ impl Simulation {
     /// sizes and the warm-up against it.
     pub fn prepare<'a>(&self, source: &'a TraceSource, progress: &dyn Progress) -> Result<Prepared<'a>, SourceError> {
         let trace = Streamed::open(source, self.needs(), progress)?;
-        let cache_bytes = self
-            .sizes
-            .iter()
-            .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
-            .collect::<Result<Vec<u64>, SettingError>>()?;
+        let cache_bytes = self.sizes.iter().map(|&s| trace.resolve(s)).collect::<Result<Vec<u64>, SettingError>>()?;
         let counting = Counting {
             warmup: self.warmup.map_or(0, |w| w.accesses(trace.accesses_counted())),
             interval: self.interval,

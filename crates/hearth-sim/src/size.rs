@@ -1,5 +1,6 @@
-//! Cache sizes as users write them: bytes (`64MiB`), blocks (`5000blocks`) or
-//! a share of the trace's footprint (`5%`), and ranges `128MiB..1GiB/128MiB`.
+//! Cache sizes as users write them: bytes (`64MiB`), blocks (`5000blocks`),
+//! objects (`5000objects`, when every object counts as one), or a share of
+//! the trace's footprint (`5%`), and ranges `128MiB..1GiB/128MiB`.
 
 use std::fmt;
 
@@ -9,13 +10,30 @@ use crate::SettingError;
 pub enum CacheSize {
     Bytes(u64),
     Blocks(u64),
+    /// A number of objects, for traces whose objects all have size 1
+    /// (`--ignore-obj-size`, or a format without sizes): libCacheSim's cache
+    /// sizes with `--ignore-obj-size`.
+    Objects(u64),
     /// Fraction (0..=1] of the trace's footprint.
     Footprint(f64),
 }
 
 impl CacheSize {
     /// Bytes for a trace with this footprint; `Blocks` needs a block size.
+    /// `Objects` is refused: only [`CacheSize::resolve_objects`] knows whether
+    /// every object counts as one.
     pub fn resolve(self, footprint_bytes: u64, block_size: Option<u32>) -> Result<u64, SettingError> {
+        self.resolve_objects(footprint_bytes, block_size, false)
+    }
+
+    /// [`CacheSize::resolve`], taking `Objects` as that many bytes when
+    /// `unit_objects` (every object of the trace has size 1).
+    pub fn resolve_objects(
+        self,
+        footprint_bytes: u64,
+        block_size: Option<u32>,
+        unit_objects: bool,
+    ) -> Result<u64, SettingError> {
         let bytes = match self {
             CacheSize::Bytes(b) => {
                 // A bare `-s 100` on a block trace: a cache that holds no block, surely not meant.
@@ -29,6 +47,8 @@ impl CacheSize {
                 let bs = block_size.ok_or(SettingError::BlocksWithoutBlockMode)?;
                 n * u64::from(bs)
             }
+            CacheSize::Objects(n) if unit_objects && block_size.is_none() => n,
+            CacheSize::Objects(_) => return Err(SettingError::ObjectsWithSizes { size: self.to_string() }),
             CacheSize::Footprint(f) => {
                 let b = (footprint_bytes as f64 * f).round() as u64;
                 // Whole blocks, and at least one.
@@ -48,6 +68,7 @@ impl fmt::Display for CacheSize {
         match self {
             CacheSize::Bytes(b) => write!(f, "{}", hearth_core::format_bytes(*b)),
             CacheSize::Blocks(n) => write!(f, "{n} blocks"),
+            CacheSize::Objects(n) => write!(f, "{n} objects"),
             CacheSize::Footprint(x) => write!(f, "{}% of footprint", x * 100.0),
         }
     }
@@ -64,6 +85,9 @@ fn parse_one(s: &str) -> Result<CacheSize, SettingError> {
     }
     if let Some(n) = s.strip_suffix("blocks").or_else(|| s.strip_suffix("blk")) {
         return n.trim().parse().map(CacheSize::Blocks).map_err(|_| SettingError::BlockCount { input: s.into() });
+    }
+    if let Some(n) = s.strip_suffix("objects").or_else(|| s.strip_suffix("objs")) {
+        return n.trim().parse().map(CacheSize::Objects).map_err(|_| SettingError::ObjectCount { input: s.into() });
     }
     if let Ok(n) = s.parse::<f64>() {
         // libCacheSim writes shares of the footprint as fractions; here 0.01 would be 0 bytes.
@@ -141,8 +165,17 @@ mod tests {
 
     #[test]
     fn parses_bytes_blocks_shares_and_ranges() {
-        let v = parse_sizes("64MiB, 5000blocks,5%").unwrap();
-        assert_eq!(v, vec![CacheSize::Bytes(64 << 20), CacheSize::Blocks(5000), CacheSize::Footprint(0.05)]);
+        let v = parse_sizes("64MiB, 5000blocks,5%,300objects").unwrap();
+        assert_eq!(
+            v,
+            vec![
+                CacheSize::Bytes(64 << 20),
+                CacheSize::Blocks(5000),
+                CacheSize::Footprint(0.05),
+                CacheSize::Objects(300)
+            ]
+        );
+        assert!(parse_sizes("manyobjects").unwrap_err().to_string().contains("bad object count"));
         let r = parse_sizes("128MiB..1GiB/128MiB").unwrap();
         assert_eq!(r.len(), 8);
         assert_eq!(r[7], CacheSize::Bytes(1 << 30));
@@ -166,6 +199,11 @@ mod tests {
         let err = CacheSize::Bytes(100).resolve(1 << 30, Some(4096)).unwrap_err().to_string();
         assert_eq!(err, "cache size 100 B holds no 4 KiB block: give a unit (as 100MiB) or blocks (100blocks)");
         assert_eq!(CacheSize::Bytes(100).resolve(1 << 30, None), Ok(100));
+        // Object counts only where every object counts as one, never in block mode.
+        assert_eq!(CacheSize::Objects(300).resolve_objects(1 << 30, None, true), Ok(300));
+        let err = CacheSize::Objects(300).resolve(1 << 30, None).unwrap_err().to_string();
+        assert!(err.starts_with("cache size 300 objects counts objects") && err.contains("--ignore-obj-size"), "{err}");
+        assert!(CacheSize::Objects(300).resolve_objects(1 << 30, Some(4096), true).is_err());
         // Never rounds down to an empty cache.
         assert_eq!(CacheSize::Footprint(0.001).resolve(4096, Some(4096)), Ok(4096));
     }

@@ -13,11 +13,11 @@ use hearth_core::Access;
 use hearth_trace::oltp::{Oltp, OltpConfig};
 use hearth_trace::sample::{self, AlwaysKept, KeptBatch, KeyRenaming, SampledOracle, Skipped};
 use hearth_trace::synth::{Pattern, Synth};
-use hearth_trace::{Format, Mode, Request, TraceError};
+use hearth_trace::{Columns, Format, Mode, Request, TraceError};
 
 use crate::scan::{scan, with_next_access, Scan};
 use crate::stream::StreamError;
-use crate::SettingError;
+use crate::{CacheSize, SettingError};
 use hearth_policy::SpecError;
 
 /// Why a trace could not be opened or simulated: a trace problem (its file
@@ -37,6 +37,8 @@ pub enum SourceError {
     BlockSize { flag: &'static str },
     #[error("synthetic workloads are block traces; drop {flag}")]
     SynthInObjectMode { flag: &'static str },
+    #[error("{flag} is for object mode: block mode splits requests into blocks of one size")]
+    IgnoreSizeInBlockMode { flag: &'static str },
     #[error("{} is an object trace ({format}): its ids are not byte offsets, so use {flag}", trace.display())]
     ObjectTraceInBlockMode { trace: PathBuf, format: Format, flag: &'static str },
     #[error("{} holds no requests", .0.display())]
@@ -103,11 +105,16 @@ impl std::str::FromStr for ModeChoice {
 pub struct OptionNames {
     pub block_size: &'static str,
     pub object_mode: &'static str,
+    pub ignore_obj_size: &'static str,
 }
 
 impl Default for OptionNames {
     fn default() -> Self {
-        OptionNames { block_size: "the block size", object_mode: "object mode" }
+        OptionNames {
+            block_size: "the block size",
+            object_mode: "object mode",
+            ignore_obj_size: "ignoring object sizes",
+        }
     }
 }
 
@@ -126,6 +133,11 @@ pub struct TraceSource {
     pub trace: PathBuf,
     /// The file's format when its name does not tell.
     pub format: Option<Format>,
+    /// Which columns hold what, for a CSV or binary trace of any layout.
+    pub columns: Option<Columns>,
+    /// Every object counts as size 1 (object mode; libCacheSim's
+    /// `--ignore-obj-size`), so that cache sizes count objects.
+    pub ignore_obj_size: bool,
     /// Block or object caching; by default the format's (object for oracle and text traces).
     pub mode: Option<ModeChoice>,
     /// Block size for block mode.
@@ -151,6 +163,8 @@ impl TraceSource {
         TraceSource {
             trace: trace.into(),
             format: None,
+            columns: None,
+            ignore_obj_size: false,
             mode: None,
             block_size: DEFAULT_BLOCK_SIZE,
             requests: DEFAULT_REQUESTS,
@@ -181,7 +195,14 @@ impl TraceSource {
         if self.synth().is_some() {
             return None;
         }
-        self.format.or_else(|| Format::detect(&self.trace))
+        let by_columns = self.columns.as_ref().map(|c| if c.layout.is_some() { Format::Binary } else { Format::Csv });
+        self.format.or(by_columns).or_else(|| Format::detect(&self.trace))
+    }
+
+    /// Whether every object of the trace has size 1 in `mode`, so that cache
+    /// sizes may count objects.
+    pub fn unit_objects(&self, mode: Mode) -> bool {
+        mode == Mode::Object && (self.ignore_obj_size || self.format().is_some_and(Format::is_unit_sized))
     }
 
     /// Opens the trace or generator (detecting a file's format unless given)
@@ -217,7 +238,7 @@ impl TraceSource {
             };
             return Ok((requests, Mode::Block { block_size }));
         }
-        let reader = hearth_trace::open(&self.trace, self.format)?;
+        let reader = hearth_trace::open_with(&self.trace, self.format, self.columns.as_ref())?;
         let format = reader.format();
         let mode = match self.mode {
             None => Mode::for_format(format, block_size),
@@ -231,13 +252,25 @@ impl TraceSource {
             }
             Some(ModeChoice::Block) => Mode::Block { block_size },
         };
+        if self.ignore_obj_size {
+            if mode != Mode::Object {
+                return Err(SourceError::IgnoreSizeInBlockMode { flag: self.names.ignore_obj_size });
+            }
+            return Ok((Box::new(reader.map(|r| r.map(|r| Request { len: 1, ..r }))), mode));
+        }
         Ok((Box::new(reader), mode))
     }
 
-    /// oracleGeneral traces carry each request's next use; in object mode
-    /// that is each access's.
+    /// oracleGeneral and lcs traces carry each request's next use; in object
+    /// mode that is each access's.
     pub fn records_next_access(&self, mode: Mode) -> bool {
-        mode == Mode::Object && self.format() == Some(Format::OracleGeneral)
+        mode == Mode::Object && self.format().is_some_and(Format::records_next_access)
+    }
+
+    /// Whether passes may decode an oracleGeneral file straight from its read
+    /// buffer ([`SampledOracle`]), as it is written.
+    pub fn decodes_oracle_in_place(&self, mode: Mode) -> bool {
+        mode == Mode::Object && self.format() == Some(Format::OracleGeneral) && !self.ignore_obj_size
     }
 }
 
@@ -337,7 +370,7 @@ impl<'a> Streamed<'a> {
     /// As [`sampled_accesses`](Self::sampled_accesses), also keeping
     /// `always`'s keys (a stratified sample's exact stratum).
     pub fn sampled_accesses_with(&self, threshold: u64, always: AlwaysKept) -> Result<SampledStream<'_>, SourceError> {
-        let from = if self.source.records_next_access(self.mode) {
+        let from = if self.source.decodes_oracle_in_place(self.mode) {
             let oracle = SampledOracle::open(&self.source.trace, threshold, self.renaming)?;
             Sampling::Oracle(oracle.always_keeping(always))
         } else {
@@ -350,6 +383,12 @@ impl<'a> Streamed<'a> {
     /// or the first pass's column).
     pub fn records_next_access(&self) -> bool {
         self.source.records_next_access(self.mode) || self.scan.as_ref().is_some_and(|s| s.next_access.is_some())
+    }
+
+    /// `size` in bytes for this trace: its footprint (from the first pass),
+    /// its block size, and whether its objects all count as one.
+    pub fn resolve(&self, size: CacheSize) -> Result<u64, crate::SettingError> {
+        size.resolve_objects(self.footprint_bytes(), self.block_size(), self.source.unit_objects(self.mode))
     }
 
     pub fn block_size(&self) -> Option<u32> {
@@ -491,7 +530,7 @@ mod tests {
     use super::*;
 
     fn python_names() -> OptionNames {
-        OptionNames { block_size: "block_size", object_mode: "mode='object'" }
+        OptionNames { block_size: "block_size", object_mode: "mode='object'", ignore_obj_size: "ignore_obj_size" }
     }
 
     #[test]
@@ -590,7 +629,11 @@ mod tests {
         assert_eq!(err, "synthetic workloads are block traces; drop mode='object'");
         let mut s = TraceSource::new("synth:scan");
         s.block_size = 0;
-        s.names = OptionNames { block_size: "--block-size", object_mode: "--mode object" };
+        s.names = OptionNames {
+            block_size: "--block-size",
+            object_mode: "--mode object",
+            ignore_obj_size: "--ignore-obj-size",
+        };
         let err = s.open().err().unwrap().to_string();
         assert_eq!(err, "--block-size must be between 1 B and 4 GiB");
         assert!(TraceSource::new("synth:nope").open().is_err());

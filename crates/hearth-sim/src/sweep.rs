@@ -97,7 +97,8 @@ pub struct Sweep {
 }
 
 /// How sweep files name their settings in errors.
-const NAMES: OptionNames = OptionNames { block_size: "block_size", object_mode: "mode = \"object\"" };
+const NAMES: OptionNames =
+    OptionNames { block_size: "block_size", object_mode: "mode = \"object\"", ignore_obj_size: "ignore_obj_size" };
 
 /// `path` as seen from the directory the sweep file is read from, unless
 /// absolute or a synthetic workload.

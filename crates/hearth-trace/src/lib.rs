@@ -230,7 +230,9 @@ impl FromStr for Format {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.to_ascii_lowercase();
         let alias = match lower.as_str() {
-            "oraclegeneral" => "oracle",
+            // libCacheSim's `cachesim` names too.
+            "oraclegeneral" | "oraclegeneralbin" => "oracle",
+            "valpintrace" => "valpin",
             "txt" => "text",
             "cloudphysics" => "cpcsv",
             "bin" => "binary",

@@ -39,6 +39,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<()> {
     let doubled = match size {
         CacheSize::Bytes(b) => CacheSize::Bytes(2 * b),
         CacheSize::Blocks(n) => CacheSize::Blocks(2 * n),
+        CacheSize::Objects(n) => CacheSize::Objects(2 * n),
         CacheSize::Footprint(f) => CacheSize::Footprint(2.0 * f),
     };
     let what_if: Vec<String> = if args.policies.is_empty() {

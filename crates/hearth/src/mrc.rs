@@ -134,10 +134,7 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
     };
     let source = args.trace.source();
     let mut trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet))?;
-    let cache_bytes = sizes
-        .iter()
-        .map(|s| s.resolve(trace.footprint_bytes(), trace.block_size()))
-        .collect::<Result<Vec<u64>, _>>()?;
+    let cache_bytes = sizes.iter().map(|&s| trace.resolve(s)).collect::<Result<Vec<u64>, _>>()?;
     let jobs: Vec<Job> =
         policies.iter().flat_map(|p| cache_bytes.iter().map(|&c| Job { policy: p.clone(), cache_bytes: c })).collect();
 

@@ -31,8 +31,9 @@ pub struct SimArgs {
     /// (`lru+tinylfu`); `classic`, `modern` and `all` stand for groups (see `hearth policies`).
     #[arg(short, long, value_delimiter = ',', default_value = "all")]
     policies: Vec<String>,
-    /// Cache sizes, comma-separated: bytes (64MiB), blocks (5000blocks), share of footprint (5%),
-    /// or a byte range with step (128MiB..1GiB/128MiB). Default: 1%,5%,10%,25% (the MRC grid with --mrc).
+    /// Cache sizes, comma-separated: bytes (64MiB), blocks (5000blocks), objects (5000objects, with
+    /// --ignore-obj-size or a trace without sizes), share of footprint (5%), or a byte range with step
+    /// (128MiB..1GiB/128MiB). Default: 1%,5%,10%,25% (the MRC grid with --mrc).
     #[arg(short, long, allow_hyphen_values = true)]
     sizes: Option<String>,
     /// Worker threads (default: one per core); 1 also decodes on that thread.

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use hearth_sim::source::{ModeChoice, OptionNames, Requests, TraceSource, DEFAULT_REQUESTS, DEFAULT_SEED};
-use hearth_trace::{Format, Mode};
+use hearth_trace::{Columns, Format, Mode};
 
 /// How errors name the options below.
-pub const OPTION_NAMES: OptionNames = OptionNames { block_size: "--block-size", object_mode: "--mode object" };
+pub const OPTION_NAMES: OptionNames =
+    OptionNames { block_size: "--block-size", object_mode: "--mode object", ignore_obj_size: "--ignore-obj-size" };
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum ModeArg {
@@ -30,7 +31,8 @@ impl From<ModeArg> for ModeChoice {
 #[derive(Args, Clone, Debug)]
 pub struct TraceArgs {
     /// Trace file: MSR/SNIA .csv, blkparse text, .vscsi, .spc, .oracleGeneral(.bin), one id per line .txt,
-    /// CloudPhysics .csv; .gz and .zst are read transparently. Or a synthetic workload:
+    /// CloudPhysics .csv, libCacheSim's .lcs (versions 1-8), Twitter's .twr and .twrNS, .valpin, or any
+    /// CSV or binary layout with --columns; .gz and .zst are read transparently. Or a synthetic workload:
     /// synth:oltp, synth:zipf:BLOCKS:ALPHA, synth:uniform:BLOCKS, synth:loop:BLOCKS, synth:scan.
     pub trace: PathBuf,
     /// Requests to generate for a synth: workload.
@@ -39,10 +41,21 @@ pub struct TraceArgs {
     /// Seed for a synth: workload.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,
-    /// Trace format, when the file name does not tell (msr, blkparse, vscsi, spc, oracle, text, cpcsv).
+    /// Trace format, when the file name does not tell (msr, blkparse, vscsi, spc, oracle, text, cpcsv, lcs,
+    /// twr, twrns, valpin, csv, binary).
     #[arg(long)]
     pub format: Option<Format>,
-    /// Block or object caching; object traces (oracle, text) default to object mode.
+    /// Which column holds what, for a CSV or binary trace of any layout, in libCacheSim's -t syntax
+    /// ("time-col=1, obj-id-col=2, obj-size-col=3, delimiter=,, has-header=true"; binary: "obj-id-col=2,
+    /// obj-size-col=3, format=<IQI") or Hearth's ("time=1,id=2,size=3,sep=tab,header"). Also op-col and
+    /// tenant-col; without a size column every object has size 1.
+    #[arg(long, value_name = "SPEC", alias = "trace-type-params", value_parser = columns)]
+    pub columns: Option<Box<Columns>>,
+    /// Count every object as size 1 (object mode), so that cache sizes count objects (5000objects), as
+    /// libCacheSim's --ignore-obj-size.
+    #[arg(long)]
+    pub ignore_obj_size: bool,
+    /// Block or object caching; object traces (oracle, text, lcs, twr, valpin, csv, binary) default to object mode.
     #[arg(long)]
     pub mode: Option<ModeArg>,
     /// Block size for block mode.
@@ -56,6 +69,8 @@ impl TraceArgs {
         TraceSource {
             trace: self.trace.clone(),
             format: self.format,
+            columns: self.columns.as_deref().cloned(),
+            ignore_obj_size: self.ignore_obj_size,
             mode: self.mode.map(ModeChoice::from),
             block_size: self.block_size,
             requests: self.requests,
@@ -70,4 +85,9 @@ impl TraceArgs {
     pub fn open(&self) -> anyhow::Result<(Requests, Mode)> {
         Ok(self.source().open()?)
     }
+}
+
+/// Boxed: the options are flattened into every subcommand's, and a layout is large.
+fn columns(spec: &str) -> Result<Box<Columns>, hearth_trace::SettingError> {
+    spec.parse().map(Box::new)
 }

@@ -135,7 +135,7 @@ def memory_hint(task: Task, options: Optional[Dict[str, Any]] = None) -> int:
     for kind, value in sizes:
         if kind == "share":
             resident = keys * value
-        elif kind == "blocks":
+        elif kind in ("blocks", "objects"):
             resident = value
         else:
             resident = keys if object_mode else value / block_size
