@@ -37,8 +37,8 @@ pub enum SourceError {
     BlockSize { flag: &'static str },
     #[error("synthetic workloads are block traces; drop {flag}")]
     SynthInObjectMode { flag: &'static str },
-    #[error("{flag} is for object mode: block mode splits requests into blocks of one size")]
-    IgnoreSizeInBlockMode { flag: &'static str },
+    #[error("{flag} is for object mode ({object_mode}): block mode splits requests into blocks of one size")]
+    IgnoreSizeInBlockMode { flag: &'static str, object_mode: &'static str },
     #[error("{} is an object trace ({format}): its ids are not byte offsets, so use {flag}", trace.display())]
     ObjectTraceInBlockMode { trace: PathBuf, format: Format, flag: &'static str },
     #[error("{} holds no requests", .0.display())]
@@ -254,7 +254,8 @@ impl TraceSource {
         };
         if self.ignore_obj_size {
             if mode != Mode::Object {
-                return Err(SourceError::IgnoreSizeInBlockMode { flag: self.names.ignore_obj_size });
+                let (flag, object_mode) = (self.names.ignore_obj_size, self.names.object_mode);
+                return Err(SourceError::IgnoreSizeInBlockMode { flag, object_mode });
             }
             return Ok((Box::new(reader.map(|r| r.map(|r| Request { len: 1, ..r }))), mode));
         }

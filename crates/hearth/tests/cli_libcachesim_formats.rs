@@ -276,4 +276,25 @@ fn bad_traces_columns_and_sizes_get_one_line_errors() {
     assert!(err.contains("cache size 100 objects counts objects") && err.contains("--ignore-obj-size"), "{err}");
     let err = sim_error(&twr, &["sim", "FILE", "--ignore-obj-size", "--mode", "block"]);
     assert!(err.contains("t.twr is an object trace (twr)"), "{err}");
+    let vscsi = shared("cloudPhysicsIO.vscsi");
+    let err = sim_error(Path::new(&vscsi), &["sim", "FILE", "--ignore-obj-size", "-s", "100objects"]);
+    assert!(
+        err.ends_with(
+            "--ignore-obj-size is for object mode (--mode object): block mode splits requests into blocks of one size"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn ignore_obj_size_counts_objects_in_sim_and_mrc_alike() {
+    let oracle = shared("cloudPhysicsIO.oracleGeneral.bin");
+    let sim = ours(Path::new(&oracle), &["5000objects".to_string()], &["--ignore-obj-size"]);
+    let bytes = ours(Path::new(&oracle), &["5000".to_string()], &[]);
+    // The exact curve reads an oracleGeneral file in place unless sizes are ignored.
+    let mrc = stdout(&hearth(&["mrc", &oracle, "--ignore-obj-size", "-s", "5000objects", "-q"]));
+    let row = mrc.lines().find(|l| l.starts_with("exact")).expect("an exact row");
+    let mrc_ratio: f64 = row.split_whitespace().nth(5).unwrap().parse().unwrap();
+    assert!((sim[0] - mrc_ratio).abs() < 0.00005 + 1e-9, "sim {} mrc {mrc_ratio}", sim[0]);
+    assert!(bytes[0] - sim[0] > 0.1, "5000 objects hold far more than 5000 bytes: {} vs {}", sim[0], bytes[0]);
 }
