@@ -220,10 +220,6 @@ fn invalid(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
-fn protocol(e: hearth_nbd::ProtocolError) -> io::Error {
-    invalid(e.0)
-}
-
 impl Client {
     pub fn connect_tcp(addr: &str, export: &str) -> io::Result<Client> {
         let s = TcpStream::connect(addr)?;
@@ -315,7 +311,7 @@ impl Client {
     fn handshake(mut stream: Conn, export: &str, tls: Option<&dyn StartTls>) -> io::Result<Client> {
         let mut greeting = [0u8; 18];
         stream.read_exact(&mut greeting)?;
-        client::check_greeting(&greeting).map_err(protocol)?;
+        client::check_greeting(&greeting)?;
         stream.write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes())?;
         if let Some(tls) = tls {
             // First, so nothing (not even the export's name) crosses in plain text.
@@ -463,7 +459,7 @@ fn send_option(stream: &mut Conn, option: u32, data: &[u8]) -> io::Result<()> {
 fn option_reply(stream: &mut Conn, option: u32) -> io::Result<(u32, Vec<u8>)> {
     let mut h = [0u8; client::OptionReply::LEN];
     stream.read_exact(&mut h)?;
-    let reply = client::OptionReply::decode(&h, option).map_err(protocol)?;
+    let reply = client::OptionReply::decode(&h, option)?;
     let mut data = vec![0u8; reply.length as usize];
     stream.read_exact(&mut data)?;
     Ok((reply.kind, data))

@@ -10,7 +10,7 @@ use crate::{be_u16, be_u32, be_u64, info, ProtocolError, FLAG_FIXED_NEWSTYLE, IN
 pub fn check_greeting(g: &[u8; 18]) -> Result<u16, ProtocolError> {
     let flags = be_u16(g, 16);
     if be_u64(g, 0) != INIT_PASSWD || be_u64(g, 8) != OPTS_MAGIC || flags & FLAG_FIXED_NEWSTYLE == 0 {
-        return Err(ProtocolError("not a fixed-newstyle NBD server".into()));
+        return Err(ProtocolError::NotFixedNewstyle);
     }
     Ok(flags)
 }
@@ -53,10 +53,10 @@ impl OptionReply {
         let magic = be_u64(h, 0);
         let reply = OptionReply { option: be_u32(h, 8), kind: be_u32(h, 12), length: be_u32(h, 16) };
         if magic != REPLY_MAGIC || reply.option != option {
-            return Err(ProtocolError(format!("bad option reply (magic {magic:#x}, option {})", reply.option)));
+            return Err(ProtocolError::OptionReplyMismatch { magic, option: reply.option });
         }
         if reply.length > MAX_OPTION_DATA {
-            return Err(ProtocolError(format!("option reply of {} bytes", reply.length)));
+            return Err(ProtocolError::OptionReplyTooLong(reply.length));
         }
         Ok(reply)
     }
@@ -88,7 +88,7 @@ pub fn split_replies(mut b: &[u8], option: u32) -> Result<Vec<(OptionReply, &[u8
 }
 
 fn truncated(len: usize) -> ProtocolError {
-    ProtocolError(format!("option reply truncated at {len} bytes"))
+    ProtocolError::OptionReplyTruncated(len)
 }
 
 #[cfg(test)]

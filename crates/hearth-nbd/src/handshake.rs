@@ -63,14 +63,11 @@ impl OptionHeader {
     pub fn decode(b: &[u8; 16]) -> Result<OptionHeader, ProtocolError> {
         let magic = be_u64(b, 0);
         if magic != OPTS_MAGIC {
-            return Err(ProtocolError(format!("option header: magic {magic:#018x}, expected IHAVEOPT")));
+            return Err(ProtocolError::OptionMagic(magic));
         }
         let header = OptionHeader { option: be_u32(b, 8), length: be_u32(b, 12) };
         if header.length > MAX_OPTION_DATA {
-            return Err(ProtocolError(format!(
-                "option {}: data length {} exceeds the {MAX_OPTION_DATA}-byte limit",
-                header.option, header.length
-            )));
+            return Err(ProtocolError::OptionTooLong { option: header.option, length: header.length });
         }
         Ok(header)
     }
@@ -135,7 +132,7 @@ impl Negotiation {
         let f = u32::from_be_bytes(client_flags);
         let known = FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES;
         if f & !known != 0 {
-            return Err(ProtocolError(format!("client flags {f:#x} set bits we did not offer")));
+            return Err(ProtocolError::UnknownClientFlags(f));
         }
         Ok(Negotiation {
             no_zeroes: f & FLAG_C_NO_ZEROES != 0,
@@ -158,8 +155,25 @@ impl Negotiation {
         self.tls_started
     }
 
-    /// Handles one option; appends the bytes to send to `out`.
+    /// Handles one option; appends the bytes to send to `out`. Every export
+    /// a client chooses is admitted (see [`Negotiation::handle_admitting`]).
     pub fn handle(&mut self, header: OptionHeader, data: &[u8], exports: &[ExportInfo], out: &mut Vec<u8>) -> Outcome {
+        self.handle_admitting(header, data, exports, out, &mut |_| Ok(()))
+    }
+
+    /// Handles one option; before entering transmission asks `admit` about
+    /// the chosen export (its index in `exports`). A refusal (`Err(why)`,
+    /// e.g. the export has all the connections it takes) answers GO with
+    /// `NBD_REP_ERR_POLICY` carrying `why` and closes; EXPORT_NAME, which
+    /// cannot carry an error, just closes.
+    pub fn handle_admitting(
+        &mut self,
+        header: OptionHeader,
+        data: &[u8],
+        exports: &[ExportInfo],
+        out: &mut Vec<u8>,
+        admit: &mut dyn FnMut(usize) -> Result<(), String>,
+    ) -> Outcome {
         debug_assert_eq!(data.len(), header.length as usize);
         let o = header.option;
         if self.tls == Tls::Require && !self.tls_started && !matches!(o, opt::STARTTLS | opt::ABORT) {
@@ -176,6 +190,9 @@ impl Negotiation {
                     // EXPORT_NAME cannot carry an error: closing is the only answer.
                     return Outcome::Close;
                 };
+                if admit(index).is_err() {
+                    return Outcome::Close;
+                }
                 let flags = self.transmission_flags(export);
                 out.extend_from_slice(&export.size.to_be_bytes());
                 out.extend_from_slice(&flags.to_be_bytes());
@@ -203,7 +220,7 @@ impl Negotiation {
                 put_reply(out, o, rep::ACK, &[]);
                 Outcome::Continue
             }
-            opt::INFO | opt::GO => self.info_or_go(o, data, exports, out),
+            opt::INFO | opt::GO => self.info_or_go(o, data, exports, out, admit),
             opt::STRUCTURED_REPLY => {
                 if !data.is_empty() {
                     put_error(out, o, rep::ERR_INVALID, "NBD_OPT_STRUCTURED_REPLY takes no data");
@@ -269,7 +286,14 @@ impl Negotiation {
         }
     }
 
-    fn info_or_go(&mut self, o: u32, data: &[u8], exports: &[ExportInfo], out: &mut Vec<u8>) -> Outcome {
+    fn info_or_go(
+        &mut self,
+        o: u32,
+        data: &[u8],
+        exports: &[ExportInfo],
+        out: &mut Vec<u8>,
+        admit: &mut dyn FnMut(usize) -> Result<(), String>,
+    ) -> Outcome {
         let mut r = Reader::new(data);
         let parsed = (|| {
             let name = r.string()?;
@@ -292,6 +316,12 @@ impl Negotiation {
             put_error(out, o, rep::ERR_UNKNOWN, &format!("no export named {name:?}"));
             return Outcome::Continue;
         };
+        if o == opt::GO {
+            if let Err(why) = admit(index) {
+                put_error(out, o, rep::ERR_POLICY, &why);
+                return Outcome::Close;
+            }
+        }
         let mut d = Vec::with_capacity(16);
         d.extend_from_slice(&info::EXPORT.to_be_bytes());
         d.extend_from_slice(&export.size.to_be_bytes());
@@ -577,6 +607,27 @@ mod tests {
                 hints: false,
             })
         );
+    }
+
+    #[test]
+    fn a_refused_export_gets_err_policy_on_go_and_a_bare_close_on_export_name() {
+        let refuse = &mut |i: usize| if i == 0 { Err("export \"disk\" is full".to_string()) } else { Ok(()) };
+        let mut n = Negotiation::new([0, 0, 0, 1]).unwrap();
+        let data = go_data("disk", &[info::NAME]);
+        let mut out = Vec::new();
+        let header = OptionHeader { option: opt::GO, length: data.len() as u32 };
+        let outcome = n.handle_admitting(header, &data, &exports(), &mut out, refuse);
+        assert_eq!(outcome, Outcome::Close);
+        assert_eq!(replies(&out), vec![(opt::GO, rep::ERR_POLICY, b"export \"disk\" is full".to_vec())]);
+        // INFO is not a connection: it is answered whatever the admission says.
+        let header = OptionHeader { option: opt::INFO, length: data.len() as u32 };
+        out.clear();
+        assert_eq!(n.handle_admitting(header, &data, &exports(), &mut out, refuse), Outcome::Continue);
+        assert_eq!(replies(&out).last().unwrap().1, rep::ACK);
+        let header = OptionHeader { option: opt::EXPORT_NAME, length: 4 };
+        out.clear();
+        assert_eq!(n.handle_admitting(header, b"disk", &exports(), &mut out, refuse), Outcome::Close);
+        assert!(out.is_empty(), "EXPORT_NAME cannot carry an error");
     }
 
     #[test]

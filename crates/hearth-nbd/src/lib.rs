@@ -169,16 +169,33 @@ impl std::fmt::Display for Errno {
 
 /// A violation that ends the connection (the protocol allows a hard
 /// disconnect for these): wrong magic, unknown client flags, and the like.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProtocolError(pub String);
-
-impl std::fmt::Display for ProtocolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("option header: magic {0:#018x}, expected IHAVEOPT")]
+    OptionMagic(u64),
+    #[error("option {option}: data length {length} exceeds the {limit}-byte limit", limit = handshake::MAX_OPTION_DATA)]
+    OptionTooLong { option: u32, length: u32 },
+    #[error("client flags {0:#x} set bits we did not offer")]
+    UnknownClientFlags(u32),
+    #[error("request header: magic {0:#010x}, expected {REQUEST_MAGIC:#010x}")]
+    RequestMagic(u32),
+    #[error("not a fixed-newstyle NBD server")]
+    NotFixedNewstyle,
+    #[error("bad option reply (magic {magic:#x}, option {option})")]
+    OptionReplyMismatch { magic: u64, option: u32 },
+    #[error("option reply of {0} bytes")]
+    OptionReplyTooLong(u32),
+    #[error("option reply truncated at {0} bytes")]
+    OptionReplyTruncated(usize),
 }
 
-impl std::error::Error for ProtocolError {}
+/// The one conversion into I/O errors, for the sides that do the socket work:
+/// a peer breaking the protocol is bad data.
+impl From<ProtocolError> for std::io::Error {
+    fn from(e: ProtocolError) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
+}
 
 fn be_u16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])

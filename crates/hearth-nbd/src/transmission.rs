@@ -91,7 +91,7 @@ impl Request {
     pub fn decode(b: &[u8; 28]) -> Result<Request, ProtocolError> {
         let magic = be_u32(b, 0);
         if magic != REQUEST_MAGIC {
-            return Err(ProtocolError(format!("request header: magic {magic:#010x}, expected {REQUEST_MAGIC:#010x}")));
+            return Err(ProtocolError::RequestMagic(magic));
         }
         Ok(Request {
             flags: be_u16(b, 4),
@@ -254,6 +254,41 @@ pub fn put_status(
     }
 }
 
+/// Appends the header of a successful READ reply for `session`; the
+/// request's `length` data bytes must follow it. Structured replies get one
+/// final `OFFSET_DATA` chunk, others a simple reply; a zero-length read gets
+/// the status alone (an `OFFSET_DATA` chunk must carry at least one byte).
+pub fn put_read_reply_header(out: &mut Vec<u8>, session: &Session, req: &Request) {
+    if req.length == 0 {
+        put_status(out, session, Command::Read, req.cookie, Ok(()));
+    } else if session.structured_replies {
+        put_read_data_header(out, req.cookie, req.offset, req.length);
+    } else {
+        out.extend_from_slice(&simple_reply(req.cookie, None));
+    }
+}
+
+/// Appends the reply to a validated BLOCK_STATUS: its `(length, status
+/// flags)` extents for the negotiated `base:allocation` context, or the
+/// error. No extent at all is EINVAL: the reply must describe at least one.
+pub fn put_block_status_reply(
+    out: &mut Vec<u8>,
+    session: &Session,
+    cookie: u64,
+    extents: Result<&[(u32, u32)], (Errno, &str)>,
+) {
+    match (extents, session.base_allocation) {
+        (Ok(extents), Some(context)) if !extents.is_empty() => put_block_status(out, cookie, context, extents),
+        (Ok(_), Some(_)) => {
+            put_status(out, session, Command::BlockStatus, cookie, Err((Errno::Inval, "block status of zero bytes")))
+        }
+        (Ok(_), None) => {
+            put_status(out, session, Command::BlockStatus, cookie, Err((Errno::Inval, "no metadata context selected")))
+        }
+        (Err(e), _) => put_status(out, session, Command::BlockStatus, cookie, Err(e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +307,23 @@ mod tests {
 
     fn req(command: Command, flags: u16, offset: u64, length: u32) -> Request {
         Request { flags, command, cookie: 7, offset, length }
+    }
+
+    #[test]
+    fn read_reply_headers_follow_the_session() {
+        let mut out = Vec::new();
+        put_read_reply_header(&mut out, &session(0, false), &req(Command::Read, 0, 4096, 512));
+        assert_eq!(out, simple_reply(7, None).to_vec(), "simple: the data follows a simple reply");
+        out.clear();
+        put_read_reply_header(&mut out, &session(0, true), &req(Command::Read, 0, 4096, 512));
+        let mut chunk = Vec::new();
+        put_read_data_header(&mut chunk, 7, 4096, 512);
+        assert_eq!(out, chunk, "structured: one final OFFSET_DATA chunk");
+        out.clear();
+        put_read_reply_header(&mut out, &session(0, true), &req(Command::Read, 0, 4096, 0));
+        let mut done = Vec::new();
+        put_done(&mut done, 7);
+        assert_eq!(out, done, "an empty read carries no data chunk");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hearth_core::Op;
-use hearth_nbd::transmission::{put_block_status, put_read_data_header, put_status, simple_reply};
+use hearth_nbd::transmission::{put_block_status_reply, put_read_reply_header, put_status};
 use hearth_nbd::{cmd_flags, Command, Errno, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
@@ -108,15 +108,9 @@ pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     record_access(export, Op::Read, &req);
     // Header and data share one buffer, unless the data is sent from cached blocks.
     let mut header = Vec::with_capacity(READ_HEADER_MAX);
+    put_read_reply_header(&mut header, session, &req);
     if len == 0 {
-        // An OFFSET_DATA chunk must carry at least one byte.
-        put_status(&mut header, session, Command::Read, req.cookie, Ok(()));
         return finish_read(ReplyTo::Reader(conn), export, job, Ok((header, Vec::new())));
-    }
-    if session.structured_replies {
-        put_read_data_header(&mut header, req.cookie, req.offset, req.length);
-    } else {
-        header.extend_from_slice(&simple_reply(req.cookie, None));
     }
     // Every read counts towards its stream, cached or not.
     let streaming = export
@@ -288,24 +282,13 @@ pub(super) async fn block_status(conn: &Conn, job: Job, workers: &Workers) {
         let max = if req.flags & cmd_flags::REQ_ONE != 0 { 1 } else { MAX_EXTENTS };
         let map = export.cache.extents(req.offset, u64::from(req.length), max);
         let ok = matches!(&map, Ok(m) if !m.is_empty());
+        // Holes read as zeroes: NBD_STATE_HOLE | NBD_STATE_ZERO.
+        let extents = map
+            .map(|m| m.iter().map(|e| (e.len as u32, if e.hole { 3 } else { 0 })).collect::<Vec<_>>())
+            .map_err(|e| (Errno::from_io(&e), e.to_string()));
         let mut head = Vec::new();
-        match map {
-            Ok(m) if !m.is_empty() => {
-                // Holes read as zeroes: NBD_STATE_HOLE | NBD_STATE_ZERO.
-                let extents: Vec<(u32, u32)> = m.iter().map(|e| (e.len as u32, if e.hole { 3 } else { 0 })).collect();
-                put_block_status(&mut head, req.cookie, session.base_allocation.expect("validated"), &extents);
-            }
-            Ok(_) => put_status(
-                &mut head,
-                &session,
-                req.command,
-                req.cookie,
-                Err((Errno::Inval, "block status of zero bytes")),
-            ),
-            Err(e) => {
-                put_status(&mut head, &session, req.command, req.cookie, Err((Errno::from_io(&e), &e.to_string())))
-            }
-        }
+        let extents = extents.as_deref().map_err(|(errno, why)| (*errno, why.as_str()));
+        put_block_status_reply(&mut head, &session, req.cookie, extents);
         let _ = tx.send(Reply { bytes: head, cached: Vec::new(), _ticket: job.ticket });
         export.metrics.record(req.command, ok, job.started.elapsed());
         drop(worker);

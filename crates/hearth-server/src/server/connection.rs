@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hearth_nbd::handshake::{greeting, put_reply, Negotiation, OptionHeader, Outcome};
+use hearth_nbd::handshake::{greeting, Negotiation, OptionHeader, Outcome};
 use hearth_nbd::{Command, ExportInfo, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
@@ -246,11 +246,17 @@ impl Visible {
         }
     }
 
+    /// The server's number for the export this client numbers `visible`.
+    fn index(&self, visible: usize) -> usize {
+        match self {
+            Visible::All => visible,
+            Visible::Some(indexes, _) => indexes[visible],
+        }
+    }
+
     /// The session with its export numbered as the server numbers it.
     fn session(&self, mut session: Session) -> Session {
-        if let Visible::Some(indexes, _) = self {
-            session.export = indexes[session.export];
-        }
+        session.export = self.index(session.export);
         session
     }
 }
@@ -269,7 +275,7 @@ async fn negotiate<S: Stream>(
     stream.flush().await?;
     let mut flags = [0u8; 4];
     stream.read_exact(&mut flags).await?;
-    let mut negotiation = Negotiation::new(flags).map_err(protocol)?.with_tls(ctx.tls_mode);
+    let mut negotiation = Negotiation::new(flags)?.with_tls(ctx.tls_mode);
     match haggle(&mut stream, &mut negotiation, ctx, visible).await? {
         Haggled::Transmit(session, slot) => Ok(Some((Negotiated::Plain(stream, visible.session(session)), slot))),
         Haggled::Close => Ok(None),
@@ -305,30 +311,21 @@ where
     let mut out = Vec::new();
     loop {
         stream.read_exact(&mut header).await?;
-        let h = OptionHeader::decode(&header).map_err(protocol)?;
+        let h = OptionHeader::decode(&header)?;
         data.resize(h.length as usize, 0);
         stream.read_exact(&mut data).await?;
         out.clear();
-        let mut outcome = negotiation.handle(h, &data, infos, &mut out);
+        // A chosen export that limits its connections must have a slot free.
         let mut slot = None;
-        if let Outcome::Transmit(s) = outcome {
-            let export = &ctx.exports[visible.session(s).export];
-            if let Some(slots) = &export.connection_slots {
-                match slots.clone().try_acquire_owned() {
-                    Ok(permit) => slot = Some(permit),
-                    Err(_) => {
-                        warn!(export = %export.info.name, "connection refused: the export's max_connections reached");
-                        // EXPORT_NAME cannot carry an error: the connection just closes.
-                        out.clear();
-                        if h.option == hearth_nbd::opt::GO {
-                            let why = format!("export {:?} has all the connections it takes", export.info.name);
-                            put_reply(&mut out, h.option, hearth_nbd::rep::ERR_POLICY, why.as_bytes());
-                        }
-                        outcome = Outcome::Close;
-                    }
-                }
-            }
-        }
+        let outcome = negotiation.handle_admitting(h, &data, infos, &mut out, &mut |chosen| {
+            let export = &ctx.exports[visible.index(chosen)];
+            let Some(slots) = &export.connection_slots else { return Ok(()) };
+            slot = Some(slots.clone().try_acquire_owned().map_err(|_| {
+                warn!(export = %export.info.name, "connection refused: the export's max_connections reached");
+                format!("export {:?} has all the connections it takes", export.info.name)
+            })?);
+            Ok(())
+        });
         let sent = async {
             stream.write_all(&out).await?;
             stream.flush().await
@@ -350,10 +347,6 @@ where
             }
         }
     }
-}
-
-fn protocol(e: hearth_nbd::ProtocolError) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, e.0)
 }
 
 /// Reads requests and hands each to its command until the client
@@ -383,7 +376,7 @@ async fn transmission<R: ReadVectored>(
             Err(e) => return Err(e),
         }
         conn.touch();
-        let req = Request::decode(&header).map_err(protocol)?;
+        let req = Request::decode(&header)?;
         let started = Instant::now();
         if req.command == Command::Disc {
             return Ok("NBD_CMD_DISC");
