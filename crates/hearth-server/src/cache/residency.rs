@@ -7,6 +7,20 @@
 //! partition decides what waits and what leaves.
 
 use super::*;
+use hearth_prefetch::{Demand as PrefetchDemand, Prefetcher};
+
+/// What one demand read's meeting with a prefetcher left to do and count
+/// ([`BlockCache::meet_prefetcher`]).
+pub struct PrefetchRound {
+    /// Prefetched blocks that left the partition unused since the last round.
+    pub wasted: u64,
+    /// Blocks of this read a prefetch brought in (or had in flight).
+    pub promotes: u64,
+    /// Claimed base prefetches, to queue in this order.
+    pub base: Vec<u64>,
+    /// Claimed spare prefetches, to queue after the base ones.
+    pub spare: Vec<u64>,
+}
 
 impl BlockCache {
     /// A client evicted `block` from its own cache (learned from a reused
@@ -31,14 +45,18 @@ impl BlockCache {
     /// a promote (the block was prefetched, landed or still in flight, and
     /// this is its first demand), or a miss.
     pub fn classify_demand(&self, block: u64) -> Class {
-        let mut inner = self.lock();
-        self.age_prefetches(&mut inner);
+        self.classify_locked(&mut self.lock(), block)
+    }
+
+    /// [`Self::classify_demand`] under the lock the caller holds.
+    fn classify_locked(&self, inner: &mut Inner, block: u64) -> Class {
+        self.age_prefetches(inner);
         if inner.unclaim(block) {
             if inner.partition.take(block) {
                 // Landed: promote it from the partition into the main cache.
-                let a = Self::access(&mut inner, block, self.block_size, Op::Read);
+                let a = Self::access(inner, block, self.block_size, Op::Read);
                 inner.core.place(&a);
-                self.drop_victims(&mut inner, Victims::Hold);
+                self.drop_victims(inner, Victims::Hold);
                 if !inner.core.holds(block) {
                     if let Some(buf) = inner.blocks.remove(&block) {
                         inner.free.push(buf);
@@ -56,6 +74,49 @@ impl BlockCache {
         }
     }
 
+    /// Shows one demand read of `blocks` (in context `ctx`) to `prefetcher`
+    /// and claims what it predicts, under one hold of the cache lock: the
+    /// outcomes of prefetches that left unused, each block's class (a
+    /// promote is an outcome too), what the prefetcher counts as cached, and
+    /// the claims of its base predictions, then its spare ones. The caller
+    /// queues the claimed reads (after the lock is released: a dropped one
+    /// takes the lock again to release its claim).
+    pub fn meet_prefetcher(
+        &self,
+        blocks: std::ops::Range<u64>,
+        ctx: u32,
+        clock_ns: &dyn Fn() -> u64,
+        prefetcher: &mut dyn Prefetcher,
+    ) -> PrefetchRound {
+        let mut inner = self.lock();
+        let wasted = Self::take_wasted_locked(&mut inner);
+        for &block in &wasted {
+            prefetcher.outcome(block, false);
+        }
+        let (mut predicted, mut spare, mut promotes) = (Vec::new(), Vec::new(), 0);
+        for block in blocks {
+            let class = self.classify_locked(&mut inner, block);
+            if class == Class::Promote {
+                promotes += 1;
+                prefetcher.outcome(block, true);
+            }
+            prefetcher.demand_seen(block, Op::Read);
+            let demand = PrefetchDemand { block, ctx, time_ns: clock_ns(), op: Op::Read, class };
+            let held = &*inner;
+            prefetcher.access_tiered(
+                &demand,
+                &|b| Self::outside_spare_locked(held, b),
+                &|b| held.spare_claims.contains(&b),
+                &mut predicted,
+            );
+            prefetcher.take_spare(&mut spare);
+        }
+        // Base prefetches claim their blocks first; spare ones after.
+        predicted.retain(|&b| self.claim_for_base(&mut inner, b));
+        spare.retain(|&b| self.claim_for_spare(&mut inner, b));
+        PrefetchRound { wasted: wasted.len() as u64, promotes, base: predicted, spare }
+    }
+
     /// Whether `block` is cached or a prefetch of it is pending.
     #[cfg(test)]
     pub(crate) fn cached_or_prefetching(&self, block: u64) -> bool {
@@ -67,7 +128,10 @@ impl BlockCache {
     /// a base prefetcher counts as cached (see
     /// `hearth_prefetch::Prefetcher::access_tiered`).
     pub fn cached_outside_spare(&self, block: u64) -> bool {
-        let inner = self.lock();
+        Self::outside_spare_locked(&self.lock(), block)
+    }
+
+    fn outside_spare_locked(inner: &Inner, block: u64) -> bool {
         !inner.spare_claims.contains(&block) && (inner.blocks.contains_key(&block) || inner.prefetched.contains(&block))
     }
 
@@ -106,8 +170,11 @@ impl BlockCache {
     /// (to be read with [`Self::prefetch_spare`]), and marks the claim spare
     /// under the same lock, so no demand can release it in between.
     pub fn start_spare_prefetch(&self, block: u64) -> bool {
-        let mut inner = self.lock();
-        if !self.claim_for_base(&mut inner, block) {
+        self.claim_for_spare(&mut self.lock(), block)
+    }
+
+    fn claim_for_spare(&self, inner: &mut Inner, block: u64) -> bool {
+        if !self.claim_for_base(inner, block) {
             return false;
         }
         inner.spare_claims.insert(block);
@@ -206,8 +273,10 @@ impl BlockCache {
 
     /// Prefetched blocks that left unused since the last call.
     pub fn take_wasted(&self) -> Vec<Key> {
-        let mut inner = self.lock();
-        let inner = &mut *inner;
+        Self::take_wasted_locked(&mut self.lock())
+    }
+
+    fn take_wasted_locked(inner: &mut Inner) -> Vec<Key> {
         let wasted = &mut inner.wasted;
         // Used outcomes reach the prefetcher as promotes (see `classify_demand`).
         inner.partition.drain_outcomes(|block, used| {

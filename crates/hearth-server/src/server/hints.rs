@@ -7,13 +7,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use hearth_core::Op;
 use hearth_nbd::hints::Hint;
 use hearth_nbd::Request;
-use hearth_prefetch::{Class, Demand as PrefetchDemand};
 
 use super::background::{dropped, queue_background};
-use super::server_clock_ns;
+use super::prefetch;
 use crate::{BackgroundKind, Export, Origin};
 
 /// Contexts one connection may have open (CONTEXT_BEGIN without END).
@@ -75,12 +73,7 @@ impl ClientView {
     /// The connection is gone: end every context it left open, its own too.
     pub(super) fn close(&mut self, export: &Export) {
         self.origin.closed.store(true, Ordering::Relaxed);
-        if let Some(p) = &export.prefetcher {
-            let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
-            for ctx in self.open_contexts.drain().chain([self.own_ctx]) {
-                p.end(ctx);
-            }
-        }
+        prefetch::end(export, self.open_contexts.drain().chain([self.own_ctx]));
     }
 
     /// The client evicted `block`: let the cache place it and queue its reload.
@@ -97,60 +90,21 @@ impl ClientView {
         (ctx as u32) & !CONNECTION_CTX_BASE
     }
 
-    /// Shows a demand read to the export's prefetcher and queues what it predicts.
+    /// Shows a demand read to the export's prefetcher (see `prefetch`).
     pub(super) fn observe_read(&self, export: &Export, req: &Request) {
-        let Some(prefetcher) = &export.prefetcher else { return };
-        let blocks = export.cache.block_range(req.offset, u64::from(req.length).max(1));
-        let mut p = prefetcher.lock().unwrap_or_else(|e| e.into_inner());
-        for block in export.cache.take_wasted() {
-            export.prefetch_stats.wasted.fetch_add(1, Ordering::Relaxed);
-            p.outcome(block, false);
-        }
-        let (mut predicted, mut spare) = (Vec::new(), Vec::new());
-        for block in blocks {
-            let class = export.cache.classify_demand(block);
-            if class == Class::Promote {
-                export.prefetch_stats.promotes.fetch_add(1, Ordering::Relaxed);
-                p.outcome(block, true);
-            }
-            p.demand_seen(block, Op::Read);
-            let demand = PrefetchDemand { block, ctx: self.ctx, time_ns: server_clock_ns(), op: Op::Read, class };
-            let (cache, ctx) = (&export.cache, &demand);
-            p.access_tiered(ctx, &|b| cache.cached_outside_spare(b), &|b| cache.spare_prefetching(b), &mut predicted);
-            p.take_spare(&mut spare);
-        }
-        drop(p);
-        // Base prefetches claim their blocks first; spare ones queue after.
-        let base = predicted.into_iter().map(|b| (b, BackgroundKind::Prefetch));
-        for (b, kind) in base.chain(spare.into_iter().map(|b| (b, BackgroundKind::SparePrefetch))) {
-            let claimed = match kind {
-                BackgroundKind::SparePrefetch => export.cache.start_spare_prefetch(b),
-                _ => export.cache.start_prefetch(b),
-            };
-            if claimed {
-                if queue_background(export, &self.origin, kind, b) {
-                    export.prefetch_stats.issued.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    dropped(export, kind, b);
-                }
-            }
-        }
+        prefetch::observe_read(export, self.ctx, &self.origin, req);
     }
 
     fn begin(&mut self, export: &Export, ctx: u64, class: u64) -> Result<(), HintError> {
         self.begin_implicitly(Self::client_ctx(ctx))?;
-        if let Some(p) = &export.prefetcher {
-            p.lock().unwrap_or_else(|e| e.into_inner()).begin(self.ctx, class as u32);
-        }
+        prefetch::begin(export, self.ctx, class as u32);
         Ok(())
     }
 
     fn end(&mut self, export: &Export, ctx: u64) {
         let ctx = Self::client_ctx(ctx);
         self.open_contexts.remove(&ctx);
-        if let Some(p) = &export.prefetcher {
-            p.lock().unwrap_or_else(|e| e.into_inner()).end(ctx);
-        }
+        prefetch::end(export, [ctx]);
         self.ctx = self.own_ctx;
     }
 

@@ -8,6 +8,7 @@
 //!   request framing and per-connection limits, the reply writer;
 //! - `commands`: one function per NBD command;
 //! - `hints`: what a connection's hints say about its client's cache;
+//! - `prefetch`: the prefetch driver, a READ's round with the prefetcher;
 //! - `background`: the export's low-priority reads (reloads, prefetches);
 //! - `buffers`: payload buffers a connection reuses.
 
@@ -19,6 +20,7 @@ mod hints;
 mod listener;
 mod outbox;
 mod payload;
+mod prefetch;
 mod sequential;
 
 use std::future::Future;
