@@ -1,4 +1,4 @@
-//! One function per NBD command. What the reader runs itself it answers
+//! One function per NBD command but READ (`read`). What the reader runs itself it answers
 //! through the socket's buffer (`outbox`), the rest through the writer
 //! task's queue; a command that may wait for the backend runs on the blocking
 //! pool as one of the connection's workers, so a backend call never blocks
@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hearth_core::Op;
-use hearth_nbd::transmission::{put_block_status_reply, put_read_reply_header, put_status};
-use hearth_nbd::{cmd_flags, Command, Errno, Request, Session};
+use hearth_nbd::transmission::{put_block_status_reply, put_status};
+use hearth_nbd::{cmd_flags, Errno, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, warn};
@@ -26,17 +26,15 @@ use tracing::{debug, warn};
 use super::connection::{Conn, Reply, Ticket};
 use super::hints::ClientView;
 use super::payload::{self, ReadVectored};
-use crate::cache::{BlockCache, CachedSlice, WriteMode};
+use crate::cache::BlockCache;
 use crate::Export;
 
 /// Most extents one NBD_CMD_BLOCK_STATUS reply describes.
 const MAX_EXTENTS: usize = 256;
-/// Longest read reply header (a structured OFFSET_DATA chunk header).
-const READ_HEADER_MAX: usize = 28;
 /// Largest request the reader runs itself on a backend that never waits, or
 /// serves from the cache: past it, the copy alone would hold up the
 /// connection's next requests and the runtime thread it runs on.
-const INLINE_MAX: u32 = 1 << 20;
+pub(super) const INLINE_MAX: u32 = 1 << 20;
 /// The step in which NBD_CMD_CACHE reads, checking between steps whether its
 /// connection is gone.
 const CACHE_STEP: u64 = 1 << 20;
@@ -48,7 +46,7 @@ pub(super) struct Job {
     pub(super) started: Instant,
 }
 
-type Workers = Arc<Semaphore>;
+pub(super) type Workers = Arc<Semaphore>;
 
 /// Where a reply goes: from the reader, straight to the socket when it can
 /// (see `outbox`); from a worker, through the writer task's queue.
@@ -59,7 +57,7 @@ pub(super) enum ReplyTo<'a> {
 }
 
 impl ReplyTo<'_> {
-    fn send(self, reply: Reply) {
+    pub(super) fn send(self, reply: Reply) {
         match self {
             ReplyTo::Reader(conn) => conn.reply(reply),
             ReplyTo::Queue(tx) => {
@@ -70,7 +68,7 @@ impl ReplyTo<'_> {
 }
 
 /// Whether `req` runs on the reader: its backend never waits and it is small.
-fn runs_inline(conn: &Conn, req: &Request) -> bool {
+pub(super) fn runs_inline(conn: &Conn, req: &Request) -> bool {
     req.length <= INLINE_MAX && !conn.export.cache.backend_waits()
 }
 
@@ -81,87 +79,38 @@ async fn run(conn: &Conn, job: Job, workers: &Workers, work: impl FnOnce(&Export
         let r = work(&conn.export);
         return finish(ReplyTo::Reader(conn), &conn.session, &conn.export, job, r);
     }
-    on_worker(conn, job, workers, work).await
+    status_on_worker(conn, job, workers, work).await
 }
 
 /// Runs `work` on the blocking pool as one of the connection's workers and
 /// replies with its status.
-async fn on_worker(
+async fn status_on_worker(
     conn: &Conn,
     job: Job,
     workers: &Workers,
     work: impl FnOnce(&Export) -> io::Result<()> + Send + 'static,
 ) {
+    on_worker(conn, workers, move |export, session, to| {
+        let r = work(export);
+        finish(to, session, export, job, r);
+    })
+    .await
+}
+
+/// Takes one of the connection's workers (waiting for one if all are busy)
+/// and runs `work` with it on the blocking pool; `work` replies through the
+/// writer task's queue.
+pub(super) async fn on_worker(
+    conn: &Conn,
+    workers: &Workers,
+    work: impl FnOnce(&Export, &Session, ReplyTo<'_>) + Send + 'static,
+) {
     let worker = workers.clone().acquire_owned().await.expect("never closed");
     let (tx, session, export) = (conn.replies.clone(), conn.session, conn.export.clone());
     tokio::task::spawn_blocking(move || {
-        let r = work(&export);
-        finish(ReplyTo::Queue(&tx), &session, &export, job, r);
+        work(&export, &session, ReplyTo::Queue(&tx));
         drop(worker);
     });
-}
-
-/// NBD_CMD_READ: cache hits answered here, anything else on a worker.
-pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
-    let (session, export, req) = (&conn.session, &conn.export, job.req);
-    let len = req.length as usize;
-    record_access(export, Op::Read, &req);
-    // Header and data share one buffer, unless the data is sent from cached blocks.
-    let mut header = Vec::with_capacity(READ_HEADER_MAX);
-    put_read_reply_header(&mut header, session, &req);
-    if len == 0 {
-        return finish_read(ReplyTo::Reader(conn), export, job, Ok((header, Vec::new())));
-    }
-    // Every read counts towards its stream, cached or not.
-    let streaming = export
-        .sequential
-        .as_ref()
-        .is_some_and(|s| s.lock().unwrap_or_else(|e| e.into_inner()).bypass(req.offset, u64::from(req.length)));
-    let bypass = streaming || export.cache.mode() == WriteMode::Pass;
-    if let (false, Some(advisor)) = (bypass, &export.advisor) {
-        advisor.observe_read(export.cache.block_range(req.offset, u64::from(req.length)));
-    }
-    let small = req.length <= INLINE_MAX;
-    let mut cached = Vec::new();
-    if small && !bypass && export.cache.read_cached(req.offset, len, &mut cached) {
-        return finish_read(ReplyTo::Reader(conn), export, job, Ok((header, cached)));
-    }
-    let mut reply = conn.buffers.take(header.len() + len);
-    reply.extend_from_slice(&header);
-    let header = reply.len();
-    if runs_inline(conn, &req) {
-        reply.resize(header + len, 0);
-        let r = read_through(export, session, &req, bypass, reply, header);
-        return finish_read(ReplyTo::Reader(conn), export, job, r);
-    }
-    let worker = workers.clone().acquire_owned().await.expect("never closed");
-    let (tx, session, export) = (conn.replies.clone(), *session, export.clone());
-    tokio::task::spawn_blocking(move || {
-        reply.resize(header + len, 0);
-        let r = read_through(&export, &session, &req, bypass, reply, header);
-        finish_read(ReplyTo::Queue(&tx), &export, job, r);
-        drop(worker);
-    });
-}
-
-/// A read that may touch the backend, into `reply` after its `header`
-/// bytes (all data in `reply`, none left in cached blocks).
-fn read_through(
-    export: &Export,
-    session: &Session,
-    req: &Request,
-    bypass: bool,
-    mut reply: Vec<u8>,
-    header: usize,
-) -> ReadReply {
-    let into = &mut reply[header..];
-    let read = if bypass { export.cache.read_around(req.offset, into) } else { export.cache.read(req.offset, into) };
-    read.map(|()| (reply, Vec::new())).map_err(|e| {
-        warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
-        let mut status = Vec::new();
-        put_status(&mut status, session, Command::Read, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
-        status
-    })
 }
 
 /// NBD_CMD_WRITE: the payload is read here, written on a worker.
@@ -207,7 +156,7 @@ pub(super) async fn write<R: ReadVectored>(
 }
 
 /// Adds `req` to the export's access log, if it keeps one.
-fn record_access(export: &Export, op: Op, req: &Request) {
+pub(super) fn record_access(export: &Export, op: Op, req: &Request) {
     if let Some(log) = &export.access_log {
         log.record(op, req.offset, req.length);
     }
@@ -220,7 +169,7 @@ fn count_written(export: &Export, req: &Request) {
 
 /// NBD_CMD_FLUSH, always on a worker: it also syncs the export's logs.
 pub(super) async fn flush(conn: &Conn, job: Job, workers: &Workers) {
-    on_worker(conn, job, workers, |export| {
+    status_on_worker(conn, job, workers, |export| {
         let r = export.cache.flush();
         if let Some(log) = &export.access_log {
             log.flush();
@@ -250,7 +199,7 @@ pub(super) async fn write_zeroes(conn: &Conn, job: Job, workers: &Workers) {
 pub(super) async fn cache(conn: &Conn, job: Job, workers: &Workers) {
     let lane = conn.export.cache_lanes.clone().acquire_owned().await.expect("never closed");
     let (offset, length, closed) = (job.req.offset, u64::from(job.req.length), conn.closed.clone());
-    on_worker(conn, job, workers, move |export| {
+    status_on_worker(conn, job, workers, move |export| {
         let r = load_range(&export.cache, offset, length, &closed);
         drop(lane);
         r
@@ -275,9 +224,7 @@ fn load_range(cache: &BlockCache, offset: u64, len: u64, closed: &AtomicBool) ->
 }
 
 pub(super) async fn block_status(conn: &Conn, job: Job, workers: &Workers) {
-    let worker = workers.clone().acquire_owned().await.expect("never closed");
-    let (tx, session, export) = (conn.replies.clone(), conn.session, conn.export.clone());
-    tokio::task::spawn_blocking(move || {
+    on_worker(conn, workers, move |export, session, to| {
         let req = job.req;
         let max = if req.flags & cmd_flags::REQ_ONE != 0 { 1 } else { MAX_EXTENTS };
         let map = export.cache.extents(req.offset, u64::from(req.length), max);
@@ -288,11 +235,11 @@ pub(super) async fn block_status(conn: &Conn, job: Job, workers: &Workers) {
             .map_err(|e| (Errno::from_io(&e), e.to_string()));
         let mut head = Vec::new();
         let extents = extents.as_deref().map_err(|(errno, why)| (*errno, why.as_str()));
-        put_block_status_reply(&mut head, &session, req.cookie, extents);
-        let _ = tx.send(Reply { bytes: head, cached: Vec::new(), _ticket: job.ticket });
+        put_block_status_reply(&mut head, session, req.cookie, extents);
+        to.send(Reply { bytes: head, cached: Vec::new(), _ticket: job.ticket });
         export.metrics.record(req.command, ok, job.started.elapsed());
-        drop(worker);
-    });
+    })
+    .await
 }
 
 /// NBD_CMD_HEARTH_HINT (docs/nbd-extension.md): applied in request order,
@@ -341,19 +288,4 @@ fn finish(to: ReplyTo<'_>, session: &Session, export: &Export, job: Job, r: io::
         }
     }
     export.metrics.record(req.command, r.is_ok(), job.started.elapsed());
-}
-
-/// A read's reply: `Ok((header and any data, then data from cached
-/// blocks))` or `Err(error reply)`.
-type ReadReply = Result<(Vec<u8>, Vec<CachedSlice>), Vec<u8>>;
-
-/// Queues a read's reply.
-fn finish_read(to: ReplyTo<'_>, export: &Export, job: Job, r: ReadReply) {
-    let ok = r.is_ok();
-    if ok {
-        export.metrics.bytes_read.fetch_add(u64::from(job.req.length), Ordering::Relaxed);
-    }
-    let (bytes, cached) = r.unwrap_or_else(|e| (e, Vec::new()));
-    to.send(Reply { bytes, cached, _ticket: job.ticket });
-    export.metrics.record(job.req.command, ok, job.started.elapsed());
 }

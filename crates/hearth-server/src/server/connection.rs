@@ -27,6 +27,7 @@ use super::hints::ClientView;
 use super::listener::{Peer, Stream};
 use super::outbox::{self, Direct, Outbox};
 use super::payload::ReadVectored;
+use super::read;
 use super::{server_clock_ns, Limits, Shared};
 use crate::cache::CachedSlice;
 use crate::Export;
@@ -394,13 +395,10 @@ async fn transmission<R: ReadVectored>(
             export.metrics.record(req.command, false, started.elapsed());
             continue;
         }
-        if matches!(req.command, Command::Read | Command::Write) {
-            if let Err(why) = client.data_request(export, &req) {
-                warn!(export = %export.info.name, error = %why, "buffer hint ignored");
-            }
-        }
-        if req.command == Command::Read {
-            client.observe_read(export, &req);
+        match req.command {
+            Command::Read => read::announce(export, client, &req),
+            Command::Write => client.data_request(export, &req),
+            _ => {}
         }
         background::write_back_held(export);
         // Payload-carrying requests wait for budget (a request is at most
@@ -411,7 +409,7 @@ async fn transmission<R: ReadVectored>(
         };
         let job = Job { req, ticket: Ticket { _slot: slot, _budget: payload_budget }, started };
         match req.command {
-            Command::Read => commands::read(conn, job, &workers).await,
+            Command::Read => read::read(conn, job, &workers).await,
             Command::Write => commands::write(rd, conn, job, &workers).await?,
             Command::Flush => commands::flush(conn, job, &workers).await,
             Command::Trim => commands::trim(conn, job, &workers).await,

@@ -155,8 +155,15 @@ impl ClientView {
         Ok(())
     }
 
-    /// A READ or WRITE is about to use the hinted buffer (if any).
-    pub(super) fn data_request(&mut self, export: &Export, req: &Request) -> Result<(), HintError> {
+    /// A READ or WRITE is about to use the hinted buffer (if any); a hint
+    /// that cannot be tracked is ignored, with a warning.
+    pub(super) fn data_request(&mut self, export: &Export, req: &Request) {
+        if let Err(why) = self.track_buffer(export, req) {
+            tracing::warn!(export = %export.info.name, error = %why, "buffer hint ignored");
+        }
+    }
+
+    fn track_buffer(&mut self, export: &Export, req: &Request) -> Result<(), HintError> {
         let Some(addr) = self.next_buffer.take() else { return Ok(()) };
         let bs = export.cache.block_size();
         for (i, block) in export.cache.block_range(req.offset, u64::from(req.length).max(1)).enumerate() {

@@ -6,7 +6,9 @@
 //!   connection limit;
 //! - `connection`: one client — handshake (upgraded to TLS on STARTTLS),
 //!   request framing and per-connection limits, the reply writer;
-//! - `commands`: one function per NBD command;
+//! - `read`: NBD_CMD_READ end to end;
+//! - `commands`: one function per other NBD command, and running work on
+//!   a connection's workers;
 //! - `hints`: what a connection's hints say about its client's cache;
 //! - `prefetch`: the prefetch driver, a READ's round with the prefetcher;
 //! - `background`: the export's low-priority reads (reloads, prefetches);
@@ -21,6 +23,7 @@ mod listener;
 mod outbox;
 mod payload;
 mod prefetch;
+mod read;
 mod sequential;
 
 use std::future::Future;
