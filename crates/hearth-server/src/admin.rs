@@ -82,18 +82,18 @@ pub(crate) async fn answer(target: &str, exports: &[Arc<Export>]) -> Answer {
     let (Some(name), Some(mode)) = (name, mode) else {
         return refused("400 Bad Request", "both export=NAME and mode=MODE are needed");
     };
-    let Some(export) = exports.iter().find(|e| e.info.name == name).cloned() else {
+    let Some(export) = exports.iter().find(|e| e.name() == name).cloned() else {
         return refused("404 Not Found", &format!("no export {name:?}"));
     };
     let to = match mode.as_str() {
         "through" | "write-through" => WriteMode::Through,
         "around" | "write-around" => WriteMode::Around,
-        "back" | "write-back" => WriteMode::Back { dirty_limit: export.write_back_limit },
+        "back" | "write-back" => export.write_back_mode(),
         "pass" | "pass-through" => WriteMode::Pass,
         _ => return refused("400 Bad Request", &format!("mode {mode:?} is not through, around, back or pass")),
     };
     // Leaving write-back writes dirty data to the backend: not on the runtime.
-    match tokio::task::spawn_blocking(move || export.cache.set_mode(to)).await {
+    match tokio::task::spawn_blocking(move || export.cache().set_mode(to)).await {
         Ok(Ok(from)) => {
             info!(export = %name, from = from.name(), to = to.name(), "cache mode switched");
             ("200 OK", serde_json::json!({ "export": name, "from": from.name(), "to": to.name() }).to_string())

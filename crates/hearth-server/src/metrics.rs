@@ -102,111 +102,111 @@ pub fn render(exports: &[Arc<Export>]) -> String {
     family(&mut out, "hearth_requests_total", "counter", "NBD requests completed, by command.");
     for e in exports {
         for (i, op) in OPS.iter().enumerate() {
-            let n = e.metrics.requests[i].load(Ordering::Relaxed);
-            let _ = writeln!(out, "hearth_requests_total{{export=\"{}\",op=\"{op}\"}} {n}", label(&e.info.name));
+            let n = e.metrics().requests[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "hearth_requests_total{{export=\"{}\",op=\"{op}\"}} {n}", label(e.name()));
         }
     }
     family(&mut out, "hearth_request_errors_total", "counter", "NBD requests answered with an error, by command.");
     for e in exports {
         for (i, op) in OPS.iter().enumerate() {
-            let n = e.metrics.errors[i].load(Ordering::Relaxed);
-            let _ = writeln!(out, "hearth_request_errors_total{{export=\"{}\",op=\"{op}\"}} {n}", label(&e.info.name));
+            let n = e.metrics().errors[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "hearth_request_errors_total{{export=\"{}\",op=\"{op}\"}} {n}", label(e.name()));
         }
     }
     family(&mut out, "hearth_bytes_total", "counter", "Payload bytes moved for clients, by direction.");
     for e in exports {
-        let name = label(&e.info.name);
+        let name = label(e.name());
         let _ = writeln!(
             out,
             "hearth_bytes_total{{export=\"{name}\",direction=\"read\"}} {}",
-            e.metrics.bytes_read.load(Ordering::Relaxed)
+            e.metrics().bytes_read.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,
             "hearth_bytes_total{{export=\"{name}\",direction=\"write\"}} {}",
-            e.metrics.bytes_written.load(Ordering::Relaxed)
+            e.metrics().bytes_written.load(Ordering::Relaxed)
         );
     }
     family(&mut out, "hearth_cache_mode", "gauge", "1 for the export's cache mode now (through, around, back, pass).");
     for e in exports {
-        let (name, mode) = (label(&e.info.name), e.cache.mode().name());
+        let (name, mode) = (label(e.name()), e.cache().mode().name());
         let _ = writeln!(out, "hearth_cache_mode{{export=\"{name}\",mode=\"{mode}\"}} 1");
     }
     let counters: [Counter; 20] = [
-        ("hearth_cache_hits_total", "Blocks served from the cache.", |e| e.cache.stats.hits.load(Ordering::Relaxed)),
+        ("hearth_cache_hits_total", "Blocks served from the cache.", |e| e.cache().stats.hits.load(Ordering::Relaxed)),
         ("hearth_cache_misses_total", "Blocks read from the backend for a client.", |e| {
-            e.cache.stats.misses.load(Ordering::Relaxed)
+            e.cache().stats.misses.load(Ordering::Relaxed)
         }),
         ("hearth_cache_evictions_total", "Blocks evicted by the policy.", |e| {
-            e.cache.stats.evictions.load(Ordering::Relaxed)
+            e.cache().stats.evictions.load(Ordering::Relaxed)
         }),
         ("hearth_cache_fills_skipped_total", "Fetched blocks not cached because a write raced.", |e| {
-            e.cache.stats.fills_skipped.load(Ordering::Relaxed)
+            e.cache().stats.fills_skipped.load(Ordering::Relaxed)
         }),
         ("hearth_cache_writebacks_total", "Dirty blocks written to the backend.", |e| {
-            e.cache.stats.writebacks.load(Ordering::Relaxed)
+            e.cache().stats.writebacks.load(Ordering::Relaxed)
         }),
         ("hearth_cache_bypassed_total", "Blocks read around the cache (sequential cutoff, pass-through).", |e| {
-            e.cache.stats.bypassed.load(Ordering::Relaxed)
+            e.cache().stats.bypassed.load(Ordering::Relaxed)
         }),
         ("hearth_access_log_dropped_total", "Client requests the access log could not keep up with.", |e| {
-            e.access_log.as_ref().map_or(0, |l| l.dropped.load(Ordering::Relaxed))
+            e.access_log().map_or(0, |l| l.dropped.load(Ordering::Relaxed))
         }),
         ("hearth_cache_cleanings_total", "Background cleaning passes (dirty data older than dirty_max_age/2).", |e| {
-            e.metrics.cleanings.load(Ordering::Relaxed)
+            e.metrics().cleanings.load(Ordering::Relaxed)
         }),
         ("hearth_backend_reads_total", "Read calls to the backend.", |e| {
-            e.cache.stats.backend_reads.load(Ordering::Relaxed)
+            e.cache().stats.backend_reads.load(Ordering::Relaxed)
         }),
         ("hearth_backend_read_bytes_total", "Bytes read from the backend.", |e| {
-            e.cache.stats.backend_read_bytes.load(Ordering::Relaxed)
+            e.cache().stats.backend_read_bytes.load(Ordering::Relaxed)
         }),
         ("hearth_backend_writes_total", "Write, zero and trim calls to the backend.", |e| {
-            e.cache.stats.backend_writes.load(Ordering::Relaxed)
+            e.cache().stats.backend_writes.load(Ordering::Relaxed)
         }),
         ("hearth_backend_flushes_total", "Flush (fdatasync) calls to the backend.", |e| {
-            e.cache.stats.backend_flushes.load(Ordering::Relaxed)
+            e.cache().stats.backend_flushes.load(Ordering::Relaxed)
         }),
         ("hearth_client_evictions_total", "Client evictions learned from buffer-address or eviction hints.", |e| {
-            e.cache.placement_stats().client_evictions
+            e.cache().placement_stats().client_evictions
         }),
-        ("hearth_placements_total", "Blocks placed into the cache.", |e| e.cache.placement_stats().placements),
+        ("hearth_placements_total", "Blocks placed into the cache.", |e| e.cache().placement_stats().placements),
         (
             "hearth_eviction_reloads_total",
             "Client-evicted blocks placed and reloaded from the backend (eviction-based placement).",
-            |e| e.cache.placement_stats().reloads,
+            |e| e.cache().placement_stats().reloads,
         ),
-        ("hearth_prefetches_total", "Prefetch reads issued.", |e| e.prefetch_stats.issued.load(Ordering::Relaxed)),
+        ("hearth_prefetches_total", "Prefetch reads issued.", |e| e.prefetch_stats().issued.load(Ordering::Relaxed)),
         ("hearth_prefetch_promotes_total", "Demand reads of a block a prefetch brought in or was bringing in.", |e| {
-            e.prefetch_stats.promotes.load(Ordering::Relaxed)
+            e.prefetch_stats().promotes.load(Ordering::Relaxed)
         }),
         ("hearth_prefetch_wasted_total", "Prefetched blocks evicted before any demand.", |e| {
-            e.prefetch_stats.wasted.load(Ordering::Relaxed)
+            e.prefetch_stats().wasted.load(Ordering::Relaxed)
         }),
         (
             "hearth_prefetches_dropped_total",
             "Predicted blocks not prefetched: the queue was full or their connection closed.",
-            |e| e.prefetch_stats.dropped.load(Ordering::Relaxed),
+            |e| e.prefetch_stats().dropped.load(Ordering::Relaxed),
         ),
         (
             "hearth_eviction_reloads_skipped_total",
             "Client-evicted blocks not placed or not reloaded: too rarely accessed, the reload queue was full, or their connection closed.",
-            |e| e.cache.placement_stats().reloads_skipped + e.reloads_dropped.load(Ordering::Relaxed),
+            |e| e.cache().placement_stats().reloads_skipped + e.reloads_dropped(),
         ),
     ];
     for (name, help, get) in counters {
         family(&mut out, name, "counter", help);
         for e in exports {
-            let _ = writeln!(out, "{name}{{export=\"{}\"}} {}", label(&e.info.name), get(e));
+            let _ = writeln!(out, "{name}{{export=\"{}\"}} {}", label(e.name()), get(e));
         }
     }
     family(&mut out, "hearth_cache_blocks", "gauge", "Blocks held in the cache, by state.");
     for e in exports {
-        let (resident, dirty) = e.cache.occupancy();
-        let name = label(&e.info.name);
+        let (resident, dirty) = e.cache().occupancy();
+        let name = label(e.name());
         let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"resident\"}} {resident}");
         let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"dirty\"}} {dirty}");
-        let stranded = e.cache.stranded();
+        let stranded = e.cache().stranded();
         let _ = writeln!(out, "hearth_cache_blocks{{export=\"{name}\",state=\"stranded\"}} {stranded}");
     }
     render_cache_device(&mut out, exports);
@@ -216,15 +216,15 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         let _ = writeln!(
             out,
             "hearth_connections{{export=\"{}\"}} {}",
-            label(&e.info.name),
-            e.metrics.connections.load(Ordering::Relaxed)
+            label(e.name()),
+            e.metrics().connections.load(Ordering::Relaxed)
         );
     }
     family(&mut out, "hearth_request_duration_seconds", "histogram", "Time from request header to reply queued.");
     for e in exports {
-        let name = label(&e.info.name);
+        let name = label(e.name());
         for (i, op) in OPS.iter().enumerate() {
-            let h = &e.metrics.latency[i];
+            let h = &e.metrics().latency[i];
             let mut cumulative = 0;
             for (j, bound) in BUCKETS.iter().enumerate() {
                 cumulative += h.counts[j].load(Ordering::Relaxed);
@@ -249,8 +249,7 @@ pub fn render(exports: &[Arc<Export>]) -> String {
 /// The cache device's counters, for the exports that have one.
 fn render_cache_device(out: &mut String, exports: &[Arc<Export>]) {
     type DeviceCounter = (&'static str, &'static str, fn(&crate::cache_device::DeviceStats) -> &AtomicU64);
-    let with_device: Vec<_> =
-        exports.iter().filter_map(|e| e.cache_device.as_ref().map(|d| (label(&e.info.name), d))).collect();
+    let with_device: Vec<_> = exports.iter().filter_map(|e| e.cache_device().map(|d| (label(e.name()), d))).collect();
     if with_device.is_empty() {
         return;
     }
@@ -305,7 +304,7 @@ fn render_cache_device(out: &mut String, exports: &[Arc<Export>]) {
 
 /// A remote backend's health, for the exports that have one.
 fn render_upstream(out: &mut String, exports: &[Arc<Export>]) {
-    let remote: Vec<_> = exports.iter().filter_map(|e| e.upstream.as_ref().map(|u| (label(&e.info.name), u))).collect();
+    let remote: Vec<_> = exports.iter().filter_map(|e| e.upstream().map(|u| (label(e.name()), u))).collect();
     if remote.is_empty() {
         return;
     }
@@ -339,8 +338,8 @@ fn render_upstream(out: &mut String, exports: &[Arc<Export>]) {
 
 /// The real cache's block hit ratio for reads so far (0 before any read).
 fn measured_hit_ratio(e: &Export) -> f64 {
-    let hits = e.cache.stats.hits.load(Ordering::Relaxed) as f64;
-    let misses = e.cache.stats.misses.load(Ordering::Relaxed) as f64;
+    let hits = e.cache().stats.hits.load(Ordering::Relaxed) as f64;
+    let misses = e.cache().stats.misses.load(Ordering::Relaxed) as f64;
     if hits + misses == 0.0 {
         0.0
     } else {
@@ -352,7 +351,7 @@ fn measured_hit_ratio(e: &Export) -> f64 {
 /// shadowed policy per export, so the label sets stay bounded.
 fn render_advice(out: &mut String, exports: &[Arc<Export>]) {
     let advised: Vec<(&Arc<Export>, crate::advice::Advice)> =
-        exports.iter().filter_map(|e| e.advisor.as_ref().map(|a| (e, a.advice()))).collect();
+        exports.iter().filter_map(|e| e.advisor().map(|a| (e, a.advice()))).collect();
     if advised.is_empty() {
         return;
     }
@@ -365,7 +364,7 @@ fn render_advice(out: &mut String, exports: &[Arc<Export>]) {
             let _ = writeln!(
                 out,
                 "hearth_advice_lru_hit_ratio{{export=\"{}\",cache_bytes=\"{}\"}} {}",
-                label(&e.info.name),
+                label(e.name()),
                 p.cache_bytes,
                 p.hit_ratio
             );
@@ -377,7 +376,7 @@ fn render_advice(out: &mut String, exports: &[Arc<Export>]) {
             let _ = writeln!(
                 out,
                 "hearth_advice_policy_hit_ratio{{export=\"{}\",policy=\"{}\",configured=\"{}\"}} {}",
-                label(&e.info.name),
+                label(e.name()),
                 label(&p.policy),
                 p.configured,
                 p.hit_ratio
@@ -389,12 +388,12 @@ fn render_advice(out: &mut String, exports: &[Arc<Export>]) {
     };
     counter(out, "hearth_advice_reads_total", "Block reads the advice has seen.");
     for (e, advice) in &advised {
-        let _ = writeln!(out, "hearth_advice_reads_total{{export=\"{}\"}} {}", label(&e.info.name), advice.reads);
+        let _ = writeln!(out, "hearth_advice_reads_total{{export=\"{}\"}} {}", label(e.name()), advice.reads);
     }
     counter(out, "hearth_advice_lru_hits_total", "Estimated LRU hits at each curve size (windows: divide increases).");
     for (e, advice) in &advised {
         for p in &advice.mrc {
-            let (name, size) = (label(&e.info.name), p.cache_bytes);
+            let (name, size) = (label(e.name()), p.cache_bytes);
             let _ =
                 writeln!(out, "hearth_advice_lru_hits_total{{export=\"{name}\",cache_bytes=\"{size}\"}} {}", p.hits);
         }
@@ -403,7 +402,7 @@ fn render_advice(out: &mut String, exports: &[Arc<Export>]) {
     counter(out, "hearth_advice_policy_hits_total", "Hits among them.");
     for (e, advice) in &advised {
         for p in &advice.policies {
-            let (name, policy) = (label(&e.info.name), label(&p.policy));
+            let (name, policy) = (label(e.name()), label(&p.policy));
             let _ = writeln!(
                 out,
                 "hearth_advice_policy_reads_total{{export=\"{name}\",policy=\"{policy}\"}} {}",
@@ -421,7 +420,7 @@ fn render_advice(out: &mut String, exports: &[Arc<Export>]) {
         let _ = writeln!(
             out,
             "hearth_advice_measured_hit_ratio{{export=\"{}\"}} {}",
-            label(&e.info.name),
+            label(e.name()),
             measured_hit_ratio(e)
         );
     }
@@ -429,7 +428,7 @@ fn render_advice(out: &mut String, exports: &[Arc<Export>]) {
     for (e, advice) in &advised {
         if let Some(p) = advice.policies.iter().find(|p| p.configured) {
             let error = p.hit_ratio - measured_hit_ratio(e);
-            let _ = writeln!(out, "hearth_advice_prediction_error{{export=\"{}\"}} {error}", label(&e.info.name));
+            let _ = writeln!(out, "hearth_advice_prediction_error{{export=\"{}\"}} {error}", label(e.name()));
         }
     }
 }
@@ -439,9 +438,9 @@ pub fn render_advice_json(exports: &[Arc<Export>]) -> String {
     let exports: Vec<serde_json::Value> = exports
         .iter()
         .filter_map(|e| {
-            let advisor = e.advisor.as_ref()?;
+            let advisor = e.advisor()?;
             let mut v = serde_json::to_value(advisor.advice()).ok()?;
-            v["export"] = e.info.name.clone().into();
+            v["export"] = e.name().to_string().into();
             v["cache_bytes"] = advisor.cache_bytes().into();
             v["measured_hit_ratio"] = measured_hit_ratio(e).into();
             Some(v)

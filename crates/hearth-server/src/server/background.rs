@@ -39,12 +39,12 @@ pub(super) fn spawn_background(
                 continue;
             }
             let r = match job.kind {
-                BackgroundKind::Reload => export.cache.reload(job.block),
-                BackgroundKind::Prefetch => export.cache.prefetch(job.block),
-                BackgroundKind::SparePrefetch => export.cache.prefetch_spare(job.block),
+                BackgroundKind::Reload => export.cache().reload(job.block),
+                BackgroundKind::Prefetch => export.cache().prefetch(job.block),
+                BackgroundKind::SparePrefetch => export.cache().prefetch_spare(job.block),
             };
             if let Err(e) = r {
-                warn!(export = %export.info.name, block = job.block, error = %e, "background read failed");
+                warn!(export = %export.name(), block = job.block, error = %e, "background read failed");
             }
         })?;
     }
@@ -59,7 +59,7 @@ pub(super) fn queue_background(export: &Export, origin: &Arc<Origin>, kind: Back
         return false;
     }
     let job = Background { kind, block, origin: origin.clone() };
-    if export.background.try_send(job).is_err() {
+    if !export.send_background(job) {
         origin.queued.fetch_sub(1, Ordering::Relaxed);
         return false;
     }
@@ -70,22 +70,22 @@ pub(super) fn queue_background(export: &Export, origin: &Arc<Origin>, kind: Back
 /// claim released (its first demand is then a plain miss).
 pub(super) fn dropped(export: &Export, kind: BackgroundKind, block: u64) {
     match kind {
-        BackgroundKind::Reload => export.reloads_dropped.fetch_add(1, Ordering::Relaxed),
+        BackgroundKind::Reload => export.count_reload_dropped(),
         BackgroundKind::Prefetch | BackgroundKind::SparePrefetch => {
-            export.cache.cancel_prefetch(block);
-            export.prefetch_stats.dropped.fetch_add(1, Ordering::Relaxed)
+            export.cache().cancel_prefetch(block);
+            export.prefetch_stats().dropped.fetch_add(1, Ordering::Relaxed);
         }
-    };
+    }
 }
 
 /// Writes back, on a blocking thread, the dirty blocks that evictions on the
 /// connection's reader (client evictions, prefetch promotes) held instead.
 pub(super) fn write_back_held(export: &Arc<Export>) {
-    if export.cache.take_held() {
+    if export.cache().take_held() {
         let export = export.clone();
         tokio::task::spawn_blocking(move || {
-            if let Err(e) = export.cache.write_back_held() {
-                warn!(export = %export.info.name, error = %e, "writing back evicted dirty blocks failed; kept in memory");
+            if let Err(e) = export.cache().write_back_held() {
+                warn!(export = %export.name(), error = %e, "writing back evicted dirty blocks failed; kept in memory");
             }
         });
     }
@@ -112,23 +112,23 @@ pub(super) fn spawn_cleaner(export: std::sync::Weak<Export>, max_age: Duration) 
     std::thread::Builder::new().name("hearth-cleaner".into()).spawn(move || loop {
         std::thread::sleep(tick);
         let Some(export) = export.upgrade() else { return };
-        let Some(age) = export.cache.dirty_age() else { continue };
-        let dirtied = export.cache.dirtied();
+        let Some(age) = export.cache().dirty_age() else { continue };
+        let dirtied = export.cache().dirtied();
         if last_dirtied != Some(dirtied) {
             (last_dirtied, quiet_since) = (Some(dirtied), Instant::now());
         }
         let pass = if age >= max_age / 2 {
-            export.cache.clean()
+            export.cache().clean()
         } else if quiet_since.elapsed() >= idle_after {
-            export.cache.clean_some(IDLE_CLEAN_BLOCKS)
+            export.cache().clean_some(IDLE_CLEAN_BLOCKS)
         } else {
             continue;
         };
         match pass {
             Ok(()) => {
-                export.metrics.cleanings.fetch_add(1, Ordering::Relaxed);
+                export.metrics().cleanings.fetch_add(1, Ordering::Relaxed);
             }
-            Err(e) => warn!(export = %export.info.name, error = %e, "background cleaning failed; retrying"),
+            Err(e) => warn!(export = %export.name(), error = %e, "background cleaning failed; retrying"),
         }
     })?;
     Ok(())

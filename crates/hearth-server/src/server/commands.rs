@@ -69,7 +69,7 @@ impl ReplyTo<'_> {
 
 /// Whether `req` runs on the reader: its backend never waits and it is small.
 pub(super) fn runs_inline(conn: &Conn, req: &Request) -> bool {
-    req.length <= INLINE_MAX && !conn.export.cache.backend_waits()
+    req.length <= INLINE_MAX && !conn.export.cache().backend_waits()
 }
 
 /// Runs `work` on the reader if it cannot wait, else on a worker, and
@@ -122,11 +122,11 @@ pub(super) async fn write<R: ReadVectored>(
 ) -> io::Result<()> {
     let req = job.req;
     let len = req.length as usize;
-    if let Some(mut blocks) = conn.export.cache.write_buffers(req.offset, u64::from(req.length)) {
+    if let Some(mut blocks) = conn.export.cache().write_buffers(req.offset, u64::from(req.length)) {
         payload::read_into_blocks(rd, &mut blocks, len).await?;
-        record_access(&conn.export, Op::Write, &req);
+        conn.export.record_access(Op::Write, req.offset, req.length);
         run(conn, job, workers, move |export| {
-            let r = export.cache.write_filled(req.offset, u64::from(req.length), blocks, req.fua());
+            let r = export.cache().write_filled(req.offset, u64::from(req.length), blocks, req.fua());
             r.inspect(|()| count_written(export, &req))
         })
         .await;
@@ -137,8 +137,8 @@ pub(super) async fn write<R: ReadVectored>(
     if data.len() < len {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during a write payload"));
     }
-    record_access(&conn.export, Op::Write, &req);
-    if !req.fua() && req.length <= INLINE_MAX && conn.export.cache.write_cached(req.offset, &data) {
+    conn.export.record_access(Op::Write, req.offset, req.length);
+    if !req.fua() && req.length <= INLINE_MAX && conn.export.cache().write_cached(req.offset, &data) {
         count_written(&conn.export, &req);
         conn.buffers.give(data);
         super::background::write_back_held(&conn.export);
@@ -147,7 +147,7 @@ pub(super) async fn write<R: ReadVectored>(
     }
     let buffers = conn.buffers.clone();
     run(conn, job, workers, move |export| {
-        let r = export.cache.write(req.offset, &data, req.fua()).inspect(|()| count_written(export, &req));
+        let r = export.cache().write(req.offset, &data, req.fua()).inspect(|()| count_written(export, &req));
         buffers.give(data);
         r
     })
@@ -155,29 +155,16 @@ pub(super) async fn write<R: ReadVectored>(
     Ok(())
 }
 
-/// Adds `req` to the export's access log, if it keeps one.
-pub(super) fn record_access(export: &Export, op: Op, req: &Request) {
-    if let Some(log) = &export.access_log {
-        log.record(op, req.offset, req.length);
-    }
-}
-
 /// Counts write `req`'s bytes, written, in the export's metrics.
 fn count_written(export: &Export, req: &Request) {
-    export.metrics.bytes_written.fetch_add(u64::from(req.length), Ordering::Relaxed);
+    export.metrics().bytes_written.fetch_add(u64::from(req.length), Ordering::Relaxed);
 }
 
 /// NBD_CMD_FLUSH, always on a worker: it also syncs the export's logs.
 pub(super) async fn flush(conn: &Conn, job: Job, workers: &Workers) {
     status_on_worker(conn, job, workers, |export| {
-        let r = export.cache.flush();
-        if let Some(log) = &export.access_log {
-            log.flush();
-        }
-        // The warmup log is best effort: its failure does not fail the FLUSH.
-        if let Some(w) = &export.warmup {
-            w.sync();
-        }
+        let r = export.cache().flush();
+        export.flush_logs();
         r
     })
     .await
@@ -185,22 +172,22 @@ pub(super) async fn flush(conn: &Conn, job: Job, workers: &Workers) {
 
 pub(super) async fn trim(conn: &Conn, job: Job, workers: &Workers) {
     let (offset, length, fua) = (job.req.offset, u64::from(job.req.length), job.req.fua());
-    run(conn, job, workers, move |export| export.cache.discard(offset, length, true, true, fua)).await
+    run(conn, job, workers, move |export| export.cache().discard(offset, length, true, true, fua)).await
 }
 
 pub(super) async fn write_zeroes(conn: &Conn, job: Job, workers: &Workers) {
     let (offset, length, fua) = (job.req.offset, u64::from(job.req.length), job.req.fua());
     let may_trim = job.req.flags & cmd_flags::NO_HOLE == 0;
-    run(conn, job, workers, move |export| export.cache.discard(offset, length, false, may_trim, fua)).await
+    run(conn, job, workers, move |export| export.cache().discard(offset, length, false, may_trim, fua)).await
 }
 
 /// NBD_CMD_CACHE may read up to the whole export: the export runs only a few
 /// at a time, and each stops when its connection ends.
 pub(super) async fn cache(conn: &Conn, job: Job, workers: &Workers) {
-    let lane = conn.export.cache_lanes.clone().acquire_owned().await.expect("never closed");
+    let lane = conn.export.cache_lane().await;
     let (offset, length, closed) = (job.req.offset, u64::from(job.req.length), conn.closed.clone());
     status_on_worker(conn, job, workers, move |export| {
-        let r = load_range(&export.cache, offset, length, &closed);
+        let r = load_range(export.cache(), offset, length, &closed);
         drop(lane);
         r
     })
@@ -227,7 +214,7 @@ pub(super) async fn block_status(conn: &Conn, job: Job, workers: &Workers) {
     on_worker(conn, workers, move |export, session, to| {
         let req = job.req;
         let max = if req.flags & cmd_flags::REQ_ONE != 0 { 1 } else { MAX_EXTENTS };
-        let map = export.cache.extents(req.offset, u64::from(req.length), max);
+        let map = export.cache().extents(req.offset, u64::from(req.length), max);
         let ok = matches!(&map, Ok(m) if !m.is_empty());
         // Holes read as zeroes: NBD_STATE_HOLE | NBD_STATE_ZERO.
         let extents = map
@@ -237,7 +224,7 @@ pub(super) async fn block_status(conn: &Conn, job: Job, workers: &Workers) {
         let extents = extents.as_deref().map_err(|(errno, why)| (*errno, why.as_str()));
         put_block_status_reply(&mut head, session, req.cookie, extents);
         to.send(Reply { bytes: head, cached: Vec::new(), _ticket: job.ticket });
-        export.metrics.record(req.command, ok, job.started.elapsed());
+        export.metrics().record(req.command, ok, job.started.elapsed());
     })
     .await
 }
@@ -255,12 +242,12 @@ pub(super) async fn hint<R: AsyncRead + Unpin>(
     let r = client.apply(&conn.export, &payload);
     super::background::write_back_held(&conn.export);
     if let Err(why) = &r {
-        debug!(export = %conn.export.info.name, error = %why, "hint refused");
+        debug!(export = %conn.export.name(), error = %why, "hint refused");
     }
     let why = r.as_ref().err().map(ToString::to_string);
     let status = why.as_deref().map_or(Ok(()), |why| Err((Errno::Inval, why)));
     send_status(ReplyTo::Reader(conn), &conn.session, job.req, status, job.ticket);
-    conn.export.metrics.record(job.req.command, r.is_ok(), job.started.elapsed());
+    conn.export.metrics().record(job.req.command, r.is_ok(), job.started.elapsed());
     Ok(())
 }
 
@@ -283,9 +270,9 @@ fn finish(to: ReplyTo<'_>, session: &Session, export: &Export, job: Job, r: io::
         Ok(()) => send_status(to, session, req, Ok(()), job.ticket),
         Err(e) => {
             let errno = Errno::from_io(e);
-            warn!(export = %export.info.name, command = req.command.name(), offset = req.offset, length = req.length, error = %e, "request failed");
+            warn!(export = %export.name(), command = req.command.name(), offset = req.offset, length = req.length, error = %e, "request failed");
             send_status(to, session, req, Err((errno, &e.to_string())), job.ticket);
         }
     }
-    export.metrics.record(req.command, r.is_ok(), job.started.elapsed());
+    export.metrics().record(req.command, r.is_ok(), job.started.elapsed());
 }

@@ -154,8 +154,8 @@ async fn serve<R, W>(
 {
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let export = ctx.exports[session.export].clone();
-    info!(%peer, export = %export.info.name, structured = session.structured_replies, "client connected");
-    export.metrics.connections.fetch_add(1, Ordering::Relaxed);
+    info!(%peer, export = %export.name(), structured = session.structured_replies, "client connected");
+    export.metrics().connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::unbounded_channel();
     let last_activity = Arc::new(AtomicU64::new(server_clock_ns()));
     let buffers = Arc::new(BufferPool::default());
@@ -177,8 +177,8 @@ async fn serve<R, W>(
         why = idle(&conn.last_activity, ctx.limits.idle_timeout) => Ok(why),
     };
     match end {
-        Ok(why) => info!(%peer, export = %export.info.name, why, "client disconnected"),
-        Err(e) => warn!(%peer, export = %export.info.name, error = %e, "connection closed"),
+        Ok(why) => info!(%peer, export = %export.name(), why, "client disconnected"),
+        Err(e) => warn!(%peer, export = %export.name(), error = %e, "connection closed"),
     }
     conn.closed.store(true, Ordering::Relaxed);
     client.close(&export);
@@ -189,7 +189,7 @@ async fn serve<R, W>(
         debug!(%peer, "replies left unread; dropping them");
         writer.abort();
     }
-    export.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+    export.metrics().connections.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// Resolves once no request has arrived and no reply left for `limit`.
@@ -320,11 +320,10 @@ where
         let mut slot = None;
         let outcome = negotiation.handle_admitting(h, &data, infos, &mut out, &mut |chosen| {
             let export = &ctx.exports[visible.index(chosen)];
-            let Some(slots) = &export.connection_slots else { return Ok(()) };
-            slot = Some(slots.clone().try_acquire_owned().map_err(|_| {
-                warn!(export = %export.info.name, "connection refused: the export's max_connections reached");
-                format!("export {:?} has all the connections it takes", export.info.name)
-            })?);
+            slot = export.take_connection_slot().map_err(|()| {
+                warn!(export = %export.name(), "connection refused: the export's max_connections reached");
+                format!("export {:?} has all the connections it takes", export.name())
+            })?;
             Ok(())
         });
         let sent = async {
@@ -385,14 +384,14 @@ async fn transmission<R: ReadVectored>(
         if rd.buffer().len() < req.payload_len() as usize {
             conn.send_replies();
         }
-        if let Err(errno) = req.validate(session, export.info.size, limits.max_request) {
+        if let Err(errno) = req.validate(session, export.info().size, limits.max_request) {
             skip(rd, u64::from(req.payload_len())).await?;
             debug!(command = req.command.name(), offset = req.offset, length = req.length, %errno, "request refused");
             let msg =
                 format!("{} of {} bytes at offset {} refused: {errno}", req.command.name(), req.length, req.offset);
             let ticket = Ticket { _slot: slot, _budget: None };
             commands::send_status(ReplyTo::Reader(conn), session, req, Err((errno, &msg)), ticket);
-            export.metrics.record(req.command, false, started.elapsed());
+            export.metrics().record(req.command, false, started.elapsed());
             continue;
         }
         match req.command {

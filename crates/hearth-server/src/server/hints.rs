@@ -60,12 +60,12 @@ impl ClientView {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(CONNECTION_CTX_BASE);
         let own_ctx = NEXT.fetch_add(1, Ordering::Relaxed) | CONNECTION_CTX_BASE;
         ClientView {
-            cct: hearth_placement::Cct::new(export.cache.block_size()),
+            cct: hearth_placement::Cct::new(export.cache().block_size()),
             next_buffer: None,
             ctx: own_ctx,
             own_ctx,
             open_contexts: Default::default(),
-            buffer_limit: max_client_buffers.saturating_mul(export.cache.block_size()),
+            buffer_limit: max_client_buffers.saturating_mul(export.cache().block_size()),
             origin: Default::default(),
         }
     }
@@ -78,7 +78,7 @@ impl ClientView {
 
     /// The client evicted `block`: let the cache place it and queue its reload.
     fn evicted(&self, export: &Export, block: u64) {
-        if let Some(b) = export.cache.client_evicted(block) {
+        if let Some(b) = export.cache().client_evicted(block) {
             if !queue_background(export, &self.origin, BackgroundKind::Reload, b) {
                 dropped(export, BackgroundKind::Reload, b);
             }
@@ -134,16 +134,16 @@ impl ClientView {
                     if addr >= self.buffer_limit {
                         return Err(HintError::BufferBeyond {
                             addr,
-                            tracked: self.buffer_limit / export.cache.block_size(),
+                            tracked: self.buffer_limit / export.cache().block_size(),
                         });
                     }
                     self.next_buffer = Some(addr);
                 }
                 Hint::Evicted { offset, length } => {
-                    if !offset.checked_add(length).is_some_and(|e| e <= export.info.size && length > 0) {
+                    if !offset.checked_add(length).is_some_and(|e| e <= export.info().size && length > 0) {
                         return Err(HintError::EvictionOutside { offset, length });
                     }
-                    for block in export.cache.block_range(offset, length) {
+                    for block in export.cache().block_range(offset, length) {
                         self.evicted(export, block);
                     }
                 }
@@ -159,14 +159,14 @@ impl ClientView {
     /// that cannot be tracked is ignored, with a warning.
     pub(super) fn data_request(&mut self, export: &Export, req: &Request) {
         if let Err(why) = self.track_buffer(export, req) {
-            tracing::warn!(export = %export.info.name, error = %why, "buffer hint ignored");
+            tracing::warn!(export = %export.name(), error = %why, "buffer hint ignored");
         }
     }
 
     fn track_buffer(&mut self, export: &Export, req: &Request) -> Result<(), HintError> {
         let Some(addr) = self.next_buffer.take() else { return Ok(()) };
-        let bs = export.cache.block_size();
-        for (i, block) in export.cache.block_range(req.offset, u64::from(req.length).max(1)).enumerate() {
+        let bs = export.cache().block_size();
+        for (i, block) in export.cache().block_range(req.offset, u64::from(req.length).max(1)).enumerate() {
             let slot_addr = addr
                 .checked_add(i as u64 * bs)
                 .filter(|&a| a < self.buffer_limit)

@@ -41,7 +41,7 @@ use tracing::{error, info, warn};
 use crate::access::Access;
 use crate::config::Settings;
 use crate::error::ServeError;
-use crate::Export;
+use crate::{Export, ExportParts};
 pub(crate) use sequential::SequentialCutoff;
 
 /// Nanoseconds since the server process first asked: the prefetchers' clock.
@@ -188,25 +188,21 @@ impl Server {
                 None => None,
             };
             let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
-            let prefetcher = e.prefetcher().map_err(failed)?.map(std::sync::Mutex::new);
-            let export = Arc::new(Export {
+            let parts = ExportParts {
                 info,
                 cache,
                 write_back_limit: e.write_back_limit,
-                metrics: Default::default(),
-                background,
-                reloads_dropped: Default::default(),
-                prefetcher,
-                prefetch_stats: Default::default(),
+                prefetcher: e.prefetcher().map_err(failed)?,
                 warmup,
-                cache_lanes: Arc::new(Semaphore::new(e.background_reads)),
-                sequential: e.sequential_cutoff.map(|c| std::sync::Mutex::new(SequentialCutoff::new(c))),
-                connection_slots: e.max_connections.map(|n| Arc::new(Semaphore::new(n))),
+                cache_lanes: e.background_reads,
+                sequential_cutoff: e.sequential_cutoff,
+                max_connections: e.max_connections,
                 access_log,
                 advisor,
                 cache_device,
                 upstream,
-            });
+            };
+            let export = Arc::new(Export::new(parts, background));
             background::spawn_background(Arc::downgrade(&export), queue, e.background_reads)
                 .map_err(ServeError::Thread)?;
             if let Some(max_age) = e.dirty_max_age {
@@ -214,7 +210,7 @@ impl Server {
             }
             exports.push(export);
         }
-        let infos = Arc::new(exports.iter().map(|e| e.info.clone()).collect());
+        let infos = Arc::new(exports.iter().map(|e| e.info().clone()).collect());
         let limits = Limits {
             handshake_timeout: config.server.handshake_timeout,
             idle_timeout: config.server.idle_timeout,
@@ -302,28 +298,28 @@ impl Server {
             // A thread of its own: the blocking pool may still be busy with
             // requests of connections that just closed.
             let (export, (done, flushed)) = (e.clone(), tokio::sync::oneshot::channel());
-            std::thread::spawn(move || done.send(export.cache.flush().and_then(|()| export.clean_cache_device())));
-            if let Some(log) = e.access_log.clone() {
+            std::thread::spawn(move || done.send(export.cache().flush().and_then(|()| export.clean_cache_device())));
+            if let Some(log) = e.access_log().cloned() {
                 let _ = tokio::task::spawn_blocking(move || log.flush()).await;
             }
             match flushed.await {
                 Ok(Ok(())) => {
-                    info!(export = %e.info.name, "flushed");
+                    info!(export = %e.name(), "flushed");
                     // Seal only after a good flush with no request left running:
                     // the seal vouches that no change escaped the log.
-                    if let Some(w) = e.warmup.clone().filter(|_| all_drained) {
+                    if let Some(w) = e.warmup().cloned().filter(|_| all_drained) {
                         if tokio::task::spawn_blocking(move || w.seal()).await.unwrap_or(false) {
-                            info!(export = %e.info.name, "warmup log sealed");
+                            info!(export = %e.name(), "warmup log sealed");
                         }
                     }
                 }
                 Ok(Err(err)) => {
-                    error!(export = %e.info.name, error = %err, "flush at shutdown failed");
-                    failed.push(e.info.name.clone());
+                    error!(export = %e.name(), error = %err, "flush at shutdown failed");
+                    failed.push(e.name().to_string());
                 }
                 Err(_) => {
-                    error!(export = %e.info.name, "flush at shutdown panicked");
-                    failed.push(e.info.name.clone());
+                    error!(export = %e.name(), "flush at shutdown panicked");
+                    failed.push(e.name().to_string());
                 }
             }
         }
@@ -394,24 +390,21 @@ mod tests {
             max_block: 1 << 20,
         };
         let (background, queue) = std::sync::mpsc::sync_channel(BACKGROUND_QUEUE);
-        let export = Arc::new(Export {
+        let parts = ExportParts {
             info: info.clone(),
             cache,
             write_back_limit: cache_blocks * BS,
-            metrics: Default::default(),
-            background,
-            reloads_dropped: Default::default(),
             prefetcher: None,
-            prefetch_stats: Default::default(),
             warmup: None,
-            cache_lanes: Arc::new(Semaphore::new(1)),
-            sequential: None,
-            connection_slots: None,
+            cache_lanes: 1,
+            sequential_cutoff: None,
+            max_connections: None,
             access_log: None,
             advisor: None,
             cache_device: None,
             upstream: None,
-        });
+        };
+        let export = Arc::new(Export::new(parts, background));
         background::spawn_background(Arc::downgrade(&export), queue, 1).unwrap();
         let limits = Limits {
             handshake_timeout: None,

@@ -5,26 +5,22 @@
 //! come from the hint extension (`hints`), one per connection otherwise.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use hearth_nbd::Request;
-use hearth_prefetch::Prefetcher;
 
 use super::background::{dropped, queue_background};
 use super::server_clock_ns;
 use crate::{BackgroundKind, Export, Origin};
 
-fn lock(p: &Mutex<Box<dyn Prefetcher>>) -> MutexGuard<'_, Box<dyn Prefetcher>> {
-    p.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Shows demand read `req`, in context `ctx`, to the export's prefetcher (if
 /// it has one) and queues what it predicts as `origin`'s background reads.
 pub(super) fn observe_read(export: &Export, ctx: u32, origin: &Arc<Origin>, req: &Request) {
-    let Some(prefetcher) = &export.prefetcher else { return };
-    let blocks = export.cache.block_range(req.offset, u64::from(req.length).max(1));
-    let round = export.cache.meet_prefetcher(blocks, ctx, &server_clock_ns, &mut **lock(prefetcher));
-    let stats = &export.prefetch_stats;
+    let Some(mut prefetcher) = export.prefetcher() else { return };
+    let blocks = export.cache().block_range(req.offset, u64::from(req.length).max(1));
+    let round = export.cache().meet_prefetcher(blocks, ctx, &server_clock_ns, &mut **prefetcher);
+    drop(prefetcher);
+    let stats = export.prefetch_stats();
     stats.wasted.fetch_add(round.wasted, Ordering::Relaxed);
     stats.promotes.fetch_add(round.promotes, Ordering::Relaxed);
     let base = round.base.into_iter().map(|b| (b, BackgroundKind::Prefetch));
@@ -39,15 +35,14 @@ pub(super) fn observe_read(export: &Export, ctx: u32, origin: &Arc<Origin>, req:
 
 /// Context `ctx` of class `class` begins.
 pub(super) fn begin(export: &Export, ctx: u32, class: u32) {
-    if let Some(p) = &export.prefetcher {
-        lock(p).begin(ctx, class);
+    if let Some(mut p) = export.prefetcher() {
+        p.begin(ctx, class);
     }
 }
 
 /// Contexts `ctxs` end: the prefetcher forgets them.
 pub(super) fn end(export: &Export, ctxs: impl IntoIterator<Item = u32>) {
-    if let Some(p) = &export.prefetcher {
-        let mut p = lock(p);
+    if let Some(mut p) = export.prefetcher() {
         for ctx in ctxs {
             p.end(ctx);
         }

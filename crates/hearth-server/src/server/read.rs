@@ -24,10 +24,10 @@ use hearth_core::Op;
 use hearth_nbd::transmission::{put_read_reply_header, put_status};
 use hearth_nbd::{Command, Errno, Request, Session};
 
-use super::commands::{on_worker, record_access, runs_inline, Job, ReplyTo, Workers, INLINE_MAX};
+use super::commands::{on_worker, runs_inline, Job, ReplyTo, Workers, INLINE_MAX};
 use super::connection::{Conn, Reply};
 use super::hints::ClientView;
-use crate::cache::{CachedSlice, WriteMode};
+use crate::cache::CachedSlice;
 use crate::Export;
 
 /// Longest read reply header (a structured OFFSET_DATA chunk header).
@@ -45,24 +45,19 @@ pub(super) fn announce(export: &Export, client: &mut ClientView, req: &Request) 
 pub(super) async fn read(conn: &Conn, job: Job, workers: &Workers) {
     let (session, export, req) = (&conn.session, &conn.export, job.req);
     let len = req.length as usize;
-    record_access(export, Op::Read, &req);
+    export.record_access(Op::Read, req.offset, req.length);
     // Header and data share one buffer, unless the data is sent from cached blocks.
     let mut header = Vec::with_capacity(READ_HEADER_MAX);
     put_read_reply_header(&mut header, session, &req);
     if len == 0 {
         return finish_read(ReplyTo::Reader(conn), export, job, Ok((header, Vec::new())));
     }
-    // Every read counts towards its stream, cached or not.
-    let streaming = export
-        .sequential
-        .as_ref()
-        .is_some_and(|s| s.lock().unwrap_or_else(|e| e.into_inner()).bypass(req.offset, u64::from(req.length)));
-    let bypass = streaming || export.cache.mode() == WriteMode::Pass;
-    if let (false, Some(advisor)) = (bypass, &export.advisor) {
-        advisor.observe_read(export.cache.block_range(req.offset, u64::from(req.length)));
+    let bypass = export.read_bypasses(req.offset, u64::from(req.length));
+    if !bypass {
+        export.advise_read(export.cache().block_range(req.offset, u64::from(req.length)));
     }
     let mut cached = Vec::new();
-    if req.length <= INLINE_MAX && !bypass && export.cache.read_cached(req.offset, len, &mut cached) {
+    if req.length <= INLINE_MAX && !bypass && export.cache().read_cached(req.offset, len, &mut cached) {
         return finish_read(ReplyTo::Reader(conn), export, job, Ok((header, cached)));
     }
     let mut reply = conn.buffers.take(header.len() + len);
@@ -92,9 +87,10 @@ fn read_through(
     header: usize,
 ) -> ReadReply {
     let into = &mut reply[header..];
-    let read = if bypass { export.cache.read_around(req.offset, into) } else { export.cache.read(req.offset, into) };
+    let read =
+        if bypass { export.cache().read_around(req.offset, into) } else { export.cache().read(req.offset, into) };
     read.map(|()| (reply, Vec::new())).map_err(|e| {
-        tracing::warn!(export = %export.info.name, offset = req.offset, length = req.length, error = %e, "read failed");
+        tracing::warn!(export = %export.name(), offset = req.offset, length = req.length, error = %e, "read failed");
         let mut status = Vec::new();
         put_status(&mut status, session, Command::Read, req.cookie, Err((Errno::from_io(&e), &e.to_string())));
         status
@@ -109,9 +105,9 @@ type ReadReply = Result<(Vec<u8>, Vec<CachedSlice>), Vec<u8>>;
 fn finish_read(to: ReplyTo<'_>, export: &Export, job: Job, r: ReadReply) {
     let ok = r.is_ok();
     if ok {
-        export.metrics.bytes_read.fetch_add(u64::from(job.req.length), Ordering::Relaxed);
+        export.metrics().bytes_read.fetch_add(u64::from(job.req.length), Ordering::Relaxed);
     }
     let (bytes, cached) = r.unwrap_or_else(|e| (e, Vec::new()));
     to.send(Reply { bytes, cached, _ticket: job.ticket });
-    export.metrics.record(job.req.command, ok, job.started.elapsed());
+    export.metrics().record(job.req.command, ok, job.started.elapsed());
 }

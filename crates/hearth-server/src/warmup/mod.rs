@@ -222,14 +222,14 @@ pub(crate) fn render_metrics(out: &mut String, exports: &[Arc<crate::Export>]) {
             f64::from(u8::from(m.stats.failed.load(Ordering::Relaxed)))
         }),
     ];
-    if exports.iter().all(|e| e.warmup.is_none()) {
+    if exports.iter().all(|e| e.warmup().is_none()) {
         return;
     }
     for (name, kind, help, get) in families {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for e in exports {
-            if let Some(m) = &e.warmup {
-                let _ = writeln!(out, "{name}{{export=\"{}\"}} {}", crate::metrics::label(&e.info.name), get(m));
+            if let Some(m) = e.warmup() {
+                let _ = writeln!(out, "{name}{{export=\"{}\"}} {}", crate::metrics::label(e.name()), get(m));
             }
         }
     }
