@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
-use crate::cache::WriteMode;
+use crate::cache::CacheMode;
 use crate::error::AdminError;
 use crate::Export;
 
@@ -86,10 +86,10 @@ pub(crate) async fn answer(target: &str, exports: &[Arc<Export>]) -> Answer {
         return refused("404 Not Found", &format!("no export {name:?}"));
     };
     let to = match mode.as_str() {
-        "through" | "write-through" => WriteMode::Through,
-        "around" | "write-around" => WriteMode::Around,
+        "through" | "write-through" => CacheMode::Through,
+        "around" | "write-around" => CacheMode::Around,
         "back" | "write-back" => export.write_back_mode(),
-        "pass" | "pass-through" => WriteMode::Pass,
+        "pass" | "pass-through" => CacheMode::PassThrough,
         _ => return refused("400 Bad Request", &format!("mode {mode:?} is not through, around, back or pass")),
     };
     // Leaving write-back writes dirty data to the backend: not on the runtime.

@@ -15,7 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::access_log::AccessLog;
 use crate::advice::Advisor;
 use crate::backend::upstream::UpstreamStats;
-use crate::cache::{BlockCache, WriteMode};
+use crate::cache::{BlockCache, CacheMode};
 use crate::cache_device::CacheDevice;
 use crate::metrics::{ExportMetrics, PrefetchCounters};
 use crate::server::SequentialCutoff;
@@ -113,8 +113,8 @@ impl Export {
     }
 
     /// The write-back mode an operator's switch (`POST /mode`) selects.
-    pub(crate) fn write_back_mode(&self) -> WriteMode {
-        WriteMode::Back { dirty_limit: self.write_back_limit }
+    pub(crate) fn write_back_mode(&self) -> CacheMode {
+        CacheMode::Back { dirty_limit: self.write_back_limit }
     }
 
     /// Takes a connection slot if the export limits its connections
@@ -144,7 +144,7 @@ impl Export {
     pub(crate) fn read_bypasses(&self, offset: u64, len: u64) -> bool {
         let streaming =
             self.sequential.as_ref().is_some_and(|s| s.lock().unwrap_or_else(|e| e.into_inner()).bypass(offset, len));
-        streaming || self.cache.mode() == WriteMode::Pass
+        streaming || self.cache.mode() == CacheMode::PassThrough
     }
 
     /// Shows a demand read of `blocks` to the live advice, if it is on.

@@ -165,11 +165,11 @@ pub(crate) const PREFETCH_SHARE_PERCENT: u64 = 4;
 /// Most blocks an unlocked write-back copies and writes at once.
 const WRITE_BACK_RUN: usize = 256;
 
-/// How writes (and, for `Pass`, reads) use the cache: Open CAS's cache
-/// modes. An export may switch between them while it serves
-/// ([`BlockCache::set_mode`]).
+/// How reads and writes use the cache: Open CAS's cache modes (the config's
+/// `write_mode`, named for the three that differ only in their writes). An
+/// export may switch between them while it serves ([`BlockCache::set_mode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteMode {
+pub enum CacheMode {
     Through,
     /// Write-around (bcache's writearound): writes go to the backend and drop
     /// the blocks they touch from the cache; only reads fill it, so data
@@ -183,26 +183,26 @@ pub enum WriteMode {
     /// Writes go to the backend and drop the blocks they touch, as in
     /// write-around; reads of blocks not cached go to the backend and are not
     /// inserted (cached ones, never older than the backend's, are served).
-    Pass,
+    PassThrough,
 }
 
-impl WriteMode {
+impl CacheMode {
     fn code(self) -> u8 {
         match self {
-            WriteMode::Through => 0,
-            WriteMode::Around => 1,
-            WriteMode::Back { .. } => 2,
-            WriteMode::Pass => 3,
+            CacheMode::Through => 0,
+            CacheMode::Around => 1,
+            CacheMode::Back { .. } => 2,
+            CacheMode::PassThrough => 3,
         }
     }
 
     /// The name config files and the admin endpoint use.
     pub fn name(self) -> &'static str {
         match self {
-            WriteMode::Through => "through",
-            WriteMode::Around => "around",
-            WriteMode::Back { .. } => "back",
-            WriteMode::Pass => "pass",
+            CacheMode::Through => "through",
+            CacheMode::Around => "around",
+            CacheMode::Back { .. } => "back",
+            CacheMode::PassThrough => "pass",
         }
     }
 }
@@ -290,7 +290,7 @@ pub struct BlockCache {
     /// long as it runs, so a switch (which takes it to write) never leaves
     /// dirty blocks to a mode that does not expect them.
     switching: RwLock<()>,
-    /// The mode as [`WriteMode::code`], changed only under `switching`
+    /// The mode as [`CacheMode::code`], changed only under `switching`
     /// taken to write; reads look without waiting for a switch.
     mode_code: AtomicU8,
     /// The mode's dirty limit (`u64::MAX` unless write-back), changed with
@@ -309,10 +309,10 @@ pub struct BlockCache {
     content_log: OnceLock<Arc<dyn ContentLog>>,
 }
 
-fn dirty_limit_of(mode: WriteMode) -> u64 {
+fn dirty_limit_of(mode: CacheMode) -> u64 {
     match mode {
-        WriteMode::Back { dirty_limit } => dirty_limit,
-        WriteMode::Through | WriteMode::Around | WriteMode::Pass => u64::MAX,
+        CacheMode::Back { dirty_limit } => dirty_limit,
+        CacheMode::Through | CacheMode::Around | CacheMode::PassThrough => u64::MAX,
     }
 }
 
@@ -326,7 +326,7 @@ struct Miss {
 }
 
 impl BlockCache {
-    pub fn new(backend: Box<dyn Backend>, policy: Box<dyn Policy>, block_size: u32, mode: WriteMode) -> BlockCache {
+    pub fn new(backend: Box<dyn Backend>, policy: Box<dyn Policy>, block_size: u32, mode: CacheMode) -> BlockCache {
         Self::with_placement(backend, policy, block_size, mode, Placement::Access)
     }
 
@@ -337,11 +337,11 @@ impl BlockCache {
         backend: Box<dyn Backend>,
         policy: Box<dyn Policy>,
         block_size: u32,
-        mode: WriteMode,
+        mode: CacheMode,
         placement: Placement,
     ) -> BlockCache {
         assert!(block_size > 0, "block size must be positive");
-        if let WriteMode::Back { .. } = mode {
+        if let CacheMode::Back { .. } = mode {
             assert!(policy.capacity() >= u64::from(block_size), "write-back needs room for at least one block");
         }
         let size = backend.size();
@@ -406,12 +406,12 @@ impl BlockCache {
         self.block_size
     }
     /// The mode now; never waits for a switch (which it may just miss).
-    pub fn mode(&self) -> WriteMode {
+    pub fn mode(&self) -> CacheMode {
         match self.mode_code.load(Ordering::Relaxed) {
-            0 => WriteMode::Through,
-            1 => WriteMode::Around,
-            2 => WriteMode::Back { dirty_limit: self.dirty_limit() },
-            _ => WriteMode::Pass,
+            0 => CacheMode::Through,
+            1 => CacheMode::Around,
+            2 => CacheMode::Back { dirty_limit: self.dirty_limit() },
+            _ => CacheMode::PassThrough,
         }
     }
 
@@ -425,8 +425,8 @@ impl BlockCache {
     /// write-back first writes every dirty block back, with writes, FLUSHes
     /// and discards waiting meanwhile (reads go on); if that fails, the mode
     /// stays write-back and the error is returned.
-    pub fn set_mode(&self, mode: WriteMode) -> io::Result<WriteMode> {
-        if let WriteMode::Back { .. } = mode {
+    pub fn set_mode(&self, mode: CacheMode) -> io::Result<CacheMode> {
+        if let CacheMode::Back { .. } = mode {
             if self.lock().core.capacity() < self.block_size {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -436,7 +436,7 @@ impl BlockCache {
         }
         let _switch = self.switching.write().unwrap_or_else(|e| e.into_inner());
         let was = self.mode();
-        if matches!(was, WriteMode::Back { .. }) && !matches!(mode, WriteMode::Back { .. }) {
+        if matches!(was, CacheMode::Back { .. }) && !matches!(mode, CacheMode::Back { .. }) {
             self.clean()?;
             let inner = self.lock();
             if !inner.dirty.is_empty() || !inner.stranded.is_empty() {

@@ -271,7 +271,7 @@ impl BlockCache {
             return Ok(Vec::new());
         }
         let _held = self.hold_mode();
-        if let WriteMode::Back { .. } = self.mode() {
+        if let CacheMode::Back { .. } = self.mode() {
             let mut inner = self.lock();
             self.write_stranded(&mut inner, Some(self.block_range(offset, len)))?;
             self.write_dirty(&mut inner, self.block_range(offset, len))?;

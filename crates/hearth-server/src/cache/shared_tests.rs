@@ -8,7 +8,7 @@ use crate::backend::MemoryBackend;
 const BS: u32 = 4096;
 const BSU: usize = BS as usize;
 
-fn setup(blocks_in_backend: u64, blocks_in_cache: u64, mode: WriteMode) -> (Arc<MemoryBackend>, BlockCache) {
+fn setup(blocks_in_backend: u64, blocks_in_cache: u64, mode: CacheMode) -> (Arc<MemoryBackend>, BlockCache) {
     let backend = Arc::new(MemoryBackend::with_block_size(blocks_in_backend * u64::from(BS), u64::from(BS)));
     let policy = hearth_policy::build("lru", blocks_in_cache * u64::from(BS)).unwrap();
     let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, mode);
@@ -32,7 +32,7 @@ fn read(cache: &BlockCache, offset: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn whole_block_writes_are_shared_and_survive_eviction_and_partial_rewrites() {
-    let (backend, cache) = setup(64, 4, WriteMode::Through);
+    let (backend, cache) = setup(64, 4, CacheMode::Through);
     let data = pattern(3 * BSU, 1);
     cache.write(0, &data, false).unwrap();
     assert_eq!(holders(&cache, 1), 2, "the cache and the backend hold one buffer");
@@ -67,7 +67,7 @@ fn whole_block_writes_are_shared_and_survive_eviction_and_partial_rewrites() {
 
 #[test]
 fn a_reply_keeps_its_data_across_writes_of_a_shared_block() {
-    let (backend, cache) = setup(16, 8, WriteMode::Through);
+    let (backend, cache) = setup(16, 8, CacheMode::Through);
     let old = pattern(2 * BSU, 3);
     cache.write(0, &old, false).unwrap();
     let mut held = Vec::new();
@@ -86,7 +86,7 @@ fn a_reply_keeps_its_data_across_writes_of_a_shared_block() {
 
 #[test]
 fn write_back_hands_cleaned_blocks_over_and_later_writes_copy_them() {
-    let (backend, cache) = setup(64, 4, WriteMode::Back { dirty_limit: 1 << 20 });
+    let (backend, cache) = setup(64, 4, CacheMode::Back { dirty_limit: 1 << 20 });
     let data = pattern(2 * BSU, 5);
     cache.write(0, &data, false).unwrap();
     assert_eq!(holders(&cache, 0), 1, "dirty: only in the cache");
@@ -109,7 +109,7 @@ fn write_back_hands_cleaned_blocks_over_and_later_writes_copy_them() {
 
 #[test]
 fn zeroing_a_shared_block_leaves_no_stale_copy_and_reports_a_hole() {
-    let (backend, cache) = setup(8, 8, WriteMode::Through);
+    let (backend, cache) = setup(8, 8, CacheMode::Through);
     cache.write(0, &pattern(4 * BSU, 6), false).unwrap();
     cache.discard(u64::from(BS), 2 * u64::from(BS), false, true, false).unwrap();
     cache.discard(10, 20, false, true, false).unwrap();
@@ -127,7 +127,7 @@ fn zeroing_a_shared_block_leaves_no_stale_copy_and_reports_a_hole() {
 fn a_cache_of_another_block_size_copies_as_before() {
     let backend = Arc::new(MemoryBackend::with_block_size(64 * 1024, 8192));
     let policy = hearth_policy::build("lru", 64 * 1024).unwrap();
-    let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, WriteMode::Through);
+    let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, CacheMode::Through);
     let data = pattern(8 * BSU, 7);
     cache.write(0, &data, false).unwrap();
     assert_eq!(holders(&cache, 0), 1, "not shared");
@@ -137,7 +137,7 @@ fn a_cache_of_another_block_size_copies_as_before() {
 
 #[test]
 fn large_rewrites_refill_old_buffers_exactly() {
-    let (backend, cache) = setup(64, 64, WriteMode::Through);
+    let (backend, cache) = setup(64, 64, CacheMode::Through);
     // The second pass frees the first pass's buffers; the third refills them.
     for seed in [8, 9, 10] {
         let reusable = cache.lock().free.0.len();
@@ -154,7 +154,7 @@ fn large_rewrites_refill_old_buffers_exactly() {
 
 #[test]
 fn a_reply_holding_one_block_of_a_large_rewrite_keeps_its_bytes() {
-    let (backend, cache) = setup(64, 64, WriteMode::Through);
+    let (backend, cache) = setup(64, 64, CacheMode::Through);
     let old = pattern(20 * BSU, 11);
     cache.write(4 * u64::from(BS), &old, false).unwrap();
     let mut reply = Vec::new();
@@ -172,7 +172,7 @@ fn a_reply_holding_one_block_of_a_large_rewrite_keeps_its_bytes() {
 /// between handing them out and the write still writes their bytes.
 #[test]
 fn filled_write_buffers_are_shared_and_survive_a_mode_switch() {
-    let (backend, cache) = setup(64, 8, WriteMode::Through);
+    let (backend, cache) = setup(64, 8, CacheMode::Through);
     assert!(cache.write_buffers(0, u64::from(BS)).is_none(), "one block is copied instead");
     assert!(cache.write_buffers(100, 2 * u64::from(BS)).is_none(), "not whole blocks");
     let fill = |blocks: &mut Vec<BlockBuf>, seed| {
@@ -190,7 +190,7 @@ fn filled_write_buffers_are_shared_and_survive_a_mode_switch() {
 
     let mut blocks = cache.write_buffers(10 * u64::from(BS), 2 * u64::from(BS)).unwrap();
     let data = fill(&mut blocks, 9);
-    cache.set_mode(WriteMode::Back { dirty_limit: 8 * u64::from(BS) }).unwrap();
+    cache.set_mode(CacheMode::Back { dirty_limit: 8 * u64::from(BS) }).unwrap();
     cache.write_filled(10 * u64::from(BS), 2 * u64::from(BS), blocks, false).unwrap();
     assert_eq!(read(&cache, 10 * u64::from(BS), 2 * BSU), data);
     cache.flush().unwrap();

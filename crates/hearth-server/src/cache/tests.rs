@@ -7,7 +7,7 @@ const BS: u32 = 4096;
 
 /// A cache of `blocks` blocks over a memory backend of `size` bytes whose
 /// bytes are `i % 251`.
-fn setup(size: u64, blocks: u64, mode: WriteMode) -> (Arc<MemoryBackend>, BlockCache) {
+fn setup(size: u64, blocks: u64, mode: CacheMode) -> (Arc<MemoryBackend>, BlockCache) {
     let backend = Arc::new(MemoryBackend::new(size));
     let pattern: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
     backend.write_at(&pattern, 0).unwrap();
@@ -18,7 +18,7 @@ fn setup(size: u64, blocks: u64, mode: WriteMode) -> (Arc<MemoryBackend>, BlockC
 
 /// A cache over a jittery backend, or over one with a fixed 200 µs
 /// latency (which widens the window between a read and its fill).
-fn setup_racy(size: u64, blocks: u64, mode: WriteMode, jitter: bool) -> (Arc<MemoryBackend>, BlockCache) {
+fn setup_racy(size: u64, blocks: u64, mode: CacheMode, jitter: bool) -> (Arc<MemoryBackend>, BlockCache) {
     let backend = Arc::new(MemoryBackend::new(size));
     let policy = hearth_policy::build("lru", blocks * u64::from(BS)).unwrap();
     let racy: Box<dyn Backend> = if jitter {
@@ -42,7 +42,7 @@ fn expected(offset: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn cached_reads_never_reach_the_backend() {
-    let (backend, cache) = setup(1 << 20, 64, WriteMode::Through);
+    let (backend, cache) = setup(1 << 20, 64, CacheMode::Through);
     let mut buf = vec![0u8; 10_000];
     cache.read(5000, &mut buf).unwrap();
     assert_eq!(buf, expected(5000, 10_000));
@@ -68,7 +68,7 @@ fn cached_reads_never_reach_the_backend() {
 /// the cache, not the slices.
 #[test]
 fn held_cached_slices_keep_the_data_they_were_read_with() {
-    for mode in [WriteMode::Through, WriteMode::Back { dirty_limit: 1 << 20 }] {
+    for mode in [CacheMode::Through, CacheMode::Back { dirty_limit: 1 << 20 }] {
         let (_, cache) = setup(1 << 20, 2, mode);
         let mut buf = vec![0u8; 8192];
         cache.read(0, &mut buf).unwrap();
@@ -94,7 +94,7 @@ fn held_cached_slices_keep_the_data_they_were_read_with() {
 #[test]
 fn short_last_block_reads_correctly() {
     let size = 3 * 4096 + 100;
-    let (_, cache) = setup(size, 8, WriteMode::Through);
+    let (_, cache) = setup(size, 8, CacheMode::Through);
     let mut buf = vec![0u8; 200];
     cache.read(size - 200, &mut buf).unwrap();
     assert_eq!(buf, expected(size - 200, 200));
@@ -103,7 +103,7 @@ fn short_last_block_reads_correctly() {
 
 #[test]
 fn write_through_reaches_backend_and_updates_cache() {
-    let (backend, cache) = setup(1 << 20, 64, WriteMode::Through);
+    let (backend, cache) = setup(1 << 20, 64, CacheMode::Through);
     let mut buf = vec![0u8; 8192];
     cache.read(0, &mut buf).unwrap();
     // Partial write into a cached block, and a whole-block write to an absent one.
@@ -124,7 +124,7 @@ fn write_through_reaches_backend_and_updates_cache() {
 
 #[test]
 fn evictions_respect_capacity() {
-    let (backend, cache) = setup(1 << 20, 4, WriteMode::Through);
+    let (backend, cache) = setup(1 << 20, 4, CacheMode::Through);
     let mut buf = vec![0u8; 4096];
     for b in 0..10u64 {
         cache.read(b * 4096, &mut buf).unwrap();
@@ -138,7 +138,7 @@ fn evictions_respect_capacity() {
 
 #[test]
 fn write_back_holds_writes_until_flush_and_writes_back_on_eviction() {
-    let (backend, cache) = setup(1 << 20, 8, WriteMode::Back { dirty_limit: 6 * 4096 });
+    let (backend, cache) = setup(1 << 20, 8, CacheMode::Back { dirty_limit: 6 * 4096 });
     cache.write(4096, &[1u8; 4096], false).unwrap();
     cache.write(8192 + 10, b"xyz", false).unwrap(); // partial: read-modify-write
     let snap = backend.snapshot();
@@ -165,7 +165,7 @@ fn write_back_holds_writes_until_flush_and_writes_back_on_eviction() {
 
 #[test]
 fn write_back_dirty_limit_and_fua_write_through() {
-    let (backend, cache) = setup(1 << 20, 16, WriteMode::Back { dirty_limit: 2 * 4096 });
+    let (backend, cache) = setup(1 << 20, 16, CacheMode::Back { dirty_limit: 2 * 4096 });
     cache.write(0, &[3u8; 4096], true).unwrap();
     assert_eq!(backend.snapshot()[..4096], [3u8; 4096], "FUA reaches the backend");
     for b in 1..4u64 {
@@ -177,7 +177,7 @@ fn write_back_dirty_limit_and_fua_write_through() {
 
 #[test]
 fn discard_zeroes_and_drops_cached_blocks() {
-    for mode in [WriteMode::Through, WriteMode::Back { dirty_limit: 1 << 20 }] {
+    for mode in [CacheMode::Through, CacheMode::Back { dirty_limit: 1 << 20 }] {
         let (_, cache) = setup(1 << 20, 64, mode);
         let mut buf = vec![0u8; 3 * 4096];
         cache.read(0, &mut buf).unwrap();
@@ -195,7 +195,7 @@ fn discard_zeroes_and_drops_cached_blocks() {
 /// the backend's bytes.
 #[test]
 fn concurrent_reads_and_writes_keep_cache_and_backend_equal() {
-    let modes = [WriteMode::Through, WriteMode::Back { dirty_limit: 16 * 4096 }];
+    let modes = [CacheMode::Through, CacheMode::Back { dirty_limit: 16 * 4096 }];
     for (mode, jitter) in modes.into_iter().flat_map(|m| [(m, true), (m, false)]) {
         // The cache holds every block, so a stale one would survive to the check.
         let (backend, cache) = setup_racy(64 * 4096, 128, mode, jitter);
@@ -249,7 +249,7 @@ fn write_back_never_lands_an_older_copy_after_a_newer_one() {
     let policy = hearth_policy::build("lru", 12 * 4096).unwrap();
     let backend: Box<dyn Backend> =
         Box::new(TestBackend::over(memory.clone()).pausing(Pause::BeforeWrites { max_us: 300 }));
-    let cache = Arc::new(BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 6 * 4096 }));
+    let cache = Arc::new(BlockCache::new(backend, policy, BS, CacheMode::Back { dirty_limit: 6 * 4096 }));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let background: Vec<_> = (0..2)
         .map(|role| {
@@ -322,7 +322,7 @@ fn write_backs_under_the_lock_wait_for_an_unlocked_copy_of_the_same_block() {
     let (memory, switches) = (faulty.memory.clone(), faulty.switches.clone());
     let backend = Box::new(faulty);
     let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
-    let cache = Arc::new(BlockCache::new(backend, policy, BS, WriteMode::Back { dirty_limit: 1 << 20 }));
+    let cache = Arc::new(BlockCache::new(backend, policy, BS, CacheMode::Back { dirty_limit: 1 << 20 }));
     cache.write(0, &[1u8; 4096], false).unwrap();
     switches.hold_next_write.store(true, Ordering::SeqCst); // the flush's write of block 0
     let flusher = {
@@ -370,7 +370,7 @@ fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
     let (memory, switches) = (faulty.memory.clone(), faulty.switches.clone());
     let failing = &switches.fail_writes;
     let policy = hearth_policy::build("lru", 2 * 4096).unwrap();
-    let cache = BlockCache::new(Box::new(faulty.clone()), policy, BS, WriteMode::Back { dirty_limit: 1 << 20 });
+    let cache = BlockCache::new(Box::new(faulty.clone()), policy, BS, CacheMode::Back { dirty_limit: 1 << 20 });
     cache.write(0, &[1u8; 4096], false).unwrap();
     cache.write(4096, &[2u8; 4096], false).unwrap();
     failing.store(true, Ordering::SeqCst);
@@ -397,7 +397,7 @@ fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
         Box::new(faulty),
         hearth_policy::build("lru", 2 * 4096).unwrap(),
         BS,
-        WriteMode::Back { dirty_limit: 2 * 4096 },
+        CacheMode::Back { dirty_limit: 2 * 4096 },
     );
     failing.store(true, Ordering::SeqCst);
     let refused = (0..12u64).position(|b| cache.write(b * 4096, &[9u8; 4096], false).is_err());
@@ -411,7 +411,7 @@ fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
 #[test]
 fn every_policy_keeps_reads_equal_to_a_model() {
     for name in hearth_policy::names().into_iter().filter(|n| !hearth_policy::is_offline(n)) {
-        for mode in [WriteMode::Through, WriteMode::Back { dirty_limit: 8 * 4096 }] {
+        for mode in [CacheMode::Through, CacheMode::Back { dirty_limit: 8 * 4096 }] {
             let size = 64 * 4096 + 1000;
             let policy = hearth_policy::build(name, 16 * u64::from(BS)).unwrap();
             let backend = Arc::new(MemoryBackend::new(size));
@@ -454,7 +454,7 @@ fn write_back_dirty_data_never_hides_behind_a_hole() {
     let dir = tempfile::tempdir().unwrap();
     let file = crate::backend::FileBackend::sparse(&dir.path().join("wb.img"), 1 << 20, false).unwrap();
     let policy = hearth_policy::build("lru", 64 * 4096).unwrap();
-    let cache = BlockCache::new(Box::new(file), policy, BS, WriteMode::Back { dirty_limit: 64 * 4096 });
+    let cache = BlockCache::new(Box::new(file), policy, BS, CacheMode::Back { dirty_limit: 64 * 4096 });
     cache.write(8192, &[4u8; 4096], false).unwrap();
     let map = cache.extents(0, 1 << 20, 16).unwrap();
     assert_eq!(map[0], Extent { len: 8192, hole: true });
@@ -469,7 +469,7 @@ fn eviction_based_placement_waits_for_the_client_then_reloads() {
     backend.write_at(&pattern, 0).unwrap();
     let policy = hearth_policy::build("lru", 8 * u64::from(BS)).unwrap();
     let ev = Placement::Eviction { reload_threshold: 0 };
-    let cache = BlockCache::with_placement(Box::new(backend.clone()), policy, BS, WriteMode::Through, ev);
+    let cache = BlockCache::with_placement(Box::new(backend.clone()), policy, BS, CacheMode::Through, ev);
     let bs = BS as usize;
     let mut buf = vec![0u8; bs];
     cache.read(3 * u64::from(BS), &mut buf).unwrap();
@@ -501,7 +501,7 @@ fn eviction_based_placement_waits_for_the_client_then_reloads() {
 /// blocks the dirty data is not dropped with them.
 #[test]
 fn write_back_onto_a_prefetched_block_keeps_the_data() {
-    let (backend, cache) = setup(256 * u64::from(BS), 50, WriteMode::Back { dirty_limit: 1 << 20 });
+    let (backend, cache) = setup(256 * u64::from(BS), 50, CacheMode::Back { dirty_limit: 1 << 20 });
     let bs = u64::from(BS);
     assert!(cache.start_prefetch(20));
     cache.prefetch(20).unwrap();
@@ -520,7 +520,7 @@ fn write_back_onto_a_prefetched_block_keeps_the_data() {
 #[test]
 fn prefetches_wait_in_their_partition_until_demanded() {
     // 50 blocks: the partition holds 4% = 2 blocks.
-    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
     let bs = u64::from(BS);
     for b in [10, 11, 12] {
         assert!(cache.start_prefetch(b));
@@ -545,7 +545,7 @@ fn prefetches_wait_in_their_partition_until_demanded() {
 /// and its memory is freed.
 #[test]
 fn a_prefetch_not_demanded_within_one_turnover_leaves_as_wasted() {
-    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
     assert!(cache.start_prefetch(200));
     cache.prefetch(200).unwrap();
     let mut buf = vec![0u8; BS as usize];
@@ -565,7 +565,7 @@ fn a_prefetch_not_demanded_within_one_turnover_leaves_as_wasted() {
 
 #[test]
 fn a_dropped_prefetch_releases_its_claim() {
-    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
     // Claimed, then dropped before its read: the first demand is a miss.
     assert!(cache.start_prefetch(20));
     cache.cancel_prefetch(20);
@@ -584,7 +584,7 @@ fn a_dropped_prefetch_releases_its_claim() {
 /// it goes by starts with the oldest write still dirty.
 #[test]
 fn cleaning_writes_dirty_blocks_back_and_resets_their_age() {
-    let (backend, cache) = setup(16 * 4096, 8, WriteMode::Back { dirty_limit: 1 << 20 });
+    let (backend, cache) = setup(16 * 4096, 8, CacheMode::Back { dirty_limit: 1 << 20 });
     assert_eq!(cache.dirty_age(), None);
     cache.write(4096, &[7u8; 4096], false).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -603,7 +603,7 @@ fn cleaning_writes_dirty_blocks_back_and_resets_their_age() {
 /// only reads fill the cache.
 #[test]
 fn write_around_writes_leave_the_cache_and_reads_fill_it() {
-    let (backend, cache) = setup(16 * 4096, 8, WriteMode::Around);
+    let (backend, cache) = setup(16 * 4096, 8, CacheMode::Around);
     let mut buf = vec![0u8; 4096];
     cache.read(4096, &mut buf).unwrap();
     assert_eq!(cached(&cache, 4096, 4096), Some(expected(4096, 4096)), "a read fills the cache");
@@ -623,7 +623,7 @@ fn watched_write_back(blocks: u64, dirty_blocks: u64) -> (BlockCache, Arc<Memory
     let backend = TestBackend::new(64 * u64::from(BS)).watching(std::thread::current().id());
     let (switches, memory) = (backend.switches.clone(), backend.memory.clone());
     let policy = hearth_policy::build("lru", blocks * u64::from(BS)).unwrap();
-    let mode = WriteMode::Back { dirty_limit: dirty_blocks * u64::from(BS) };
+    let mode = CacheMode::Back { dirty_limit: dirty_blocks * u64::from(BS) };
     (BlockCache::new(Box::new(backend), policy, BS, mode), memory, switches)
 }
 
@@ -678,7 +678,7 @@ fn a_write_in_memory_holds_dirty_victims_for_a_blocking_thread() {
 
 #[test]
 fn writes_in_memory_are_for_write_back_only() {
-    let (backend, cache) = setup(1 << 20, 64, WriteMode::Through);
+    let (backend, cache) = setup(1 << 20, 64, CacheMode::Through);
     assert!(!cache.write_cached(0, &[7; 4096]));
     assert_eq!(backend.snapshot()[..4096], expected(0, 4096)[..], "nothing written");
 }
@@ -689,7 +689,7 @@ fn writes_in_memory_are_for_write_back_only() {
 #[test]
 fn mode_switches_under_concurrent_writes_lose_nothing() {
     const BLOCKS: u64 = 64;
-    let back = WriteMode::Back { dirty_limit: 8 * u64::from(BS) };
+    let back = CacheMode::Back { dirty_limit: 8 * u64::from(BS) };
     let (backend, cache) = setup(BLOCKS * u64::from(BS), 16, back);
     let image = std::sync::Mutex::new(backend.snapshot());
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -725,7 +725,7 @@ fn mode_switches_under_concurrent_writes_lose_nothing() {
             });
         }
         let _stop = StopOnDrop(&stop);
-        let others = [WriteMode::Through, WriteMode::Around, WriteMode::Pass];
+        let others = [CacheMode::Through, CacheMode::Around, CacheMode::PassThrough];
         for i in 0..60 {
             std::thread::sleep(std::time::Duration::from_millis(2));
             let to = if i % 2 == 0 { others[(i / 2) % 3] } else { back };
@@ -755,7 +755,7 @@ fn mode_switches_under_concurrent_writes_lose_nothing() {
 #[test]
 fn spare_prefetches_never_push_out_base_prefetches() {
     // 50 blocks: the partition holds 4% = 2 blocks.
-    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
     assert!(cache.start_prefetch(10));
     cache.prefetch(10).unwrap();
     for b in [20, 21] {
@@ -783,7 +783,7 @@ fn spare_prefetches_never_push_out_base_prefetches() {
 #[test]
 fn a_base_prefetch_takes_over_a_spare_one() {
     // 50 blocks: the partition holds 4% = 2 blocks.
-    let (_, cache) = setup(256 * u64::from(BS), 50, WriteMode::Through);
+    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
     assert!(cache.start_spare_prefetch(20));
     cache.prefetch_spare(20).unwrap();
     assert!(cache.spare_prefetching(20) && !cache.cached_outside_spare(20));

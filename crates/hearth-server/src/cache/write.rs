@@ -14,7 +14,7 @@ impl BlockCache {
         let len = data.len() as u64;
         let _held = self.hold_mode();
         let mode = self.mode();
-        if let WriteMode::Back { .. } = mode {
+        if let CacheMode::Back { .. } = mode {
             return self.write_back(offset, data, fua);
         }
         if self.takes_block_buffers(mode, offset, len) {
@@ -63,8 +63,8 @@ impl BlockCache {
 
     /// Whether a write of `len` bytes at `offset` goes into fresh block
     /// buffers that the backend keeps and the cache then holds too.
-    fn takes_block_buffers(&self, mode: WriteMode, offset: u64, len: u64) -> bool {
-        self.share_blocks && mode == WriteMode::Through && self.whole_blocks(offset, len)
+    fn takes_block_buffers(&self, mode: CacheMode, offset: u64, len: u64) -> bool {
+        self.share_blocks && mode == CacheMode::Through && self.whole_blocks(offset, len)
     }
 
     /// A kept (unshared) buffer from the free list for each block of
@@ -77,7 +77,7 @@ impl BlockCache {
 
     /// Write-through (or write-around, pass-through) of `payload` at
     /// `offset`: the backend first, then the cache.
-    fn write_through(&self, offset: u64, payload: Payload<'_>, fua: bool, mode: WriteMode) -> io::Result<()> {
+    fn write_through(&self, offset: u64, payload: Payload<'_>, fua: bool, mode: CacheMode) -> io::Result<()> {
         let (data, fresh, len) = match payload {
             Payload::Bytes(data) => (data, Vec::new(), data.len() as u64),
             Payload::Blocks(fresh, len) => (&[][..], fresh, len),
@@ -98,7 +98,7 @@ impl BlockCache {
             // A shared write's bytes are in its block buffer (`mine`), not in `data`.
             let part = if mine.is_some() { &[][..] } else { &data[in_req..in_req + n] };
             let whole = in_block == 0 && n as u64 == self.block_len(b);
-            if raced || result.is_err() || matches!(mode, WriteMode::Around | WriteMode::Pass) {
+            if raced || result.is_err() || matches!(mode, CacheMode::Around | CacheMode::PassThrough) {
                 self.remove(inner, b);
                 self.log_changed(b, None);
             } else {
@@ -155,7 +155,7 @@ impl BlockCache {
         let _held = self.hold_mode();
         let mut inner = self.lock();
         inner.stripes.begin(range.clone());
-        let result = if let WriteMode::Back { .. } = self.mode() {
+        let result = if let CacheMode::Back { .. } = self.mode() {
             // Partially covered dirty (or stranded) blocks hold data outside the range.
             let r = self
                 .write_stranded(&mut inner, Some(range.clone()))

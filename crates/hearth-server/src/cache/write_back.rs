@@ -61,7 +61,7 @@ impl BlockCache {
     pub fn write_cached(&self, offset: u64, data: &[u8]) -> bool {
         // A mode switch in progress: take the blocking path, which waits for it.
         let Ok(_held) = self.switching.try_read() else { return false };
-        if !matches!(self.mode(), WriteMode::Back { .. }) {
+        if !matches!(self.mode(), CacheMode::Back { .. }) {
             return false;
         }
         let len = data.len() as u64;
@@ -257,8 +257,8 @@ impl BlockCache {
     pub fn flush(&self) -> io::Result<()> {
         let _held = self.hold_mode();
         match self.mode() {
-            WriteMode::Through | WriteMode::Around | WriteMode::Pass => self.backend_flush(),
-            WriteMode::Back { .. } => {
+            CacheMode::Through | CacheMode::Around | CacheMode::PassThrough => self.backend_flush(),
+            CacheMode::Back { .. } => {
                 self.clean()?;
                 self.backend_flush()
             }

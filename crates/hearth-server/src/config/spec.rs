@@ -14,7 +14,7 @@ use super::{
 };
 use crate::access::Access;
 use crate::backend::nbd::Upstream;
-use crate::cache::WriteMode;
+use crate::cache::CacheMode;
 use crate::warmup::WarmupSettings;
 
 /// A configuration ready to serve.
@@ -112,7 +112,7 @@ pub struct ExportSpec {
     pub access_log: Option<PathBuf>,
     /// The persistent second cache level (`cache_device`).
     pub cache_device: Option<CacheDeviceSpec>,
-    pub(crate) write_mode: WriteMode,
+    pub(crate) write_mode: CacheMode,
     /// The dirty limit in write-back, from the start or after a switch:
     /// `dirty_limit`, or half the cache.
     pub(crate) write_back_limit: u64,
@@ -335,9 +335,9 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         WriteModeConfig::Through | WriteModeConfig::Around | WriteModeConfig::Pass if e.dirty_limit.is_some() => {
             return Err(invalid(at("dirty_limit"), "only used with write_mode = \"back\""))
         }
-        WriteModeConfig::Through => WriteMode::Through,
-        WriteModeConfig::Around => WriteMode::Around,
-        WriteModeConfig::Pass => WriteMode::Pass,
+        WriteModeConfig::Through => CacheMode::Through,
+        WriteModeConfig::Around => CacheMode::Around,
+        WriteModeConfig::Pass => CacheMode::PassThrough,
         WriteModeConfig::Back => {
             let dirty_limit = match &e.dirty_limit {
                 Some(v) => v.bytes().map_err(|m| invalid(at("dirty_limit"), m))?,
@@ -349,17 +349,17 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
             if dirty_limit > cache_bytes {
                 return Err(invalid(at("dirty_limit"), "larger than cache_size"));
             }
-            WriteMode::Back { dirty_limit }
+            CacheMode::Back { dirty_limit }
         }
     };
     // What a switch to write-back while serving uses.
     let write_back_limit = match write_mode {
-        WriteMode::Back { dirty_limit } => dirty_limit,
+        CacheMode::Back { dirty_limit } => dirty_limit,
         _ => default_dirty_limit,
     };
     let device_write_back = e.cache_device_write_mode == Some(CacheDeviceWriteMode::Back);
     let dirty_max_age = match (&write_mode, e.dirty_max_age.as_deref()) {
-        (WriteMode::Through | WriteMode::Around | WriteMode::Pass, Some(_)) if !device_write_back => {
+        (CacheMode::Through | CacheMode::Around | CacheMode::PassThrough, Some(_)) if !device_write_back => {
             return Err(invalid(
                 at("dirty_max_age"),
                 "only used with write_mode = \"back\" or cache_device_write_mode = \"back\"",

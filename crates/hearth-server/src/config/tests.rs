@@ -26,7 +26,7 @@ fn full_config_parses_and_validates() {
     let settings = c.validate().unwrap();
     assert_eq!(settings.server.listen, ["127.0.0.1:0"]);
     let e = &settings.exports[0];
-    assert_eq!(e.write_mode, crate::cache::WriteMode::Back { dirty_limit: 256 << 10 });
+    assert_eq!(e.write_mode, crate::cache::CacheMode::Back { dirty_limit: 256 << 10 });
     assert_eq!(e.latency, Duration::from_millis(1));
     assert_eq!((e.block_size, e.cache_bytes, e.bandwidth), (4096, 1 << 20, Some(100 << 20)));
     assert_eq!(e.backend, BackendSpec::Memory { size: 8 << 20 });

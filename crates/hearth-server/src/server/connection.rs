@@ -105,17 +105,17 @@ impl Conn {
 pub(super) async fn connection<S: Stream>(
     stream: S,
     peer: Peer,
-    ctx: Arc<Shared>,
+    shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
 ) {
     let (ip, peer) = (peer.ip, peer.name);
     let negotiate = async {
-        match ctx.limits.handshake_timeout {
-            Some(limit) => tokio::time::timeout(limit, negotiate(stream, &ctx, ip, &peer)).await.map_err(|_| {
+        match shared.limits.handshake_timeout {
+            Some(limit) => tokio::time::timeout(limit, negotiate(stream, &shared, ip, &peer)).await.map_err(|_| {
                 io::Error::new(io::ErrorKind::TimedOut, format!("not finished within {}s", limit.as_secs()))
             })?,
-            None => negotiate(stream, &ctx, ip, &peer).await,
+            None => negotiate(stream, &shared, ip, &peer).await,
         }
     };
     let negotiated = tokio::select! {
@@ -126,11 +126,11 @@ pub(super) async fn connection<S: Stream>(
     match negotiated {
         Ok(Some((Negotiated::Plain(stream, session), _slot))) => {
             let (rd, wr) = stream.into_halves();
-            serve(rd, wr, session, peer, ctx, stop, drain).await
+            serve(rd, wr, session, peer, shared, stop, drain).await
         }
         Ok(Some((Negotiated::Tls(stream, session), _slot))) => {
             let (rd, wr) = stream.into_halves();
-            serve(rd, wr, session, peer, ctx, stop, drain).await
+            serve(rd, wr, session, peer, shared, stop, drain).await
         }
         Ok(None) => debug!(%peer, "client ended the handshake"),
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => debug!(%peer, "client hung up during the handshake"),
@@ -145,7 +145,7 @@ async fn serve<R, W>(
     wr: W,
     session: Session,
     peer: String,
-    ctx: Arc<Shared>,
+    shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     _drain: mpsc::Sender<()>,
 ) where
@@ -153,7 +153,7 @@ async fn serve<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
-    let export = ctx.exports[session.export].clone();
+    let export = shared.exports[session.export].clone();
     info!(%peer, export = %export.name(), structured = session.structured_replies, "client connected");
     export.metrics().connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::unbounded_channel();
@@ -170,11 +170,11 @@ async fn serve<R, W>(
         closed: Default::default(),
         last_activity,
     };
-    let mut client = ClientView::new(&export, ctx.limits.max_client_buffers);
+    let mut client = ClientView::new(&export, shared.limits.max_client_buffers);
     let end = tokio::select! {
-        r = transmission(&mut rd, &conn, &mut client, &ctx.limits) => r,
+        r = transmission(&mut rd, &conn, &mut client, &shared.limits) => r,
         _ = stop.changed() => Ok("server shutting down"),
-        why = idle(&conn.last_activity, ctx.limits.idle_timeout) => Ok(why),
+        why = idle(&conn.last_activity, shared.limits.idle_timeout) => Ok(why),
     };
     match end {
         Ok(why) => info!(%peer, export = %export.name(), why, "client disconnected"),
@@ -230,19 +230,19 @@ enum Visible {
 }
 
 impl Visible {
-    fn to(ctx: &Shared, ip: Option<IpAddr>, identity: Option<&crate::tls::Identity>) -> Visible {
-        let admits = |i: usize| ctx.export_access[i].admits(ip, identity);
-        if (0..ctx.infos.len()).all(admits) {
+    fn to(shared: &Shared, ip: Option<IpAddr>, identity: Option<&crate::tls::Identity>) -> Visible {
+        let admits = |i: usize| shared.export_access[i].admits(ip, identity);
+        if (0..shared.infos.len()).all(admits) {
             return Visible::All;
         }
-        let indexes: Vec<usize> = (0..ctx.infos.len()).filter(|&i| admits(i)).collect();
-        let infos = indexes.iter().map(|&i| ctx.infos[i].clone()).collect();
+        let indexes: Vec<usize> = (0..shared.infos.len()).filter(|&i| admits(i)).collect();
+        let infos = indexes.iter().map(|&i| shared.infos[i].clone()).collect();
         Visible::Some(indexes, infos)
     }
 
-    fn infos<'a>(&'a self, ctx: &'a Shared) -> &'a [ExportInfo] {
+    fn infos<'a>(&'a self, shared: &'a Shared) -> &'a [ExportInfo] {
         match self {
-            Visible::All => &ctx.infos,
+            Visible::All => &shared.infos,
             Visible::Some(_, infos) => infos,
         }
     }
@@ -267,27 +267,27 @@ impl Visible {
 /// export that has all the connections it takes).
 async fn negotiate<S: Stream>(
     mut stream: S,
-    ctx: &Shared,
+    shared: &Shared,
     ip: Option<IpAddr>,
     peer: &str,
 ) -> io::Result<Option<(Negotiated<S>, Slot)>> {
-    let visible = &Visible::to(ctx, ip, None);
+    let visible = &Visible::to(shared, ip, None);
     stream.write_all(&greeting()).await?;
     stream.flush().await?;
     let mut flags = [0u8; 4];
     stream.read_exact(&mut flags).await?;
-    let mut negotiation = Negotiation::new(flags)?.with_tls(ctx.tls_mode);
-    match haggle(&mut stream, &mut negotiation, ctx, visible).await? {
+    let mut negotiation = Negotiation::new(flags)?.with_tls(shared.tls_mode);
+    match haggle(&mut stream, &mut negotiation, shared, visible).await? {
         Haggled::Transmit(session, slot) => Ok(Some((Negotiated::Plain(stream, visible.session(session)), slot))),
         Haggled::Close => Ok(None),
         Haggled::StartTls => {
-            let acceptor = ctx.tls.as_ref().expect("STARTTLS is acknowledged only with TLS set up").current();
+            let acceptor = shared.tls.as_ref().expect("STARTTLS is acknowledged only with TLS set up").current();
             let (mut stream, identity) = acceptor.accept(stream).await?;
             if let Some(identity) = &identity {
                 info!(%peer, %identity, "TLS client identified");
             }
-            let visible = &Visible::to(ctx, ip, identity.as_ref());
-            match haggle(&mut stream, &mut negotiation, ctx, visible).await? {
+            let visible = &Visible::to(shared, ip, identity.as_ref());
+            match haggle(&mut stream, &mut negotiation, shared, visible).await? {
                 Haggled::Transmit(session, slot) => Ok(Some((Negotiated::Tls(stream, visible.session(session)), slot))),
                 Haggled::Close => Ok(None),
                 Haggled::StartTls => unreachable!("STARTTLS is acknowledged once"),
@@ -300,13 +300,13 @@ async fn negotiate<S: Stream>(
 async fn haggle<S>(
     stream: &mut S,
     negotiation: &mut Negotiation,
-    ctx: &Shared,
+    shared: &Shared,
     visible: &Visible,
 ) -> io::Result<Haggled>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let infos = visible.infos(ctx);
+    let infos = visible.infos(shared);
     let mut header = [0u8; OptionHeader::LEN];
     let mut data = Vec::new();
     let mut out = Vec::new();
@@ -319,7 +319,7 @@ where
         // A chosen export that limits its connections must have a slot free.
         let mut slot = None;
         let outcome = negotiation.handle_admitting(h, &data, infos, &mut out, &mut |chosen| {
-            let export = &ctx.exports[visible.index(chosen)];
+            let export = &shared.exports[visible.index(chosen)];
             slot = export.take_connection_slot().map_err(|()| {
                 warn!(export = %export.name(), "connection refused: the export's max_connections reached");
                 format!("export {:?} has all the connections it takes", export.name())

@@ -163,7 +163,7 @@ pub(super) fn adopt(fd: std::os::fd::OwnedFd) -> io::Result<Adopted> {
 
 pub(super) async fn accept_loop<L: Listener>(
     l: L,
-    ctx: Arc<Shared>,
+    shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
 ) {
@@ -171,15 +171,15 @@ pub(super) async fn accept_loop<L: Listener>(
         tokio::select! {
             r = l.accept() => match r {
                 Ok((stream, peer)) => {
-                    if !ctx.access.permits(peer.ip) {
+                    if !shared.access.permits(peer.ip) {
                         warn!(peer = %peer.name, "connection refused: address not allowed (server.allow/deny)");
                         continue;
                     }
-                    let Ok(permit) = ctx.limits.connections.clone().try_acquire_owned() else {
+                    let Ok(permit) = shared.limits.connections.clone().try_acquire_owned() else {
                         warn!(peer = %peer.name, "connection refused: server.max_connections reached");
                         continue;
                     };
-                    let conn = connection(stream, peer, ctx.clone(), stop.clone(), drain.clone());
+                    let conn = connection(stream, peer, shared.clone(), stop.clone(), drain.clone());
                     tokio::spawn(async move {
                         conn.await;
                         drop(permit);

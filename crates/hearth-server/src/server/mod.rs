@@ -265,7 +265,7 @@ impl Server {
                 (self.exports.clone(), self.access.clone(), self.export_access.clone());
             tokio::spawn(crate::metrics::serve(l, exports, self.admin, access, export_access))
         });
-        let ctx = Arc::new(Shared {
+        let shared = Arc::new(Shared {
             exports: self.exports.clone(),
             infos: self.infos,
             limits: self.limits,
@@ -275,14 +275,14 @@ impl Server {
             export_access: self.export_access,
         });
         for l in self.tcp {
-            tokio::spawn(listener::accept_loop(l, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
+            tokio::spawn(listener::accept_loop(l, shared.clone(), stop_rx.clone(), drain_tx.clone()));
         }
         let mut socket_paths = Vec::new();
         for u in self.unix {
             if u.remove_at_exit {
                 socket_paths.push(u.path);
             }
-            tokio::spawn(listener::accept_loop(u.listener, ctx.clone(), stop_rx.clone(), drain_tx.clone()));
+            tokio::spawn(listener::accept_loop(u.listener, shared.clone(), stop_rx.clone(), drain_tx.clone()));
         }
         drop(drain_tx);
 
@@ -365,17 +365,17 @@ mod tests {
     use super::*;
     use crate::backend::testing::TestBackend;
     use crate::backend::{Backend, MemoryBackend};
-    use crate::cache::{BlockCache, WriteMode};
+    use crate::cache::{BlockCache, CacheMode};
 
     const BS: u64 = 4096;
 
     /// One write-back export "disk" with eviction-based placement over
     /// `backend`, as the server's shared state.
     fn shared_for(backend: Box<dyn Backend>, cache_blocks: u64) -> Arc<Shared> {
-        shared_in_mode(backend, cache_blocks, WriteMode::Back { dirty_limit: cache_blocks * BS })
+        shared_in_mode(backend, cache_blocks, CacheMode::Back { dirty_limit: cache_blocks * BS })
     }
 
-    fn shared_in_mode(backend: Box<dyn Backend>, cache_blocks: u64, mode: WriteMode) -> Arc<Shared> {
+    fn shared_in_mode(backend: Box<dyn Backend>, cache_blocks: u64, mode: CacheMode) -> Arc<Shared> {
         let size = backend.size();
         let policy = hearth_policy::build("lru", cache_blocks * BS).unwrap();
         let cache =
@@ -620,7 +620,7 @@ mod tests {
 
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let size = 64 * BS - 100;
-        let shared = shared_in_mode(Box::new(MemoryBackend::new(size)), 16, WriteMode::Through);
+        let shared = shared_in_mode(Box::new(MemoryBackend::new(size)), 16, CacheMode::Through);
         let _guard = rt.enter();
         let (mut c, theirs) = tokio::net::UnixStream::pair().unwrap();
         let served = spawn_connection(theirs, shared, &rt);

@@ -1,6 +1,6 @@
 use super::*;
 use crate::backend::{Backend, MemoryBackend};
-use crate::cache::WriteMode;
+use crate::cache::CacheMode;
 use hearth_warmup::plan::{Plan, Source};
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -18,7 +18,7 @@ fn backend(blocks: u64) -> Arc<MemoryBackend> {
 
 fn cache(backend: &Arc<MemoryBackend>, blocks: u64) -> BlockCache {
     let policy = hearth_policy::build("lru", blocks * BS).unwrap();
-    BlockCache::new(Box::new(backend.clone()), policy, BS as u32, WriteMode::Through)
+    BlockCache::new(Box::new(backend.clone()), policy, BS as u32, CacheMode::Through)
 }
 
 fn settings(dir: &Path, mode: WarmupMode, budget_blocks: u64, staging: usize) -> WarmupSettings {
@@ -194,7 +194,7 @@ fn logged_data_is_distrusted_when_the_backend_changed_behind_the_log() {
     let file_cache = || {
         let file = crate::backend::FileBackend::sparse(&disk, 64 * BS, false).unwrap();
         let policy = hearth_policy::build("lru", 16 * BS).unwrap();
-        BlockCache::new(Box::new(file), policy, BS as u32, WriteMode::Through)
+        BlockCache::new(Box::new(file), policy, BS as u32, CacheMode::Through)
     };
     let first = file_cache();
     let monitor = start_export("t", &s, &first, Some(&disk)).unwrap();
