@@ -91,12 +91,15 @@ const STRIPES: usize = 4096;
 /// Most dirty blocks one cleaning step writes while holding the lock.
 pub const CLEAN_BATCH: usize = 32;
 
-/// How writes treat the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How writes treat the device (`cache_device_write_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum DeviceWriteMode {
     /// The backend is written before a write is acknowledged.
+    #[default]
     Through,
-    /// Writes land on the device as dirty blocks, cleaned to the backend later.
+    /// Writes land on the device as dirty blocks, cleaned to the backend
+    /// after `dirty_max_age`.
     Back,
 }
 

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use crate::cache_device::DeviceWriteMode;
+
 pub use spec::{
     BackendSpec, CacheDeviceSpec, ExportSpec, ServerSettings, Settings, TierSpec, TlsCredentials,
     DEFAULT_DIRTY_MAX_AGE, DEFAULT_MAX_CLIENT_BUFFERS, DEFAULT_MAX_REQUEST,
@@ -241,17 +243,6 @@ pub enum WriteModeConfig {
     Pass,
 }
 
-/// How writes treat the cache device (`cache_device_write_mode`).
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheDeviceWriteMode {
-    /// Writes reach the backend before they are acknowledged.
-    #[default]
-    Through,
-    /// Writes land on the cache device, cleaned to the backend after `dirty_max_age`.
-    Back,
-}
-
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportConfig {
@@ -312,7 +303,7 @@ pub struct ExportConfig {
     pub cache_device_size: Option<SizeValue>,
     /// "through" (default) or "back": writes land on the cache device as
     /// dirty blocks and reach the backend after `dirty_max_age`.
-    pub cache_device_write_mode: Option<CacheDeviceWriteMode>,
+    pub cache_device_write_mode: Option<DeviceWriteMode>,
     /// Start even if the cache device's slot table is damaged (unreadable
     /// entries, or emptied while it held dirty blocks), dropping what
     /// cannot be read: dirty blocks among it are lost. Default false: refused.

@@ -10,7 +10,7 @@ use crate::backend::nbd::NbdBackend;
 use crate::backend::upstream::UpstreamStats;
 use crate::backend::{Backend, FileBackend, MemoryBackend, SlowBackend};
 use crate::cache::BlockCache;
-use crate::cache_device::{CacheDevice, DeviceOptions, DeviceWriteMode};
+use crate::cache_device::{CacheDevice, DeviceOptions};
 use crate::error::OpenError;
 use crate::tier::{Migrator, TierBackend};
 
@@ -51,14 +51,13 @@ impl ExportSpec {
                 .map_err(|problem| OpenError::Io(std::io::Error::other(problem)))?;
         }
         if let Some(spec) = &self.cache_device {
-            let mode = if spec.write_back { DeviceWriteMode::Back } else { DeviceWriteMode::Through };
             let identity = self.identity();
             let options = DeviceOptions {
                 size: spec.size,
                 block_size: self.block_size,
                 identity: &identity,
                 policy: &self.policy,
-                mode,
+                mode: spec.mode,
                 discard_damaged: spec.discard_damaged,
                 backend_file: self.backend_file(),
             };

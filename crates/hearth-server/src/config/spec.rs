@@ -9,12 +9,13 @@ use std::time::Duration;
 use hearth_placement::Placement;
 
 use super::{
-    default_policy, parse_duration, BackendKind, CacheDeviceWriteMode, Config, ConfigError, ExportConfig, ServerConfig,
-    SizeValue, TierExportConfig, TlsMode, WriteModeConfig,
+    default_policy, parse_duration, BackendKind, Config, ConfigError, ExportConfig, ServerConfig, SizeValue,
+    TierExportConfig, TlsMode, WriteModeConfig,
 };
 use crate::access::Access;
 use crate::backend::nbd::Upstream;
 use crate::cache::CacheMode;
+use crate::cache_device::DeviceWriteMode;
 use crate::warmup::WarmupSettings;
 
 /// A configuration ready to serve.
@@ -124,7 +125,7 @@ pub struct ExportSpec {
 pub struct CacheDeviceSpec {
     pub path: PathBuf,
     pub size: u64,
-    pub write_back: bool,
+    pub mode: DeviceWriteMode,
     /// Write-back: dirty blocks older than this are cleaned; `None`: only at
     /// eviction, BLOCK_STATUS and shutdown.
     pub dirty_max_age: Option<Duration>,
@@ -357,7 +358,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         CacheMode::Back { dirty_limit } => dirty_limit,
         _ => default_dirty_limit,
     };
-    let device_write_back = e.cache_device_write_mode == Some(CacheDeviceWriteMode::Back);
+    let device_write_back = e.cache_device_write_mode == Some(DeviceWriteMode::Back);
     let dirty_max_age = match (&write_mode, e.dirty_max_age.as_deref()) {
         (CacheMode::Through | CacheMode::Around | CacheMode::PassThrough, Some(_)) if !device_write_back => {
             return Err(invalid(
@@ -538,7 +539,7 @@ fn cache_device_spec(
     Ok(Some(CacheDeviceSpec {
         path: path.clone(),
         size,
-        write_back: e.cache_device_write_mode == Some(CacheDeviceWriteMode::Back),
+        mode: e.cache_device_write_mode.unwrap_or_default(),
         dirty_max_age,
         discard_damaged: e.cache_device_discard_damaged,
     }))

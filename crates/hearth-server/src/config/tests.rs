@@ -127,11 +127,14 @@ fn cache_device_keys_are_checked_and_open_a_device_under_the_ram_cache() {
     let with_device = format!("cache_device = \"{}\"\ncache_device_size = \"256KiB\"\n", device.display());
     let settings = spec(&format!("{with_device}cache_device_write_mode = \"back\"\ndirty_max_age = \"2s\"\n")).unwrap();
     let d = settings.exports[0].cache_device.as_ref().unwrap();
-    assert_eq!((d.size, d.write_back, d.dirty_max_age), (256 << 10, true, Some(Duration::from_secs(2))));
+    assert_eq!((d.size, d.mode, d.dirty_max_age), (256 << 10, DeviceWriteMode::Back, Some(Duration::from_secs(2))));
     let (cache, opened, _) = settings.exports[0].open().unwrap();
     assert!(cache.describe_backend().contains("under cache device"), "{}", cache.describe_backend());
     assert!(opened.is_some());
-    assert!(spec(&with_device).unwrap().exports[0].cache_device.as_ref().is_some_and(|d| !d.write_back));
+    assert!(spec(&with_device).unwrap().exports[0]
+        .cache_device
+        .as_ref()
+        .is_some_and(|d| d.mode == DeviceWriteMode::Through));
 
     let err = |extra: &str| spec(extra).unwrap_err().to_string();
     let e = err(&format!("cache_device = \"{}\"\n", device.display()));

@@ -14,8 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hearth_server::config::{
-    BackendKind, CacheDeviceWriteMode, Config, ExportConfig, Settings, SizeValue, TierExportConfig, TlsMode,
-    WriteModeConfig,
+    BackendKind, Config, DeviceWriteMode, ExportConfig, Settings, SizeValue, TierExportConfig, TlsMode, WriteModeConfig,
 };
 use hearth_server::warmup::{WarmupConfig, WarmupMode};
 use hearth_server::Server;
@@ -346,7 +345,7 @@ impl ServeArgs {
                     dirty_max_age: self.export.dirty_max_age.clone(),
                     cache_device: self.export.cache_device.clone(),
                     cache_device_size: text(&self.export.cache_device_size),
-                    cache_device_write_mode: self.export.cache_device_write_back.then_some(CacheDeviceWriteMode::Back),
+                    cache_device_write_mode: self.export.cache_device_write_back.then_some(DeviceWriteMode::Back),
                     cache_device_discard_damaged: self.export.cache_device_discard_damaged,
                     ignore_dirty_cache_device: self.export.ignore_dirty_cache_device,
                     sequential_cutoff: text(&self.export.sequential_cutoff),
