@@ -214,20 +214,23 @@ impl SizeValue {
     }
 }
 
+/// What an export stores its data in: `backend` in a config file, `--backend`
+/// with flags (the variants' help names the flags; the keys are the same
+/// without `--`).
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
-    /// An existing file or block device.
+    /// An existing file or block device (--path).
     #[default]
     File,
-    /// A file created sparse with `size` if it does not exist.
+    /// A file created sparse with --size if missing (--path).
     Sparse,
-    /// RAM, lost at exit (tests, benchmarks).
+    /// RAM of --size bytes, lost at exit.
     Memory,
-    /// Another NBD server (`upstream`): a caching proxy.
+    /// Another NBD server (--upstream): a caching proxy.
     Nbd,
-    /// A file on a web server (`upstream`, an http:// or https:// URL that
-    /// answers byte ranges), read-only.
+    /// A file on a web server answering byte ranges (--upstream URL), read-only (--read-only).
     Http,
 }
 

@@ -50,6 +50,7 @@ use crate::config::SizeValue;
 /// Metadata logs record LBAs; data logs also each block's contents (a
 /// performance snapshot the pre-load reads sequentially).
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum WarmupMode {
     #[default]

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use hearth_server::config::{
     BackendKind, Config, DeviceWriteMode, ExportConfig, Settings, SizeValue, TierExportConfig, TlsMode, WriteModeConfig,
 };
@@ -24,20 +24,6 @@ use crate::units;
 
 mod activation;
 mod privileges;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum BackendArg {
-    /// An existing file or block device (--path).
-    File,
-    /// A file created sparse with --size if missing (--path).
-    Sparse,
-    /// RAM of --size bytes, lost at exit.
-    Memory,
-    /// Another NBD server (--upstream): a caching proxy.
-    Nbd,
-    /// A file on a web server answering byte ranges (--upstream URL), read-only (--read-only).
-    Http,
-}
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -152,7 +138,7 @@ struct ExportFlags {
     description: Option<String>,
     /// What the export stores its data in.
     #[arg(long, value_enum, default_value = "file", conflicts_with = "config")]
-    backend: BackendArg,
+    backend: BackendKind,
     /// Backing file or block device.
     #[arg(long, conflicts_with = "config")]
     path: Option<PathBuf>,
@@ -255,7 +241,7 @@ struct ExportFlags {
     warmup_log: Option<PathBuf>,
     /// What the warmup log holds: metadata (block numbers) or data (blocks and their contents).
     #[arg(long, value_enum, requires = "warmup_log", conflicts_with = "config")]
-    warmup_mode: Option<WarmupModeArg>,
+    warmup_mode: Option<WarmupMode>,
     /// Most bytes to pre-load at start. Default (and at most) the cache size.
     #[arg(long, value_name = "SIZE", requires = "warmup_log", conflicts_with = "config")]
     warmup_budget: Option<String>,
@@ -291,12 +277,6 @@ struct ExportFlags {
     tier_access_log: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum WarmupModeArg {
-    Metadata,
-    Data,
-}
-
 impl ServeArgs {
     /// The settings; `activated` when systemd passed the listening sockets,
     /// which then stand in for `--listen`/`--unix`.
@@ -308,13 +288,7 @@ impl ServeArgs {
                 let export = ExportConfig {
                     name: self.name.clone(),
                     description: self.export.description.clone().unwrap_or_default(),
-                    backend: match self.export.backend {
-                        BackendArg::File => BackendKind::File,
-                        BackendArg::Sparse => BackendKind::Sparse,
-                        BackendArg::Memory => BackendKind::Memory,
-                        BackendArg::Nbd => BackendKind::Nbd,
-                        BackendArg::Http => BackendKind::Http,
-                    },
+                    backend: self.export.backend,
                     upstream: self.export.upstream.clone(),
                     upstream_connections: self.export.upstream_connections,
                     upstream_timeout: self.export.upstream_timeout.clone(),
@@ -365,10 +339,7 @@ impl ServeArgs {
                     }),
                     warmup: self.export.warmup_log.clone().map(|log| WarmupConfig {
                         log,
-                        mode: match self.export.warmup_mode {
-                            None | Some(WarmupModeArg::Metadata) => WarmupMode::Metadata,
-                            Some(WarmupModeArg::Data) => WarmupMode::Data,
-                        },
+                        mode: self.export.warmup_mode.unwrap_or_default(),
                         budget: text(&self.export.warmup_budget),
                         staging: text(&self.export.warmup_staging),
                         log_size: text(&self.export.warmup_log_size),
