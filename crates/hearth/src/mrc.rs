@@ -251,7 +251,8 @@ fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
         }
     }
     if let Some(path) = &args.plot {
-        let mut chart = hearth_plot::Chart::lines("Miss-ratio curve", "cache size (MiB)", "miss ratio");
+        let title = format!("Miss-ratio curve: {}", args.trace.name());
+        let mut chart = hearth_plot::Chart::lines(&title, "cache size (MiB)", "miss ratio");
         chart.log_x = true;
         for c in curves {
             let points =

@@ -475,7 +475,9 @@ fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         series,
     });
 
-    for t in &tables {
+    let trace = args.setup.trace.name();
+    for t in &mut tables {
+        t.title = format!("{}: {trace}", t.title);
         println!("{}", t.text());
         t.write(&args.output)?;
     }

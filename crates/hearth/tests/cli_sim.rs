@@ -32,6 +32,12 @@ fn sim_table_and_mrc_plot() {
     assert!(svg.contains("LRU") && svg.contains("ARC"));
     assert!(!svg.contains("by policy family"), "two curves share one plot");
     assert!(std::fs::metadata(base.with_extension("png")).unwrap().len() > 1000);
+    let texts = svg_texts(&base.with_extension("svg"));
+    assert!(
+        texts.iter().any(|t| t == "Miss-ratio curve: cloudPhysicsIO.csv.zst"),
+        "the title names the trace: {texts:?}"
+    );
+    assert!(float_ticks(&texts).is_empty(), "{texts:?}");
 }
 
 #[test]
