@@ -14,8 +14,9 @@ fn hist_chart(title: &str, x: &str, h: &Log2Hist) -> Chart {
     Chart::bars(title, x, "% of samples", buckets.into_iter().map(|(l, _)| l).collect()).series(title, points)
 }
 
-/// Writes every chart under `dir` and returns the files written.
-pub fn write_plots(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, hearth_plot::PlotError> {
+/// Writes every chart of `trace`'s report under `dir` (their titles name the
+/// trace) and returns the files written.
+pub fn write_plots(r: &Report, dir: &Path, trace: &str) -> Result<Vec<PathBuf>, hearth_plot::PlotError> {
     let charts = [
         ("request_sizes", hist_chart("Request sizes", "bytes (log2 bucket lower bound)", &r.request_sizes)),
         ("reuse_distance", hist_chart("Reuse (stack) distance", "distinct keys (log2 bucket)", &r.reuse_distance)),
@@ -30,8 +31,9 @@ pub fn write_plots(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, hearth_plot::
         ),
     ];
     let mut files = Vec::new();
-    for (name, chart) in &charts {
-        files.extend(render(chart, &dir.join(name))?);
+    for (name, mut chart) in charts {
+        chart.title = format!("{}: {trace}", chart.title);
+        files.extend(render(&chart, &dir.join(name))?);
     }
     Ok(files)
 }

@@ -153,7 +153,13 @@ where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
-    c.configure_mesh().x_desc(&axes.x_label).y_desc(&axes.y_label).draw()?;
+    let ticks = |v: &f64| crate::tick(*v);
+    c.configure_mesh()
+        .x_desc(&axes.x_label)
+        .y_desc(&axes.y_label)
+        .x_label_formatter(&ticks)
+        .y_label_formatter(&ticks)
+        .draw()?;
     // A log axis has no place for zero or below.
     let shown = |v: f64, log: bool| v.is_finite() && (!log || v > 0.0);
     for (i, s) in panel.series.iter().enumerate() {

@@ -42,6 +42,14 @@ pub struct Chart {
     /// Labels for bar categories (`Kind::Bars`), indexed by x.
     pub categories: Vec<String>,
     pub series: Vec<Series>,
+    /// Lines that run together for long stretches (warmup's methods): every
+    /// series after the first dashed its own way, and marked with its shape
+    /// along its length however many points it has.
+    pub distinct: bool,
+    /// Events drawn as vertical dashed lines at these x, the label once in
+    /// the legend (`restart`).
+    pub marks: Vec<f64>,
+    pub marks_label: String,
 }
 
 impl Chart {
@@ -55,6 +63,9 @@ impl Chart {
             log_y: false,
             categories: Vec::new(),
             series: Vec::new(),
+            distinct: false,
+            marks: Vec::new(),
+            marks_label: String::new(),
         }
     }
     pub fn bars(title: &str, x_label: &str, y_label: &str, categories: Vec<String>) -> Self {
@@ -63,6 +74,38 @@ impl Chart {
     pub fn series(mut self, name: &str, points: Vec<(f64, f64)>) -> Self {
         self.series.push(Series { name: name.into(), points });
         self
+    }
+    /// Vertical lines at `xs`, named `label` in the legend.
+    pub fn marks(mut self, label: &str, xs: Vec<f64>) -> Self {
+        self.marks = xs;
+        self.marks_label = label.into();
+        self
+    }
+}
+
+/// An axis tick as people write it: `10`, `1000`, `0.25`, `20k`, `1.5M`, `2e-5`
+/// (no `.0`, no float noise).
+pub fn tick(v: f64) -> String {
+    let a = v.abs();
+    if a > 0.0 && a < 1e-3 {
+        let s = format!("{v:.2e}");
+        let (mantissa, exponent) = s.split_once('e').expect("an exponent");
+        return format!("{}e{exponent}", trim_zeros(mantissa));
+    }
+    let (scaled, unit) = match a {
+        a if a >= 1e9 => (v / 1e9, "G"),
+        a if a >= 1e6 => (v / 1e6, "M"),
+        a if a >= 1e4 => (v / 1e3, "k"),
+        _ => (v, ""),
+    };
+    format!("{}{unit}", trim_zeros(&format!("{scaled:.3}")))
+}
+
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
     }
 }
 
@@ -184,16 +227,29 @@ type DrawResult = Result<(), Box<dyn std::error::Error>>;
 const LEGEND_FONT: u32 = 15;
 const LEGEND_ROW: i32 = 22;
 
-/// Room on the right for the legend, so it never covers data.
+/// Whether the chart has a legend: a single bar series has nothing to tell apart.
+fn has_legend(chart: &Chart) -> bool {
+    !(chart.kind == Kind::Bars && chart.series.len() < 2)
+}
+
+/// Room on the right for the legend, so it never covers data (none when there is no legend).
 fn legend_width(chart: &Chart) -> u32 {
+    if !has_legend(chart) {
+        return 0;
+    }
     let names = chart.series.iter().map(|s| s.name.chars().count() + 5);
     let groups = coinciding(chart);
     let notes = groups.iter().map(|g| g.iter().map(|&i| chart.series[i].name.chars().count() + 3).sum::<usize>() + 2);
-    let longest = names.chain(notes).chain((!groups.is_empty()).then_some(NOTE.len())).max().unwrap_or(0) as u32;
+    let marks = (!chart.marks.is_empty()).then(|| chart.marks_label.chars().count() + 5);
+    let longest =
+        names.chain(notes).chain(marks).chain((!groups.is_empty()).then_some(NOTE.len())).max().unwrap_or(0) as u32;
     (longest * 8 + 24).clamp(120, 420)
 }
 
 const NOTE: &str = "Overlapping (dashed):";
+
+/// The marks' vertical lines: grey, under the data's colours.
+const MARK_COLOR: RGBColor = RGBColor(120, 120, 120);
 
 fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
     let pts = || chart.series.iter().flat_map(|s| s.points.iter().copied());
@@ -225,12 +281,25 @@ fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
     ((x0, x1), (0.0, y1 * 1.05))
 }
 
-/// How series `i` is drawn: its colour, and dashes when it coincides with an
-/// earlier series (the k-th member of its group gets the k-th pattern).
-fn dashes(groups: &[Vec<usize>], i: usize) -> Option<(u32, u32)> {
+/// How series `i` is drawn: dashes when it coincides with an earlier series
+/// (the k-th member of its group gets the k-th pattern), or in a `distinct`
+/// chart when it is not the first.
+fn dashes(chart: &Chart, groups: &[Vec<usize>], i: usize) -> Option<(u32, u32)> {
     const PATTERNS: [(u32, u32); 4] = [(12, 6), (3, 5), (18, 4), (6, 10)];
-    let k = groups.iter().find_map(|g| g.iter().position(|&j| j == i))?;
+    let k = if chart.distinct { i } else { groups.iter().find_map(|g| g.iter().position(|&j| j == i))? };
     (k > 0).then(|| PATTERNS[(k - 1) % PATTERNS.len()])
+}
+
+/// Markers along a long series of a `distinct` chart, about this many.
+const MARKS_ALONG: usize = 12;
+
+/// The indices of the points of series `i` (of `n` points) that get a marker:
+/// all of them in a short series, else every few, each series starting at
+/// its own offset so that markers of lines running together do not overlap.
+fn marked(chart: &Chart, i: usize, n: usize) -> impl Iterator<Item = usize> {
+    let step = if n <= MARKED_POINTS { 1 } else { n.div_ceil(MARKS_ALONG) };
+    let offset = step * i / chart.series.len().max(1);
+    (offset..n).step_by(step)
 }
 
 /// Line charts with at most this many points a series mark every point.
@@ -250,7 +319,7 @@ const MARKERS: [&[(i32, i32)]; 5] = [
 /// The marker of series `i`, if the chart marks its points.
 fn marker(chart: &Chart, i: usize) -> Option<&'static [(i32, i32)]> {
     let few = chart.series.iter().all(|s| s.points.len() <= MARKED_POINTS);
-    (chart.kind == Kind::Lines && few).then(|| MARKERS[i % MARKERS.len()])
+    (chart.kind == Kind::Lines && (few || chart.distinct)).then(|| MARKERS[i % MARKERS.len()])
 }
 
 fn draw<DB: DrawingBackend>(chart: &Chart, root: DrawingArea<DB, Shift>) -> DrawResult
@@ -261,20 +330,24 @@ where
     let root = root.titled(&chart.title, ("sans-serif", 24))?;
     let (width, _) = root.dim_in_pixel();
     let (plot, side) = root.split_horizontally(width - legend_width(chart));
+    let ticks = |v: &f64| tick(*v);
     let groups = coinciding(chart);
     let ((x0, x1), (y0, y1)) = bounds(chart);
     let mut builder = ChartBuilder::on(&plot);
     builder.margin(16).x_label_area_size(48).y_label_area_size(72);
     match (chart.kind, chart.log_x, chart.log_y) {
-        (Kind::Lines, false, false) => draw_lines(chart, &groups, builder.build_cartesian_2d(x0..x1, y0..y1)?)?,
+        (Kind::Lines, false, false) => {
+            draw_lines(chart, &groups, (y0, y1), builder.build_cartesian_2d(x0..x1, y0..y1)?)?
+        }
         (Kind::Lines, true, false) => {
-            draw_lines(chart, &groups, builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?)?
+            draw_lines(chart, &groups, (y0, y1), builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?)?
         }
         (Kind::Lines, false, true) => {
-            draw_lines(chart, &groups, builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?)?
+            draw_lines(chart, &groups, (y0, y1), builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?)?
         }
         (Kind::Lines, true, true) => {
-            draw_lines(chart, &groups, builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?)?
+            let c = builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?;
+            draw_lines(chart, &groups, (y0, y1), c)?
         }
         (Kind::Bars, ..) => {
             let n = chart.categories.len().max(1);
@@ -285,6 +358,7 @@ where
                 .x_desc(&chart.x_label)
                 .y_desc(&chart.y_label)
                 .x_labels(n.min(24))
+                .y_label_formatter(&ticks)
                 .x_label_formatter(&|x| {
                     let i = x.round();
                     if (x - i).abs() < 1e-6 && i >= 0.0 {
@@ -313,6 +387,7 @@ where
 fn draw_lines<DB, X, Y>(
     chart: &Chart,
     groups: &[Vec<usize>],
+    (y0, y1): (f64, f64),
     mut c: ChartContext<'_, DB, Cartesian2d<X, Y>>,
 ) -> DrawResult
 where
@@ -321,14 +396,23 @@ where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
-    c.configure_mesh().x_desc(&chart.x_label).y_desc(&chart.y_label).draw()?;
+    let ticks = |v: &f64| tick(*v);
+    c.configure_mesh()
+        .x_desc(&chart.x_label)
+        .y_desc(&chart.y_label)
+        .x_label_formatter(&ticks)
+        .y_label_formatter(&ticks)
+        .draw()?;
+    for &x in &chart.marks {
+        c.draw_series(DashedLineSeries::new([(x, y0), (x, y1)], 4, 4, MARK_COLOR.stroke_width(1)))?;
+    }
     for (i, s) in chart.series.iter().enumerate() {
         let style = Palette99::pick(i).stroke_width(2);
         // A log axis has no place for zero or below.
         let shown = |v: f64, log: bool| v.is_finite() && (!log || v > 0.0);
         let points: Vec<(f64, f64)> =
             s.points.iter().copied().filter(|&(x, y)| shown(x, chart.log_x) && shown(y, chart.log_y)).collect();
-        match dashes(groups, i) {
+        match dashes(chart, groups, i) {
             Some((dash, gap)) => {
                 c.draw_series(DashedLineSeries::new(points.iter().copied(), dash, gap, style))?;
             }
@@ -337,7 +421,8 @@ where
             }
         }
         if let Some(shape) = marker(chart, i) {
-            c.draw_series(points.iter().map(|&p| EmptyElement::at(p) + PathElement::new(shape.to_vec(), style)))?;
+            let at = marked(chart, i, points.len()).map(|k| points[k]);
+            c.draw_series(at.map(|p| EmptyElement::at(p) + PathElement::new(shape.to_vec(), style)))?;
         }
     }
     Ok(())
@@ -349,14 +434,14 @@ fn draw_legend<DB: DrawingBackend>(chart: &Chart, groups: &[Vec<usize>], area: &
 where
     DB::ErrorType: 'static,
 {
-    if chart.kind == Kind::Bars && chart.series.len() < 2 {
+    if !has_legend(chart) {
         return Ok(());
     }
     let font = ("sans-serif", LEGEND_FONT).into_font();
     let mut y = 40;
     for (i, s) in chart.series.iter().enumerate() {
         let color = Palette99::pick(i);
-        match (chart.kind, dashes(groups, i)) {
+        match (chart.kind, dashes(chart, groups, i)) {
             (Kind::Bars, _) => area.draw(&Rectangle::new([(8, y - 6), (28, y + 6)], color.filled()))?,
             (Kind::Lines, Some((dash, gap))) => {
                 let mut x = 4;
@@ -372,6 +457,13 @@ where
             area.draw(&(EmptyElement::at((18, y)) + PathElement::new(shape.to_vec(), color.stroke_width(2))))?;
         }
         area.draw(&Text::new(s.name.clone(), (38, y - LEGEND_FONT as i32 / 2), font.clone()))?;
+        y += LEGEND_ROW;
+    }
+    if !chart.marks.is_empty() {
+        for x in (4..32).step_by(8) {
+            area.draw(&PathElement::new(vec![(x, y), (x + 4, y)], MARK_COLOR.stroke_width(1)))?;
+        }
+        area.draw(&Text::new(chart.marks_label.clone(), (38, y - LEGEND_FONT as i32 / 2), font.clone()))?;
         y += LEGEND_ROW;
     }
     draw_overlaps(chart, groups, NOTE, area, y)
@@ -468,6 +560,88 @@ mod tests {
         assert_eq!(marker(&many, 0), None);
         // A marker per point (2 x 3) and per legend row (2).
         assert_eq!(polylines(&few, "few"), polylines(&many, "many") + 2 * 3 + 2);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn ticks_read_without_float_noise() {
+        let got: Vec<String> = [10.0, 100.0, 1000.0, 20000.0, 1.5e6, 2e9, 0.25, 0.30000000000000004, 0.0, 2e-5, -3.0]
+            .iter()
+            .map(|&v| tick(v))
+            .collect();
+        assert_eq!(got, ["10", "100", "1000", "20k", "1.5M", "2G", "0.25", "0.3", "0", "2e-5", "-3"]);
+    }
+
+    /// The texts of an SVG's `<text>` elements.
+    fn texts(svg: &str) -> Vec<&str> {
+        svg.split("<text").skip(1).filter_map(|t| Some(t.split_once(">\n")?.1.split_once("\n</text>")?.0)).collect()
+    }
+
+    #[test]
+    fn the_svg_carries_the_title_and_ticks_without_a_trailing_zero() {
+        let dir = std::env::temp_dir().join(format!("hearth-plot-ticks-{}", std::process::id()));
+        let chart =
+            Chart { log_x: true, ..Chart::lines("Miss-ratio curve: trace.csv", "cache size (MiB)", "requests") }
+                .series("LRU", vec![(10.0, 20_000.0), (100.0, 10_000.0), (1000.0, 5_000.0)]);
+        let files = render(&chart, &dir.join("ticks")).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        let texts = texts(&svg);
+        assert!(texts.contains(&"Miss-ratio curve: trace.csv"), "{texts:?}");
+        for label in ["10", "100", "1000", "20k"] {
+            assert!(texts.contains(&label), "no tick {label}: {texts:?}");
+        }
+        assert!(!texts.iter().any(|t| t.ends_with(".0") || t.contains(".0k")), "{texts:?}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_single_bar_series_has_no_legend_margin() {
+        let dir = std::env::temp_dir().join(format!("hearth-plot-bars-{}", std::process::id()));
+        let one =
+            Chart::bars("h", "bucket", "count", vec!["0".into(), "1".into()]).series("a", vec![(0.0, 3.0), (1.0, 5.0)]);
+        let two = one.clone().series("b", vec![(0.0, 1.0), (1.0, 2.0)]);
+        let width = |chart: &Chart, name: &str| {
+            let svg = std::fs::read_to_string(&render(chart, &dir.join(name)).unwrap()[0]).unwrap();
+            let w = svg.split("width=\"").nth(1).unwrap();
+            w[..w.find('"').unwrap()].parse::<u32>().unwrap()
+        };
+        assert_eq!(width(&one, "one"), 960, "the plot takes the whole width");
+        assert!(width(&two, "two") > 960, "two series need a legend");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn distinct_lines_are_dashed_and_marked_along_and_marks_are_drawn() {
+        let dir = std::env::temp_dir().join(format!("hearth-plot-distinct-{}", std::process::id()));
+        // Five series of 100 points lying on each other, and three restarts.
+        let line: Vec<(f64, f64)> = (0..100).map(|i| (i as f64, 0.5)).collect();
+        let names = ["always warm", "cold", "Last-K", "First-K", "Top-K"];
+        let mut chart = Chart::lines("Hit rate after restarts: t.csv", "hours", "hit rate");
+        for name in names {
+            chart = chart.series(name, line.clone());
+        }
+        let plain = chart.clone();
+        chart = Chart { distinct: true, ..chart }.marks("restart", vec![0.0, 33.0, 66.0]);
+        let dashed: Vec<_> = (0..5).map(|i| dashes(&chart, &[], i)).collect();
+        assert_eq!(dashed[0], None, "the first is solid");
+        for (i, d) in dashed.iter().enumerate().skip(1) {
+            assert!(d.is_some() && !dashed[..i].contains(d), "series {i} has its own dashes: {dashed:?}");
+        }
+        let starts: Vec<usize> = (0..5).map(|i| marked(&chart, i, 100).next().unwrap()).collect();
+        assert_eq!(starts, [0, 1, 3, 5, 7], "markers start apart");
+        assert_eq!(marked(&chart, 0, 100).count(), 12);
+        let svg =
+            |chart: &Chart, name: &str| std::fs::read_to_string(&render(chart, &dir.join(name)).unwrap()[0]).unwrap();
+        let (distinct, plain) = (svg(&chart, "distinct"), svg(&plain, "plain"));
+        assert!(texts(&distinct).contains(&"restart") && !texts(&plain).contains(&"restart"));
+        // A marker shape per series along its line and in the legend, none in the plain chart.
+        let polylines = |svg: &str| svg.matches("<polyline").count();
+        assert!(
+            polylines(&distinct) >= polylines(&plain) + 5 * 12,
+            "{} vs {}",
+            polylines(&distinct),
+            polylines(&plain)
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 

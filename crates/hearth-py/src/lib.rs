@@ -16,14 +16,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
-use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode, HOT_KEYS};
+use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode, HOT_KEYS, TRUSTED_SAMPLE_KEYS};
 use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
 use hearth_sim::source::{ModeChoice, Needs, Streamed};
 use hearth_sim::stream::{run_streaming, Counting, Replayer};
 use hearth_sim::{mrc_grid, parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, SourceError, TraceSource};
 use hearth_trace::sample::KeyRenaming;
 use hearth_trace::TraceError;
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyUserWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
@@ -408,6 +408,8 @@ fn mrc<'py>(
     let simulates = methods.iter().any(|m| m == "mini" || m == "full");
     let totals = sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_)));
     let next_access = simulates && policies.iter().any(|p| hearth_policy::is_offline(p));
+    // The warnings `hearth mrc` prints, raised as Python warnings once the GIL is back.
+    let mut warnings = Vec::new();
     let curves = interruptible(py, cancel_flag(&spec), || -> Result<Vec<Curve>, Failure> {
         let mut trace = Streamed::open(&spec, Needs { totals, next_access }, &())?;
         let cache_bytes = sizes
@@ -428,6 +430,12 @@ fn mrc<'py>(
                 "shards" => {
                     let m = shards_items.map_or(ShardsMode::FixedRate(rate), ShardsMode::FixedSize);
                     let shards = shards_pass(&trace, m, shards_hot_keys, &cache_bytes, &|_| {})?;
+                    if shards.sampled_keys() < TRUSTED_SAMPLE_KEYS {
+                        warnings.push(small_sample_warning(
+                            shards.sampled_keys(),
+                            shards_items.is_none() && shards_hot_keys == 0,
+                        ));
+                    }
                     (shards.rate(), shards.results())
                 }
                 "mini" => (rate, hearth_sim::minisim::run_miniature(&trace, &jobs, rate, threads, &|_| {})?),
@@ -444,6 +452,11 @@ fn mrc<'py>(
         Ok(curves)
     })?
     .map_err(fail)?;
+    for message in warnings {
+        let message = std::ffi::CString::new(message).expect("no NUL in the message");
+        // Level 2: the warning points at the caller of `hearth.mrc`, not at the package.
+        PyErr::warn(py, &py.get_type::<PyUserWarning>(), &message, 2)?;
+    }
     let mut rows = Vec::new();
     for (method, rate, seconds, points) in curves {
         for p in &points {
@@ -455,6 +468,16 @@ fn mrc<'py>(
         }
     }
     Ok(rows)
+}
+
+/// `hearth mrc`'s warning about a SHARDS sample too small to trust, in the
+/// package's argument names.
+fn small_sample_warning(sampled_keys: usize, unstratified: bool) -> String {
+    let stratify = if unstratified { format!(", or stratify it (shards_hot_keys={HOT_KEYS})") } else { String::new() };
+    format!(
+        "the SHARDS sample holds {sampled_keys} distinct keys, fewer than the {TRUSTED_SAMPLE_KEYS} its curve is \
+         trusted with; raise rate (or shards_items){stratify}"
+    )
 }
 
 /// The `hearth analyze --json` report of a trace, as a JSON string.

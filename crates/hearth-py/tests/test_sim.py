@@ -6,6 +6,7 @@ import inspect
 import json
 import threading
 import time
+import warnings
 
 import pandas as pd
 import pytest
@@ -108,6 +109,25 @@ def test_mrc_shards_hot_keys_equals_cli(oracle, hearth_bin):
     assert want[0]["hot_keys"] == inspect.signature(hearth.mrc).parameters["shards_hot_keys"].default
     df = hearth.mrc(oracle, "shards", "lru", "1%,10%,50%", rate=0.1)
     assert df[cols].to_dict("records") == [{c: p[c] for c in cols} for p in want[0]["points"]]
+
+
+def test_mrc_warns_where_the_cli_warns_about_a_small_sample(oracle, hearth_bin):
+    """A 1% SHARDS sample of the oracle trace is too small to trust: a Python warning, as the CLI's."""
+    cli_warning = cli(hearth_bin, "mrc", str(oracle), "-q", "-m", "shards", "--rate", "1%",
+                      "--shards-hot-keys", "0").stderr
+    assert "warning: the SHARDS sample holds 511 distinct keys" in cli_warning, cli_warning
+    with pytest.warns(UserWarning, match="the SHARDS sample holds 511 distinct keys") as caught:
+        hearth.mrc(oracle, "shards", rate="1%", shards_hot_keys=0)
+    message = str(caught[0].message)
+    assert "raise rate (or shards_items), or stratify it (shards_hot_keys=128)" in message, message
+    assert caught[0].filename == __file__, "the warning points at the caller"
+    with pytest.warns(UserWarning, match="holds 510 distinct keys") as caught:
+        hearth.mrc(oracle, "shards", rate="1%")
+    assert "stratify" not in str(caught[0].message)
+    # A sample large enough says nothing, as the CLI.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hearth.mrc(oracle, "shards", "lru", "1%,10%,50%", rate="50%")
 
 
 def test_gil_is_released_while_simulating():

@@ -43,9 +43,12 @@ pub const MIN_SHADOW_RATE: f64 = 0.01;
 /// The windows the advice is also given over, besides since the start.
 pub const WINDOWS: [(&str, Duration); 3] =
     [("1m", Duration::from_secs(60)), ("1h", Duration::from_secs(3600)), ("1d", Duration::from_secs(86_400))];
-/// How often the counts are kept for the windows (at most; they are taken
-/// when advice is asked for): a day of them is a few thousand entries.
-const SNAPSHOT_EVERY: Duration = Duration::from_secs(15);
+/// How often the counts are kept for the windows: on a timer beside the
+/// metrics listener ([`Advisor::snapshot`]) and when advice is asked for, at
+/// most this often; a day of them is a few thousand entries. The first is
+/// taken when the advisor is made, so the windows of a young server hold
+/// all its traffic, scraped or not.
+pub const SNAPSHOT_EVERY: Duration = Duration::from_secs(15);
 /// The alternatives shadowed when the configuration names none.
 pub const DEFAULT_WHAT_IF: [&str; 5] = ["lru", "arc", "s3fifo", "wtinylfu", "mq"];
 
@@ -195,6 +198,12 @@ impl Advisor {
             }
         }
         let configured_label = shadows[0].label.clone();
+        let start = Counts {
+            at: Instant::now(),
+            reads: 0,
+            lru_hits: vec![0; sizes.len()],
+            shadows: vec![(0, 0); shadows.len()],
+        };
         Ok(Some(Advisor {
             block_size,
             cache_bytes,
@@ -206,7 +215,7 @@ impl Advisor {
             state: Mutex::new(State {
                 mrc,
                 shadows,
-                history: VecDeque::new(),
+                history: VecDeque::from([start]),
                 mrc_vtime: 0,
                 shadow_vtime: 0,
                 evicted: Vec::new(),
@@ -255,12 +264,33 @@ impl Advisor {
         self.advice_at(Instant::now())
     }
 
-    /// The predictions so far, with windows ending at `now`.
-    fn advice_at(&self, now: Instant) -> Advice {
+    /// Keeps the counts now for the windows (if the last kept are
+    /// [`SNAPSHOT_EVERY`] old), so a window is as long as it says however
+    /// seldom advice is asked for.
+    pub(crate) fn snapshot(&self) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, counts) = self.counts_at(&mut state, Instant::now());
+        keep(&mut state.history, counts);
+    }
+
+    /// The SHARDS results and the cumulative counts at `now`.
+    fn counts_at(&self, state: &mut State, now: Instant) -> (Vec<hearth_estimate::SimResult>, Counts) {
         let unsampled = self.unsampled.swap(0, Ordering::Relaxed);
         state.mrc.skip(unsampled, unsampled * self.block_size);
         let results = state.mrc.results();
+        let counts = Counts {
+            at: now,
+            reads: results.first().map_or(0, |r| r.requests),
+            lru_hits: results.iter().map(|r| r.hits).collect(),
+            shadows: state.shadows.iter().map(|s| (s.hits, s.requests)).collect(),
+        };
+        (results, counts)
+    }
+
+    /// The predictions so far, with windows ending at `now`.
+    fn advice_at(&self, now: Instant) -> Advice {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (results, counts) = self.counts_at(&mut state, now);
         let ratio = |hits: u64, reads: u64| if reads == 0 { 0.0 } else { hits as f64 / reads as f64 };
         let mrc = results
             .iter()
@@ -278,27 +308,15 @@ impl Advisor {
                 sampled_hits: s.hits,
             })
             .collect();
-        let counts = Counts {
-            at: now,
-            reads: results.first().map_or(0, |r| r.requests),
-            lru_hits: results.iter().map(|r| r.hits).collect(),
-            shadows: state.shadows.iter().map(|s| (s.hits, s.requests)).collect(),
-        };
         let history = &mut state.history;
-        if history.back().is_none_or(|last| now.saturating_duration_since(last.at) >= SNAPSHOT_EVERY) {
-            history.push_back(counts.clone());
-        }
-        // Keep the newest snapshot at least a day old, and everything after it.
-        while history.get(1).is_some_and(|next| now.saturating_duration_since(next.at) >= WINDOWS[2].1) {
-            history.pop_front();
-        }
+        keep(history, counts.clone());
         let windows = WINDOWS
             .iter()
             .map(|&(last, span)| {
-                // The newest snapshot at least `span` old, else the oldest.
+                // The newest snapshot at least `span` old, else the first (the advisor's start).
                 let start =
                     history.iter().rev().find(|c| now.saturating_duration_since(c.at) >= span).or(history.front());
-                counts.window(start.expect("one was just pushed if none was there"), last)
+                counts.window(start.expect("the advisor's start is kept until a day has passed"), last)
             })
             .collect();
         Advice {
@@ -309,6 +327,19 @@ impl Advisor {
             reads: counts.reads,
             windows,
         }
+    }
+}
+
+/// Adds `counts` to the history if its newest entry is [`SNAPSHOT_EVERY`]
+/// old, and drops what no window needs: it keeps the newest entry at least a
+/// day old and everything after it.
+fn keep(history: &mut VecDeque<Counts>, counts: Counts) {
+    let now = counts.at;
+    if history.back().is_none_or(|last| now.saturating_duration_since(last.at) >= SNAPSHOT_EVERY) {
+        history.push_back(counts);
+    }
+    while history.get(1).is_some_and(|next| now.saturating_duration_since(next.at) >= WINDOWS[2].1) {
+        history.pop_front();
     }
 }
 
@@ -347,7 +378,8 @@ mod tests {
         for _ in 0..10 {
             advisor.observe_read(0..100); // a loop that fits: hits after the first pass
         }
-        let start = advisor.advice_at(t0);
+        // Past SNAPSHOT_EVERY after the start, so this scrape's counts are kept.
+        let start = advisor.advice_at(t0 + Duration::from_secs(20));
         assert!((start.policies[0].hit_ratio - 0.9).abs() < 1e-9);
         for b in 1000..2000 {
             advisor.observe_read(b..b + 1); // then a scan: misses only
@@ -359,11 +391,41 @@ mod tests {
         assert_eq!(minute.policy_hit_ratio[0], 0.0);
         assert!(minute.lru_hit_ratio.iter().all(|&r| r == 0.0));
         let day = &later.windows[2];
-        assert_eq!(
-            (day.seconds, day.reads),
-            (90.0, 1000),
-            "a young server's day is what it has run since its first snapshot"
-        );
+        assert_eq!(day.reads, 2000, "a young server's day is all it has run, before the first scrape too");
+        assert!(day.seconds >= 90.0 && day.seconds < 100.0, "{}", day.seconds);
+    }
+
+    #[test]
+    fn windows_count_from_the_start_and_from_snapshots_taken_without_scrapes() {
+        let advisor = Advisor::new("lru", 200 * BS, BS, &[]).unwrap().unwrap();
+        let t0 = Instant::now();
+        for _ in 0..10 {
+            advisor.observe_read(0..100);
+        }
+        // Never asked for advice before: the windows still hold this traffic.
+        let first = advisor.advice_at(t0 + Duration::from_secs(20));
+        for w in &first.windows {
+            assert_eq!(w.reads, 1000, "{w:?}");
+            assert!((w.policy_hit_ratio[0] - 0.9).abs() < 1e-9, "{w:?}");
+        }
+        // A timer's snapshot at 2 minutes, then a scan and a scrape at 3:
+        // the minute holds the scan alone, though the last scrape was 2:40 ago.
+        {
+            let mut state = advisor.state.lock().unwrap();
+            let (_, counts) = advisor.counts_at(&mut state, t0 + Duration::from_secs(120));
+            keep(&mut state.history, counts);
+        }
+        for b in 1000..1500 {
+            advisor.observe_read(b..b + 1);
+        }
+        let minute = &advisor.advice_at(t0 + Duration::from_secs(180)).windows[0];
+        assert_eq!((minute.reads, minute.seconds), (500, 60.0), "{minute:?}");
+        assert_eq!(minute.policy_hit_ratio[0], 0.0);
+        // Snapshots closer than SNAPSHOT_EVERY are not kept.
+        let kept = advisor.state.lock().unwrap().history.len();
+        advisor.snapshot();
+        advisor.snapshot();
+        assert!(advisor.state.lock().unwrap().history.len() <= kept + 1);
     }
 
     #[test]

@@ -488,6 +488,9 @@ pub(crate) async fn serve(
     access: Access,
     export_access: Vec<Access>,
 ) {
+    // The advice windows' snapshots, on a timer: a window is as long as it
+    // says however seldom /advice is scraped. Ends with this task.
+    let _snapshots = AbortOnDrop(tokio::spawn(take_advice_snapshots(exports.clone())));
     loop {
         let Ok((mut stream, peer)) = listener.accept().await else {
             continue;
@@ -543,5 +546,26 @@ pub(crate) async fn serve(
             let _ = stream.write_all(response.as_bytes()).await;
             let _ = stream.shutdown().await;
         });
+    }
+}
+
+/// Keeps each export's advice counts every [`crate::advice::SNAPSHOT_EVERY`].
+async fn take_advice_snapshots(exports: Arc<Vec<Arc<Export>>>) {
+    let mut timer = tokio::time::interval(crate::advice::SNAPSHOT_EVERY);
+    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        timer.tick().await;
+        for advisor in exports.iter().filter_map(|e| e.advisor.as_ref()) {
+            advisor.snapshot();
+        }
+    }
+}
+
+/// Aborts the task when dropped (when the metrics listener's task ends or is aborted).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -20,6 +20,7 @@ mod error;
 pub mod hierarchy;
 pub mod minisim;
 pub mod mrc;
+pub mod pace;
 pub mod prefetch;
 pub mod run;
 pub mod scan;

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::scan::Scan;
 use crate::size::CacheSize;
 use crate::source::{Needs, Progress, SourceError, Streamed, TraceSource};
-use crate::stream::{run_streaming, Counting};
+use crate::stream::{run_streaming_paced, Counting};
 use crate::{Job, SettingError, SimResult};
 
 /// The policy specs a list of names stands for: the comma-split pieces are
@@ -168,10 +168,22 @@ pub fn simulate(
 ) -> Result<TraceRun, SourceError> {
     let prepared = sim.prepare(source, progress)?;
     let jobs = prepared.jobs(&sim.policies);
-    let total = prepared.trace.known_accesses().map(|n| n * jobs.len() as u64);
-    progress.begin("simulating", total);
-    let results =
-        run_streaming(prepared.trace.accesses()?, &jobs, prepared.counting, threads, &|n| progress.advance(n))?;
+    let accesses = prepared.trace.known_accesses();
+    progress.begin("simulating", accesses.map(|n| n * jobs.len() as u64));
+    let report = |n, left: Option<std::time::Duration>| {
+        progress.advance(n);
+        if let Some(left) = left {
+            progress.remaining(left);
+        }
+    };
+    let results = run_streaming_paced(
+        prepared.trace.accesses()?,
+        &jobs,
+        prepared.counting,
+        threads,
+        accesses.unwrap_or(0),
+        &report,
+    )?;
     progress.end();
     prepared.check(&results)?;
     let Prepared { trace, .. } = prepared;

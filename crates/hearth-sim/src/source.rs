@@ -283,6 +283,9 @@ pub trait Progress: Sync {
     fn begin(&self, _stage: &str, _total: Option<u64>) {}
     /// `n` more units of the current stage are done.
     fn advance(&self, _n: u64) {}
+    /// The time the current stage has left, as measured (the simulation's
+    /// slowest worker at its own pace), when known.
+    fn remaining(&self, _left: std::time::Duration) {}
     /// The current stage is over.
     fn end(&self) {}
 }

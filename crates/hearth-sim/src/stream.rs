@@ -12,11 +12,13 @@
 use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Policy};
 use hearth_policy::SpecError;
 use hearth_trace::TraceError;
 
+use crate::pace::Pace;
 use crate::{Job, SimResult};
 
 /// Accesses per chunk: large enough that channel traffic is noise (2.5 MB).
@@ -130,7 +132,7 @@ impl Replayer {
 /// also decodes: a decoder beside it would be a second thread, and handing
 /// every chunk from one core to the other costs more CPU than it overlaps.
 /// `accesses` must carry `next_access` if a job is offline (OPT).
-/// `progress` receives the number of accesses each job has just replayed.
+/// `progress` receives the number of accesses just replayed, summed over jobs.
 /// Fails before reading anything if a policy spec is invalid, and at the
 /// first trace error otherwise.
 pub fn run_streaming(
@@ -140,7 +142,22 @@ pub fn run_streaming(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<SimResult>, StreamError> {
+    run_streaming_paced(accesses, jobs, counting, threads, 0, &|n, _| progress(n))
+}
+
+/// [`run_streaming`] over a trace of `total` accesses (0 if unknown), whose
+/// `progress` also receives the time left as each worker's measured pace
+/// gives it ([`Pace`]; `None` until every worker has measured its own).
+pub fn run_streaming_paced(
+    accesses: impl Iterator<Item = Result<Access, TraceError>>,
+    jobs: &[Job],
+    counting: Counting,
+    threads: usize,
+    total: u64,
+    progress: &(dyn Fn(u64, Option<Duration>) + Sync),
+) -> Result<Vec<SimResult>, StreamError> {
     let workers = threads.clamp(1, jobs.len().max(1));
+    let pace = Pace::new(total, workers);
     // Worker w runs jobs w, w + workers, ...: neighbouring jobs are usually
     // the same policy at growing sizes, so this spreads the big ones.
     let mut shares: Vec<Vec<(usize, Replayer)>> = (0..workers).map(|_| Vec::new()).collect();
@@ -156,15 +173,17 @@ pub fn run_streaming(
     };
     if threads <= 1 {
         let share = shares.pop().expect("one share per worker");
-        return Ok(in_job_order(vec![replay_here(accesses, share, progress)?]));
+        let worker = Worker { index: 0, pace: &pace, progress };
+        return Ok(in_job_order(vec![replay_here(accesses, share, &worker)?]));
     }
     std::thread::scope(|s| {
         let mut senders: Vec<SyncSender<Arc<Vec<Access>>>> = Vec::with_capacity(workers);
         let mut handles = Vec::with_capacity(workers);
-        for share in shares {
+        let pace = &pace;
+        for (index, share) in shares.into_iter().enumerate() {
             let (tx, rx) = sync_channel(QUEUED_CHUNKS);
             senders.push(tx);
-            handles.push(s.spawn(move || work(share, rx, progress)));
+            handles.push(s.spawn(move || work(share, rx, &Worker { index, pace, progress })));
         }
         let decoded = decode_into(accesses, &senders);
         drop(senders);
@@ -227,15 +246,31 @@ fn decode_into(
     }
 }
 
+/// A worker's place in the run: its index, and where it reports.
+struct Worker<'a> {
+    index: usize,
+    pace: &'a Pace,
+    progress: &'a (dyn Fn(u64, Option<Duration>) + Sync),
+}
+
+impl Worker<'_> {
+    /// `accesses` more replayed through every job of `jobs`, in `took`.
+    fn report(&self, accesses: usize, jobs: usize, took: Duration) {
+        self.pace.record(self.index, accesses as u64, took);
+        (self.progress)((accesses * jobs) as u64, self.pace.remaining());
+    }
+}
+
 /// Decodes `accesses` a small chunk at a time and replays each chunk
-/// through `share`, all on this thread.
+/// through `share`, all on this thread (so the pace includes the decoding).
 fn replay_here(
     mut accesses: impl Iterator<Item = Result<Access, TraceError>>,
     mut share: Vec<(usize, Replayer)>,
-    progress: &(dyn Fn(u64) + Sync),
+    worker: &Worker,
 ) -> Result<Vec<(usize, SimResult)>, TraceError> {
     let mut chunk = Vec::with_capacity(LOCAL_CHUNK_ACCESSES);
     loop {
+        let started = Instant::now();
         chunk.clear();
         for a in accesses.by_ref().take(LOCAL_CHUNK_ACCESSES) {
             chunk.push(a?);
@@ -243,26 +278,28 @@ fn replay_here(
         if chunk.is_empty() {
             return Ok(finish_share(share));
         }
-        feed_share(&mut share, &chunk, progress);
+        feed_share(&mut share, &chunk);
+        worker.report(chunk.len(), share.len(), started.elapsed());
     }
 }
 
 fn work(
     mut share: Vec<(usize, Replayer)>,
     chunks: Receiver<Arc<Vec<Access>>>,
-    progress: &(dyn Fn(u64) + Sync),
+    worker: &Worker,
 ) -> Vec<(usize, SimResult)> {
     for chunk in chunks {
-        feed_share(&mut share, &chunk, progress);
+        let started = Instant::now();
+        feed_share(&mut share, &chunk);
+        worker.report(chunk.len(), share.len(), started.elapsed());
     }
     finish_share(share)
 }
 
 /// Replays `chunk` through every job of a worker's share.
-fn feed_share(share: &mut [(usize, Replayer)], chunk: &[Access], progress: &(dyn Fn(u64) + Sync)) {
+fn feed_share(share: &mut [(usize, Replayer)], chunk: &[Access]) {
     for (_, r) in share {
         r.feed(chunk);
-        progress(chunk.len() as u64);
     }
 }
 

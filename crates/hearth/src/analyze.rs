@@ -42,7 +42,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        let written = hearth_analyze::write_plots(&report, dir)?;
+        let written = hearth_analyze::write_plots(&report, dir, &args.trace.name())?;
         note_written(&written, args.quiet);
     }
     Ok(())
@@ -57,13 +57,13 @@ fn reaccess(args: &AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        note_written(&reaccess_plots(&report, dir)?, args.quiet);
+        note_written(&reaccess_plots(&report, dir, &args.trace.name())?, args.quiet);
     }
     Ok(())
 }
 
 /// Writes the re-access analysis charts under `dir`; returns the files written.
-fn reaccess_plots(report: &ReaccessReport, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
+fn reaccess_plots(report: &ReaccessReport, dir: &Path, trace: &str) -> Result<Vec<PathBuf>, PlotError> {
     let share = |counts: &[u64]| {
         let total = counts.iter().sum::<u64>().max(1) as f64;
         counts.iter().enumerate().map(|(i, &n)| (i as f64, 100.0 * n as f64 / total)).collect::<Vec<_>>()
@@ -106,8 +106,9 @@ fn reaccess_plots(report: &ReaccessReport, dir: &Path) -> Result<Vec<PathBuf>, P
         ("reaccess_clustering", clustering),
     ];
     let mut files = Vec::new();
-    for (name, chart) in &charts {
-        files.extend(render(chart, &dir.join(name))?);
+    for (name, mut chart) in charts {
+        chart.title = format!("{}: {trace}", chart.title);
+        files.extend(render(&chart, &dir.join(name))?);
     }
     Ok(files)
 }

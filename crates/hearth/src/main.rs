@@ -4,6 +4,7 @@
 mod advise;
 mod analyze;
 mod bench;
+mod generate;
 mod mrc;
 mod out_paths;
 mod pipe;
@@ -22,7 +23,7 @@ mod warmup;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -72,6 +73,8 @@ enum Cmd {
     Trace(trace_cmd::TraceCmd),
     /// List the replacement policies.
     Policies,
+    /// Write the man page or shell completions (man, complete-bash, complete-zsh, complete-fish, ...).
+    Generate(generate::GenerateArgs),
 }
 
 fn main() -> ExitCode {
@@ -101,6 +104,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Prefetch(cmd) => prefetch::run(cmd),
         Cmd::Tier(cmd) => tier::run(cmd),
         Cmd::Trace(cmd) => trace_cmd::run(cmd),
+        Cmd::Generate(args) => generate::run(args, Cli::command()),
         Cmd::Policies => {
             for (name, about) in hearth_policy::describe() {
                 println!("{name:<8} {about}");

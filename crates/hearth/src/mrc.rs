@@ -105,6 +105,10 @@ struct Curve {
     hot_keys: Option<usize>,
     seconds: f64,
     points: Vec<SimResult>,
+    /// The draw its rows name in the table and CSV: every sampled curve's, 0 included, so that
+    /// rows of several runs (`--sample-seed 1`, `2`, ...) put together still say which is which.
+    #[serde(skip)]
+    drawn_with: Option<u64>,
 }
 
 impl Curve {
@@ -186,7 +190,16 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
             let sample_seed = (sampled && args.sample_seed != 0).then_some(args.sample_seed);
             let stratified = method == Method::Shards && args.shards_items.is_none();
             let hot_keys = stratified.then_some(args.shards_hot_keys);
-            curves.push(Curve { method: method.name(), rate, sample_seed, hot_keys, seconds, points: points.to_vec() });
+            let drawn_with = sampled.then_some(args.sample_seed);
+            curves.push(Curve {
+                method: method.name(),
+                rate,
+                sample_seed,
+                hot_keys,
+                seconds,
+                points: points.to_vec(),
+                drawn_with,
+            });
         }
     }
     report(&args, &curves)
@@ -201,28 +214,32 @@ fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
     } else {
         let csv = args.csv;
         if csv {
-            writeln!(out, "method,rate,policy,cache_bytes,requests,hits,miss_ratio,byte_miss_ratio")?;
+            writeln!(out, "method,rate,seed,policy,cache_bytes,requests,hits,miss_ratio,byte_miss_ratio")?;
         } else {
             writeln!(
                 out,
-                "{:<8} {:>7} {:<8} {:>12} {:>10} {:>15}",
-                "method", "rate", "policy", "cache", "miss ratio", "byte miss ratio"
+                "{:<8} {:>7} {:>4} {:<8} {:>12} {:>10} {:>15}",
+                "method", "rate", "seed", "policy", "cache", "miss ratio", "byte miss ratio"
             )?;
         }
         for c in curves {
+            // Exact and full curves sample nothing: an empty CSV cell, a dash in the table.
+            let seed = c.drawn_with.map(|s| s.to_string());
             for p in &c.points {
                 let byte_miss_ratio = 1.0 - p.byte_hit_ratio();
                 if csv {
                     let (m, r, pol, cb, rq, h, mr) =
                         (c.method, c.rate, &p.policy, p.cache_bytes, p.requests, p.hits, p.miss_ratio());
-                    writeln!(out, "{m},{r},{pol},{cb},{rq},{h},{mr:.6},{byte_miss_ratio:.6}")?;
+                    let seed = seed.as_deref().unwrap_or("");
+                    writeln!(out, "{m},{r},{seed},{pol},{cb},{rq},{h},{mr:.6},{byte_miss_ratio:.6}")?;
                 } else {
                     let size = format_bytes(p.cache_bytes);
                     let rate = format!("{}%", c.rate * 100.0);
                     writeln!(
                         out,
-                        "{:<8} {rate:>7} {:<8} {size:>12} {:>10.4} {byte_miss_ratio:>15.4}",
+                        "{:<8} {rate:>7} {:>4} {:<8} {size:>12} {:>10.4} {byte_miss_ratio:>15.4}",
                         c.method,
+                        seed.as_deref().unwrap_or("-"),
                         p.policy,
                         p.miss_ratio()
                     )?;
@@ -234,7 +251,8 @@ fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
         }
     }
     if let Some(path) = &args.plot {
-        let mut chart = hearth_plot::Chart::lines("Miss-ratio curve", "cache size (MiB)", "miss ratio");
+        let title = format!("Miss-ratio curve: {}", args.trace.name());
+        let mut chart = hearth_plot::Chart::lines(&title, "cache size (MiB)", "miss ratio");
         chart.log_x = true;
         for c in curves {
             let points =

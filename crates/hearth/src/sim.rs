@@ -237,7 +237,8 @@ fn write_mrc(
     sim: &Simulation,
     path: &std::path::Path,
 ) -> Result<Vec<PathBuf>, hearth_plot::PlotError> {
-    let mut chart = hearth_plot::Chart::lines("Miss-ratio curve", "cache size (MiB)", "miss ratio");
+    let traces = trace_names(runs);
+    let mut chart = hearth_plot::Chart::lines(&format!("Miss-ratio curve: {traces}"), "cache size (MiB)", "miss ratio");
     chart.log_x = sim.sizes.len() > 2;
     let curves = mrc_curves(runs, &sim.policies);
     let families: Vec<&str> = hearth_policy::families()
@@ -261,7 +262,7 @@ fn write_mrc(
         })
         .collect();
     let columns = panels.len().min(2);
-    let title = "Miss-ratio curves by policy family".into();
+    let title = format!("Miss-ratio curves by policy family: {traces}");
     hearth_plot::render_facets(&hearth_plot::Facets { title, columns, panels }, path)
 }
 
@@ -284,10 +285,15 @@ fn mrc_curves(runs: &[TraceRun], specs: &[String]) -> Vec<Curve> {
     curves
 }
 
+/// The traces of a run, as plot titles name them.
+fn trace_names(runs: &[TraceRun]) -> String {
+    runs.iter().map(|r| crate::trace_args::short_name(&r.trace)).collect::<Vec<_>>().join(", ")
+}
+
 /// Miss ratio over the trace, one series per (policy, size).
 fn interval_chart(runs: &[TraceRun], every: u64) -> hearth_plot::Chart {
-    let mut chart =
-        hearth_plot::Chart::lines("Miss ratio over time", &format!("requests (intervals of {every})"), "miss ratio");
+    let title = format!("Miss ratio over time: {}", trace_names(runs));
+    let mut chart = hearth_plot::Chart::lines(&title, &format!("requests (intervals of {every})"), "miss ratio");
     for run in runs {
         for r in &run.results {
             let points =
@@ -461,7 +467,9 @@ fn report_hierarchy(args: &SimArgs, header: &str, results: &[HierarchyResult]) -
     }
     if let Some(path) = &args.hierarchy.idle_plot {
         let first = results.first().context("no results to plot")?;
-        let files = hearth_plot::render(&idle_chart(first), path)?;
+        let mut chart = idle_chart(first);
+        chart.title = format!("{}: {}", chart.title, args.trace.name());
+        let files = hearth_plot::render(&chart, path)?;
         for f in files {
             eprintln!("wrote {}", f.display());
         }

@@ -232,9 +232,17 @@ fn human_latency(d: Device) -> String {
     format_duration(Duration::from_nanos(d.latency_ns))
 }
 
+/// The table's columns, aligned as `hearth sim`'s: a header line, then one line per run.
+fn header() -> String {
+    format!(
+        "{:<15} {:<9} {:>9} {:>7} {:>7} {:>13} {:>10} {:>8}",
+        "scheme", "prefetch", "mean ms", "fast %", "slow %", "slow I/Os/req", "prefetches", "useful %"
+    )
+}
+
 fn row(scheme: &str, cdp: &str, s: &TierStats) -> String {
     format!(
-        "| {scheme:<15} | {cdp:<9} | {:>10.3} | {:>7.1} | {:>7.1} | {:>7.2} | {:>10} | {:>8.1} |",
+        "{scheme:<15} {cdp:<9} {:>9.3} {:>7.1} {:>7.1} {:>13.2} {:>10} {:>8.1}",
         s.mean_response_ms(),
         s.fast_percent(),
         s.slow_percent(),
@@ -243,8 +251,6 @@ fn row(scheme: &str, cdp: &str, s: &TierStats) -> String {
         s.prefetch_accuracy_percent()
     )
 }
-
-const HEADER: &str = "| scheme          | prefetch  | mean ms    | fast %  | slow %  | slow I/Os/req | prefetches | useful % |\n|---|---|---|---|---|---|---|---|";
 
 fn sim(args: SimArgs) -> anyhow::Result<()> {
     let l = load(&args.setup)?;
@@ -268,7 +274,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             .collect();
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        println!("{}\n\n{HEADER}", describe(&l));
+        println!("{}\n\n{}", describe(&l), header());
         for (scheme, cdp, s) in &results {
             println!("{}", row(scheme.name(), &cdp_name(*cdp), s));
         }
@@ -316,16 +322,20 @@ struct Table {
 }
 
 impl Table {
-    fn markdown(&self) -> String {
-        let mut out = format!("### {}\n\n| {} |", self.title, self.x_label);
-        for (name, _) in &self.series {
-            let _ = write!(out, " {name} |");
+    /// The title, then aligned columns as `hearth sim` prints them (the CSV
+    /// in the output directory is the machine-readable copy).
+    fn text(&self) -> String {
+        let x_width = self.xs.iter().map(String::len).chain([self.x_label.len()]).max().unwrap_or(0);
+        let widths: Vec<usize> = self.series.iter().map(|(name, _)| name.len().max(9)).collect();
+        let mut out = format!("{}\n{:<x_width$}", self.title, self.x_label);
+        for ((name, _), width) in self.series.iter().zip(&widths) {
+            let _ = write!(out, "  {name:>width$}");
         }
-        let _ = write!(out, "\n|---|{}\n", "---|".repeat(self.series.len()));
+        out.push('\n');
         for (i, x) in self.xs.iter().enumerate() {
-            let _ = write!(out, "| {x} |");
-            for (_, ys) in &self.series {
-                let _ = write!(out, " {:.3} |", ys[i]);
+            let _ = write!(out, "{x:<x_width$}");
+            for ((_, ys), width) in self.series.iter().zip(&widths) {
+                let _ = write!(out, "  {:>width$.3}", ys[i]);
             }
             out.push('\n');
         }
@@ -465,8 +475,10 @@ fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         series,
     });
 
-    for t in &tables {
-        println!("{}", t.markdown());
+    let trace = args.setup.trace.name();
+    for t in &mut tables {
+        t.title = format!("{}: {trace}", t.title);
+        println!("{}", t.text());
         t.write(&args.output)?;
     }
     Ok(())

@@ -80,6 +80,11 @@ impl TraceArgs {
         }
     }
 
+    /// The trace as a plot's title names it: a file's name, a generator's spec.
+    pub fn name(&self) -> String {
+        short_name(&self.trace.to_string_lossy())
+    }
+
     /// Opens the trace or generator (detecting a file's format unless given)
     /// and picks the mode.
     pub fn open(&self) -> anyhow::Result<(Requests, Mode)> {
@@ -90,4 +95,12 @@ impl TraceArgs {
 /// Boxed: the options are flattened into every subcommand's, and a layout is large.
 fn columns(spec: &str) -> Result<Box<Columns>, hearth_trace::SettingError> {
     spec.parse().map(Box::new)
+}
+
+/// A trace's file name without its directories (`synth:zipf:1000:0.9` as is).
+pub fn short_name(trace: &str) -> String {
+    if trace.starts_with("synth:") {
+        return trace.to_string();
+    }
+    std::path::Path::new(trace).file_name().map_or_else(|| trace.to_string(), |n| n.to_string_lossy().into_owned())
 }

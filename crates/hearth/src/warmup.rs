@@ -255,7 +255,7 @@ fn sim(args: WarmupSimArgs) -> anyhow::Result<()> {
         write_table(&mut out, &args, &exp, periods, &outcomes)?;
     }
     if let Some(dir) = &args.plots {
-        for chart in charts(&exp, &outcomes) {
+        for chart in charts(&exp, &outcomes, &args.trace.name()) {
             let (name, chart) = chart;
             for f in hearth_plot::render(&chart, &dir.join(name))? {
                 eprintln!("wrote {}", f.display());
@@ -338,7 +338,7 @@ fn write_table(
 
 /// One chart per (cache size, region size): hit rate over time since the
 /// first restart, every evaluated period back to back.
-fn charts(exp: &Experiment, outcomes: &[Outcome]) -> Vec<(String, hearth_plot::Chart)> {
+fn charts(exp: &Experiment, outcomes: &[Outcome], trace: &str) -> Vec<(String, hearth_plot::Chart)> {
     let per_period = exp.period_ns.div_ceil(exp.interval_ns) as usize;
     // At most 24 points per period (hourly bins for a day): finer bins
     // show every short burst and hide the warmup trend.
@@ -350,9 +350,15 @@ fn charts(exp: &Experiment, outcomes: &[Outcome]) -> Vec<(String, hearth_plot::C
             // No dots: the renderer treats what follows one as an extension.
             let file_part = |b: u64| format_bytes(b).replace(' ', "").replace('.', "_");
             let name = format!("warmup_{}_{}", file_part(cache), file_part(region));
-            let title =
-                format!("Hit rate after restarts: {} cache, {} regions", format_bytes(cache), format_bytes(region));
+            let title = format!(
+                "Hit rate after restarts: {trace}, {} cache, {} regions",
+                format_bytes(cache),
+                format_bytes(region)
+            );
             let mut chart = hearth_plot::Chart::lines(&title, "hours since the first restart", "hit rate per interval");
+            // The five methods run together for long stretches: each its own dashes and markers.
+            chart.distinct = true;
+            let mut restarts = Vec::new();
             // Always-warm first, so the warming caches are drawn over it.
             for method in [Method::AlwaysWarm, Method::Cold, Method::LastK, Method::FirstK, Method::TopK] {
                 let mut runs: Vec<&Outcome> = outcomes
@@ -371,11 +377,14 @@ fn charts(exp: &Experiment, outcomes: &[Outcome]) -> Vec<(String, hearth_plot::C
                 for (k, o) in runs.iter().enumerate() {
                     let s = o.series.coarsen(factor);
                     let base = k * s.len();
+                    if restarts.len() <= k {
+                        restarts.push(hours(base));
+                    }
                     points.extend((0..s.len()).filter_map(|i| s.rate(i).map(|r| (hours(base + i), r))));
                 }
                 chart = chart.series(method.name(), points);
             }
-            charts.push((name, chart));
+            charts.push((name, chart.marks("restart", restarts)));
         }
     }
     charts

@@ -32,6 +32,12 @@ fn sim_table_and_mrc_plot() {
     assert!(svg.contains("LRU") && svg.contains("ARC"));
     assert!(!svg.contains("by policy family"), "two curves share one plot");
     assert!(std::fs::metadata(base.with_extension("png")).unwrap().len() > 1000);
+    let texts = svg_texts(&base.with_extension("svg"));
+    assert!(
+        texts.iter().any(|t| t == "Miss-ratio curve: cloudPhysicsIO.csv.zst"),
+        "the title names the trace: {texts:?}"
+    );
+    assert!(float_ticks(&texts).is_empty(), "{texts:?}");
 }
 
 #[test]
@@ -326,4 +332,16 @@ fn a_sample_seed_draws_the_sample_of_a_renamed_trace() {
     let args = ["mrc", &oracle, "-q", "-m", "shards,full", "--rate", "10%", "-s", "10%", "--sample-seed", "7"];
     let table = stdout(&hearth(&args));
     assert!(table.contains("LRU shards 10% seed 7: mean absolute error"), "{table}");
+    // Every row names its draw, so rows of several draws put together stay apart.
+    let rows: Vec<Vec<&str>> = table.lines().take(3).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0][..3], ["method", "rate", "seed"], "{table}");
+    assert_eq!(rows[1][..3], ["shards", "10%", "7"], "{table}");
+    assert_eq!(rows[2][..3], ["full", "100%", "-"], "{table}");
+    let csv = stdout(&hearth(&[&args[..], &["--csv"]].concat()));
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows[0][..3], ["method", "rate", "seed"], "{csv}");
+    assert_eq!(rows[1][..3], ["shards", "0.1", "7"], "{csv}");
+    assert_eq!(rows[2][..3], ["full", "1", ""], "{csv}");
+    let seed_0 = stdout(&hearth(&["mrc", &oracle, "-q", "-m", "shards", "--rate", "10%", "-s", "10%", "--csv"]));
+    assert!(seed_0.lines().nth(1).unwrap().starts_with("shards,0.1,0,"), "{seed_0}");
 }

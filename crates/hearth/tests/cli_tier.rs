@@ -88,3 +88,36 @@ fn bad_input_is_named() {
     let err = failure(&hearth(&args));
     assert!(err.contains("d.toml") && err.contains("latency"), "{err}");
 }
+
+/// Every column of `text` starts where its header's does (as `hearth sim`'s table), no markdown.
+fn assert_aligned_table(text: &str, header_starts: &str) {
+    assert!(!text.contains('|') && !text.contains("###") && !text.contains("---"), "markdown left:\n{text}");
+    let lines: Vec<&str> =
+        text.lines().skip_while(|l| !l.starts_with(header_starts)).take_while(|l| !l.is_empty()).collect();
+    assert!(lines.len() >= 2, "no table under {header_starts:?}:\n{text}");
+    // Right-aligned columns: every line ends at the header's width.
+    let width = lines[0].chars().count();
+    for l in &lines[1..] {
+        assert_eq!(l.chars().count(), width, "{l:?} is not aligned with {:?}", lines[0]);
+    }
+}
+
+#[test]
+fn sim_and_sweep_print_aligned_tables_like_sim() {
+    let mut args = vec!["tier", "sim"];
+    args.extend(CHAINS);
+    args.extend(["--schemes", "slow,borg", "--cdp", "none,slack"]);
+    let out = stdout(&hearth(&args));
+    assert_aligned_table(&out, "scheme ");
+    assert!(out.contains("\nBORG partition  CDP-slack "), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("sweep");
+    // The sweep runs some 70 simulations: a shorter trace.
+    let args = ["tier", "sweep", "synth:chains", "--requests", "2000", "--os-cache", "1MiB", "-o", path(&out_dir)];
+    let out = stdout(&hearth(&args));
+    assert_aligned_table(&out, "ratio ");
+    assert_aligned_table(&out, "prefetching ");
+    assert!(out.contains("Mean response time by prefetching variant"), "{out}");
+    assert!(out_dir.join("cdp_variants.csv").is_file(), "the CSV stays the machine format");
+}

@@ -89,6 +89,12 @@ fn warmup_sim_table_plots_and_errors() {
     ]));
     assert!(out.contains("first-k") && out.contains("always-warm") && out.contains("80 KiB"), "{out}");
     assert!(plots.join("warmup_80KiB_4KiB.png").exists() && plots.join("warmup_40KiB_4KiB.svg").exists());
+    let texts = svg_texts(&plots.join("warmup_40KiB_4KiB.svg"));
+    let name = std::path::Path::new(&trace).file_name().unwrap().to_str().unwrap();
+    let title = format!("Hit rate after restarts: {name}, 40 KiB cache, 4 KiB regions");
+    assert!(texts.contains(&title), "{title} missing: {texts:?}");
+    assert!(texts.iter().any(|t| t == "restart"), "restarts are marked in the legend: {texts:?}");
+    assert!(float_ticks(&texts).is_empty(), "{texts:?}");
     // One period of history is not enough.
     let o = hearth(&["warmup", "sim", &trace, "-q", "--period", "1d"]);
     assert!(!o.status.success());

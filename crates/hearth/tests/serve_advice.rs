@@ -125,7 +125,7 @@ fn check_advice(name: &str, reads: &[(u64, u32)], cache_blocks: u64, policy: &st
         }
     }
     let plain = dir.path().join("blocks.txt");
-    std::fs::write(&plain, blocks).unwrap();
+    std::fs::write(&plain, &blocks).unwrap();
 
     let advice: serde_json::Value = {
         let page = scrape(&server.metrics.as_ref().unwrap().replace("/metrics", "/advice"));
@@ -134,6 +134,13 @@ fn check_advice(name: &str, reads: &[(u64, u32)], cache_blocks: u64, policy: &st
     };
     let export = &advice["exports"][0];
     assert_eq!(export["cache_bytes"].as_u64(), Some(cache_blocks * BS));
+    // The first scrape came after all the reads: the hour and the day hold
+    // them all (they count from the server's start, not from a first scrape).
+    let reads = export["reads"].as_u64().unwrap();
+    assert_eq!(reads, blocks.lines().count() as u64, "{name}: every block read is counted");
+    for w in &export["windows"].as_array().unwrap()[1..] {
+        assert_eq!(w["reads"].as_u64(), Some(reads), "{name}: the {} window: {w}", w["last"]);
+    }
 
     // The LRU curve at five of its sizes against full LRU simulations.
     let curve = export["mrc"].as_array().unwrap();

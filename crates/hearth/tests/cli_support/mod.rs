@@ -34,3 +34,17 @@ pub fn shared(name: &str) -> String {
 pub fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// The texts of an SVG file's `<text>` elements (titles, tick labels, legend).
+pub fn svg_texts(file: &Path) -> Vec<String> {
+    let svg = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| Some(t.split_once(">\n")?.1.split_once("\n</text>")?.0.to_string()))
+        .collect()
+}
+
+/// Tick labels written as floats (`10.0`, `20000.0`): there should be none.
+pub fn float_ticks(texts: &[String]) -> Vec<&String> {
+    texts.iter().filter(|t| t.parse::<f64>().is_ok() && t.contains('.') && t.ends_with('0')).collect()
+}
