@@ -82,12 +82,7 @@ enum Admission {
 }
 
 impl Admission {
-    fn build(name: &str, p: &Params) -> Result<(Self, &'static str), SpecError> {
-        let entry = ADMISSIONERS.iter().find(|e| e.name == name || e.aliases.contains(&name)).ok_or_else(|| {
-            let known: Vec<&str> = ADMISSIONERS.iter().map(|e| e.name).collect();
-            SpecError::UnknownAdmission { name: name.to_string(), known: known.join(", ") }
-        })?;
-        p.check_known(entry.name, entry.params)?;
+    fn build(entry: &AdmitEntry, p: &Params) -> Result<Self, SpecError> {
         let seed = || -> Result<Lehmer64, SpecError> {
             let seed: u64 = p.get("seed", DEFAULT_SEED)?;
             if seed == 0 {
@@ -135,7 +130,7 @@ impl Admission {
             }
             _ => unreachable!("every ADMISSIONERS row is built above"),
         };
-        Ok((adm, entry.name))
+        Ok(adm)
     }
 
     /// Sees every request (libCacheSim's `admissioner->update`).
@@ -168,13 +163,14 @@ pub struct Admitted {
     label: &'static str,
 }
 
-/// Builds `inner` behind the admissioner spec `spec` (`"prob:p=0.5"`).
-pub(crate) fn wrap(inner: Box<dyn Policy>, spec: &str) -> Result<Box<dyn Policy>, SpecError> {
-    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
-    let name = name.trim().to_ascii_lowercase();
-    let params = Params::parse(&format!("+{name}"), rest)?;
-    let (admission, label) = Admission::build(&name, &params)?;
-    Ok(Box::new(Admitted { inner, admission, label }))
+/// Builds `inner` behind the admissioner of row `entry` with `params`.
+pub(crate) fn wrap(
+    inner: Box<dyn Policy>,
+    entry: &'static AdmitEntry,
+    params: &Params,
+) -> Result<Box<dyn Policy>, SpecError> {
+    let admission = Admission::build(entry, params)?;
+    Ok(Box::new(Admitted { inner, admission, label: entry.name }))
 }
 
 impl Policy for Admitted {

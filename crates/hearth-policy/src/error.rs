@@ -10,6 +10,10 @@ pub enum SpecError {
     UnknownPolicy { name: String, known: String },
     #[error("unknown admission policy {name:?} (known: {known})")]
     UnknownAdmission { name: String, known: String },
+    #[error("{text:?} names {count} policies where one is expected")]
+    NotOne { text: String, count: usize },
+    #[error("{piece:?} gives a second admission policy (one spec takes at most one +admission)")]
+    TwoAdmissions { piece: String },
     #[error("policy parameter {piece:?} is not key=value")]
     NotKeyValue { piece: String },
     #[error("policy {policy} takes no parameters (got {key:?})")]

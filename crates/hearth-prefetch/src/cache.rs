@@ -5,6 +5,7 @@
 //! it stops prefetching.
 
 use hearth_core::{Access, Key, Op, Policy};
+use hearth_policy::PolicySpec;
 use serde::Serialize;
 
 use crate::partition::Partition;
@@ -70,8 +71,8 @@ impl Stats {
 /// The shape of the cache a prefetcher's blocks land in.
 #[derive(Clone, Debug)]
 pub struct CacheShape {
-    /// Main-cache policy, as `hearth_policy::build` takes it.
-    pub policy: String,
+    /// Main-cache policy.
+    pub policy: PolicySpec,
     pub total_bytes: u64,
     /// Share of `total_bytes` prefetched blocks may hold.
     pub prefetch_fraction: f64,
@@ -103,7 +104,7 @@ impl PrefetchCache {
     /// (as many demand insertions as the main cache holds blocks) is
     /// dropped, as an LRU cache would have dropped it by then.
     pub fn new(
-        main_policy: &str,
+        main_policy: &PolicySpec,
         total_bytes: u64,
         prefetch_fraction: f64,
         block_size: u32,
@@ -115,7 +116,7 @@ impl PrefetchCache {
             ));
         }
         Ok(PrefetchCache {
-            main: hearth_policy::build(main_policy, total_bytes)?,
+            main: main_policy.build(total_bytes),
             partition: Partition::new((total_bytes as f64 * prefetch_fraction) as u64, block_size),
             total: total_bytes,
             block_size,
@@ -277,10 +278,14 @@ impl PrefetchCache {
 mod tests {
     use super::*;
 
+    fn lru() -> PolicySpec {
+        "lru".parse().unwrap()
+    }
+
     #[test]
     fn classes_share_limit_and_ageing() {
         // 10 blocks; prefetched blocks may hold 2 (20%).
-        let mut c = PrefetchCache::new("lru", 10, 0.2, 1).unwrap();
+        let mut c = PrefetchCache::new(&lru(), 10, 0.2, 1).unwrap();
         assert_eq!(c.demand(1, Op::Read), Class::Miss);
         assert_eq!(c.demand(1, Op::Read), Class::Hit);
         assert!(c.prefetch(2));
@@ -301,7 +306,7 @@ mod tests {
         assert_eq!((s.issued, s.used, s.wasted), (3, 1, 1));
 
         // Without prefetched blocks the main cache uses all 10 blocks...
-        let mut plain = PrefetchCache::new("lru", 10, 0.2, 1).unwrap();
+        let mut plain = PrefetchCache::new(&lru(), 10, 0.2, 1).unwrap();
         for k in 0..10 {
             plain.demand(k, Op::Read);
         }
@@ -323,7 +328,7 @@ mod tests {
     #[test]
     fn misses_on_blocks_the_spare_room_cost_are_displacement_misses() {
         // 10 blocks, a partition of 2.
-        let mut c = PrefetchCache::new("lru", 10, 0.2, 1).unwrap();
+        let mut c = PrefetchCache::new(&lru(), 10, 0.2, 1).unwrap();
         (0..10).for_each(|k| _ = c.demand(k, Op::Read));
         // A spare block takes 0's room; a demand miss on 50 pushes out 1.
         assert!(c.prefetch_spare(100));
@@ -350,7 +355,7 @@ mod tests {
     #[test]
     fn spare_blocks_do_not_hasten_the_ageing_of_base_blocks() {
         let ages = |with_spare: bool| {
-            let mut c = PrefetchCache::new("lru", 20, 0.2, 1).unwrap();
+            let mut c = PrefetchCache::new(&lru(), 20, 0.2, 1).unwrap();
             (0..20).for_each(|k| _ = c.demand(k, Op::Read));
             assert!(c.prefetch(100));
             if with_spare {
@@ -368,7 +373,7 @@ mod tests {
 
     #[test]
     fn warm_up_prefetches_are_not_counted_after_a_reset() {
-        let mut c = PrefetchCache::new("lru", 100, 0.1, 1).unwrap();
+        let mut c = PrefetchCache::new(&lru(), 100, 0.1, 1).unwrap();
         c.prefetch(7);
         c.reset_stats();
         assert_eq!(c.demand(7, Op::Read), Class::Promote);

@@ -32,6 +32,7 @@ use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
 
 use hearth_core::{CtxEvent, KeyMap, Op};
+use hearth_policy::PolicySpec;
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use serde::Serialize;
 
@@ -202,7 +203,7 @@ impl Oracle {
 pub fn ceiling(
     events: &[CtxEvent],
     split: usize,
-    main_policy: &str,
+    main_policy: &PolicySpec,
     cache_bytes: u64,
     block_size: u32,
     lookahead: u32,
@@ -255,7 +256,7 @@ mod tests {
 
     /// A one-block cache: every read of a block other than the last misses.
     fn split_of(contexts: &[(u32, &[u64])], lookahead: u32) -> Ceiling {
-        ceiling(&trace(contexts), 0, "lru", 1, 1, lookahead).unwrap()
+        ceiling(&trace(contexts), 0, &"lru".parse().unwrap(), 1, 1, lookahead).unwrap()
     }
 
     #[test]
@@ -294,10 +295,10 @@ mod tests {
     fn the_split_adds_up_and_warm_up_misses_are_not_counted() {
         let contexts: &[(u32, &[u64])] = &[(7, &[1, 2, 3]), (7, &[1, 2, 4]), (8, &[2, 9])];
         let events = trace(contexts);
-        let all = ceiling(&events, 0, "lru", 1, 1, 3).unwrap();
+        let all = ceiling(&events, 0, &"lru".parse().unwrap(), 1, 1, 3).unwrap();
         let parts = all.in_context + all.other_context + all.seen_elsewhere + all.first_touch + all.write_misses;
         assert_eq!(parts, all.misses);
-        let after = ceiling(&events, 5, "lru", 1, 1, 3).unwrap();
+        let after = ceiling(&events, 5, &"lru".parse().unwrap(), 1, 1, 3).unwrap();
         assert!(after.misses < all.misses && after.first_touch < all.first_touch);
     }
 }

@@ -1,7 +1,5 @@
 //! Why a prefetcher spec or a prefetching set-up was refused.
 
-use hearth_policy::SpecError as PolicySpecError;
-
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PrefetchError {
     #[error("unknown prefetcher {name:?} (known: {known})")]
@@ -15,9 +13,6 @@ pub enum PrefetchError {
     /// A value out of range: `what` is the prefetcher or setting.
     #[error("{what}: {reason}")]
     OutOfRange { what: &'static str, reason: String },
-    /// The main cache's policy spec.
-    #[error(transparent)]
-    Policy(#[from] PolicySpecError),
 }
 
 impl PrefetchError {

@@ -465,7 +465,7 @@ mod tests {
             paper.end(round);
         }
         // A partition of ten blocks, 3 waiting in it as an earlier extra.
-        let mut cache = crate::PrefetchCache::new("lru", 250, 0.04, 1).unwrap();
+        let mut cache = crate::PrefetchCache::new(&"lru".parse().unwrap(), 250, 0.04, 1).unwrap();
         assert!(cache.prefetch_spare(3) && cache.is_spare(3));
         g.begin(9, 0);
         paper.begin(9, 0);
@@ -514,7 +514,7 @@ mod tests {
         assert_eq!(out, vec![3, 4, 5, 6, 7], "the paper's five");
         assert!(!spare.is_empty(), "one step ahead: 8 and beyond");
         // A partition of five blocks: the base fills it, the extras find no room.
-        let mut cache = crate::PrefetchCache::new("lru", 125, 0.04, 1).unwrap();
+        let mut cache = crate::PrefetchCache::new(&"lru".parse().unwrap(), 125, 0.04, 1).unwrap();
         assert!(out.iter().all(|&k| cache.prefetch(k)));
         assert!(spare.iter().all(|&k| !cache.prefetch_spare(k)));
         assert!(out.iter().all(|&k| cache.contains(k)));

@@ -252,7 +252,7 @@ mod tests {
     const BLOCK: u32 = 1;
 
     fn shape(total_bytes: u64) -> CacheShape {
-        CacheShape { policy: "lru".into(), total_bytes, prefetch_fraction: 0.04, block_size: BLOCK }
+        CacheShape { policy: "lru".parse().unwrap(), total_bytes, prefetch_fraction: 0.04, block_size: BLOCK }
     }
 
     /// One context event of a test stream.

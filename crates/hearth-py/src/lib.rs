@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
 use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode, HOT_KEYS, TRUSTED_SAMPLE_KEYS};
-use hearth_sim::run::{check_policies, policy_specs, Prepared, Warmup};
+use hearth_policy::PolicySpec;
+use hearth_sim::run::{Prepared, Warmup};
 use hearth_sim::source::{ModeChoice, Needs, Streamed};
 use hearth_sim::stream::{run_streaming, Counting, Replayer};
 use hearth_sim::{mrc_grid, parse_sizes, simulate, CacheSize, Job, SimResult, Simulation, SourceError, TraceSource};
@@ -147,11 +148,11 @@ fn policies() -> Vec<(&'static str, &'static str)> {
 
 /// The policy specs a spec string stands for, as `sim` and the command line
 /// read it: comma-separated, parameters joined to their policy, `all` for
-/// every registered policy.
+/// every registered policy. An unknown policy or bad parameter raises.
 #[pyfunction]
-fn policy_list(spec: &str) -> Vec<String> {
-    let pieces: Vec<String> = spec.split(',').map(|x| x.trim().to_string()).collect();
-    policy_specs(&pieces)
+fn policy_list(py: Python<'_>, spec: &str) -> PyResult<Vec<String>> {
+    let specs = hearth_policy::parse_list(spec).map_err(|m| to_pyerr(py, m.into()))?;
+    Ok(specs.iter().map(ToString::to_string).collect())
 }
 
 /// The sizes a size list stands for, as `sim` reads it (ranges expanded),
@@ -186,8 +187,9 @@ fn object_mode(py: Python<'_>, trace: &str, format: Option<&str>, mode: Option<&
 
 /// Whether a policy spec is offline (OPT, BeladySize: it reads next uses).
 #[pyfunction]
-fn offline_policy(spec: &str) -> bool {
-    hearth_policy::is_offline(spec)
+fn offline_policy(py: Python<'_>, spec: &str) -> PyResult<bool> {
+    let spec: PolicySpec = spec.parse().map_err(|m: hearth_policy::SpecError| to_pyerr(py, m.into()))?;
+    Ok(spec.is_offline())
 }
 
 /// Runs policies over traces at cache sizes, as `hearth sim --json`: one
@@ -214,11 +216,12 @@ fn sim<'py>(
 ) -> PyResult<Vec<Bound<'py, PyDict>>> {
     let fail = |f: Failure| to_pyerr(py, f);
     // Policies in order: spec strings or factories.
-    let mut entries: Vec<Result<String, usize>> = Vec::new();
+    let mut entries: Vec<Result<PolicySpec, usize>> = Vec::new();
     let mut factories: Vec<Bound<'py, PyAny>> = Vec::new();
     for p in &policies {
         if let Ok(s) = p.cast::<PyString>() {
-            entries.extend(policy_list(s.to_str()?).into_iter().map(Ok));
+            let specs = hearth_policy::parse_list(s.to_str()?).map_err(|m| fail(m.into()))?;
+            entries.extend(specs.into_iter().map(Ok));
         } else if p.is_callable() {
             entries.push(Err(factories.len()));
             factories.push(p.clone());
@@ -233,8 +236,7 @@ fn sim<'py>(
         return Err(fail(arg("no policies given")));
     }
     let sizes = parse_sizes(sizes).map_err(|m| fail(arg(format!("sizes: {m}"))))?;
-    let builtin: Vec<String> = entries.iter().filter_map(|e| e.as_ref().ok().cloned()).collect();
-    check_policies(&builtin).map_err(|e| fail(e.into()))?;
+    let builtin: Vec<PolicySpec> = entries.iter().filter_map(|e| e.as_ref().ok().cloned()).collect();
     let warmup = warmup.map(str::parse::<Warmup>).transpose().map_err(|m| fail(arg(format!("warmup: {m}"))))?;
     let sim = Simulation { policies: builtin, sizes, warmup, interval };
     let threads = self::threads(threads);
@@ -264,7 +266,7 @@ fn with_plugins(
     py: Python<'_>,
     source: &TraceSource,
     sim: &Simulation,
-    entries: &[Result<String, usize>],
+    entries: &[Result<PolicySpec, usize>],
     factories: &[Bound<'_, PyAny>],
     threads: usize,
 ) -> PyResult<Vec<SimResult>> {
@@ -350,7 +352,8 @@ fn sweep_file<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict
     let d = PyDict::new(py);
     let traces: Vec<String> = s.sources.iter().map(|t| t.trace.display().to_string()).collect();
     d.set_item("traces", traces)?;
-    d.set_item("policies", &s.sim.policies)?;
+    let policies: Vec<String> = s.sim.policies.iter().map(ToString::to_string).collect();
+    d.set_item("policies", policies)?;
     d.set_item("sizes", &s.sizes)?;
     d.set_item("mode", &s.mode)?;
     d.set_item("warmup", &s.warmup)?;
@@ -398,8 +401,7 @@ fn mrc<'py>(
         Some(s) => parse_sizes(s).map_err(|m| fail(arg(format!("sizes: {m}"))))?,
         None => mrc_grid(),
     };
-    let policies = hearth_policy::join_specs(&policies);
-    check_policies(&policies).map_err(|e| fail(e.into()))?;
+    let policies = hearth_policy::parse_list(&policies.join(",")).map_err(|m| fail(m.into()))?;
     for m in &methods {
         if !["exact", "shards", "mini", "full"].contains(&m.as_str()) {
             return Err(fail(arg(format!("unknown method {m:?} (known: exact, shards, mini, full)"))));
@@ -407,7 +409,7 @@ fn mrc<'py>(
     }
     let simulates = methods.iter().any(|m| m == "mini" || m == "full");
     let totals = sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_)));
-    let next_access = simulates && policies.iter().any(|p| hearth_policy::is_offline(p));
+    let next_access = simulates && policies.iter().any(PolicySpec::is_offline);
     // The warnings `hearth mrc` prints, raised as Python warnings once the GIL is back.
     let mut warnings = Vec::new();
     let curves = interruptible(py, cancel_flag(&spec), || -> Result<Vec<Curve>, Failure> {
@@ -549,7 +551,8 @@ impl Cache {
         }
         let error: ErrorSlot = Arc::new(Mutex::new(None));
         let policy: Box<dyn Policy> = if let Ok(spec) = policy.cast::<PyString>() {
-            hearth_policy::build(spec.to_str()?, capacity).map_err(|m| to_pyerr(py, m.into()))?
+            let spec: PolicySpec = spec.to_str()?.parse().map_err(|m: hearth_policy::SpecError| to_pyerr(py, m.into()))?;
+            spec.build(capacity)
         } else if policy.is_instance_of::<PyType>() || (policy.is_callable() && !policy.hasattr("hit")?) {
             let obj = policy.call1((capacity,))?;
             Box::new(PyPolicy::new(py, obj.unbind(), capacity, error.clone())?)

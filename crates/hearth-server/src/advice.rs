@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use hearth_core::{Access, Key, Op, Policy, NEVER};
 use hearth_estimate::mrc::{Shards, ShardsMode};
 use hearth_estimate::sample;
+use hearth_policy::PolicySpec;
 
 /// Sizes on the live miss-ratio curve: k/4 of the cache for k = 1..=16.
 pub const MRC_POINTS: u64 = 16;
@@ -50,7 +51,12 @@ pub const WINDOWS: [(&str, Duration); 3] =
 /// all its traffic, scraped or not.
 pub const SNAPSHOT_EVERY: Duration = Duration::from_secs(15);
 /// The alternatives shadowed when the configuration names none.
-pub const DEFAULT_WHAT_IF: [&str; 5] = ["lru", "arc", "s3fifo", "wtinylfu", "mq"];
+const DEFAULT_WHAT_IF: [&str; 5] = ["lru", "arc", "s3fifo", "wtinylfu", "mq"];
+
+/// [`DEFAULT_WHAT_IF`], parsed.
+pub fn default_what_if() -> Vec<PolicySpec> {
+    DEFAULT_WHAT_IF.iter().map(|spec| spec.parse().expect("the default what-if policies are registered")).collect()
+}
 
 pub(crate) struct Advisor {
     block_size: u64,
@@ -176,10 +182,10 @@ impl Advisor {
     /// `configured`, shadowing it and `what_if` (policy specs, duplicates of
     /// the configured one dropped). `None` for a cache too small to advise on.
     pub(crate) fn new(
-        configured: &str,
+        configured: &PolicySpec,
         cache_bytes: u64,
         block_size: u64,
-        what_if: &[String],
+        what_if: &[PolicySpec],
     ) -> Result<Option<Advisor>, crate::OpenError> {
         let cache_blocks = cache_bytes / block_size;
         if cache_blocks == 0 {
@@ -190,9 +196,9 @@ impl Advisor {
         let shadow_rate = (SHADOW_BLOCKS as f64 / cache_blocks as f64).clamp(MIN_SHADOW_RATE, 1.0);
         let shadow_bytes = ((cache_blocks as f64 * shadow_rate).round() as u64).max(1) * block_size;
         let mut shadows: Vec<Shadow> = Vec::new();
-        for spec in std::iter::once(configured).chain(what_if.iter().map(String::as_str)) {
-            let policy = hearth_policy::build(spec, shadow_bytes)?;
-            let label = hearth_policy::label(spec, &policy.name());
+        for spec in std::iter::once(configured).chain(what_if) {
+            let policy = spec.build(shadow_bytes);
+            let label = spec.label(&policy.name());
             if !shadows.iter().any(|s| s.label == label) {
                 shadows.push(Shadow { spec: spec.to_string(), label, policy, requests: 0, hits: 0 });
             }
@@ -349,11 +355,15 @@ mod tests {
 
     const BS: u64 = 4096;
 
+    fn spec(text: &str) -> PolicySpec {
+        text.parse().unwrap()
+    }
+
     #[test]
     fn a_loop_that_fits_hits_everywhere_above_its_size() {
         // 100 blocks read in a loop, with a 200-block cache: every policy
         // hits after the first pass; LRU needs at least 100 blocks.
-        let advisor = Advisor::new("lru", 200 * BS, BS, &["arc".into(), "LRU".into()]).unwrap().unwrap();
+        let advisor = Advisor::new(&spec("lru"), 200 * BS, BS, &[spec("arc"), spec("LRU")]).unwrap().unwrap();
         for _ in 0..50 {
             advisor.observe_read(0..100);
         }
@@ -373,7 +383,7 @@ mod tests {
 
     #[test]
     fn windows_show_the_recent_traffic_alone() {
-        let advisor = Advisor::new("lru", 200 * BS, BS, &[]).unwrap().unwrap();
+        let advisor = Advisor::new(&spec("lru"), 200 * BS, BS, &[]).unwrap().unwrap();
         let t0 = Instant::now();
         for _ in 0..10 {
             advisor.observe_read(0..100); // a loop that fits: hits after the first pass
@@ -431,7 +441,7 @@ mod tests {
     #[test]
     fn a_large_cache_samples_its_shadows_and_bounds_the_curve() {
         let blocks = 4 * SHADOW_BLOCKS;
-        let advisor = Advisor::new("lru", blocks * BS, BS, &[]).unwrap().unwrap();
+        let advisor = Advisor::new(&spec("lru"), blocks * BS, BS, &[]).unwrap().unwrap();
         assert_eq!(advisor.advice().shadow_sampling_rate, 0.25);
         advisor.observe_read(0..10 * MRC_SAMPLE as u64);
         let advice = advisor.advice();
@@ -442,7 +452,6 @@ mod tests {
             "the fixed-size sample lowered its rate: {}",
             advice.mrc_sampling_rate
         );
-        assert!(Advisor::new("lru", BS - 1, BS, &[]).unwrap().is_none(), "no cache, no advice");
-        assert!(Advisor::new("lru", 64 * BS, BS, &["nosuch".into()]).is_err());
+        assert!(Advisor::new(&spec("lru"), BS - 1, BS, &[]).unwrap().is_none(), "no cache, no advice");
     }
 }

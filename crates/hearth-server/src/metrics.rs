@@ -555,7 +555,7 @@ async fn take_advice_snapshots(exports: Arc<Vec<Arc<Export>>>) {
     timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         timer.tick().await;
-        for advisor in exports.iter().filter_map(|e| e.advisor.as_ref()) {
+        for advisor in exports.iter().filter_map(|e| e.advisor()) {
             advisor.snapshot();
         }
     }

@@ -4,13 +4,10 @@
 //! `hearth_trace::TraceError`, which names the file and the place in it.
 
 use hearth_placement::UntrackableBuffer;
-use hearth_policy::SpecError;
 
 /// Why a client/storage cache hierarchy could not be simulated.
 #[derive(Debug, thiserror::Error)]
 pub enum HierarchyError {
-    #[error(transparent)]
-    Policy(#[from] SpecError),
     #[error(transparent)]
     Buffer(#[from] UntrackableBuffer),
     #[error("DEMOTE needs the client's evicted blocks, which a storage-level trace does not record")]

@@ -195,8 +195,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let source = oracle_general_file(dir.path(), accesses);
         let trace = Streamed::open(&source, Needs::default(), &()).unwrap();
-        let jobs: Vec<Job> =
-            [1000u64, 5000, 20_000].iter().map(|&cache_bytes| Job { policy: "arc".into(), cache_bytes }).collect();
+        let jobs: Vec<Job> = [1000u64, 5000, 20_000]
+            .iter()
+            .map(|&cache_bytes| Job { policy: "arc".parse().unwrap(), cache_bytes })
+            .collect();
         let full = run_streaming(trace.accesses().unwrap(), &jobs, Counting::default(), 2, &|_| {}).unwrap();
         let same = run_miniature(&trace, &jobs, 1.0, 2, &|_| {}).unwrap();
         assert_eq!(same, full);
@@ -244,7 +246,7 @@ mod tests {
         let mut source = TraceSource::new("synth:zipf:20000:0.9");
         source.requests = 200_000;
         let trace = Streamed::open(&source, Needs::default(), &()).unwrap();
-        let jobs = [Job { policy: "lirs".into(), cache_bytes: 2000 * 4096 }];
+        let jobs = [Job { policy: "lirs".parse().unwrap(), cache_bytes: 2000 * 4096 }];
         let full = run_streaming(trace.accesses().unwrap(), &jobs, Counting::default(), 1, &|_| {}).unwrap();
         let mini = run_miniature(&trace, &jobs, 0.01, 1, &|_| {}).unwrap();
         assert!(full[0].miss_ratio() < 0.9, "{:?}", full[0]);

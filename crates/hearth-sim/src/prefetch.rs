@@ -25,8 +25,8 @@ pub struct Setup {
     /// [`PrefetchCache::new`].
     pub prefetch_fraction: f64,
     pub block_size: u32,
-    /// Main-cache policy spec (`lru`).
-    pub main_policy: String,
+    /// Main-cache policy (`lru`).
+    pub main_policy: hearth_policy::PolicySpec,
     /// Share of I/Os before counting starts (and offline training ends).
     pub warmup: f64,
     pub device: Option<Device>,
@@ -290,7 +290,7 @@ mod tests {
             cache_bytes,
             prefetch_fraction: 0.04,
             block_size: 4096,
-            main_policy: "lru".into(),
+            main_policy: "lru".parse().unwrap(),
             warmup: 0.3,
             device: None,
         }

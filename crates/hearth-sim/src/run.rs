@@ -9,29 +9,7 @@ use crate::size::CacheSize;
 use crate::source::{Needs, Progress, SourceError, Streamed, TraceSource};
 use crate::stream::{run_streaming_paced, Counting};
 use crate::{Job, SettingError, SimResult};
-
-/// The policy specs a list of names stands for: the comma-split pieces are
-/// joined back into specs (`mq:m=8`, `lifetime=5000` is one spec), and a
-/// group — `classic`, `modern` or `all` — stands for its policies. Every
-/// front end expands policy lists here.
-pub fn policy_specs(names: &[String]) -> Vec<String> {
-    let mut specs = Vec::new();
-    for spec in hearth_policy::join_specs(names) {
-        match hearth_policy::group(&spec) {
-            Some(members) => specs.extend(members.into_iter().map(String::from)),
-            None => specs.push(spec),
-        }
-    }
-    specs
-}
-
-/// Checks that every spec names a registered policy with valid parameters.
-pub fn check_policies(specs: &[String]) -> Result<(), SourceError> {
-    for spec in specs {
-        hearth_policy::build(spec, 1 << 20)?;
-    }
-    Ok(())
-}
+use hearth_policy::PolicySpec;
 
 /// Requests that fill the cache but are not counted: a number of accesses
 /// or a share of the trace's (`10%`).
@@ -71,8 +49,8 @@ impl Warmup {
 /// What to simulate on each trace.
 #[derive(Clone, Debug, Default)]
 pub struct Simulation {
-    /// Policy specs (see [`policy_specs`]), run in this order at each size.
-    pub policies: Vec<String>,
+    /// Policies, run in this order at each size.
+    pub policies: Vec<PolicySpec>,
     pub sizes: Vec<CacheSize>,
     pub warmup: Option<Warmup>,
     /// Also keep the miss ratio of every N counted requests.
@@ -85,7 +63,7 @@ impl Simulation {
         Needs {
             totals: self.sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_)))
                 || matches!(self.warmup, Some(Warmup::Share(_))),
-            next_access: self.policies.iter().any(|p| hearth_policy::is_offline(p)),
+            next_access: self.policies.iter().any(PolicySpec::is_offline),
         }
     }
 
@@ -119,7 +97,7 @@ impl Prepared<'_> {
     }
 
     /// The jobs of `policies` at every size, in [`Prepared::order`].
-    pub fn jobs(&self, policies: &[String]) -> Vec<Job> {
+    pub fn jobs(&self, policies: &[PolicySpec]) -> Vec<Job> {
         self.order(policies.len())
             .map(|(s, p)| Job { policy: policies[p].clone(), cache_bytes: self.cache_bytes[s] })
             .collect()
@@ -195,25 +173,6 @@ mod tests {
     use super::*;
     use crate::parse_sizes;
 
-    fn strings(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn policy_lists_expand_all_and_join_parameters() {
-        let all = policy_specs(&strings(&["all"]));
-        assert_eq!(all, hearth_policy::names().into_iter().map(String::from).collect::<Vec<_>>());
-        let groups = policy_specs(&strings(&["classic", "modern"]));
-        assert_eq!(groups.len(), all.len(), "classic and modern split all");
-        assert!(groups.iter().all(|g| all.contains(g)));
-        assert_eq!(policy_specs(&strings(&["lru", "modern"]))[0], "lru");
-        assert_eq!(
-            policy_specs(&strings(&["lru", "mq:m=8", "lifetime=5000"])),
-            strings(&["lru", "mq:m=8,lifetime=5000"])
-        );
-        assert!(check_policies(&strings(&["lru", "nope"])).unwrap_err().to_string().contains("unknown policy"));
-    }
-
     #[test]
     fn warmup_parses_counts_and_shares() {
         assert_eq!("1000".parse(), Ok(Warmup::Accesses(1000)));
@@ -229,7 +188,7 @@ mod tests {
         let mut source = TraceSource::new("synth:zipf:2000:0.8");
         source.requests = 20_000;
         let sim = Simulation {
-            policies: strings(&["lru", "opt"]),
+            policies: hearth_policy::parse_list("lru,opt").unwrap(),
             sizes: parse_sizes("10%,100blocks").unwrap(),
             warmup: Some(Warmup::Share(0.1)),
             interval: None,
@@ -241,7 +200,13 @@ mod tests {
         assert!(run.results.iter().all(|r| r.requests == 18_000));
         assert!(run.results[1].hits >= run.results[0].hits, "OPT bounds LRU");
         // The same numbers as one in-memory run of the counted accesses' jobs.
-        let alone = simulate(&source, &Simulation { policies: strings(&["lru"]), ..sim.clone() }, 1, &()).unwrap();
+        let alone = simulate(
+            &source,
+            &Simulation { policies: hearth_policy::parse_list("lru").unwrap(), ..sim.clone() },
+            1,
+            &(),
+        )
+        .unwrap();
         assert_eq!(alone.results[0], run.results[0]);
         let rows: Vec<Row> = run.rows().collect();
         assert_eq!(rows[0].trace, "synth:zipf:2000:0.8");

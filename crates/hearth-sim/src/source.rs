@@ -73,7 +73,6 @@ impl From<StreamError> for SourceError {
     fn from(e: StreamError) -> Self {
         match e {
             StreamError::Trace(t) => SourceError::Trace(t),
-            StreamError::Policy(m) => SourceError::Policy(m),
             StreamError::Setting(m) => SourceError::Setting(m),
         }
     }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::run::{check_policies, policy_specs, simulate, Row, Simulation, Warmup};
+use crate::run::{simulate, Row, Simulation, Warmup};
 use crate::size::parse_sizes;
 use crate::source::{ModeChoice, OptionNames, Progress, SourceError, TraceSource};
 use crate::SimResult;
@@ -33,12 +33,16 @@ enum Strings {
 }
 
 impl Strings {
-    fn pieces(&self) -> Vec<String> {
-        let all = match self {
+    /// The strings as written, each possibly a comma-separated list.
+    fn lists(&self) -> Vec<String> {
+        match self {
             Strings::One(s) => vec![s.clone()],
             Strings::Many(v) => v.clone(),
-        };
-        all.iter().flat_map(|s| s.split(',')).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+        }
+    }
+    /// The comma-separated items of every string.
+    fn pieces(&self) -> Vec<String> {
+        self.lists().iter().flat_map(|s| s.split(',')).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
     }
 }
 
@@ -126,11 +130,10 @@ impl Sweep {
         if traces.is_empty() {
             return Err(SourceError::NoTraces);
         }
-        let policies = policy_specs(&file.policies.pieces());
+        let policies = hearth_policy::parse_list(&file.policies.lists().join(","))?;
         if policies.is_empty() {
             return Err(SourceError::NoPolicies);
         }
-        check_policies(&policies)?;
         let sizes_text = file.sizes.pieces().join(",");
         let sizes = parse_sizes(&sizes_text).map_err(SourceError::Sizes)?;
         let warmup_text = file.warmup.as_ref().map(Text::text);
@@ -232,7 +235,10 @@ output = "out/sweep.csv"
     #[test]
     fn a_sweep_file_reads_into_sources_and_one_simulation() {
         let sweep = Sweep::parse(FILE, Path::new("/data")).unwrap();
-        assert_eq!(sweep.sim.policies, vec!["lru", "mq:m=4,lifetime=100"]);
+        assert_eq!(
+            sweep.sim.policies.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["lru", "mq:m=4,lifetime=100"]
+        );
         assert_eq!(sweep.sizes, "5%,100blocks");
         assert_eq!(sweep.sim.warmup, Some(Warmup::Accesses(1000)));
         assert_eq!(sweep.output, Some(PathBuf::from("/data/out/sweep.csv")));

@@ -22,9 +22,9 @@ fn opt_bounds_every_policy_at_every_size() {
     let mut jobs = Vec::new();
     for share in [0.01, 0.05, 0.1, 0.25] {
         let bytes = CacheSize::Footprint(share).resolve(trace.footprint_bytes, Some(4096)).unwrap();
-        jobs.extend(policies.iter().map(|p| Job { policy: p.to_string(), cache_bytes: bytes }));
+        jobs.extend(policies.iter().map(|p| Job { policy: p.parse().unwrap(), cache_bytes: bytes }));
     }
-    let results = run_jobs(&trace, &jobs, 2, &|_| {}).unwrap();
+    let results = run_jobs(&trace, &jobs, 2, &|_| {});
     for per_size in results.chunks(policies.len()) {
         let opt = per_size.iter().find(|r| r.policy == "OPT").expect("OPT is registered");
         for r in per_size {

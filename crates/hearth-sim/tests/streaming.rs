@@ -27,7 +27,7 @@ fn jobs(trace: &Trace, policies: &[&str], shares: &[f64]) -> Vec<Job> {
     let mut jobs = Vec::new();
     for &share in shares {
         let cache_bytes = CacheSize::Footprint(share).resolve(trace.footprint_bytes, trace.block_size()).unwrap();
-        jobs.extend(policies.iter().map(|p| Job { policy: p.to_string(), cache_bytes }));
+        jobs.extend(policies.iter().map(|p| Job { policy: p.parse().unwrap(), cache_bytes }));
     }
     jobs
 }
@@ -37,7 +37,7 @@ fn streamed_results_equal_in_memory_for_every_policy_and_size() {
     let mode = Mode::Block { block_size: 4096 };
     let trace = Trace::from_accesses(prefix(mode).collect::<Result<_, _>>().unwrap(), mode);
     let jobs = jobs(&trace, &hearth_policy::names(), &[0.01, 0.05, 0.1, 0.25]);
-    let want = run_jobs(&trace, &jobs, 2, &|_| {}).unwrap();
+    let want = run_jobs(&trace, &jobs, 2, &|_| {});
 
     let dir = tempfile::tempdir().unwrap();
     let first = scan(prefix(mode), Some(dir.path()), &|_| {}).unwrap();
@@ -55,7 +55,7 @@ fn opt_reads_next_uses_from_an_oracle_general_file() {
     let file = dir.path().join("prefix.oracleGeneral.bin");
     hearth_trace::write_oracle_general(&file, &trace.accesses).unwrap();
     let jobs = jobs(&trace, &["opt", "lru"], &[0.01, 0.1]);
-    let want = run_jobs(&trace, &jobs, 2, &|_| {}).unwrap();
+    let want = run_jobs(&trace, &jobs, 2, &|_| {});
     let from_file = hearth_trace::accesses(hearth_trace::open(&file, None).unwrap(), Mode::Object);
     let got = run_streaming(from_file, &jobs, Counting::default(), 2, &|_| {}).unwrap();
     assert_eq!(got, want);
@@ -75,7 +75,7 @@ fn one_pass_lru_curve_equals_full_simulation_at_40_sizes() {
         let shares: Vec<f64> = (0..40).map(|i| 0.001 * 1000f64.powf(i as f64 / 39.0)).collect();
         let jobs = jobs(&trace, &["lru"], &shares);
         let sizes: Vec<u64> = jobs.iter().map(|j| j.cache_bytes).collect();
-        let full = run_jobs(&trace, &jobs, 2, &|_| {}).unwrap();
+        let full = run_jobs(&trace, &jobs, 2, &|_| {});
 
         let mut exact = StackDistances::new(&sizes);
         let mut shards = Shards::new(ShardsMode::FixedRate(1.0), &sizes).unwrap();
@@ -124,10 +124,10 @@ fn two_level_runs_streamed_from_the_file_equal_in_memory_runs() {
     for placement in [Placement::Access, Placement::Eviction { reload_threshold: 0 }, Placement::Demote] {
         for policy in ["lru", "arc", "opt"] {
             let cfg = HierarchyConfig {
-                client_policy: "lru".into(),
+                client_policy: "lru".parse().unwrap(),
                 client_bytes: share(0.02),
                 per_client: false,
-                storage_policy: policy.into(),
+                storage_policy: policy.parse().unwrap(),
                 storage_bytes: share(0.1),
                 placement,
                 slot_bytes: 4096,

@@ -39,10 +39,10 @@ fn cloud_physics(requests: usize) -> Trace {
 
 fn config(policy: &str, client_bytes: u64, storage_bytes: u64, placement: Placement) -> HierarchyConfig {
     HierarchyConfig {
-        client_policy: "lru".into(),
+        client_policy: "lru".parse().unwrap(),
         client_bytes,
         per_client: false,
-        storage_policy: policy.into(),
+        storage_policy: policy.parse().unwrap(),
         storage_bytes,
         placement,
         slot_bytes: BLOCK,
@@ -175,7 +175,7 @@ proptest! {
             .into_iter()
             .map(|p| {
                 let mut c = config(p, client_blocks * BLOCK, storage_blocks * BLOCK, placement);
-                c.client_policy = client_policy.into();
+                c.client_policy = client_policy.parse().unwrap();
                 c.per_client = per_client;
                 run_hierarchy(&trace, &c).unwrap()
             })

@@ -3,12 +3,8 @@
 
 use std::path::PathBuf;
 
-use hearth_policy::SpecError;
-
 #[derive(Debug, thiserror::Error)]
 pub enum TierError {
-    #[error(transparent)]
-    Policy(#[from] SpecError),
     /// A file that could not be read, written or parsed; `reason` says why.
     #[error("{}: {reason}", file.display())]
     File { file: PathBuf, reason: String },

@@ -209,15 +209,17 @@ pub fn simulate(cfg: &TierConfig, extents: &[Extent], graph: Option<&AccessGraph
     if cfg.cdp.is_some() && graph.is_none() {
         return Err(TierError::CdpWithoutGraph);
     }
-    let lru = |bytes| hearth_policy::build("lru", bytes);
+    // The OS and fast-device caches are LRU, the prefetch cache FIFO: fixed
+    // parts of the model, not settings, so built directly.
+    let lru = |bytes| -> Box<dyn Policy> { Box::new(hearth_policy::Lru::new(bytes)) };
     let mut tier = Tier {
         cfg,
         graph,
-        os_cache: lru(cfg.os_cache_bytes)?,
+        os_cache: lru(cfg.os_cache_bytes),
         os_ready_at: key_map(1024),
-        prefetch_cache: hearth_policy::build("fifo", cfg.prefetch_cache_bytes)?,
+        prefetch_cache: Box::new(hearth_policy::Fifo::new(cfg.prefetch_cache_bytes)),
         fast_lru: match cfg.fast_use {
-            FastUse::LruCache(bytes) => Some(lru(bytes)?),
+            FastUse::LruCache(bytes) => Some(lru(bytes)),
             _ => None,
         },
         fast: DeviceQueue::new(cfg.fast),

@@ -1,11 +1,7 @@
 //! Why a warm-up experiment or its synthetic workload could not run.
 
-use hearth_policy::SpecError;
-
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WarmupError {
-    #[error(transparent)]
-    Policy(#[from] SpecError),
     #[error("region size {region} is not a positive multiple of the block size {block_size}")]
     Region { region: u64, block_size: u32 },
     #[error("a period of {period} holds more than {max} intervals of {interval}; use a longer interval")]

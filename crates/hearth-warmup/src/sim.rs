@@ -9,6 +9,7 @@
 use std::ops::Range;
 
 use hearth_core::{key_map, Access, Op, Policy, NEVER};
+use hearth_policy::PolicySpec;
 use serde::Serialize;
 
 use crate::converge::{load_reduction, t_converge, HitSeries, Thresholds};
@@ -25,8 +26,8 @@ pub struct TimedAccess {
 /// How an experiment runs; sizes are in bytes.
 #[derive(Clone, Debug)]
 pub struct Experiment {
-    /// Replacement policy spec (see `hearth_policy::build`), e.g. `"lru"`.
-    pub policy: String,
+    /// Replacement policy, e.g. `lru`.
+    pub policy: PolicySpec,
     pub cache_sizes: Vec<u64>,
     pub block_size: u32,
     /// Length of a period between restarts (a day in Bonfire).
@@ -102,7 +103,6 @@ pub fn run(
     job_done: &(dyn Fn() + Sync),
 ) -> Result<Vec<Outcome>, WarmupError> {
     assert!(exp.interval_ns > 0 && exp.block_size > 0, "interval and block size must be positive");
-    hearth_policy::build(&exp.policy, 1 << 20)?;
     for &r in &exp.region_sizes {
         if r == 0 || r % u64::from(exp.block_size) != 0 {
             return Err(WarmupError::Region { region: r, block_size: exp.block_size });
@@ -184,7 +184,7 @@ impl Context<'_> {
     }
 
     fn run(&self, job: &Job) -> Result<Outcome, WarmupError> {
-        let mut cache = Cache::new(&self.exp.policy, job.cache_bytes, self.exp.block_size)?;
+        let mut cache = Cache::new(&self.exp.policy, job.cache_bytes, self.exp.block_size);
         if job.method == Method::AlwaysWarm {
             return Ok(self.always_warm(&mut cache, job));
         }
@@ -308,8 +308,8 @@ struct Cache {
 }
 
 impl Cache {
-    fn new(spec: &str, bytes: u64, block_size: u32) -> Result<Cache, WarmupError> {
-        Ok(Cache { policy: hearth_policy::build(spec, bytes)?, block_size, vtime: 0, evicted: Vec::with_capacity(64) })
+    fn new(spec: &PolicySpec, bytes: u64, block_size: u32) -> Cache {
+        Cache { policy: spec.build(bytes), block_size, vtime: 0, evicted: Vec::with_capacity(64) }
     }
 
     fn request(&self, block: u64) -> Access {
@@ -371,7 +371,7 @@ mod tests {
             }
         }
         let exp = Experiment {
-            policy: "lru".into(),
+            policy: "lru".parse().unwrap(),
             cache_sizes: vec![8 * 4096],
             block_size: 4096,
             period_ns: 100 * S,
@@ -418,7 +418,7 @@ mod tests {
             })
             .collect();
         let exp = Experiment {
-            policy: "lru".into(),
+            policy: "lru".parse().unwrap(),
             cache_sizes: vec![40 * 4096],
             block_size: 4096,
             period_ns: 1000 * S,
@@ -442,7 +442,7 @@ mod tests {
     fn a_trace_shorter_than_two_periods_is_refused() {
         let trace: Vec<_> = [0, 5, 12].map(|s| TimedAccess { time_ns: s * S, block: s }).to_vec();
         let exp = Experiment {
-            policy: "lru".into(),
+            policy: "lru".parse().unwrap(),
             cache_sizes: vec![4096],
             block_size: 4096,
             period_ns: 10 * S,

@@ -5,6 +5,7 @@
 
 use anyhow::Context;
 use clap::Args;
+use hearth_policy::{PolicyList, PolicySpec};
 use hearth_sim::{parse_sizes, simulate, CacheSize, SimResult, Simulation};
 
 use crate::progress;
@@ -19,10 +20,10 @@ pub struct AdviseArgs {
     cache_size: String,
     /// The policy the cache runs now (the server's default is mq).
     #[arg(long, default_value = "mq")]
-    policy: String,
+    policy: PolicySpec,
     /// Alternatives to compare, comma-separated (default: the server's what-if policies).
-    #[arg(short, long, value_delimiter = ',')]
-    policies: Vec<String>,
+    #[arg(short, long)]
+    policies: Vec<PolicyList>,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -42,18 +43,17 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<()> {
         CacheSize::Objects(n) => CacheSize::Objects(2 * n),
         CacheSize::Footprint(f) => CacheSize::Footprint(2.0 * f),
     };
-    let what_if: Vec<String> = if args.policies.is_empty() {
-        hearth_server::advice::DEFAULT_WHAT_IF.iter().map(|p| p.to_string()).collect()
+    let what_if = if args.policies.is_empty() {
+        hearth_server::advice::default_what_if()
     } else {
-        args.policies.clone()
+        PolicyList::concat(&args.policies)
     };
-    let mut policies = hearth_sim::run::policy_specs(std::slice::from_ref(&args.policy));
-    for spec in hearth_sim::run::policy_specs(&what_if) {
+    let mut policies = vec![args.policy.clone()];
+    for spec in what_if {
         if !policies.contains(&spec) {
             policies.push(spec);
         }
     }
-    hearth_sim::run::check_policies(&policies)?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let sim = Simulation { policies, sizes: vec![size, doubled], warmup: None, interval: None };
     let run = simulate(&args.trace.source(), &sim, threads, &progress::Bars::new(args.quiet))?;

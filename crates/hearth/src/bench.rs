@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use hearth_policy::{PolicyList, PolicySpec};
 use hearth_sim::{replay, Trace};
 use hearth_trace::{Format, Mode};
 
@@ -25,8 +26,8 @@ pub struct SimBenchArgs {
     /// Policies to compare, comma-separated: names libCacheSim knows too, with Hearth's parameters if
     /// any (libCacheSim runs the bare name). MQ as libCacheSim parameterises it is
     /// mq:lifetime=10000,history=bytes (likewise 2q:sizing=bytes, lfuda:formula=additive).
-    #[arg(short, long, value_delimiter = ',', default_value = "lru,arc,mq:lifetime=10000,history=bytes")]
-    policies: Vec<String>,
+    #[arg(short, long, default_value = "lru,arc,mq:lifetime=10000,history=bytes")]
+    policies: Vec<PolicyList>,
     /// Cache size in bytes, e.g. 256MiB.
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = hearth_core::parse_bytes)]
     cache_size: u64,
@@ -61,10 +62,9 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         eprintln!("warning: this is a debug build; benchmark with `cargo run --release -- bench sim`");
     }
     let (trace_path, peer_script) = args.paths();
-    // Parameters come back together (mq:lifetime=10000,history=bytes); libCacheSim runs the bare name.
-    let specs = hearth_sim::run::policy_specs(&args.policies);
-    let peer_name = |spec: &str| spec.split([':', '+']).next().unwrap_or(spec).trim().to_lowercase();
-    let width = specs.iter().map(String::len).max().unwrap_or(6).max(6);
+    // libCacheSim runs the bare name (mq for mq:lifetime=10000,history=bytes).
+    let specs = PolicyList::concat(&args.policies);
+    let width = specs.iter().map(|spec| spec.to_string().len()).max().unwrap_or(6).max(6);
     let trace = Trace::load(hearth_trace::open(&trace_path, Some(Format::OracleGeneral))?, Mode::Object)?;
     let n = trace.accesses.len() as f64;
 
@@ -74,7 +74,7 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         .arg("ORACLE_GENERAL_TRACE")
         .arg(args.cache_size.to_string())
         .arg(args.repeat.to_string())
-        .args(specs.iter().map(|s| peer_name(s)))
+        .args(specs.iter().map(PolicySpec::name))
         .output()
         .context("running python3 for the libCacheSim peer")?;
     if !peer.status.success() {
@@ -97,12 +97,12 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         "policy", "in memory", "end-to-end", "libCacheSim req/s", "ratio", "e2e ratio", "miss", "lcs miss"
     );
     for name in &specs {
-        let build = || hearth_policy::build(name, args.cache_size);
+        let build = || name.build(args.cache_size);
         // In memory: the policy alone.
         let mut best = f64::INFINITY;
         let mut result = None;
         for _ in 0..args.repeat {
-            let mut policy = build()?;
+            let mut policy = build();
             let start = Instant::now();
             result = Some(replay(policy.as_mut(), trace.accesses.iter().copied(), &|_| {}));
             best = best.min(start.elapsed().as_secs_f64());
@@ -110,7 +110,7 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         // End to end, like libCacheSim's process_trace: read the file while simulating.
         let mut best_e2e = f64::INFINITY;
         for _ in 0..args.repeat {
-            let mut policy = build()?;
+            let mut policy = build();
             let start = Instant::now();
             let reader = hearth_trace::open(&trace_path, Some(Format::OracleGeneral))?;
             let stream = hearth_trace::accesses(reader, Mode::Object).map(|a| a.expect("the file read cleanly above"));
@@ -119,7 +119,7 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         }
         let result = result.expect("repeat >= 1");
         let (ours, e2e) = (n / best, n / best_e2e);
-        let p = &peer[peer_name(name).as_str()];
+        let p = &peer[name.name()];
         let theirs = p["requests"].as_f64().unwrap_or(f64::NAN) / p["seconds"].as_f64().unwrap_or(f64::NAN);
         println!(
             "{:<width$} {:>14.0} {:>14.0} {:>16.0} {:>7.2}x {:>7.2}x {:>10.4} {:>10.4}",

@@ -9,8 +9,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use hearth_core::format_bytes;
+use hearth_policy::{PolicyList, PolicySpec};
 use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode, HOT_KEYS, TRUSTED_SAMPLE_KEYS};
-use hearth_sim::run::check_policies;
 use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::stream::{run_streaming, Counting};
 use hearth_sim::{mrc_grid, parse_sizes, CacheSize, Job, SimResult};
@@ -51,8 +51,8 @@ pub struct MrcArgs {
     #[arg(short, long, value_delimiter = ',', default_value = "exact")]
     method: Vec<Method>,
     /// Policies for mini and full (exact and shards are LRU's), comma-separated.
-    #[arg(short, long, value_delimiter = ',', default_value = "lru")]
-    policies: Vec<String>,
+    #[arg(short, long, default_value = "lru")]
+    policies: Vec<PolicyList>,
     /// Sampling rate for shards and mini: a share (1%) or a fraction (0.01).
     #[arg(long, default_value = "1%")]
     rate: String,
@@ -129,12 +129,11 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
         Some(spec) => parse_sizes(spec).context("--sizes")?,
         None => mrc_grid(),
     };
-    let policies = hearth_policy::join_specs(&args.policies);
-    check_policies(&policies)?;
+    let policies = PolicyList::concat(&args.policies);
     let simulates = args.method.iter().any(|m| matches!(m, Method::Mini | Method::Full));
     let needs = Needs {
         totals: sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_))),
-        next_access: simulates && policies.iter().any(|p| hearth_policy::is_offline(p)),
+        next_access: simulates && policies.iter().any(PolicySpec::is_offline),
     };
     let source = args.trace.source();
     let mut trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet))?;

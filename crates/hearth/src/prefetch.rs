@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use hearth_core::{format_bytes, KeyMap};
+use hearth_policy::PolicySpec;
 use hearth_prefetch::cminer;
 use hearth_sim::device::Device;
 use hearth_sim::parse_sizes;
@@ -122,7 +123,7 @@ pub struct CeilingArgs {
 pub struct ReplayCache {
     /// Main-cache policy.
     #[arg(long, default_value = "lru")]
-    policy: String,
+    policy: PolicySpec,
     /// Share of the I/Os used as warm-up (and C-Miner* training) before counting.
     #[arg(long, value_name = "PERCENT", default_value = "30%",
           value_parser = units::share("--warmup", units::BareShare::Fraction))]

@@ -8,9 +8,10 @@ use anyhow::Context;
 use clap::Args;
 use hearth_core::format_bytes;
 use hearth_placement::Placement;
+use hearth_policy::{PolicyList, PolicySpec};
 use hearth_sim::device::Device;
 use hearth_sim::hierarchy::{BufferedFile, HierarchyConfig, HierarchyResult, StorageReplay, Timing};
-use hearth_sim::run::{check_policies, policy_specs, Row, Warmup};
+use hearth_sim::run::{Row, Warmup};
 use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::{parse_sizes, simulate, Job, SimResult, Simulation, TraceRun, TraceSource, DEFAULT_SIZES, MRC_SIZES};
 
@@ -29,8 +30,8 @@ pub struct SimArgs {
     more_traces: Vec<PathBuf>,
     /// Policies to run, comma-separated, with optional parameters (`lfu:aging=1000`) and admission
     /// (`lru+tinylfu`); `classic`, `modern` and `all` stand for groups (see `hearth policies`).
-    #[arg(short, long, value_delimiter = ',', default_value = "all")]
-    policies: Vec<String>,
+    #[arg(short, long, default_value = "all")]
+    policies: Vec<PolicyList>,
     /// Cache sizes, comma-separated: bytes (64MiB), blocks (5000blocks), objects (5000objects, with
     /// --ignore-obj-size or a trace without sizes), share of footprint (5%), or a byte range with step
     /// (128MiB..1GiB/128MiB). Default: 1%,5%,10%,25% (the MRC grid with --mrc).
@@ -81,8 +82,8 @@ impl SimArgs {
 struct HierarchyArgs {
     /// Put a client buffer cache of SIZE (bytes, blocks or % of footprint; LRU unless :POLICY) above
     /// the storage cache; the storage cache then sees only client misses.
-    #[arg(long, value_name = "SIZE[:POLICY]")]
-    client_cache: Option<String>,
+    #[arg(long, value_name = "SIZE[:POLICY]", value_parser = client_cache)]
+    client_cache: Option<(String, PolicySpec)>,
     /// Storage-cache placements to compare (with --client-cache, or on a storage-level trace with buffer
     /// addresses): ac, ev, ev:RELOAD_THRESHOLD, demote.
     #[arg(long, value_delimiter = ',', default_value = "ac,ev")]
@@ -118,8 +119,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let sizes_spec =
         args.sizes.clone().unwrap_or_else(|| if args.mrc.is_some() { MRC_SIZES } else { DEFAULT_SIZES }.into());
     let sizes = parse_sizes(&sizes_spec).context("--sizes")?;
-    let policies = policy_specs(&args.policies);
-    check_policies(&policies)?;
+    let policies = PolicyList::concat(&args.policies);
     let warmup: Option<Warmup> = args.warmup.as_deref().map(str::parse).transpose().context("--warmup")?;
     let sim = Simulation { policies, sizes, warmup, interval: args.interval };
     let progress = progress::Bars::new(args.quiet);
@@ -271,7 +271,7 @@ fn write_mrc(
 type Curve = (Option<&'static str>, String, Vec<(f64, f64)>);
 
 /// One curve per trace and policy.
-fn mrc_curves(runs: &[TraceRun], specs: &[String]) -> Vec<Curve> {
+fn mrc_curves(runs: &[TraceRun], specs: &[PolicySpec]) -> Vec<Curve> {
     let mut curves = Vec::new();
     for run in runs {
         // Results come size by size, policies in `specs` order within each.
@@ -279,7 +279,7 @@ fn mrc_curves(runs: &[TraceRun], specs: &[String]) -> Vec<Curve> {
             let mine: Vec<&SimResult> = run.results.iter().skip(p).step_by(specs.len()).collect();
             let Some(first) = mine.first() else { continue };
             let points = mine.iter().map(|r| (r.cache_bytes as f64 / (1u64 << 20) as f64, r.miss_ratio())).collect();
-            curves.push((hearth_policy::family(spec), label(runs, run, first), points));
+            curves.push((Some(spec.family()), label(runs, run, first), points));
         }
     }
     curves
@@ -307,11 +307,17 @@ fn interval_chart(runs: &[TraceRun], every: u64) -> hearth_plot::Chart {
 /// Two-level runs stream the trace: a first pass measures the footprint
 /// (and next uses for an offline client policy), then every configuration
 /// reads the trace on its own, so memory does not grow with its length.
-fn run_hierarchy(args: &SimArgs, client: &str, threads: usize) -> anyhow::Result<()> {
+/// `--client-cache SIZE[:POLICY]`: the size as written (resolved against
+/// the trace later) and the policy, LRU unless given.
+fn client_cache(arg: &str) -> Result<(String, PolicySpec), hearth_policy::SpecError> {
+    let (size, policy) = arg.split_once(':').unwrap_or((arg, "lru"));
+    Ok((size.to_string(), policy.parse()?))
+}
+
+fn run_hierarchy(args: &SimArgs, (size, client_policy): &(String, PolicySpec), threads: usize) -> anyhow::Result<()> {
     anyhow::ensure!(args.more_traces.is_empty(), "two-level runs take one trace");
-    let (size, client_policy) = client.split_once(':').unwrap_or((client, "lru"));
     let source = args.trace.source();
-    let needs = Needs { totals: true, next_access: hearth_policy::is_offline(client_policy) };
+    let needs = Needs { totals: true, next_access: client_policy.is_offline() };
     let trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet))?;
     if trace.accesses_counted() == 0 {
         anyhow::bail!("{} holds no requests", args.trace.trace.display());
@@ -321,7 +327,7 @@ fn run_hierarchy(args: &SimArgs, client: &str, threads: usize) -> anyhow::Result
     let mut jobs = Vec::new();
     for size in parse_sizes(&sizes_spec).context("--sizes")? {
         let cache_bytes = size.resolve(footprint, block_size)?;
-        jobs.extend(policy_specs(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
+        jobs.extend(PolicyList::concat(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
     }
     let h = &args.hierarchy;
     let [client_size] = parse_sizes(size).context("--client-cache")?[..] else {
@@ -388,9 +394,11 @@ fn run_storage_level(args: &SimArgs, threads: usize) -> anyhow::Result<()> {
     let mut jobs = Vec::new();
     for size in parse_sizes(&sizes_spec).context("--sizes")? {
         let cache_bytes = size.resolve(footprint, Some(block_size as u32))?;
-        jobs.extend(policy_specs(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
+        jobs.extend(PolicyList::concat(&args.policies).into_iter().map(|policy| Job { policy, cache_bytes }));
     }
-    let configs = hierarchy_configs(&args.hierarchy, &jobs, "", 0, block_size);
+    // No client cache: its policy is never built.
+    let no_client = "lru".parse().expect("lru is registered");
+    let configs = hierarchy_configs(&args.hierarchy, &jobs, &no_client, 0, block_size);
     let results =
         hearth_sim::parallel_map(&configs, threads, |cfg| hearth_sim::hierarchy::run_storage_trace(&trace, cfg))
             .into_iter()
@@ -407,14 +415,14 @@ fn run_storage_level(args: &SimArgs, threads: usize) -> anyhow::Result<()> {
 fn hierarchy_configs(
     h: &HierarchyArgs,
     jobs: &[Job],
-    client_policy: &str,
+    client_policy: &PolicySpec,
     client_bytes: u64,
     slot_bytes: u64,
 ) -> Vec<HierarchyConfig> {
     jobs.iter()
         .flat_map(|job| {
             h.placement.iter().map(move |&placement| HierarchyConfig {
-                client_policy: client_policy.to_string(),
+                client_policy: client_policy.clone(),
                 client_bytes,
                 per_client: h.per_client,
                 storage_policy: job.policy.clone(),

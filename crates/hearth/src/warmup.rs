@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use hearth_core::format_bytes;
+use hearth_policy::PolicySpec;
 use hearth_sim::parse_sizes;
 use hearth_warmup::reaccess;
 use hearth_warmup::synth::DailyZipf;
@@ -74,7 +75,7 @@ pub struct WarmupSimArgs {
     sizes: String,
     /// Replacement policy of the cache.
     #[arg(long, default_value = "lru")]
-    policy: String,
+    policy: PolicySpec,
     /// Time between restarts, e.g. 30m or 1d; Bonfire restarts daily.
     #[arg(long, value_name = "DURATION", default_value = "1d", value_parser = units::duration_or_seconds("--period"))]
     period: Duration,

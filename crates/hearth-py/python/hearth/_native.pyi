@@ -14,7 +14,7 @@ def object_mode(trace: str, format: Optional[str] = None, mode: Optional[str] = 
     """Whether ``sim`` replays ``trace`` in object mode (decided from the arguments and the name)."""
 
 def offline_policy(spec: str) -> bool:
-    """Whether a policy spec is offline (OPT, BeladySize)."""
+    """Whether a policy spec is offline (OPT, BeladySize); a bad spec raises ConfigError."""
 
 def sim(
     traces: Sequence[str],

@@ -410,10 +410,11 @@ fn failed_eviction_write_backs_keep_the_data_until_a_flush_lands() {
 /// the cache never holds more than its capacity.
 #[test]
 fn every_policy_keeps_reads_equal_to_a_model() {
-    for name in hearth_policy::names().into_iter().filter(|n| !hearth_policy::is_offline(n)) {
+    let online = hearth_policy::parse_list("all").unwrap().into_iter().filter(|spec| !spec.is_offline());
+    for spec in online {
         for mode in [CacheMode::Through, CacheMode::Back { dirty_limit: 8 * 4096 }] {
             let size = 64 * 4096 + 1000;
-            let policy = hearth_policy::build(name, 16 * u64::from(BS)).unwrap();
+            let policy = spec.build(16 * u64::from(BS));
             let backend = Arc::new(MemoryBackend::new(size));
             let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, mode);
             let mut model = vec![0u8; size as usize];
@@ -438,13 +439,13 @@ fn every_policy_keeps_reads_equal_to_a_model() {
                     }
                     _ => {
                         cache.read(offset, &mut buf[..len]).unwrap();
-                        assert_eq!(buf[..len], model[at..end], "{name} {mode:?} request {i}");
+                        assert_eq!(buf[..len], model[at..end], "{spec} {mode:?} request {i}");
                     }
                 }
-                assert!(cache.occupancy().0 <= 16, "{name} holds more blocks than its capacity");
+                assert!(cache.occupancy().0 <= 16, "{spec} holds more blocks than its capacity");
             }
             cache.flush().unwrap();
-            assert!(backend.snapshot() == model, "{name} {mode:?}: backend differs from the model after flush");
+            assert!(backend.snapshot() == model, "{spec} {mode:?}: backend differs from the model after flush");
         }
     }
 }

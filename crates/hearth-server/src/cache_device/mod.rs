@@ -77,6 +77,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Op, Policy};
+use hearth_policy::PolicySpec;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backend::Backend;
@@ -112,8 +113,8 @@ pub struct DeviceOptions<'a> {
     /// Names the export and its backend; a device formatted for another
     /// identity, export size or block size is refused.
     pub identity: &'a str,
-    /// The replacement policy's spec.
-    pub policy: &'a str,
+    /// The replacement policy.
+    pub policy: PolicySpec,
     pub mode: DeviceWriteMode,
     /// Start even when the slot table is damaged, dropping what cannot be
     /// read (it may hold dirty blocks, which are lost).
@@ -309,8 +310,7 @@ impl CacheDevice {
         let record = StateRecord::newest(&header).ok_or_else(|| {
             refuse("both copies of the header's state record are damaged; give a new or zeroed file".into())
         })?;
-        let policy = hearth_policy::build(options.policy, (layout.slots - spare_slots(layout.slots)) * bs)
-            .map_err(|e| refuse(format!("policy {:?}: {e}", options.policy)))?;
+        let policy = options.policy.build((layout.slots - spare_slots(layout.slots)) * bs);
         let state = State {
             policy,
             slot_of: FxHashMap::default(),

@@ -35,7 +35,7 @@ fn options(slots: u64, mode: DeviceWriteMode, identity: &str) -> DeviceOptions<'
         size: device_size(slots),
         block_size: BS as u32,
         identity,
-        policy: "lru",
+        policy: "lru".parse().unwrap(),
         mode,
         discard_damaged: false,
         backend_file: None,

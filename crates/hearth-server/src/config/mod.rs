@@ -273,7 +273,8 @@ pub struct ExportConfig {
     pub tls_identities: Vec<String>,
     /// Cache capacity; 0 disables caching. Default 64 MiB.
     pub cache_size: Option<SizeValue>,
-    /// Policy spec for `hearth_policy::build`, e.g. `"lru"` or `"mq:m=8"`.
+    /// Policy spec (`hearth_policy::PolicySpec`), e.g. `"lru"` or `"mq:m=8"`;
+    /// parsed when the configuration is validated.
     pub policy: Option<String>,
     /// When blocks enter the cache: `"ac"` (on access, default) or `"ev"` /
     /// `"ev:THRESHOLD"` (when a client reports evicting them, through the

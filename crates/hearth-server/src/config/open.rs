@@ -56,7 +56,7 @@ impl ExportSpec {
                 size: spec.size,
                 block_size: self.block_size,
                 identity: &identity,
-                policy: &self.policy,
+                policy: self.policy.clone(),
                 mode: spec.mode,
                 discard_damaged: spec.discard_damaged,
                 backend_file: self.backend_file(),
@@ -69,7 +69,7 @@ impl ExportSpec {
             backend = Box::new(opened.clone());
             device = Some(opened);
         }
-        let policy = hearth_policy::build(&self.policy, self.cache_bytes)?;
+        let policy = self.policy.build(self.cache_bytes);
         let cache = BlockCache::with_placement(backend, policy, self.block_size, self.write_mode, self.placement);
         Ok((cache, device, upstream))
     }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hearth_placement::Placement;
+use hearth_policy::PolicySpec;
 
 use super::{
     default_policy, parse_duration, BackendKind, Config, ConfigError, ExportConfig, ServerConfig, SizeValue,
@@ -86,13 +87,13 @@ pub struct ExportSpec {
     /// Power of two, 512 B to 1 MiB.
     pub block_size: u32,
     pub cache_bytes: u64,
-    /// A spec `hearth_policy::build` accepts for `cache_bytes`.
-    pub policy: String,
+    /// Online (not an offline bound).
+    pub policy: PolicySpec,
     pub placement: Placement,
     /// A prefetcher spec `hearth_prefetch::build` accepts; `None` for none.
     pub prefetch: Option<String>,
     /// Policies the live advice shadows beside `policy`; `None`: no advice.
-    pub what_if: Option<Vec<String>>,
+    pub what_if: Option<Vec<PolicySpec>>,
     /// 1 to 256.
     pub background_reads: usize,
     pub latency: Duration,
@@ -301,9 +302,9 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
     let block_size = block_size(&e.block_size, at("block_size"))?;
     let cache_bytes =
         e.cache_size.as_ref().map_or(Ok(64 << 20), SizeValue::bytes).map_err(|m| invalid(at("cache_size"), m))?;
-    let policy = e.policy.clone().unwrap_or_else(|| default_policy().into());
-    hearth_policy::build(&policy, cache_bytes).map_err(|m| invalid(at("policy"), m))?;
-    if hearth_policy::is_offline(&policy) {
+    let policy: PolicySpec =
+        e.policy.as_deref().unwrap_or(default_policy()).parse().map_err(|m| invalid(at("policy"), m))?;
+    if policy.is_offline() {
         return Err(invalid(
             at("policy"),
             "opt is an offline bound: it needs every request's next use, which a server cannot know",
@@ -315,16 +316,18 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         hearth_prefetch::build(spec, 4096, &[]).map_err(|m| invalid(at("prefetch"), m))?;
     }
     let what_if = match &e.what_if {
-        None => Some(crate::advice::DEFAULT_WHAT_IF.iter().map(|p| p.to_string()).collect()),
+        None => Some(crate::advice::default_what_if()),
         Some(list) if list.is_empty() => None,
         Some(list) => {
-            for (j, spec) in list.iter().enumerate() {
-                hearth_policy::build(spec, 1 << 20).map_err(|m| invalid(at(&format!("what_if[{j}]")), m))?;
-                if hearth_policy::is_offline(spec) {
+            let mut specs = Vec::with_capacity(list.len());
+            for (j, text) in list.iter().enumerate() {
+                let spec: PolicySpec = text.parse().map_err(|m| invalid(at(&format!("what_if[{j}]")), m))?;
+                if spec.is_offline() {
                     return Err(invalid(at(&format!("what_if[{j}]")), "an offline bound cannot run on live traffic"));
                 }
+                specs.push(spec);
             }
-            Some(list.clone())
+            Some(specs)
         }
     };
     let background_reads = e.background_reads.unwrap_or(8);

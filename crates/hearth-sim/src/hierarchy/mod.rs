@@ -26,6 +26,7 @@ mod future;
 
 use hearth_core::{key_map, Access, Key, KeyMap, Op, Policy, NEVER};
 use hearth_placement::{Cct, EvictionAction, Observed, Placement, Stats, StorageCache};
+use hearth_policy::PolicySpec;
 use hearth_trace::buffered::BufferedAccess;
 use hearth_trace::TraceError;
 use serde::Serialize;
@@ -94,10 +95,10 @@ impl StorageReplay for BufferedFile {
 /// one pass over the storage-level requests `requests` opens; for any
 /// other, nothing (no pass).
 fn storage_future<I: Iterator<Item = Result<(Key, Op), TraceError>>>(
-    policy: &str,
+    policy: &PolicySpec,
     requests: impl FnOnce() -> Result<I, HierarchyError>,
 ) -> Result<StorageFuture, HierarchyError> {
-    if !hearth_policy::is_offline(policy) {
+    if !policy.is_offline() {
         return Ok(StorageFuture::blind());
     }
     Ok(StorageFuture::new(requests()?, &std::env::temp_dir())?)
@@ -145,11 +146,11 @@ impl ClientCache {
 #[derive(Clone, Debug)]
 pub struct HierarchyConfig {
     /// Policy spec and capacity of each client's buffer cache.
-    pub client_policy: String,
+    pub client_policy: PolicySpec,
     pub client_bytes: u64,
     /// One client per distinct `Access::ctx` (otherwise one client in all).
     pub per_client: bool,
-    pub storage_policy: String,
+    pub storage_policy: PolicySpec,
     pub storage_bytes: u64,
     pub placement: Placement,
     /// Client buffer (page) size, the unit of buffer addresses.
@@ -198,7 +199,7 @@ fn add_log2(hist: &mut Vec<u64>, v: u64) {
 
 /// The client side: one buffer cache per client, handing out buffer slots.
 pub struct ClientCaches {
-    policy: String,
+    policy: PolicySpec,
     bytes: u64,
     per_client: bool,
     caches: KeyMap<ClientCache>,
@@ -215,19 +216,15 @@ pub struct ClientMiss<'a> {
 }
 
 impl ClientCaches {
-    pub fn new(policy: &str, bytes: u64, per_client: bool) -> Result<Self, HierarchyError> {
-        hearth_policy::build(policy, bytes)?;
-        Ok(ClientCaches { policy: policy.into(), bytes, per_client, caches: key_map(16), hits: 0 })
+    pub fn new(policy: &PolicySpec, bytes: u64, per_client: bool) -> Self {
+        ClientCaches { policy: policy.clone(), bytes, per_client, caches: key_map(16), hits: 0 }
     }
 
     /// Runs one client request; a miss goes on to storage.
     pub fn access(&mut self, a: &Access) -> Option<ClientMiss<'_>> {
         let client = if self.per_client { u64::from(a.ctx) } else { 0 };
         let (policy, bytes) = (&self.policy, self.bytes);
-        let cache = self
-            .caches
-            .entry(client)
-            .or_insert_with(|| ClientCache::new(hearth_policy::build(policy, bytes).expect("validated in new")));
+        let cache = self.caches.entry(client).or_insert_with(|| ClientCache::new(policy.build(bytes)));
         match cache.access(a) {
             None => {
                 self.hits += 1;
@@ -261,7 +258,7 @@ struct StorageSide {
 
 impl StorageSide {
     fn new(cfg: &HierarchyConfig, future: StorageFuture) -> Result<Self, HierarchyError> {
-        let policy = hearth_policy::build(&cfg.storage_policy, cfg.storage_bytes)?;
+        let policy = cfg.storage_policy.build(cfg.storage_bytes);
         Ok(StorageSide {
             cfg: cfg.clone(),
             storage: StorageCache::new(policy, cfg.placement),
@@ -371,7 +368,7 @@ pub fn run_hierarchy(trace: &(impl Replay + ?Sized), cfg: &HierarchyConfig) -> R
     // sees what the run below will send to storage.
     let future =
         storage_future(&cfg.storage_policy, || Ok(storage_trace(trace, cfg)?.map(|r| r.map(|r| (r.block, r.op)))))?;
-    let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client)?;
+    let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client);
     let mut storage = StorageSide::new(cfg, future)?;
     let mut client_requests = 0;
     for a in trace.pass()? {
@@ -413,7 +410,7 @@ pub fn storage_trace<'a>(
     trace: &'a (impl Replay + ?Sized),
     cfg: &HierarchyConfig,
 ) -> Result<impl Iterator<Item = Result<BufferedAccess, TraceError>> + 'a, HierarchyError> {
-    let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client)?;
+    let mut clients = ClientCaches::new(&cfg.client_policy, cfg.client_bytes, cfg.per_client);
     let slot_bytes = cfg.slot_bytes;
     Ok(trace.pass()?.filter_map(move |a| {
         let a = match a {
@@ -446,10 +443,10 @@ mod tests {
 
     fn cfg(placement: Placement, client: u64, storage: u64) -> HierarchyConfig {
         HierarchyConfig {
-            client_policy: "lru".into(),
+            client_policy: "lru".parse().unwrap(),
             client_bytes: client,
             per_client: false,
-            storage_policy: "lru".into(),
+            storage_policy: "lru".parse().unwrap(),
             storage_bytes: storage,
             placement,
             slot_bytes: 4096,
@@ -512,7 +509,7 @@ mod tests {
                 Placement::Demote,
             ] {
                 let mut c = cfg(placement, 50 * 4096, 120 * 4096);
-                c.storage_policy = policy.to_string();
+                c.storage_policy = policy.parse().unwrap();
                 let r = run_hierarchy(&trace, &c).unwrap();
                 let s = &r.storage;
                 let what = format!("{policy} {placement}");

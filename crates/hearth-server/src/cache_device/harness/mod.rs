@@ -73,7 +73,7 @@ pub fn options(mode: DeviceWriteMode) -> DeviceOptions<'static> {
         size: device_len(),
         block_size: BS as u32,
         identity: "harness",
-        policy: "lru",
+        policy: "lru".parse().unwrap(),
         mode,
         discard_damaged: false,
         backend_file: None,
