@@ -43,7 +43,7 @@ def test_object_mode_equals_cli_json(oracle, hearth_bin):
 def test_block_mode_warmup_intervals_and_several_traces_equal_cli(oracle, hearth_bin, bundled_zst):
     """Block mode (synthetic and the bundled zstd CSV), a warm-up share, intervals and two traces in one call."""
     synth = "synth:zipf:20000:0.8"
-    args = ["--requests", "60000", "--seed", "3", "--warmup", "10%", "--interval", "20000"]
+    args = ["--requests", "60000", "--seed", "3", "--warmup", "10%", "--window", "20000"]
     want = cli_json(hearth_bin, "sim", synth, "synth:loop:20000", "-p", "lru,arc,opt", "-s", "5%,1MiB", *args)
     df = hearth.sim([synth, "synth:loop:20000"], "lru,arc,opt", ["5%", 1 << 20], requests=60000, seed=3,
                     warmup="10%", interval=20000)
