@@ -209,7 +209,10 @@ fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
     } else {
         let csv = args.output.csv;
         if csv {
-            writeln!(out, "method,rate,seed,policy,cache_bytes,requests,hits,miss_ratio,byte_miss_ratio")?;
+            writeln!(
+                out,
+                "method,rate,seed,policy,cache_bytes,requests,hits,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio"
+            )?;
         } else {
             writeln!(
                 out,
@@ -223,10 +226,10 @@ fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
             for p in &c.points {
                 let byte_miss_ratio = 1.0 - p.byte_hit_ratio();
                 if csv {
-                    let (m, r, pol, cb, rq, h, mr) =
-                        (c.method, c.rate, &p.policy, p.cache_bytes, p.requests, p.hits, p.miss_ratio());
+                    let (m, r, pol, cb, rq, h) = (c.method, c.rate, &p.policy, p.cache_bytes, p.requests, p.hits);
+                    let (hr, mr, bhr) = (p.hit_ratio(), p.miss_ratio(), p.byte_hit_ratio());
                     let seed = seed.as_deref().unwrap_or("");
-                    writeln!(out, "{m},{r},{seed},{pol},{cb},{rq},{h},{mr:.6},{byte_miss_ratio:.6}")?;
+                    writeln!(out, "{m},{r},{seed},{pol},{cb},{rq},{h},{hr:.6},{mr:.6},{bhr:.6},{byte_miss_ratio:.6}")?;
                 } else {
                     let size = format_bytes(p.cache_bytes);
                     let rate = format!("{}%", c.rate * 100.0);

@@ -11,8 +11,8 @@ use hearth_core::{format_bytes, KeyMap};
 use hearth_prefetch::cminer;
 use hearth_sim::device::Device;
 use hearth_sim::parse_sizes;
-use hearth_sim::run::Warmup;
 use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup, REMAINING_LOOKAHEAD};
+use hearth_sim::run::Warmup;
 use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
 use hearth_trace::workload::{generate, template_names, Kind, WorkloadConfig};
 
@@ -361,6 +361,21 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
     Ok((footprint, cache_bytes, outcomes))
 }
 
+/// The outcomes as JSON, each one's stats with `hit_ratio` and `miss_ratio`
+/// (fractions of the accesses counted; a prefetched block's first use is a
+/// hit), named as in every command's JSON.
+fn with_ratios(outcomes: &[Outcome]) -> serde_json::Result<Vec<serde_json::Value>> {
+    outcomes
+        .iter()
+        .map(|o| {
+            let mut v = serde_json::to_value(o)?;
+            v["stats"]["hit_ratio"] = (1.0 - o.stats.miss_rate()).into();
+            v["stats"]["miss_ratio"] = o.stats.miss_rate().into();
+            Ok(v)
+        })
+        .collect()
+}
+
 /// Miss-rate cut of `o` relative to the `none` outcome, in percent.
 fn miss_cut(outcomes: &[Outcome], o: &Outcome) -> Option<f64> {
     let base = outcomes.iter().find(|o| o.scheme == "none")?.stats.miss_rate();
@@ -380,7 +395,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
     let out = std::io::stdout();
     let mut out = out.lock();
     if args.json.json {
-        let doc = serde_json::json!({ "workload": name, "cache_bytes": cache_bytes, "footprint_bytes": footprint, "results": outcomes, "mining": mining });
+        let doc = serde_json::json!({ "workload": name, "cache_bytes": cache_bytes, "footprint_bytes": footprint, "results": with_ratios(&outcomes)?, "mining": mining });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
         writeln!(

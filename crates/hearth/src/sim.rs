@@ -152,22 +152,7 @@ fn report(args: &SimArgs, sim: &Simulation, runs: &[TraceRun]) -> anyhow::Result
         serde_json::to_writer_pretty(&mut out, &tagged().collect::<Vec<_>>())?;
         writeln!(out)?;
     } else if args.output.csv {
-        writeln!(out, "trace,policy,cache_bytes,requests,hits,hit_ratio,bytes,hit_bytes,byte_hit_ratio")?;
-        for Row { trace, result: r } in tagged() {
-            writeln!(
-                out,
-                "{},{},{},{},{},{:.6},{},{},{:.6}",
-                trace,
-                r.policy,
-                r.cache_bytes,
-                r.requests,
-                r.hits,
-                r.hit_ratio(),
-                r.bytes,
-                r.hit_bytes,
-                r.byte_hit_ratio()
-            )?;
-        }
+        write_csv(&mut out, tagged())?;
     } else {
         for (i, run) in runs.iter().enumerate() {
             if i > 0 {
@@ -191,6 +176,41 @@ fn report(args: &SimArgs, sim: &Simulation, runs: &[TraceRun]) -> anyhow::Result
     Ok(())
 }
 
+/// The CSV of `sim --csv` and `sweep`: counts, then the ratios as fractions.
+pub fn write_csv(out: &mut impl Write, rows: impl IntoIterator<Item = Row>) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio"
+    )?;
+    for Row { trace, result: r } in rows {
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6}",
+            csv_field(&trace),
+            csv_field(&r.policy),
+            r.cache_bytes,
+            r.requests,
+            r.hits,
+            r.bytes,
+            r.hit_bytes,
+            r.hit_ratio(),
+            r.miss_ratio(),
+            r.byte_hit_ratio(),
+            r.byte_miss_ratio()
+        )?;
+    }
+    Ok(())
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+pub(crate) fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
     let counted = run.results.first().map_or(0, |r| r.requests);
     match &run.scan {
@@ -208,8 +228,8 @@ fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
     let width = run.results.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(10);
     writeln!(
         out,
-        "{:<width$} {:>12} {:>12} {:>12} {:>10} {:>14}",
-        "policy", "cache", "requests", "hits", "hit ratio", "byte hit ratio"
+        "{:<width$} {:>12} {:>12} {:>12} {:>10} {:>10} {:>14}",
+        "policy", "cache", "requests", "hits", "hit ratio", "miss ratio", "byte hit ratio"
     )?;
     let mut last_size = None;
     for r in &run.results {
@@ -219,12 +239,13 @@ fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
         last_size = Some(r.cache_bytes);
         writeln!(
             out,
-            "{:<width$} {:>12} {:>12} {:>12} {:>10.4} {:>14.4}",
+            "{:<width$} {:>12} {:>12} {:>12} {:>10.4} {:>10.4} {:>14.4}",
             r.policy,
             format_bytes(r.cache_bytes),
             r.requests,
             r.hits,
             r.hit_ratio(),
+            r.miss_ratio(),
             r.byte_hit_ratio()
         )?;
     }

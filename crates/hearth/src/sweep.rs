@@ -91,33 +91,9 @@ fn write_table(out: &mut impl Write, table: Table, rows: &[Row]) -> anyhow::Resu
             serde_json::to_writer_pretty(&mut *out, rows)?;
             writeln!(out)?;
         }
-        Table::Csv => {
-            writeln!(out, "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes")?;
-            for Row { trace, result: r } in rows {
-                writeln!(
-                    out,
-                    "{},{},{},{},{},{},{}",
-                    csv_field(trace),
-                    csv_field(&r.policy),
-                    r.cache_bytes,
-                    r.requests,
-                    r.hits,
-                    r.bytes,
-                    r.hit_bytes
-                )?;
-            }
-        }
+        Table::Csv => crate::sim::write_csv(out, rows.iter().cloned())?,
     }
     Ok(())
-}
-
-/// A CSV field, quoted when it holds a comma, a quote or a line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 #[cfg(test)]
@@ -126,6 +102,7 @@ mod tests {
 
     #[test]
     fn csv_fields_are_quoted_only_when_needed() {
+        use crate::sim::csv_field;
         assert_eq!(csv_field("LRU"), "LRU");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");

@@ -138,8 +138,14 @@ fn inspect(args: WarmupInspectArgs) -> anyhow::Result<()> {
         anyhow::bail!("warmup log {} is empty", args.log.display());
     }
     let block_size = u32::try_from(args.block_size).context("--block-size")?;
-    let settings =
-        WarmupSettings { log: args.log.clone(), mode, budget: args.warmup_budget, staging: 0, log_size: len, preload: true };
+    let settings = WarmupSettings {
+        log: args.log.clone(),
+        mode,
+        budget: args.warmup_budget,
+        staging: 0,
+        log_size: len,
+        preload: true,
+    };
     let mut log = WarmupLog::open(&settings, block_size)?;
     if log.recovered().is_none() {
         anyhow::bail!("{}", log.warning.unwrap_or_default());

@@ -343,7 +343,12 @@ const MEANINGS: &[(&str, &str, &str, &str)] = &[
     ("ignore-dirty-cache-device", "switch", "", "serve a backend without the cache device holding its writes"),
     ("ignore-obj-size", "switch", "", "count every object of a trace as size 1"),
     ("interarrival", "duration", "DURATION", "time between storage requests, for timing misses"),
-    ("interval", "duration", "DURATION", "a span of time: between refreshes (top), of one hit-ratio point (warmup sim)"),
+    (
+        "interval",
+        "duration",
+        "DURATION",
+        "a span of time: between refreshes (top), of one hit-ratio point (warmup sim)",
+    ),
     ("json", "switch", "", "print the results as JSON"),
     ("latency", "duration", "DURATION", "latency added to each backend call"),
     ("lines", "count", "N", "requests to print"),
@@ -595,7 +600,85 @@ fn rates_take_units_per_second() {
         assert!(err.contains("write 250MB/s or 250MiB/s"), "{flag}: {err}");
     }
     // Accepted with units: the server then stops at the bad port, not at the rate.
-    let o = hearth(&["serve", "--backend", "memory", "--size", "1MiB", "--bandwidth", "250MB/s", "--listen", "127.0.0.1:99999"]);
+    let o = hearth(&[
+        "serve",
+        "--backend",
+        "memory",
+        "--size",
+        "1MiB",
+        "--bandwidth",
+        "250MB/s",
+        "--listen",
+        "127.0.0.1:99999",
+    ]);
     let err = failure(&o);
     assert!(!err.contains("bandwidth") && !err.contains("rate"), "{err}");
+}
+
+/// Checks every object under `v` that counts hits (`"hits": N`) carries
+/// `hit_ratio` and `miss_ratio`, fractions of its requests that sum to 1;
+/// returns how many it checked.
+fn ratios_named_alike(v: &serde_json::Value, at: &str) -> usize {
+    match v {
+        serde_json::Value::Object(o) => {
+            let mut checked = 0;
+            if o.get("hits").is_some_and(serde_json::Value::is_u64) {
+                let (hit, miss) =
+                    (o.get("hit_ratio").and_then(|r| r.as_f64()), o.get("miss_ratio").and_then(|r| r.as_f64()));
+                let (Some(hit), Some(miss)) = (hit, miss) else {
+                    panic!("{at}: hits without hit_ratio and miss_ratio: {v}")
+                };
+                assert!((0.0..=1.0).contains(&hit) && (hit + miss - 1.0).abs() < 1e-9, "{at}: {v}");
+                checked += 1;
+            }
+            for (k, x) in o {
+                assert!(!k.contains("hit_rate") && !k.contains("miss_rate") && !k.contains("hit_percent"), "{at}: {k}");
+                checked += ratios_named_alike(x, at);
+            }
+            checked
+        }
+        serde_json::Value::Array(a) => a.iter().map(|x| ratios_named_alike(x, at)).sum(),
+        _ => 0,
+    }
+}
+
+/// Hit and miss ratios carry the same names in every command's JSON and CSV
+/// (docs/GUIDE.md, "Flag conventions"): `hit_ratio` and `miss_ratio`, as
+/// fractions, beside the counts they come from.
+#[test]
+fn every_json_and_csv_names_hit_and_miss_ratios_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = dir.path().join("sweep.toml");
+    std::fs::write(
+        &sweep,
+        "traces = \"synth:loop:100\"\npolicies = \"lru,arc\"\nsizes = \"50blocks\"\nrequests = 1000\n",
+    )
+    .unwrap();
+    let zipf = ["synth:zipf:2000:0.9", "--requests", "5000", "-q"];
+    let json: &[&[&str]] = &[
+        &[&["sim"], &zipf[..], &["-p", "lru,arc", "-s", "10%", "--json"]].concat(),
+        &[&["sim"], &zipf[..], &["-p", "lru", "-s", "10%", "--client-cache", "5%", "--json"]].concat(),
+        &[&["mrc"], &zipf[..], &["-m", "exact,shards", "--json"]].concat(),
+        &["sweep", path(&sweep), "-q", "--json"],
+        &["prefetch", "sim", "--workload", "rubis", "--clients", "5", "--transactions", "100", "--json"],
+    ];
+    for args in json {
+        let v: serde_json::Value = serde_json::from_str(&stdout(&hearth(args))).unwrap();
+        assert!(ratios_named_alike(&v, &args.join(" ")) > 0, "{args:?}: no hit counts seen: {v}");
+    }
+    let csv: &[&[&str]] = &[
+        &[&["sim"], &zipf[..], &["-p", "lru", "-s", "10%", "--csv"]].concat(),
+        &[&["mrc"], &zipf[..], &["--csv"]].concat(),
+        &["sweep", path(&sweep), "-q"],
+    ];
+    for args in csv {
+        let out = stdout(&hearth(args));
+        let header: Vec<&str> = out.lines().next().unwrap().split(',').collect();
+        let row: Vec<&str> = out.lines().nth(1).unwrap().split(',').collect();
+        let column = |name: &str| -> f64 {
+            let i = header.iter().position(|&h| h == name).unwrap_or_else(|| panic!("{args:?}: no {name}: {out}"));
+            row[i].parse().unwrap()
+        };
+        assert!((column("hit_ratio") + column("miss_ratio") - 1.0).abs() < 1e-5, "{args:?}: {out}");
+    }
 }
