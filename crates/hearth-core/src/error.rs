@@ -15,6 +15,9 @@ pub enum ValueError {
     UnknownUnit { what: &'static str, unit: String, input: String, hint: &'static str },
     #[error("{what} {input:?} is out of range")]
     OutOfRange { what: &'static str, input: String },
+    /// A rate without its `/s`: a bare number, or a size.
+    #[error("rate {input:?} has no unit: write {hint}")]
+    NoRateUnit { input: String, hint: String },
     #[error("{input:?} is not a percentage (write it with %, e.g. 30%)")]
     NoPercentSign { input: String },
     #[error("{input:?} must be between 0% and 100%")]

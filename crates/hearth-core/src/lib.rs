@@ -19,7 +19,7 @@ pub use fenwick::Fenwick;
 pub use list::{List, Slab, NIL};
 pub use runs::{block_of, run_keyed, RunHash, RunMap, RunSet};
 pub use size::{format_bytes, parse_bytes};
-pub use units::{format_duration, format_rate, parse_duration, parse_percent};
+pub use units::{format_duration, format_rate, parse_duration, parse_percent, parse_rate};
 
 /// Asks the CPU to load the cache line holding `value` into its cache: a
 /// hint for data a loop will read soon, which never changes what it reads.

@@ -1,6 +1,6 @@
 //! Durations, shares and rates as people write and read them: one parser and
 //! one formatter each, so every command and config file speaks alike
-//! (`500us`, `2ms`, `30s`, `30m`, `1d`; `30%`; `75 µs`, `250 MB/s`).
+//! (`500us`, `2ms`, `30s`, `30m`, `1d`; `30%`; `100MiB/s`; `75 µs`, `250 MB/s`).
 
 use std::time::Duration;
 
@@ -86,6 +86,53 @@ pub fn parse_percent(s: &str) -> Result<f64, ValueError> {
     Ok(p / 100.0)
 }
 
+/// Parses bytes per second written with a size unit and `/s`: decimal units
+/// as device speeds are quoted and [`format_rate`] prints them (`250MB/s`,
+/// `250 MB/s`, `1.5GB/s`, `500kB/s`) or binary ones (`100MiB/s`, `1GiB/s`).
+/// A bare number or a size without `/s` is refused with the spelling meant.
+pub fn parse_rate(s: &str) -> Result<u64, ValueError> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(ValueError::Negative { what: "rate", input: s.into() });
+    }
+    let Some(size) = t.strip_suffix("/s") else {
+        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let hint = match unit.trim() {
+            "" => format!("{num}MB/s or {num}MiB/s"),
+            unit => format!("{num}{unit}/s"),
+        };
+        return Err(ValueError::NoRateUnit { input: s.into(), hint });
+    };
+    let split = size.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(size.len());
+    let (num, unit) = size.split_at(split);
+    let n: f64 = num.parse().map_err(|_| ValueError::NotANumber { what: "rate", input: s.into(), hint: "" })?;
+    let scale: f64 = match unit.trim() {
+        "B" => 1.0,
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        u => {
+            return Err(ValueError::UnknownUnit {
+                what: "rate",
+                unit: u.into(),
+                input: s.into(),
+                hint: " (use B, kB, MB, GB, TB or KiB, MiB, GiB, TiB, then /s)",
+            })
+        }
+    };
+    let bytes = (n * scale).round();
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(ValueError::OutOfRange { what: "rate", input: s.into() });
+    }
+    Ok(bytes as u64)
+}
+
 /// Bytes per second in decimal units, as device speeds are quoted:
 /// `250 MB/s`, `1.5 GB/s`.
 pub fn format_rate(bytes_per_sec: u64) -> String {
@@ -146,5 +193,17 @@ mod tests {
         assert_eq!(format_rate(163_000_000), "163 MB/s");
         assert_eq!(format_rate(1_500_000_000), "1.5 GB/s");
         assert_eq!(format_rate(512), "512 B/s");
+        assert_eq!(parse_rate("100MiB/s"), Ok(100 << 20));
+        assert_eq!(parse_rate("250MB/s"), Ok(250_000_000));
+        assert_eq!(parse_rate("1GiB/s"), Ok(1 << 30));
+        assert_eq!(parse_rate("1.5 GB/s"), Ok(1_500_000_000));
+        // What format_rate prints reads back as the same rate.
+        for r in [250_000_000, 163_000_000, 1_500_000_000, 512] {
+            assert_eq!(parse_rate(&format_rate(r)), Ok(r));
+        }
+        assert_eq!(parse_rate("100").unwrap_err().to_string(), "rate \"100\" has no unit: write 100MB/s or 100MiB/s");
+        assert_eq!(parse_rate("100MiB").unwrap_err().to_string(), "rate \"100MiB\" has no unit: write 100MiB/s");
+        assert!(parse_rate("100mb/s").unwrap_err().to_string().contains("unit \"mb\""));
+        assert!(parse_rate("-1MB/s").unwrap_err().to_string().contains("negative"));
     }
 }

@@ -24,8 +24,10 @@ pub use parallel::parallel_map;
 
 use serde::Serialize;
 
-/// Hit counts of one (policy, cache size) run.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// Hit counts of one (policy, cache size) run. Serialized with its ratios
+/// (`hit_ratio`, `miss_ratio`, `byte_hit_ratio`, `byte_miss_ratio`, as
+/// fractions), the fields every command's JSON and CSV name them by.
+#[derive(Clone, Debug, PartialEq)]
 pub struct SimResult {
     pub policy: String,
     pub cache_bytes: u64,
@@ -35,7 +37,6 @@ pub struct SimResult {
     pub hit_bytes: u64,
     /// Miss ratio of each successive interval, when asked for
     /// (`hearth_sim::stream::Counting::interval`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub interval_miss_ratios: Vec<f64>,
 }
 
@@ -51,6 +52,32 @@ impl SimResult {
     }
     pub fn byte_hit_ratio(&self) -> f64 {
         ratio(self.hit_bytes, self.bytes)
+    }
+    pub fn byte_miss_ratio(&self) -> f64 {
+        1.0 - self.byte_hit_ratio()
+    }
+}
+
+impl Serialize for SimResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let intervals = !self.interval_miss_ratios.is_empty();
+        let mut r = s.serialize_struct("SimResult", 10 + usize::from(intervals))?;
+        r.serialize_field("policy", &self.policy)?;
+        r.serialize_field("cache_bytes", &self.cache_bytes)?;
+        r.serialize_field("requests", &self.requests)?;
+        r.serialize_field("hits", &self.hits)?;
+        r.serialize_field("bytes", &self.bytes)?;
+        r.serialize_field("hit_bytes", &self.hit_bytes)?;
+        r.serialize_field("hit_ratio", &self.hit_ratio())?;
+        r.serialize_field("miss_ratio", &self.miss_ratio())?;
+        r.serialize_field("byte_hit_ratio", &self.byte_hit_ratio())?;
+        r.serialize_field("byte_miss_ratio", &self.byte_miss_ratio())?;
+        if intervals {
+            // Miss ratio of each successive window (`hearth sim --window`).
+            r.serialize_field("interval_miss_ratios", &self.interval_miss_ratios)?;
+        }
+        r.end()
     }
 }
 

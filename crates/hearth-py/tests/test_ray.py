@@ -170,7 +170,7 @@ def test_ray_sweep_equals_local_and_cli(ray_cluster, traces, hearth_bin):
     assert len(on_ray) == 3 * 4 * 4
     assert on_ray.equals(local)
     want = cli_json(hearth_bin, "sim", *map(str, traces), "-p", ",".join(POLICIES), "-s", SIZES)
-    assert on_ray[hearth.SIM_COLUMNS].to_dict("records") == want
+    assert on_ray[hearth.SIM_COLUMNS + hearth.RATIO_COLUMNS].to_dict("records") == want
 
 
 def _ancestors(pid: int) -> set:

@@ -18,7 +18,7 @@ from conftest import cli, cli_json
 POLICIES = ["lru", "arc", "2q", "mq:m=8,lifetime=5000", "lirs", "opt"]
 
 
-def frame_rows(df: pd.DataFrame, columns=hearth.SIM_COLUMNS):
+def frame_rows(df: pd.DataFrame, columns=hearth.SIM_COLUMNS + hearth.RATIO_COLUMNS):
     return df[list(columns)].to_dict("records")
 
 
@@ -43,11 +43,11 @@ def test_object_mode_equals_cli_json(oracle, hearth_bin):
 def test_block_mode_warmup_intervals_and_several_traces_equal_cli(oracle, hearth_bin, bundled_zst):
     """Block mode (synthetic and the bundled zstd CSV), a warm-up share, intervals and two traces in one call."""
     synth = "synth:zipf:20000:0.8"
-    args = ["--requests", "60000", "--seed", "3", "--warmup", "10%", "--interval", "20000"]
+    args = ["--requests", "60000", "--seed", "3", "--warmup", "10%", "--window", "20000"]
     want = cli_json(hearth_bin, "sim", synth, "synth:loop:20000", "-p", "lru,arc,opt", "-s", "5%,1MiB", *args)
     df = hearth.sim([synth, "synth:loop:20000"], "lru,arc,opt", ["5%", 1 << 20], requests=60000, seed=3,
                     warmup="10%", interval=20000)
-    assert df[hearth.SIM_COLUMNS + ["interval_miss_ratios"]].to_dict("records") == want
+    assert df[hearth.SIM_COLUMNS + hearth.RATIO_COLUMNS + ["interval_miss_ratios"]].to_dict("records") == want
 
     want = cli_json(hearth_bin, "sim", str(bundled_zst), "-p", "lru,mq", "-s", "1%,10%", "--block-size", "8KiB")
     assert frame_rows(hearth.sim(bundled_zst, ["lru", "mq"], [0.01, 0.1], block_size="8KiB")) == want

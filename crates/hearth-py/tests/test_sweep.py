@@ -35,9 +35,9 @@ def test_local_sweep_equals_sim_and_cli(traces, hearth_bin, tmp_path):
     assert len(df) == 3 * 4 * 4
     assert df.equals(hearth.sim(traces, POLICIES, SIZES))
     want = cli_json(hearth_bin, "sim", *map(str, traces), "-p", ",".join(POLICIES), "-s", SIZES)
-    assert df[hearth.SIM_COLUMNS].to_dict("records") == want
+    assert df[hearth.SIM_COLUMNS + hearth.RATIO_COLUMNS].to_dict("records") == want
     back = pd.read_csv(out)
-    assert back[hearth.SIM_COLUMNS].to_dict("records") == want
+    assert back[hearth.SIM_COLUMNS + hearth.RATIO_COLUMNS].to_dict("records") == want
 
 
 def test_sweep_with_a_python_policy_and_parquet(traces, tmp_path):
@@ -76,12 +76,12 @@ def test_sweep_file_runs_the_same_from_python_and_the_cli(traces, hearth_bin, tm
     want = json.loads(cli_out.read_text())
     assert len(want) == 4 * 4 * 4
     df = hearth.sweep(config=conf, engine="local", workers=2, progress=False)
-    assert df[hearth.SIM_COLUMNS].to_dict("records") == want
+    assert df[hearth.SIM_COLUMNS + hearth.RATIO_COLUMNS].to_dict("records") == want
     back = pd.read_csv(tmp_path / "from-python.csv")
-    assert back[hearth.SIM_COLUMNS].to_dict("records") == want
+    assert back[hearth.SIM_COLUMNS + hearth.RATIO_COLUMNS].to_dict("records") == want
     # Arguments given to sweep() take precedence over the file's.
     few = hearth.sweep(config=conf, policies=["lru"], sizes="1%", output=tmp_path / "few.json", progress=False)
-    assert few[hearth.SIM_COLUMNS].to_dict("records") == [r for r in want if r["policy"] == "LRU"][::4]
+    assert few[hearth.SIM_COLUMNS + hearth.RATIO_COLUMNS].to_dict("records") == [r for r in want if r["policy"] == "LRU"][::4]
 
 
 def test_bad_sweep_files_raise_config_errors(tmp_path):

@@ -8,6 +8,7 @@ use clap::Args;
 use hearth_policy::{PolicyList, PolicySpec};
 use hearth_sim::{parse_sizes, simulate, CacheSize, SimResult, Simulation};
 
+use crate::output_args::{Quiet, Threads};
 use crate::progress;
 use crate::trace_args::TraceArgs;
 
@@ -16,7 +17,7 @@ pub struct AdviseArgs {
     #[command(flatten)]
     trace: TraceArgs,
     /// The cache's size: bytes (8GiB), blocks (5000blocks) or share of the footprint (10%).
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     cache_size: String,
     /// The policy the cache runs now (the server's default is mq).
     #[arg(long, default_value = "mq")]
@@ -24,12 +25,10 @@ pub struct AdviseArgs {
     /// Alternatives to compare, comma-separated (default: the server's what-if policies).
     #[arg(short, long)]
     policies: Vec<PolicyList>,
-    /// Worker threads (default: one per core).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    threads: Threads,
+    #[command(flatten)]
+    quiet: Quiet,
 }
 
 pub fn run(args: AdviseArgs) -> anyhow::Result<()> {
@@ -54,9 +53,9 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<()> {
             policies.push(spec);
         }
     }
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = args.threads.count();
     let sim = Simulation { policies, sizes: vec![size, doubled], warmup: None, interval: None };
-    let run = simulate(&args.trace.source(), &sim, threads, &progress::Bars::new(args.quiet))?;
+    let run = simulate(&args.trace.source(), &sim, threads, &progress::Bars::new(args.quiet.quiet))?;
     let per_size = run.results.len() / 2;
     let (now, twice) = run.results.split_at(per_size);
     print!("{}", advice(now, twice));

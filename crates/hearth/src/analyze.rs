@@ -7,15 +7,15 @@ use hearth_plot::{render, Chart, PlotError};
 use hearth_warmup::reaccess::{ReaccessReport, CATEGORIES, FRACTION_BUCKETS, GROUPS};
 
 use crate::out_paths;
+use crate::output_args::{Json, Quiet};
 use crate::trace_args::TraceArgs;
 
 #[derive(Args, Debug)]
 pub struct AnalyzeArgs {
     #[command(flatten)]
     trace: TraceArgs,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: Json,
     /// Write histogram and skew plots (SVG + PNG) into this directory.
     #[arg(long, value_name = "DIR", value_parser = out_paths::dir)]
     plots: Option<PathBuf>,
@@ -23,9 +23,8 @@ pub struct AnalyzeArgs {
     /// clustering per 1 MiB region) of a block trace; `synth:bonfire` is accepted too.
     #[arg(long)]
     reaccess: bool,
-    /// No notes on stderr (the plot files written).
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    quiet: Quiet,
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
@@ -36,14 +35,14 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     let report = hearth_analyze::analyze(reader, mode)?;
     // As `sim` does: an all-zero report of nothing would read like a result.
     anyhow::ensure!(report.requests > 0, "{} holds no requests", args.trace.trace.display());
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
         let written = hearth_analyze::write_plots(&report, dir, &args.trace.name())?;
-        note_written(&written, args.quiet);
+        note_written(&written, args.quiet.quiet);
     }
     Ok(())
 }
@@ -51,13 +50,13 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
 fn reaccess(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let (trace, block_size) = crate::warmup::load_timed(&args.trace, hearth_warmup::synth::DailyZipf::default().days)?;
     let report = hearth_warmup::reaccess::analyze(&trace, block_size, (1 << 20).max(u64::from(block_size)));
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.render_text());
     }
     if let Some(dir) = &args.plots {
-        note_written(&reaccess_plots(&report, dir, &args.trace.name())?, args.quiet);
+        note_written(&reaccess_plots(&report, dir, &args.trace.name())?, args.quiet.quiet);
     }
     Ok(())
 }

@@ -4,9 +4,11 @@
 mod advise;
 mod analyze;
 mod bench;
+mod flags_dump;
 mod generate;
 mod mrc;
 mod out_paths;
+mod output_args;
 mod pipe;
 mod prefetch;
 mod progress;
@@ -75,6 +77,9 @@ enum Cmd {
     Policies,
     /// Write the man page or shell completions (man, complete-bash, complete-zsh, complete-fish, ...).
     Generate(generate::GenerateArgs),
+    /// Every flag of every command as JSON lines (for the conventions test).
+    #[command(name = "__flags", hide = true)]
+    Flags,
 }
 
 fn main() -> ExitCode {
@@ -105,6 +110,10 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Tier(cmd) => tier::run(cmd),
         Cmd::Trace(cmd) => trace_cmd::run(cmd),
         Cmd::Generate(args) => generate::run(args, Cli::command()),
+        Cmd::Flags => {
+            flags_dump::print(&<Cli as clap::CommandFactory>::command());
+            Ok(())
+        }
         Cmd::Policies => {
             for (name, about) in hearth_policy::describe() {
                 println!("{name:<8} {about}");

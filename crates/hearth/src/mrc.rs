@@ -17,6 +17,7 @@ use hearth_sim::{mrc_grid, parse_sizes, CacheSize, Job, SimResult};
 use hearth_trace::sample::KeyRenaming;
 
 use crate::out_paths;
+use crate::output_args::{JsonCsv, Quiet, Threads};
 use crate::progress;
 use crate::trace_args::TraceArgs;
 
@@ -48,13 +49,13 @@ pub struct MrcArgs {
     #[command(flatten)]
     trace: TraceArgs,
     /// Methods to run, comma-separated: exact, shards, mini, full.
-    #[arg(short, long, value_delimiter = ',', default_value = "exact")]
-    method: Vec<Method>,
+    #[arg(short, long, alias = "method", value_delimiter = ',', default_value = "exact")]
+    methods: Vec<Method>,
     /// Policies for mini and full (exact and shards are LRU's), comma-separated.
     #[arg(short, long, default_value = "lru")]
     policies: Vec<PolicyList>,
     /// Sampling rate for shards and mini: a share (1%) or a fraction (0.01).
-    #[arg(long, default_value = "1%")]
+    #[arg(long, value_name = "PERCENT", default_value = "1%")]
     rate: String,
     /// Fixed-size SHARDS: track at most N items, lowering the rate as needed (instead of --rate).
     #[arg(long, value_name = "N")]
@@ -74,21 +75,15 @@ pub struct MrcArgs {
     /// evenly spaced on a log scale.
     #[arg(short, long, allow_hyphen_values = true)]
     sizes: Option<String>,
-    /// Worker threads for mini and full (default: one per core).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Print results as JSON.
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
-    /// Print results as CSV.
-    #[arg(long)]
-    csv: bool,
+    #[command(flatten)]
+    threads: Threads,
+    #[command(flatten)]
+    output: JsonCsv,
     /// Write the curves to PATH.svg and PATH.png.
     #[arg(long, value_name = "PATH", value_parser = out_paths::plot)]
     plot: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    quiet: Quiet,
 }
 
 /// One method's curve for one policy.
@@ -123,27 +118,27 @@ impl Curve {
 }
 
 pub fn run(args: MrcArgs) -> anyhow::Result<()> {
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = args.threads.count();
     let rate = hearth_trace::sample::parse_rate(&args.rate).context("--rate")?;
     let sizes = match &args.sizes {
         Some(spec) => parse_sizes(spec).context("--sizes")?,
         None => mrc_grid(),
     };
     let policies = PolicyList::concat(&args.policies);
-    let simulates = args.method.iter().any(|m| matches!(m, Method::Mini | Method::Full));
+    let simulates = args.methods.iter().any(|m| matches!(m, Method::Mini | Method::Full));
     let needs = Needs {
         totals: sizes.iter().any(|s| matches!(s, CacheSize::Footprint(_))),
         next_access: simulates && policies.iter().any(PolicySpec::is_offline),
     };
     let source = args.trace.source();
-    let mut trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet))?;
+    let mut trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet.quiet))?;
     let cache_bytes = sizes.iter().map(|&s| trace.resolve(s)).collect::<Result<Vec<u64>, _>>()?;
     let jobs: Vec<Job> =
         policies.iter().flat_map(|p| cache_bytes.iter().map(|&c| Job { policy: p.clone(), cache_bytes: c })).collect();
 
     let mut curves = Vec::new();
-    for &method in &args.method {
-        let bar = progress::counter(&format!("{} curve", method.name()), args.quiet);
+    for &method in &args.methods {
+        let bar = progress::counter(&format!("{} curve", method.name()), args.quiet.quiet);
         let started = Instant::now();
         let sampled = matches!(method, Method::Shards | Method::Mini);
         trace.set_renaming(if sampled { KeyRenaming::for_seed(args.sample_seed) } else { KeyRenaming::IDENTITY });
@@ -181,7 +176,7 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
         if results.first().is_some_and(|r| r.requests == 0) {
             anyhow::bail!("{} holds no requests", args.trace.trace.display());
         }
-        if !args.quiet {
+        if !args.quiet.quiet {
             eprintln!("{}: {} sizes in {seconds:.2} s", method.name(), cache_bytes.len());
         }
         // Mini and full return every policy's points, policy after policy.
@@ -207,13 +202,16 @@ pub fn run(args: MrcArgs) -> anyhow::Result<()> {
 fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
     let out = std::io::stdout();
     let mut out = out.lock();
-    if args.json {
+    if args.output.json() {
         serde_json::to_writer_pretty(&mut out, curves)?;
         writeln!(out)?;
     } else {
-        let csv = args.csv;
+        let csv = args.output.csv;
         if csv {
-            writeln!(out, "method,rate,seed,policy,cache_bytes,requests,hits,miss_ratio,byte_miss_ratio")?;
+            writeln!(
+                out,
+                "method,rate,seed,policy,cache_bytes,requests,hits,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio"
+            )?;
         } else {
             writeln!(
                 out,
@@ -227,10 +225,10 @@ fn report(args: &MrcArgs, curves: &[Curve]) -> anyhow::Result<()> {
             for p in &c.points {
                 let byte_miss_ratio = 1.0 - p.byte_hit_ratio();
                 if csv {
-                    let (m, r, pol, cb, rq, h, mr) =
-                        (c.method, c.rate, &p.policy, p.cache_bytes, p.requests, p.hits, p.miss_ratio());
+                    let (m, r, pol, cb, rq, h) = (c.method, c.rate, &p.policy, p.cache_bytes, p.requests, p.hits);
+                    let (hr, mr, bhr) = (p.hit_ratio(), p.miss_ratio(), p.byte_hit_ratio());
                     let seed = seed.as_deref().unwrap_or("");
-                    writeln!(out, "{m},{r},{seed},{pol},{cb},{rq},{h},{mr:.6},{byte_miss_ratio:.6}")?;
+                    writeln!(out, "{m},{r},{seed},{pol},{cb},{rq},{h},{hr:.6},{mr:.6},{bhr:.6},{byte_miss_ratio:.6}")?;
                 } else {
                     let size = format_bytes(p.cache_bytes);
                     let rate = format!("{}%", c.rate * 100.0);

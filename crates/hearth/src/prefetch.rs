@@ -13,10 +13,12 @@ use hearth_prefetch::cminer;
 use hearth_sim::device::Device;
 use hearth_sim::parse_sizes;
 use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup, REMAINING_LOOKAHEAD};
+use hearth_sim::run::Warmup;
 use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
 use hearth_trace::workload::{generate, template_names, Kind, WorkloadConfig};
 
 use crate::out_paths;
+use crate::output_args::Json;
 use crate::units;
 
 #[derive(Subcommand, Debug)]
@@ -26,7 +28,7 @@ pub enum PrefetchCmd {
         #[command(flatten)]
         source: Source,
         /// Output file.
-        #[arg(short, long)]
+        #[arg(short, long, value_name = "PATH")]
         output: PathBuf,
     },
     /// Sequential run length, interference and context length of a workload,
@@ -36,9 +38,8 @@ pub enum PrefetchCmd {
         source: Source,
         #[command(flatten)]
         ceiling: CeilingArgs,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        json: Json,
     },
     /// Replay a workload through the cache with each prefetcher and compare.
     Sim(SimArgs),
@@ -124,16 +125,28 @@ pub struct ReplayCache {
     /// Main-cache policy.
     #[arg(long, default_value = "lru")]
     policy: PolicySpec,
-    /// Share of the I/Os used as warm-up (and C-Miner* training) before counting.
-    #[arg(long, value_name = "PERCENT", default_value = "30%",
-          value_parser = units::share("--warmup", units::BareShare::Fraction))]
-    warmup: f64,
+    /// I/Os that warm the cache (and train C-Miner*) but are not counted: a number (1000) or a
+    /// share of the workload (30%).
+    #[arg(long, value_name = "N|P%", default_value = "30%", value_parser = units::warmup)]
+    warmup: Warmup,
     /// Cache block size; the workload's block numbers count in it.
     #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
 }
 
 impl ReplayCache {
+    /// The warm-up as a share of the I/Os in `events`.
+    fn warmup_share(&self, events: &[CtxEvent]) -> f64 {
+        match self.warmup {
+            Warmup::Share(f) => f,
+            Warmup::Accesses(n) => {
+                let ios = events.iter().filter(|e| matches!(e, CtxEvent::Io { .. })).count();
+                // Half an I/O more, so that the split's rounding down lands on the n-th.
+                ((n as f64 + 0.5) / ios.max(1) as f64).min(1.0)
+            }
+        }
+    }
+
     fn block_size(&self) -> anyhow::Result<u32> {
         u32::try_from(self.block_size).ok().filter(|&b| b > 0).context("--block-size must be 1 B..4 GiB")
     }
@@ -145,7 +158,7 @@ impl CeilingArgs {
         let Some(sizes) = &self.ceiling else { return Ok(Vec::new()) };
         let block_size = self.replay.block_size()?;
         let footprint = footprint(events, block_size);
-        let split = hearth_sim::prefetch::warmup_split(events, self.replay.warmup);
+        let split = hearth_sim::prefetch::warmup_split(events, self.replay.warmup_share(events));
         parse_sizes(sizes)
             .context("--ceiling")?
             .iter()
@@ -212,9 +225,8 @@ pub struct SimArgs {
     /// Write a bar chart of miss and promote rates per scheme to PATH.svg/.png.
     #[arg(long, value_name = "PATH", value_parser = out_paths::plot)]
     plot: Option<PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: Json,
 }
 
 impl SimArgs {
@@ -244,7 +256,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
             let (events, name) = source.events()?;
             let m = hearth_prefetch::metrics::analyze(&events);
             let ceilings = ceiling.run(&events)?;
-            if json {
+            if json.json {
                 let mut v = serde_json::to_value(&m)?;
                 v["ceiling"] = serde_json::to_value(&ceilings)?;
                 println!("{}", serde_json::to_string_pretty(&v)?);
@@ -266,7 +278,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
                     println!("  class {class:>3} {name:<26} {contexts:>8} contexts, mean length {length:.1}");
                 }
                 if !ceilings.is_empty() {
-                    print_ceilings(&ceilings, &ceiling);
+                    print_ceilings(&ceilings, &ceiling, ceiling.replay.warmup_share(&events));
                 }
             }
             Ok(())
@@ -283,11 +295,11 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
     }
 }
 
-fn print_ceilings(ceilings: &[hearth_prefetch::ceiling::Ceiling], args: &CeilingArgs) {
+fn print_ceilings(ceilings: &[hearth_prefetch::ceiling::Ceiling], args: &CeilingArgs, warmup: f64) {
     println!(
         "\nmisses by what could predict them ({}, warm-up {:.0}%, lookahead 1..{}):",
         args.replay.policy,
-        args.replay.warmup * 100.0,
+        warmup * 100.0,
         args.lookahead
     );
     println!(
@@ -335,7 +347,7 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         prefetch_fraction: args.prefetch_fraction,
         block_size,
         main_policy: args.replay.policy.clone(),
-        warmup: args.replay.warmup,
+        warmup: args.replay.warmup_share(events),
         device,
     };
     let schemes = args.schemes();
@@ -348,6 +360,21 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         .into_iter()
         .collect::<Result<_, _>>()?;
     Ok((footprint, cache_bytes, outcomes))
+}
+
+/// The outcomes as JSON, each one's stats with `hit_ratio` and `miss_ratio`
+/// (fractions of the accesses counted; a prefetched block's first use is a
+/// hit), named as in every command's JSON.
+fn with_ratios(outcomes: &[Outcome]) -> serde_json::Result<Vec<serde_json::Value>> {
+    outcomes
+        .iter()
+        .map(|o| {
+            let mut v = serde_json::to_value(o)?;
+            v["stats"]["hit_ratio"] = (1.0 - o.stats.miss_rate()).into();
+            v["stats"]["miss_ratio"] = o.stats.miss_rate().into();
+            Ok(v)
+        })
+        .collect()
 }
 
 /// Miss-rate cut of `o` relative to the `none` outcome, in percent.
@@ -368,8 +395,8 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
 
     let out = std::io::stdout();
     let mut out = out.lock();
-    if args.json {
-        let doc = serde_json::json!({ "workload": name, "cache_bytes": cache_bytes, "footprint_bytes": footprint, "results": outcomes, "mining": mining });
+    if args.json.json {
+        let doc = serde_json::json!({ "workload": name, "cache_bytes": cache_bytes, "footprint_bytes": footprint, "results": with_ratios(&outcomes)?, "mining": mining });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
         writeln!(
@@ -379,7 +406,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             format_bytes(cache_bytes),
             100.0 * cache_bytes as f64 / footprint.max(1) as f64,
             100.0 * args.prefetch_fraction,
-            100.0 * args.replay.warmup
+            100.0 * args.replay.warmup_share(&events)
         )?;
         // The scheme column fits the longest name (variants spell their switches out).
         let w = outcomes.iter().map(|o| o.scheme.chars().count()).max().unwrap_or(0).max(24);

@@ -22,6 +22,7 @@ use hearth_client::Client;
 use hearth_core::{format_bytes, Op};
 use hearth_trace::ctx::CtxEvent;
 
+use crate::output_args::Json;
 use crate::prefetch::Source;
 
 #[derive(Args, Debug)]
@@ -34,19 +35,18 @@ pub struct ReplayArgs {
     /// Trace time runs this many times faster than recorded (think times and gaps shrink alike).
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
-    /// Contexts in this leading share are replayed but not counted (the cache and the miner warm up).
-    #[arg(long, value_name = "PERCENT", default_value = "30%",
-          value_parser = crate::units::share("--warmup", crate::units::BareShare::Fraction))]
-    warmup: f64,
+    /// Contexts replayed but not counted (the cache and the miner warm up): a number (1000) or a
+    /// share of the workload (30%).
+    #[arg(long, value_name = "N|P%", default_value = "30%", value_parser = crate::units::warmup)]
+    warmup: hearth_sim::run::Warmup,
     /// Block size of the export; the workload's block numbers count in it.
     #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
     /// Skip the workload's writes (leaves the export's data untouched).
     #[arg(long)]
     reads_only: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: Json,
 }
 
 /// One context of the trace, with its I/Os on dense block numbers.
@@ -202,7 +202,6 @@ fn play(
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.speed > 0.0, "--speed must be positive");
-    anyhow::ensure!(args.warmup < 1.0, "--warmup must be below 100%");
     anyhow::ensure!(
         args.block_size.is_power_of_two() && args.block_size <= 1 << 20,
         "--block-size must be a power of two up to 1MiB"
@@ -224,7 +223,10 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
     drop(probe);
 
-    let warm = (jobs.len() as f64 * args.warmup) as usize;
+    let warm = match args.warmup {
+        hearth_sim::run::Warmup::Share(f) => (jobs.len() as f64 * f) as usize,
+        hearth_sim::run::Warmup::Accesses(n) => (n as usize).min(jobs.len()),
+    };
     let next = AtomicUsize::new(0);
     let tallies = Mutex::new(Vec::new());
     let ready = Barrier::new(connections + 1);
@@ -267,7 +269,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         ios += t.ios;
     }
     let mean_late_us = late_ns as f64 / ios.max(1) as f64 / 1000.0;
-    if args.json {
+    if args.json.json {
         let doc = serde_json::json!({
             "workload": name, "server": args.server, "connections": connections, "contexts": jobs.len(),
             "counted_contexts": jobs.len() - warm, "reads": reads.len(), "writes": writes,
@@ -283,7 +285,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             args.server,
             jobs.len(),
             jobs.len() - warm,
-            100.0 * args.warmup,
+            100.0 * warm as f64 / jobs.len().max(1) as f64,
             elapsed.as_secs_f64()
         );
         println!(

@@ -16,6 +16,7 @@ use hearth_sim::source::{Needs, Streamed};
 use hearth_sim::{parse_sizes, simulate, Job, SimResult, Simulation, TraceRun, TraceSource, DEFAULT_SIZES, MRC_SIZES};
 
 use crate::out_paths;
+use crate::output_args::{JsonCsv, Quiet, Threads};
 use crate::progress;
 use crate::trace_args::TraceArgs;
 use crate::units;
@@ -37,37 +38,49 @@ pub struct SimArgs {
     /// (128MiB..1GiB/128MiB). Default: 1%,5%,10%,25% (the MRC grid with --mrc).
     #[arg(short, long, allow_hyphen_values = true)]
     sizes: Option<String>,
-    /// Worker threads (default: one per core); 1 also decodes on that thread.
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Print results as JSON.
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
-    /// Print results as CSV.
-    #[arg(long)]
-    csv: bool,
+    #[command(flatten)]
+    threads: Threads,
+    #[command(flatten)]
+    output: JsonCsv,
     /// Write a miss-ratio-curve plot to PATH.svg and PATH.png.
     #[arg(long, value_name = "PATH", value_parser = out_paths::plot)]
     mrc: Option<PathBuf>,
     /// Requests that fill the cache but are not counted: a number (1000000) or a share of the
     /// trace (10%).
-    #[arg(long, value_name = "N|P%")]
-    warmup: Option<String>,
-    /// Also keep the miss ratio of every N counted requests (in --json, and plotted with
-    /// --interval-plot).
+    #[arg(long, value_name = "N|P%", value_parser = units::warmup)]
+    warmup: Option<Warmup>,
+    /// Also keep the miss ratio of each window of N counted requests (in --json, and plotted with
+    /// --window-plot).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    window: Option<u64>,
+    /// Old name of --window (--interval is a duration, as in `top` and `warmup sim`).
+    #[arg(long, hide = true, conflicts_with = "window",
+          value_parser = units::renamed::<u64>("--interval", "--window"))]
     interval: Option<u64>,
-    /// Write the miss ratio over time to PATH.svg and PATH.png.
-    #[arg(long, value_name = "PATH", requires = "interval", value_parser = out_paths::plot)]
+    /// Write the miss ratio of each window to PATH.svg and PATH.png.
+    #[arg(long, value_name = "PATH", value_parser = out_paths::plot)]
+    window_plot: Option<PathBuf>,
+    /// Old name of --window-plot.
+    #[arg(long, hide = true, conflicts_with = "window_plot",
+          value_parser = units::renamed_plot("--interval-plot", "--window-plot"))]
     interval_plot: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    quiet: Quiet,
     #[command(flatten)]
     hierarchy: HierarchyArgs,
 }
 
 impl SimArgs {
+    /// The window, by either spelling.
+    fn window(&self) -> Option<u64> {
+        self.window.or(self.interval)
+    }
+
+    /// The window plot, by either spelling.
+    fn window_plot(&self) -> Option<&PathBuf> {
+        self.window_plot.as_ref().or(self.interval_plot.as_ref())
+    }
+
     /// The trace options once for each trace named.
     fn sources(&self) -> impl Iterator<Item = TraceSource> + '_ {
         let first = self.trace.source();
@@ -109,7 +122,7 @@ struct HierarchyArgs {
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = args.threads.count();
     if hearth_trace::buffered::is_buffered_trace(&args.trace.trace) {
         return run_storage_level(&args, threads);
     }
@@ -120,9 +133,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         args.sizes.clone().unwrap_or_else(|| if args.mrc.is_some() { MRC_SIZES } else { DEFAULT_SIZES }.into());
     let sizes = parse_sizes(&sizes_spec).context("--sizes")?;
     let policies = PolicyList::concat(&args.policies);
-    let warmup: Option<Warmup> = args.warmup.as_deref().map(str::parse).transpose().context("--warmup")?;
-    let sim = Simulation { policies, sizes, warmup, interval: args.interval };
-    let progress = progress::Bars::new(args.quiet);
+    let window = args.window();
+    anyhow::ensure!(window.is_some() || args.window_plot().is_none(), "--window-plot needs --window N");
+    let sim = Simulation { policies, sizes, warmup: args.warmup, interval: window };
+    let progress = progress::Bars::new(args.quiet.quiet);
     let mut runs = Vec::new();
     for source in args.sources() {
         runs.push(simulate(&source, &sim, threads, &progress)?);
@@ -134,26 +148,11 @@ fn report(args: &SimArgs, sim: &Simulation, runs: &[TraceRun]) -> anyhow::Result
     let out = std::io::stdout();
     let mut out = out.lock();
     let tagged = || runs.iter().flat_map(TraceRun::rows);
-    if args.json {
+    if args.output.json() {
         serde_json::to_writer_pretty(&mut out, &tagged().collect::<Vec<_>>())?;
         writeln!(out)?;
-    } else if args.csv {
-        writeln!(out, "trace,policy,cache_bytes,requests,hits,hit_ratio,bytes,hit_bytes,byte_hit_ratio")?;
-        for Row { trace, result: r } in tagged() {
-            writeln!(
-                out,
-                "{},{},{},{},{},{:.6},{},{},{:.6}",
-                trace,
-                r.policy,
-                r.cache_bytes,
-                r.requests,
-                r.hits,
-                r.hit_ratio(),
-                r.bytes,
-                r.hit_bytes,
-                r.byte_hit_ratio()
-            )?;
-        }
+    } else if args.output.csv {
+        write_csv(&mut out, tagged())?;
     } else {
         for (i, run) in runs.iter().enumerate() {
             if i > 0 {
@@ -168,13 +167,48 @@ fn report(args: &SimArgs, sim: &Simulation, runs: &[TraceRun]) -> anyhow::Result
             eprintln!("wrote {}", f.display());
         }
     }
-    if let (Some(path), Some(every)) = (&args.interval_plot, args.interval) {
-        let files = hearth_plot::render(&interval_chart(runs, every), path)?;
+    if let (Some(path), Some(every)) = (args.window_plot(), args.window()) {
+        let files = hearth_plot::render(&window_chart(runs, every), path)?;
         for f in files {
             eprintln!("wrote {}", f.display());
         }
     }
     Ok(())
+}
+
+/// The CSV of `sim --csv` and `sweep`: counts, then the ratios as fractions.
+pub fn write_csv(out: &mut impl Write, rows: impl IntoIterator<Item = Row>) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio"
+    )?;
+    for Row { trace, result: r } in rows {
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6}",
+            csv_field(&trace),
+            csv_field(&r.policy),
+            r.cache_bytes,
+            r.requests,
+            r.hits,
+            r.bytes,
+            r.hit_bytes,
+            r.hit_ratio(),
+            r.miss_ratio(),
+            r.byte_hit_ratio(),
+            r.byte_miss_ratio()
+        )?;
+    }
+    Ok(())
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+pub(crate) fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }
 
 fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
@@ -194,8 +228,8 @@ fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
     let width = run.results.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(10);
     writeln!(
         out,
-        "{:<width$} {:>12} {:>12} {:>12} {:>10} {:>14}",
-        "policy", "cache", "requests", "hits", "hit ratio", "byte hit ratio"
+        "{:<width$} {:>12} {:>12} {:>12} {:>10} {:>10} {:>14}",
+        "policy", "cache", "requests", "hits", "hit ratio", "miss ratio", "byte hit ratio"
     )?;
     let mut last_size = None;
     for r in &run.results {
@@ -205,12 +239,13 @@ fn write_table(out: &mut impl Write, run: &TraceRun) -> std::io::Result<()> {
         last_size = Some(r.cache_bytes);
         writeln!(
             out,
-            "{:<width$} {:>12} {:>12} {:>12} {:>10.4} {:>14.4}",
+            "{:<width$} {:>12} {:>12} {:>12} {:>10.4} {:>10.4} {:>14.4}",
             r.policy,
             format_bytes(r.cache_bytes),
             r.requests,
             r.hits,
             r.hit_ratio(),
+            r.miss_ratio(),
             r.byte_hit_ratio()
         )?;
     }
@@ -291,9 +326,9 @@ fn trace_names(runs: &[TraceRun]) -> String {
 }
 
 /// Miss ratio over the trace, one series per (policy, size).
-fn interval_chart(runs: &[TraceRun], every: u64) -> hearth_plot::Chart {
+fn window_chart(runs: &[TraceRun], every: u64) -> hearth_plot::Chart {
     let title = format!("Miss ratio over time: {}", trace_names(runs));
-    let mut chart = hearth_plot::Chart::lines(&title, &format!("requests (intervals of {every})"), "miss ratio");
+    let mut chart = hearth_plot::Chart::lines(&title, &format!("requests (windows of {every})"), "miss ratio");
     for run in runs {
         for r in &run.results {
             let points =
@@ -318,7 +353,7 @@ fn run_hierarchy(args: &SimArgs, (size, client_policy): &(String, PolicySpec), t
     anyhow::ensure!(args.more_traces.is_empty(), "two-level runs take one trace");
     let source = args.trace.source();
     let needs = Needs { totals: true, next_access: client_policy.is_offline() };
-    let trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet))?;
+    let trace = Streamed::open(&source, needs, &progress::Bars::new(args.quiet.quiet))?;
     if trace.accesses_counted() == 0 {
         anyhow::bail!("{} holds no requests", args.trace.trace.display());
     }
@@ -356,7 +391,7 @@ fn run_hierarchy(args: &SimArgs, (size, client_policy): &(String, PolicySpec), t
         }
         eprintln!("wrote {} ({written} storage-level accesses with buffer addresses)", path.display());
     }
-    let bar = progress::bar(configs.len() as u64, "simulating two levels", args.quiet);
+    let bar = progress::bar(configs.len() as u64, "simulating two levels", args.quiet.quiet);
     let results = hearth_sim::parallel_map(&configs, threads, |cfg| {
         let r = hearth_sim::hierarchy::run_hierarchy(&trace, cfg);
         bar.inc(1);
@@ -439,7 +474,7 @@ fn hierarchy_configs(
 }
 
 fn report_hierarchy(args: &SimArgs, header: &str, results: &[HierarchyResult]) -> anyhow::Result<()> {
-    if args.json {
+    if args.output.json() {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         println!("{header}");

@@ -10,6 +10,7 @@ use clap::Args;
 use hearth_sim::run::Row;
 use hearth_sim::sweep::Sweep;
 
+use crate::output_args::{Json, Quiet, Threads};
 use crate::progress;
 
 #[derive(Args, Debug)]
@@ -20,18 +21,17 @@ pub struct SweepArgs {
     /// Write the table to PATH (.csv or .json) instead of the file's `output`.
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
-    /// Worker threads, one task each (default: the file's `workers`, else one per core).
-    #[arg(long, value_name = "N")]
-    threads: Option<usize>,
+    // Overrides the file's `workers`.
+    #[command(flatten)]
+    threads: Threads,
     /// Old name of --threads.
     #[arg(long, hide = true, conflicts_with = "threads", value_parser = crate::units::renamed::<usize>("--workers", "--threads"))]
     workers: Option<usize>,
-    /// Print the table as JSON (instead of CSV) when there is no output file.
-    #[arg(long)]
-    json: bool,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
+    // JSON instead of CSV when there is no output file.
+    #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
+    quiet: Quiet,
 }
 
 /// Where the table goes.
@@ -58,23 +58,24 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     let output = args.output.clone().or_else(|| sweep.output.clone());
     let table = match &output {
         Some(path) => table_for(path)?,
-        None if args.json => Table::Json,
+        None if args.json.json => Table::Json,
         None => Table::Csv,
     };
     let workers = args
         .threads
+        .given()
         .or(args.workers)
         .or(sweep.workers)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let rows = sweep.run(workers, &progress::Bars::new(args.quiet))?;
+    let rows = sweep.run(workers, &progress::Bars::new(args.quiet.quiet))?;
     match &output {
         Some(path) => {
             let file = std::fs::File::create(path).with_context(|| format!("{}: cannot create", path.display()))?;
             let mut out = std::io::BufWriter::new(file);
             write_table(&mut out, table, &rows)?;
             out.flush()?;
-            if !args.quiet {
+            if !args.quiet.quiet {
                 eprintln!("wrote {} ({} rows)", path.display(), rows.len());
             }
         }
@@ -90,33 +91,9 @@ fn write_table(out: &mut impl Write, table: Table, rows: &[Row]) -> anyhow::Resu
             serde_json::to_writer_pretty(&mut *out, rows)?;
             writeln!(out)?;
         }
-        Table::Csv => {
-            writeln!(out, "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes")?;
-            for Row { trace, result: r } in rows {
-                writeln!(
-                    out,
-                    "{},{},{},{},{},{},{}",
-                    csv_field(trace),
-                    csv_field(&r.policy),
-                    r.cache_bytes,
-                    r.requests,
-                    r.hits,
-                    r.bytes,
-                    r.hit_bytes
-                )?;
-            }
-        }
+        Table::Csv => crate::sim::write_csv(out, rows.iter().cloned())?,
     }
     Ok(())
-}
-
-/// A CSV field, quoted when it holds a comma, a quote or a line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 #[cfg(test)]
@@ -125,6 +102,7 @@ mod tests {
 
     #[test]
     fn csv_fields_are_quoted_only_when_needed() {
+        use crate::sim::csv_field;
         assert_eq!(csv_field("LRU"), "LRU");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");

@@ -15,6 +15,7 @@ use hearth_tier::synth::{chains, ChainsConfig};
 use hearth_tier::{extents, CdpConfig, Experiment, Extent, Partitioner, Scheme, TierConfig, TierStats};
 
 use crate::out_paths;
+use crate::output_args::Json;
 use crate::trace_args::TraceArgs;
 use crate::units;
 
@@ -76,7 +77,7 @@ struct Setup {
           value_parser = units::share("--train", units::BareShare::Fraction))]
     train: f64,
     /// Requests this close (in requests) are linked in the access graph.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4)]
     window: usize,
 }
 
@@ -93,9 +94,8 @@ pub struct SimArgs {
     /// Prefetch reads per demand request, at most.
     #[arg(long, default_value_t = 2)]
     cdp_max: u32,
-    /// Print results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: Json,
 }
 
 #[derive(Args, Debug)]
@@ -103,7 +103,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     setup: Setup,
     /// Where to write the plan (JSON).
-    #[arg(short, long)]
+    #[arg(short, long, value_name = "PATH")]
     output: PathBuf,
     /// freq (most accessed blocks) or borg (most connected extents of the access graph).
     #[arg(long, default_value = "borg")]
@@ -115,7 +115,7 @@ pub struct SweepArgs {
     #[command(flatten)]
     setup: Setup,
     /// Directory for CSV tables and plots (SVG and PNG).
-    #[arg(short, long, value_parser = out_paths::dir)]
+    #[arg(short, long, value_name = "PATH", value_parser = out_paths::dir)]
     output: PathBuf,
 }
 
@@ -262,7 +262,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             results.push((scheme, cdp, stats));
         }
     }
-    if args.json {
+    if args.json.json {
         let json: Vec<_> = results
             .iter()
             .map(|(scheme, cdp, s)| {

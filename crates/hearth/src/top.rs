@@ -18,7 +18,7 @@ pub struct TopArgs {
     /// http://127.0.0.1:9109/metrics).
     address: String,
     /// Time between refreshes, e.g. 1s.
-    #[arg(long, default_value = "1s", value_parser = crate::units::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = crate::units::duration)]
     interval: Duration,
     /// Print one view and exit.
     #[arg(long)]

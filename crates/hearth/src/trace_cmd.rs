@@ -13,6 +13,7 @@ use hearth_trace::{sample, Mode, NextAccessFile, NextAccessReader, Request, Trac
 use indicatif::ProgressBar;
 use serde_json::json;
 
+use crate::output_args::{Json, Quiet};
 use crate::progress;
 use crate::trace_args::TraceArgs;
 
@@ -37,21 +38,18 @@ pub struct HeadArgs {
     #[arg(short = 'n', long = "lines", default_value_t = 10)]
     n: usize,
     /// Accepted as by the other `trace` commands; `head` writes nothing on stderr anyway.
-    #[allow(dead_code)] // parsed, never needed
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    _quiet: Quiet,
 }
 
 #[derive(Args, Debug)]
 pub struct StatsArgs {
     #[command(flatten)]
     trace: TraceArgs,
-    /// Print the counts as JSON.
-    #[arg(long)]
-    json: bool,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
+    quiet: Quiet,
 }
 
 #[derive(Args, Debug)]
@@ -62,7 +60,7 @@ pub struct SampleArgs {
     out: OutArgs,
     /// Share of the keys to keep, as a fraction (0.01) or a percentage (1%): a key is kept when its
     /// SplitMix64 hash is below RATE * 2^64, with all its accesses.
-    #[arg(long, value_parser = sample::parse_rate)]
+    #[arg(long, value_name = "PERCENT", value_parser = sample::parse_rate)]
     rate: f64,
 }
 
@@ -79,11 +77,10 @@ struct OutArgs {
     /// The oracleGeneral file to write, uncompressed (compress it afterwards if needed). The next
     /// accesses are computed in temporary files in $TMPDIR (up to 29 bytes per access, gone however
     /// hearth ends).
-    #[arg(short, long)]
+    #[arg(short, long, value_name = "PATH")]
     output: PathBuf,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    quiet: Quiet,
 }
 
 pub fn run(cmd: TraceCmd) -> anyhow::Result<()> {
@@ -172,7 +169,7 @@ impl RequestStats {
 
 fn stats(args: &StatsArgs) -> anyhow::Result<()> {
     let (requests, mode) = args.trace.open()?;
-    let bar = progress::counter("reading", args.quiet);
+    let bar = progress::counter("reading", args.quiet.quiet);
     let mut req = RequestStats::default();
     // Footprint: each key counts with the size of its first access.
     let mut seen = key_map::<()>(0);
@@ -197,7 +194,7 @@ fn stats(args: &StatsArgs) -> anyhow::Result<()> {
         Mode::Block { block_size } => Some(block_size),
         Mode::Object => None,
     };
-    if args.json {
+    if args.json.json {
         let report = json!({
             "trace": args.trace.trace,
             "mode": if block_size.is_some() { "block" } else { "object" },
@@ -272,7 +269,7 @@ fn export(trace: &TraceArgs, out: &OutArgs, threshold: Option<u64>) -> anyhow::R
     let dir = std::env::temp_dir();
 
     let (requests, mode) = trace.open()?;
-    let bar = progress::counter("finding next accesses", out.quiet);
+    let bar = progress::counter("finding next accesses", out.quiet.quiet);
     let mut total = 0u64;
     let keys = hearth_trace::accesses(counted(requests, &bar), mode)
         .inspect(|_| total += 1)
@@ -282,7 +279,7 @@ fn export(trace: &TraceArgs, out: &OutArgs, threshold: Option<u64>) -> anyhow::R
     bar.finish_and_clear();
 
     let (requests, mode) = trace.open()?;
-    let bar = progress::bar(column.len(), "writing", out.quiet);
+    let bar = progress::bar(column.len(), "writing", out.quiet.quiet);
     let accesses = hearth_trace::accesses(requests, mode).filter(|a| wanted(a, threshold));
     let mut records = Records { accesses, next: column.reader()?, vtime: 0, bar: bar.clone(), error: None };
     let mut tmp = OsString::from(out.output.as_os_str());

@@ -99,3 +99,50 @@ fn trim(v: f64) -> String {
     let s = format!("{v:.4}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
+
+/// `--warmup`: the leading part of a trace replayed but not counted, a
+/// count (`1000000`) or a share (`10%`). A bare fraction (`0.3`, the old
+/// spelling of `prefetch --warmup`) is read as a share, with a note.
+pub fn warmup(s: &str) -> Result<hearth_sim::run::Warmup, String> {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<f64>() {
+        if n.fract() != 0.0 && (0.0..1.0).contains(&n) {
+            let written = format!("{}%", trim(n * 100.0));
+            note(&format!("--warmup {t} is read as {written}; write shares as percentages (--warmup {written})"));
+            return Ok(hearth_sim::run::Warmup::Share(n));
+        }
+    }
+    t.parse().map_err(|e: hearth_sim::SettingError| e.to_string())
+}
+
+/// An old spelling whose name now means something else elsewhere: refused,
+/// naming the flag to use instead.
+pub fn moved(old: &'static str, new: &'static str, why: &'static str) -> impl Parser<String> {
+    move |_: &str| Err(format!("{old} is now {new} ({why})"))
+}
+
+/// An old name of a plot path flag, checked as the new one is, with a note.
+pub fn renamed_plot(old: &'static str, new: &'static str) -> impl Parser<std::path::PathBuf> {
+    move |s: &str| {
+        note(&format!("{old} is deprecated: use {new}"));
+        crate::out_paths::plot(s)
+    }
+}
+
+/// Bytes per second with `/s` (`100MiB/s`, `250MB/s`); a size without `/s`
+/// (the old spelling, `100MiB`) is read per second with a note, a bare
+/// number refused with the spelling meant.
+pub fn rate(flag: &'static str) -> impl Parser<u64> {
+    move |s: &str| {
+        let t = s.trim();
+        match hearth_core::parse_rate(t) {
+            Err(hearth_core::ValueError::NoRateUnit { .. }) if t.ends_with(|c: char| c.is_ascii_alphabetic()) => {
+                let per_second = format!("{t}/s");
+                let bytes = hearth_core::parse_rate(&per_second).map_err(|e| e.to_string())?;
+                note(&format!("{flag} {t} is read as {per_second}; write rates per second ({flag} {per_second})"));
+                Ok(bytes)
+            }
+            r => r.map_err(|e| e.to_string()),
+        }
+    }
+}

@@ -21,6 +21,7 @@ use hearth_warmup::synth::DailyZipf;
 use hearth_warmup::{Experiment, Method, Outcome, Thresholds, TimedAccess};
 
 use crate::out_paths;
+use crate::output_args::{Json, Quiet, Threads};
 use crate::progress;
 use crate::trace_args::TraceArgs;
 use crate::units;
@@ -37,7 +38,7 @@ pub enum WarmupCmd {
     #[command(after_help = "TRACE may also be synth:bonfire: Zipf 0.4 over 50 GiB with a daily pattern, --days days.")]
     Sim(WarmupSimArgs),
     /// Recover a server's warmup log (`hearth serve --warmup-log`) and show what a
-    /// `hearth serve --warmup` start would pre-load, without changing the log.
+    /// `hearth serve --warmup-preload` start would pre-load, without changing the log.
     Inspect(WarmupInspectArgs),
 }
 
@@ -48,12 +49,18 @@ pub struct WarmupInspectArgs {
     /// The export's cache block size.
     #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = hearth_core::parse_bytes)]
     block_size: u64,
-    /// metadata or data, as the server was started with.
-    #[arg(long, default_value = "metadata")]
-    mode: String,
-    /// Pre-load budget (the server caps it at its cache size).
+    /// What the warmup log holds, as the server was started with (serve's --warmup-mode).
+    #[arg(long, value_enum, default_value = "metadata")]
+    warmup_mode: hearth_server::warmup::WarmupMode,
+    /// Old spelling of --warmup-mode, refused: --mode is block or object caching.
+    #[arg(long, hide = true, value_parser = units::moved("--mode", "--warmup-mode", "--mode is block or object caching"))]
+    mode: Option<String>,
+    /// Most bytes to pre-load (serve's --warmup-budget; the server caps it at its cache size).
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = hearth_core::parse_bytes)]
-    budget: u64,
+    warmup_budget: u64,
+    /// Old spelling of --warmup-budget, refused: --budget is warmup sim's share of the working set.
+    #[arg(long, hide = true, value_parser = units::moved("--budget", "--warmup-budget", "--budget is warmup sim's share of the working set"))]
+    budget: Option<String>,
     /// The export's backing file (serve's --path): logged data is distrusted if it changed after
     /// the log.
     #[arg(long)]
@@ -100,8 +107,8 @@ pub struct WarmupSimArgs {
     /// Convergence threshold ThN: consecutive intervals without violation that mean converged.
     #[arg(long, default_value_t = Thresholds::default().intervals)]
     thn: usize,
-    /// Sequential read throughput of the pre-load in bytes per second, for the pre-load time estimate.
-    #[arg(long, value_name = "SIZE", default_value = "200MiB", value_parser = hearth_core::parse_bytes)]
+    /// Sequential read throughput of the pre-load, for the pre-load time estimate.
+    #[arg(long, value_name = "RATE", default_value = "200MiB/s", value_parser = units::rate("--seq-throughput"))]
     seq_throughput: u64,
     /// Write hit-rate-over-time plots (SVG + PNG), one per cache size and region size, into DIR.
     #[arg(long, value_name = "DIR", value_parser = out_paths::dir)]
@@ -109,15 +116,12 @@ pub struct WarmupSimArgs {
     /// Also print the re-access analysis of the trace.
     #[arg(long)]
     reaccess: bool,
-    /// Print every outcome (with hit-rate series) as JSON instead of the table.
-    #[arg(long)]
-    json: bool,
-    /// Worker threads (default: one per core).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// No progress bar.
-    #[arg(short, long)]
-    quiet: bool,
+    #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
+    threads: Threads,
+    #[command(flatten)]
+    quiet: Quiet,
 }
 
 pub fn run(cmd: WarmupCmd) -> anyhow::Result<()> {
@@ -128,19 +132,21 @@ pub fn run(cmd: WarmupCmd) -> anyhow::Result<()> {
 }
 
 fn inspect(args: WarmupInspectArgs) -> anyhow::Result<()> {
-    use hearth_server::warmup::{WarmupLog, WarmupMode, WarmupSettings};
-    let mode = match args.mode.as_str() {
-        "metadata" => WarmupMode::Metadata,
-        "data" => WarmupMode::Data,
-        other => anyhow::bail!("--mode {other:?}: expected metadata or data"),
-    };
+    use hearth_server::warmup::{WarmupLog, WarmupSettings};
+    let mode = args.warmup_mode;
     let len = std::fs::metadata(&args.log).with_context(|| format!("warmup log {}", args.log.display()))?.len();
     if len == 0 && std::fs::metadata(&args.log)?.is_file() {
         anyhow::bail!("warmup log {} is empty", args.log.display());
     }
     let block_size = u32::try_from(args.block_size).context("--block-size")?;
-    let settings =
-        WarmupSettings { log: args.log.clone(), mode, budget: args.budget, staging: 0, log_size: len, preload: true };
+    let settings = WarmupSettings {
+        log: args.log.clone(),
+        mode,
+        budget: args.warmup_budget,
+        staging: 0,
+        log_size: len,
+        preload: true,
+    };
     let mut log = WarmupLog::open(&settings, block_size)?;
     if log.recovered().is_none() {
         anyhow::bail!("{}", log.warning.unwrap_or_default());
@@ -171,7 +177,7 @@ fn inspect(args: WarmupInspectArgs) -> anyhow::Result<()> {
     let plan = log.plan().expect("recovered");
     println!(
         "pre-load within {}: {} blocks, {} from the log, {} from the backend",
-        format_bytes(args.budget),
+        format_bytes(args.warmup_budget),
         plan.items.len(),
         plan.from_log(),
         plan.items.len() - plan.from_log()
@@ -241,15 +247,16 @@ fn sim(args: WarmupSimArgs) -> anyhow::Result<()> {
         println!();
     }
     let periods = hearth_warmup::sim::split_periods(&trace, exp.period_ns, exp.interval_ns).len();
-    let bar = progress::bar(hearth_warmup::sim::job_count(&exp, periods) as u64, "simulating restarts", args.quiet);
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let bar =
+        progress::bar(hearth_warmup::sim::job_count(&exp, periods) as u64, "simulating restarts", args.quiet.quiet);
+    let threads = args.threads.count();
     let outcomes = hearth_warmup::sim::run(&trace, &exp, threads, &|| bar.inc(1))?;
     bar.finish_and_clear();
     drop(trace);
 
     let out = std::io::stdout();
     let mut out = out.lock();
-    if args.json {
+    if args.json.json {
         serde_json::to_writer(&mut out, &outcomes)?;
         writeln!(out)?;
     } else {

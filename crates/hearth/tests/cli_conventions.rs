@@ -295,3 +295,390 @@ fn sizes_without_units_are_refused_with_a_hint() {
     let out = stdout(&hearth(&["sim", path(&keys), "-q", "-p", "lru", "-s", "2", "--json"]));
     assert!(out.contains("\"cache_bytes\": 2"), "{out}");
 }
+
+/// Every flag name with the one meaning it has in every command that takes
+/// it: (name, kind of value, value name in --help, meaning). The kind is read
+/// from the flag's value parser and value name (see `kind`); a switch has no
+/// value name. A flag added to any command needs a line here, and a name
+/// reused for another idea fails below.
+const MEANINGS: &[(&str, &str, &str, &str)] = &[
+    ("access-log", "path", "PATH", "log of every client read and write, as a CloudPhysics CSV trace"),
+    ("admin", "switch", "", "serve POST /mode on the metrics address"),
+    ("admin-token-file", "path", "FILE", "file with the token POST /mode must carry"),
+    ("allow", "word", "CIDR", "client address or CIDR block allowed to connect"),
+    ("backend", "word", "BACKEND", "what an export stores its data in"),
+    ("background-reads", "count", "N", "background reads in flight at once"),
+    ("bandwidth", "rate", "RATE", "bytes per second of a simulated slow backend"),
+    ("block-size", "size", "SIZE", "the cache's block size"),
+    ("budget", "share", "PERCENT", "warmup budget, a share of the previous period's working set"),
+    ("cache-device", "path", "PATH", "file or block device of the second cache level"),
+    ("cache-device-discard-damaged", "switch", "", "start over a damaged cache device, dropping what cannot be read"),
+    ("cache-device-size", "size", "SIZE", "bytes of the cache device to use"),
+    ("cache-device-write-back", "switch", "", "the cache device holds writes as dirty blocks"),
+    ("cache-size", "size", "SIZE", "the size of the one cache"),
+    ("cdp", "word", "CDP", "prefetching on top of a tier scheme"),
+    ("cdp-max", "count", "CDP_MAX", "prefetch reads per demand request, at most"),
+    ("ceiling", "size", "SIZES", "cache sizes at which to sort misses by what could predict them"),
+    ("client-cache", "word", "SIZE[:POLICY]", "a client buffer cache above the storage cache"),
+    ("clients", "count", "CLIENTS", "concurrent clients of a generated workload"),
+    ("columns", "word", "SPEC", "which column of a CSV or binary trace holds what"),
+    ("config", "path", "PATH", "the server's TOML configuration"),
+    ("csv", "switch", "", "print the results as CSV"),
+    ("days", "count", "DAYS", "days of synth:bonfire to generate"),
+    ("deny", "word", "CIDR", "client address or CIDR block refused"),
+    ("description", "word", "TEXT", "an export's description"),
+    ("device-latency", "duration", "DURATION", "latency of a simulated device, per read"),
+    ("devices", "path", "DEVICES", "TOML file of user-defined devices"),
+    ("direct", "switch", "", "open the backing file with O_DIRECT"),
+    ("dirty-limit", "size", "SIZE", "dirty bytes that trigger a write-back flush"),
+    ("dirty-max-age", "duration", "DURATION", "how long dirty data waits before it is cleaned"),
+    ("export-storage-trace", "path", "PATH", "where to write the storage-level trace below client caches"),
+    ("fast", "word", "FAST", "the fast device, by name"),
+    ("fast-size", "size", "SIZE", "the fast device's size"),
+    ("format", "word", "FORMAT", "a trace's format, when its name does not tell"),
+    ("group", "word", "GROUP", "the group the server switches to once set up"),
+    ("handshake-timeout", "duration", "DURATION", "time a client may take over its handshake"),
+    ("idle-plot", "path", "PATH", "where to plot idle distances (PATH.svg, PATH.png)"),
+    ("idle-timeout", "duration", "DURATION", "time a connection may stay idle"),
+    ("ignore-dirty-cache-device", "switch", "", "serve a backend without the cache device holding its writes"),
+    ("ignore-obj-size", "switch", "", "count every object of a trace as size 1"),
+    ("interarrival", "duration", "DURATION", "time between storage requests, for timing misses"),
+    (
+        "interval",
+        "duration",
+        "DURATION",
+        "a span of time: between refreshes (top), of one hit-ratio point (warmup sim)",
+    ),
+    ("json", "switch", "", "print the results as JSON"),
+    ("latency", "duration", "DURATION", "latency added to each backend call"),
+    ("lines", "count", "N", "requests to print"),
+    ("listen", "word", "ADDR", "TCP address to listen on"),
+    ("log", "word", "FILTER", "log filter"),
+    ("lookahead", "count", "LOOKAHEAD", "reads ahead of a context's demand to predict"),
+    ("max-client-buffers", "count", "N", "client buffers one connection may name in hints"),
+    ("max-connections", "count", "N", "client connections served at once"),
+    ("max-request", "size", "SIZE", "largest read or write accepted"),
+    ("method", "word", "METHOD", "the one method to use"),
+    ("methods", "word", "METHODS", "methods to run, comma-separated"),
+    ("metrics", "word", "ADDR", "address of the Prometheus endpoint"),
+    ("mode", "word", "MODE", "block or object caching of a trace"),
+    ("mrc", "path", "PATH", "where to plot miss-ratio curves (PATH.svg, PATH.png)"),
+    ("name", "word", "NAME", "an export's name"),
+    ("once", "switch", "", "print one view and exit"),
+    ("os-cache", "size", "SIZE", "the OS page cache's size"),
+    ("output", "path", "PATH", "where the output goes"),
+    ("pass-through", "switch", "", "nothing enters the cache"),
+    ("path", "path", "PATH", "an export's backing file or block device"),
+    ("peer", "path", "PATH", "the peer benchmark script"),
+    ("per-client", "switch", "", "one client cache per trace client"),
+    ("period", "duration", "DURATION", "time between restarts"),
+    ("pidfile", "path", "FILE", "where to write the server's process id"),
+    ("placement", "word", "PLACEMENT", "when blocks enter the storage cache (ac, ev, ...)"),
+    ("plot", "path", "PATH", "where to plot the results (PATH.svg, PATH.png)"),
+    ("plots", "path", "DIR", "directory to write plots into"),
+    ("policies", "word", "POLICIES", "replacement policies to run, comma-separated"),
+    ("policy", "word", "POLICY", "the one replacement policy of a cache"),
+    ("prefetch", "word", "SCHEME", "the one prefetcher of an export"),
+    ("prefetch-cache", "size", "SIZE", "the prefetch cache's size"),
+    ("prefetch-fraction", "share", "PERCENT", "share of the cache for prefetched blocks"),
+    ("quiet", "switch", "", "no progress bar or notes on stderr"),
+    ("rate", "share", "PERCENT", "sampling rate, a share of the keys"),
+    ("reaccess", "switch", "", "the re-access analysis"),
+    ("read-ahead", "count", "READ_AHEAD", "blocks the OS reads ahead"),
+    ("read-only", "switch", "", "every export read-only"),
+    ("reads-only", "switch", "", "skip the workload's writes"),
+    ("regions", "size", "SIZES", "region sizes for pre-loading"),
+    ("repeat", "count", "REPEAT", "runs per policy"),
+    ("requests", "count", "REQUESTS", "requests of a generated (synth:) workload"),
+    ("rules", "switch", "", "also count mined rules"),
+    ("run", "word", "CMD", "a command to run once serving (captive mode)"),
+    ("sample-seed", "count", "N", "which sample of the keys to draw"),
+    ("schemes", "word", "SCHEMES", "schemes to compare (prefetchers, fast-device schemes)"),
+    ("seed", "count", "SEED", "seed of a generated workload"),
+    ("seq-throughput", "rate", "RATE", "sequential read bandwidth of a pre-load"),
+    ("sequential-cutoff", "size", "SIZE", "sequential stream length past which reads bypass the cache"),
+    ("server", "word", "SERVER", "the NBD server to drive"),
+    ("shards-hot-keys", "count", "N", "hot keys SHARDS tracks exactly"),
+    ("shards-items", "count", "N", "items fixed-size SHARDS tracks"),
+    ("size", "size", "SIZE", "an export's size"),
+    ("sizes", "size", "SIZES", "cache sizes, a comma-separated list"),
+    ("slow", "word", "SLOW", "the slow device, by name"),
+    ("speed", "number", "SPEED", "how many times faster than recorded to replay"),
+    ("sweep-clients", "count", "SWEEP_CLIENTS", "client counts to sweep"),
+    ("think", "duration", "DURATION", "time added between consecutive requests"),
+    ("thn", "count", "THN", "convergence threshold: intervals without violation"),
+    ("threads", "count", "N", "worker threads"),
+    ("thv", "share", "PERCENT", "violation threshold, in hit-ratio points"),
+    ("tier-access-log", "path", "PATH", "old name of --access-log"),
+    ("tier-fast-path", "path", "PATH", "the fast tier's file"),
+    ("tier-fast-size", "size", "SIZE", "the fast tier's size"),
+    ("tier-idle", "duration", "DURATION", "client quiet time before migrating"),
+    ("tier-journal", "path", "PATH", "the fast tier's journal"),
+    ("tier-migrate-bandwidth", "rate", "RATE", "bytes per second of tier migration"),
+    ("tier-plan", "path", "PATH", "a partition plan to migrate"),
+    ("tls", "word", "MODE", "TLS off, on or required"),
+    ("tls-certificates", "path", "DIR", "directory of TLS certificates"),
+    ("tls-identity", "word", "DN", "the TLS client subject an export is served to"),
+    ("tls-psk", "path", "FILE", "TLS pre-shared keys file"),
+    ("tls-verify-peer", "switch", "", "require client certificates"),
+    ("train", "share", "PERCENT", "leading share of a trace used for training"),
+    ("transactions", "count", "TRANSACTIONS", "contexts of a generated workload"),
+    ("unix", "path", "PATH", "Unix socket to listen on"),
+    ("upstream", "word", "URI", "the NBD server behind an nbd backend"),
+    ("upstream-connections", "count", "N", "connections to the upstream"),
+    ("upstream-timeout", "duration", "DURATION", "how long one upstream call may take"),
+    ("user", "word", "USER", "the user the server switches to once set up"),
+    ("warmup", "warmup", "N|P%", "leading requests replayed but not counted: a count or a share"),
+    ("warmup-budget", "size", "SIZE", "most bytes to pre-load from a warmup log"),
+    ("warmup-log", "path", "PATH", "the warmup log's file or block device"),
+    ("warmup-log-size", "size", "SIZE", "size of a warmup log file"),
+    ("warmup-mode", "word", "WARMUP_MODE", "what a warmup log holds: metadata or data"),
+    ("warmup-preload", "switch", "", "pre-load the cache from the warmup log"),
+    ("warmup-staging", "size", "SIZE", "staging buffer of the warmup log"),
+    ("what-if", "word", "POLICY", "a policy the live advice shadows"),
+    ("window", "count", "N", "a number of consecutive requests"),
+    ("window-plot", "path", "PATH", "where to plot the miss ratio of each window (PATH.svg, PATH.png)"),
+    ("workload", "word", "WORKLOAD", "the workload to generate"),
+    ("write-around", "switch", "", "write-around cache mode"),
+    ("write-back", "switch", "", "write-back cache mode"),
+];
+
+/// What kind of value a flag of `hearth __flags` takes, from its parser's
+/// type and its value name; `Err` names a value name its type contradicts.
+fn kind(flag: &serde_json::Value) -> Result<&'static str, String> {
+    let value = flag["value"].as_str().unwrap();
+    let name = flag["value_name"].as_str().unwrap_or("");
+    let typed = |kind, types: &[&str]| {
+        if types.contains(&value) {
+            Ok(kind)
+        } else {
+            Err(format!("value name {name} with a {value} parser"))
+        }
+    };
+    // Sizes, rates and durations the server's configuration reads arrive as text.
+    match (value, name) {
+        ("switch", _) => Ok("switch"),
+        (_, "DURATION") => typed("duration", &["duration", "string"]),
+        (_, "SIZE" | "SIZES") => typed("size", &["u64", "string"]),
+        (_, "RATE") => typed("rate", &["u64"]),
+        (_, "PERCENT") => typed("share", &["f64", "string"]),
+        (_, "N|P%") => typed("warmup", &["warmup"]),
+        ("path", _) => Ok("path"),
+        ("u64" | "u32" | "u16" | "usize", _) => Ok("count"),
+        ("f64", _) => Ok("number"),
+        (_, "N") => Err(format!("value name N with a {value} parser")),
+        _ => Ok("word"),
+    }
+}
+
+/// `hearth __flags`: one JSON object per flag of every command.
+fn all_flags() -> Vec<serde_json::Value> {
+    stdout(&hearth(&["__flags"])).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// One meaning per flag name across every command (docs/GUIDE.md, "Flag
+/// conventions"): each flag of each command, walked through clap, takes the
+/// kind of value and value name of its line in `MEANINGS`, and a short option
+/// stands for one long name. `-- --nocapture` prints the table.
+#[test]
+fn every_flag_name_has_one_meaning_across_commands() {
+    let flags = all_flags();
+    assert!(flags.len() > 250, "the walk reached every command: {} flags", flags.len());
+    let mut problems = Vec::new();
+    let mut commands: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    let mut shorts: std::collections::BTreeMap<String, &str> = Default::default();
+    for f in &flags {
+        let (long, command) = (f["long"].as_str().unwrap(), f["command"].as_str().unwrap());
+        let at = format!("hearth {command} --{long}");
+        let Some(&(_, want_kind, want_name, _)) = MEANINGS.iter().find(|m| m.0 == long) else {
+            problems.push(format!("{at}: not in MEANINGS; give it a line (or use a name that is)"));
+            continue;
+        };
+        commands.entry(long).or_default().push(command.to_string());
+        match kind(f) {
+            Ok(k) if k != want_kind => problems.push(format!("{at}: takes a {k}, but --{long} is a {want_kind}")),
+            Err(e) => problems.push(format!("{at}: {e}")),
+            Ok(_) => {}
+        }
+        let name = f["value_name"].as_str().unwrap_or("");
+        if want_kind != "switch" && name != want_name {
+            problems.push(format!("{at}: value name {name}, but --{long} takes {want_name}"));
+        }
+        if f["help"].as_str().unwrap().trim().is_empty() {
+            problems.push(format!("{at}: no help"));
+        }
+        if let Some(short) = f["short"].as_str() {
+            let first = *shorts.entry(short.to_string()).or_insert(long);
+            if first != long {
+                problems.push(format!("{at}: -{short} is already --{first}"));
+            }
+        }
+    }
+    for (name, ..) in MEANINGS {
+        if !commands.contains_key(name) {
+            problems.push(format!("--{name} is in MEANINGS but no command takes it"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    println!("{:<30} {:<9} {:<14} meaning (commands)", "flag", "kind", "value");
+    for (name, kind, value, meaning) in MEANINGS {
+        let mut on = commands[name].clone();
+        on.dedup();
+        let on = if on.len() > 4 { format!("{} commands", on.len()) } else { on.join(", ") };
+        println!("--{name:<28} {kind:<9} {value:<14} {meaning} ({on})");
+    }
+}
+
+/// The renamed flags: `sim --interval N` is `--window N` (with a note), and
+/// the names that meant something else elsewhere are refused, naming the
+/// new one.
+#[test]
+fn renamed_flags_name_their_new_spelling() {
+    let zipf = ["sim", "synth:zipf:2000:0.9", "--requests", "20000", "-q", "-p", "lru", "-s", "10%", "--json"];
+    same_output_with_notes(
+        &zipf,
+        &["--window", "5000"],
+        &["--interval", "5000"],
+        &["hearth: note: --interval is deprecated: use --window"],
+    );
+    let err = failure(&run(&zipf, &["--interval", "10s"]));
+    assert!(err.contains("--interval"), "{err}");
+    for (args, says) in [
+        (
+            &["serve", "--backend", "memory", "--size", "1MiB", "--warmup-log", "/nonexistent/log", "--warmup"][..],
+            "--warmup is now --warmup-preload",
+        ),
+        (&["warmup", "inspect", "/nonexistent/log", "--budget", "1MiB"], "--budget is now --warmup-budget"),
+        (&["warmup", "inspect", "/nonexistent/log", "--mode", "data"], "--mode is now --warmup-mode"),
+    ] {
+        let err = failure(&hearth(args));
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// `--warmup` is one idea in `sim` and `prefetch`: a count or a share of the
+/// leading requests, replayed uncounted.
+#[test]
+fn warmup_takes_a_count_or_a_share_in_sim_and_prefetch() {
+    let zipf = ["sim", "synth:zipf:2000:0.9", "--requests", "20000", "-q", "-p", "lru", "-s", "10%", "--json"];
+    let counted = |args: &[&str]| -> u64 {
+        let rows: serde_json::Value = serde_json::from_str(&stdout(&run(&zipf, args))).unwrap();
+        rows[0]["requests"].as_u64().unwrap()
+    };
+    assert_eq!(counted(&["--warmup", "5000"]), 15000);
+    assert_eq!(counted(&["--warmup", "25%"]), 15000);
+    let prefetch = ["prefetch", "analyze", "--workload", "rubis", "--clients", "5", "--transactions", "100"];
+    let share = stdout(&run(&prefetch, &["--ceiling", "10%", "--warmup", "50%"]));
+    assert!(share.contains("warm-up 50%"), "{share}");
+    let count = stdout(&run(&prefetch, &["--ceiling", "10%", "--warmup", "10"]));
+    assert!(count.contains("warm-up 0%") || count.contains("warm-up 1%"), "{count}");
+}
+
+/// Rates carry `/s` and a unit, decimal or binary, as output prints them.
+#[test]
+fn rates_take_units_per_second() {
+    // 20 blocks each 60 s "day": the pre-load of 80 KiB takes 80 s at 1 KiB/s.
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("version,time,op,size,lbn\n");
+    for s in 0..180u64 {
+        csv.push_str(&format!("1,{},28,4096,{}\n", 1000 + s, (s % 20) * 8));
+    }
+    let trace = dir.path().join("days.csv");
+    std::fs::write(&trace, csv).unwrap();
+    let warmup = ["warmup", "sim", path(&trace), "-q", "--sizes", "20blocks", "--regions", "4KiB", "--period", "60s"];
+    let binary = stdout(&run(&warmup, &["--seq-throughput", "1KiB/s"]));
+    assert_eq!(binary, stdout(&run(&warmup, &["--seq-throughput", "1024B/s"])));
+    assert_ne!(binary, stdout(&run(&warmup, &["--seq-throughput", "1kB/s"])), "kB is 1000 bytes");
+    let old = run(&warmup, &["--seq-throughput", "1KiB"]);
+    assert_eq!(stdout(&old), binary, "a size without /s is per second");
+    let note = String::from_utf8_lossy(&old.stderr);
+    assert!(note.contains("note: --seq-throughput 1KiB is read as 1KiB/s"), "{note}");
+    let err = failure(&run(&warmup, &["--seq-throughput", "100"]));
+    assert!(err.contains(r#"rate "100" has no unit: write 100MB/s or 100MiB/s"#), "{err}");
+    for flag in ["--bandwidth", "--tier-migrate-bandwidth"] {
+        let err = failure(&hearth(&["serve", "--backend", "memory", "--size", "1MiB", flag, "250"]));
+        assert!(err.contains("write 250MB/s or 250MiB/s"), "{flag}: {err}");
+    }
+    // Accepted with units: the server then stops at the bad port, not at the rate.
+    let o = hearth(&[
+        "serve",
+        "--backend",
+        "memory",
+        "--size",
+        "1MiB",
+        "--bandwidth",
+        "250MB/s",
+        "--listen",
+        "127.0.0.1:99999",
+    ]);
+    let err = failure(&o);
+    assert!(!err.contains("bandwidth") && !err.contains("rate"), "{err}");
+}
+
+/// Checks every object under `v` that counts hits (`"hits": N`) carries
+/// `hit_ratio` and `miss_ratio`, fractions of its requests that sum to 1;
+/// returns how many it checked.
+fn ratios_named_alike(v: &serde_json::Value, at: &str) -> usize {
+    match v {
+        serde_json::Value::Object(o) => {
+            let mut checked = 0;
+            if o.get("hits").is_some_and(serde_json::Value::is_u64) {
+                let (hit, miss) =
+                    (o.get("hit_ratio").and_then(|r| r.as_f64()), o.get("miss_ratio").and_then(|r| r.as_f64()));
+                let (Some(hit), Some(miss)) = (hit, miss) else {
+                    panic!("{at}: hits without hit_ratio and miss_ratio: {v}")
+                };
+                assert!((0.0..=1.0).contains(&hit) && (hit + miss - 1.0).abs() < 1e-9, "{at}: {v}");
+                checked += 1;
+            }
+            for (k, x) in o {
+                assert!(!k.contains("hit_rate") && !k.contains("miss_rate") && !k.contains("hit_percent"), "{at}: {k}");
+                checked += ratios_named_alike(x, at);
+            }
+            checked
+        }
+        serde_json::Value::Array(a) => a.iter().map(|x| ratios_named_alike(x, at)).sum(),
+        _ => 0,
+    }
+}
+
+/// Hit and miss ratios carry the same names in every command's JSON and CSV
+/// (docs/GUIDE.md, "Flag conventions"): `hit_ratio` and `miss_ratio`, as
+/// fractions, beside the counts they come from.
+#[test]
+fn every_json_and_csv_names_hit_and_miss_ratios_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = dir.path().join("sweep.toml");
+    std::fs::write(
+        &sweep,
+        "traces = \"synth:loop:100\"\npolicies = \"lru,arc\"\nsizes = \"50blocks\"\nrequests = 1000\n",
+    )
+    .unwrap();
+    let zipf = ["synth:zipf:2000:0.9", "--requests", "5000", "-q"];
+    let json: &[&[&str]] = &[
+        &[&["sim"], &zipf[..], &["-p", "lru,arc", "-s", "10%", "--json"]].concat(),
+        &[&["sim"], &zipf[..], &["-p", "lru", "-s", "10%", "--client-cache", "5%", "--json"]].concat(),
+        &[&["mrc"], &zipf[..], &["-m", "exact,shards", "--json"]].concat(),
+        &["sweep", path(&sweep), "-q", "--json"],
+        &["prefetch", "sim", "--workload", "rubis", "--clients", "5", "--transactions", "100", "--json"],
+    ];
+    for args in json {
+        let v: serde_json::Value = serde_json::from_str(&stdout(&hearth(args))).unwrap();
+        assert!(ratios_named_alike(&v, &args.join(" ")) > 0, "{args:?}: no hit counts seen: {v}");
+    }
+    let csv: &[&[&str]] = &[
+        &[&["sim"], &zipf[..], &["-p", "lru", "-s", "10%", "--csv"]].concat(),
+        &[&["mrc"], &zipf[..], &["--csv"]].concat(),
+        &["sweep", path(&sweep), "-q"],
+    ];
+    for args in csv {
+        let out = stdout(&hearth(args));
+        let header: Vec<&str> = out.lines().next().unwrap().split(',').collect();
+        let row: Vec<&str> = out.lines().nth(1).unwrap().split(',').collect();
+        let column = |name: &str| -> f64 {
+            let i = header.iter().position(|&h| h == name).unwrap_or_else(|| panic!("{args:?}: no {name}: {out}"));
+            row[i].parse().unwrap()
+        };
+        assert!((column("hit_ratio") + column("miss_ratio") - 1.0).abs() < 1e-5, "{args:?}: {out}");
+    }
+}

@@ -124,7 +124,7 @@ fn several_traces_with_warmup_and_intervals_are_tagged_and_counted() {
     std::fs::write(&a, "1\n2\n1\n2\n3\n1\n2\n3\n").unwrap();
     std::fs::write(&b, "7\n7\n7\n7\n").unwrap();
     let args = ["sim", a.to_str().unwrap(), b.to_str().unwrap(), "-q", "-p", "lru", "-s", "3", "--json"];
-    let out = stdout(&hearth(&[&args[..], &["--warmup", "2", "--interval", "4"]].concat()));
+    let out = stdout(&hearth(&[&args[..], &["--warmup", "2", "--window", "4"]].concat()));
     let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 2);

@@ -78,7 +78,7 @@ fn sweep_csv_has_the_json_columns_and_numbers() {
     assert!(!dir.path().join("table.csv").exists());
     let csv = std::fs::read_to_string(&csv_path).unwrap();
     let mut lines = csv.lines();
-    assert_eq!(lines.next(), Some("trace,policy,cache_bytes,requests,hits,bytes,hit_bytes"));
+    assert_eq!(lines.next(), Some("trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio"));
     let want = sim_json(&traces);
     let want = want.as_array().unwrap();
     let rows: Vec<&str> = lines.collect();
@@ -90,7 +90,10 @@ fn sweep_csv_has_the_json_columns_and_numbers() {
             Some(t) => t.to_string(),
             None => w[k].to_string(),
         };
-        let expect = ["trace", "policy", "cache_bytes", "requests", "hits", "bytes", "hit_bytes"].map(s).join(",");
+        let counts = ["trace", "policy", "cache_bytes", "requests", "hits", "bytes", "hit_bytes"].map(s);
+        let ratios = ["hit_ratio", "miss_ratio", "byte_hit_ratio", "byte_miss_ratio"]
+            .map(|k| format!("{:.6}", w[k].as_f64().unwrap()));
+        let expect = [counts.join(","), ratios.join(",")].join(",");
         assert_eq!(*line, expect);
     }
     // The old name of --threads still works and says so.
@@ -106,7 +109,8 @@ fn sweep_csv_has_the_json_columns_and_numbers() {
     let out = stdout(&hearth(&["sweep", path(&bare), "-q"]));
     assert_eq!(
         out,
-        "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes\nsynth:loop:100,LRU,204800,1000,0,4096000,0\n"
+        "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio\n\
+         synth:loop:100,LRU,204800,1000,0,4096000,0,0.000000,1.000000,0.000000,1.000000\n"
     );
 }
 

@@ -63,7 +63,7 @@ fn config(dir: &Path, plan: Option<&Path>, migrate_bandwidth: &str) -> std::path
     let plan = format!("{plan}access_log = \"{}/access.csv\"\n", dir.display());
     let text = format!(
         "[server]\nunix = [\"{d}/nbd.sock\"]\nlisten = []\n\n[[export]]\nname = \"disk\"\nbackend = \"file\"\npath = \"{d}/slow.img\"\n\
-         cache_size = 0\nlatency = \"2ms\"\nbandwidth = \"100MiB\"\n\n[export.tier]\nfast_path = \"{d}/fast.img\"\nfast_size = \"256KiB\"\n\
+         cache_size = 0\nlatency = \"2ms\"\nbandwidth = \"100MiB/s\"\n\n[export.tier]\nfast_path = \"{d}/fast.img\"\nfast_size = \"256KiB\"\n\
          migrate_bandwidth = \"{migrate_bandwidth}\"\nidle = \"1ms\"\n{plan}",
         d = dir.display()
     );
@@ -138,7 +138,7 @@ fn reads_get_faster_after_plan_and_migration_with_identical_data() {
     let expected = pattern(BLOCKS * BS, 6);
     std::fs::write(d.join("slow.img"), &expected).unwrap();
 
-    let server = start(d, &config(d, None, "4MiB"));
+    let server = start(d, &config(d, None, "4MiB/s"));
     let before = replay(d, &server, &expected);
     assert!(server.stop("TERM"));
     // The plan comes from the server's own access log of that replay.
@@ -148,7 +148,7 @@ fn reads_get_faster_after_plan_and_migration_with_identical_data() {
     let hot: Vec<String> = (0..HOT).map(|i| (i * 31 % BLOCKS).to_string()).collect();
     assert!(hot.iter().all(|b| json.contains(&format!("[{b},"))), "the plan should hold the hot set: {json}");
 
-    let server = start(d, &config(d, Some(&plan), "4MiB"));
+    let server = start(d, &config(d, Some(&plan), "4MiB/s"));
     wait_for_log(&server, "tier migration finished", Duration::from_secs(30));
     let after = replay(d, &server, &expected);
     dump_matches(d, &server, &expected);
@@ -170,7 +170,7 @@ fn kill_9_during_migration_loses_no_acknowledged_write() {
     let plan = write_trace_and_plan(d);
 
     // 32 KiB/s: eight blocks a second, so the kill lands mid-plan.
-    let server = start(d, &config(d, Some(&plan), "32KiB"));
+    let server = start(d, &config(d, Some(&plan), "32KiB/s"));
     std::thread::sleep(Duration::from_millis(700));
     // Overwrite a run of hot blocks (some migrated, some not) and flush.
     let new = pattern(HOT * BS, 10);
@@ -185,7 +185,7 @@ fn kill_9_during_migration_loses_no_acknowledged_write() {
     let records = (journal.len() - 24) / 24;
     assert!(records > 0 && records < HOT, "the kill should land mid-migration, journal has {records} records");
 
-    let server = start(d, &config(d, Some(&plan), "4MiB"));
+    let server = start(d, &config(d, Some(&plan), "4MiB/s"));
     dump_matches(d, &server, &expected);
     wait_for_log(&server, "tier migration finished", Duration::from_secs(30));
     dump_matches(d, &server, &expected);
@@ -224,7 +224,7 @@ fn tier_flags_configure_a_two_tier_export() {
             "--tier-idle",
             "1ms",
             "--tier-migrate-bandwidth",
-            "4MiB",
+            "4MiB/s",
             "--tier-access-log",
             &p("access.csv"),
         ],

@@ -140,7 +140,7 @@ impl Setup {
             "128MiB",
         ];
         if warmup {
-            args.push("--warmup");
+            args.push("--warmup-preload");
         }
         Server::start(&args, &self.dir.path().join(format!("{name}.log")))
     }
@@ -211,7 +211,7 @@ fn warm_beats_cold(mode: &str) -> Option<Setup> {
     assert_eq!(warm_data, cold_data, "the reads return the same bytes with and without warmup");
     // The sealed log, inspected offline, plans the same pre-load again.
     let inspect = run(Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(["warmup", "inspect", "--mode", mode, "--budget", "64MiB", "--backend"])
+        .args(["warmup", "inspect", "--warmup-mode", mode, "--warmup-budget", "64MiB", "--path"])
         .args([&s.backend, &s.log]));
     assert!(inspect.contains(", sealed,"), "{inspect}");
     assert!(inspect.contains(&format!(": {preloaded} blocks, {from_log} from the log")), "{inspect}");

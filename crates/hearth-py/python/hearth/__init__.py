@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ._native import Cache
 from ._errors import ConfigError, HearthError, TraceError, TraceIOError
-from ._api import SIM_COLUMNS, analyze, mrc, policies, sim
+from ._api import RATIO_COLUMNS, SIM_COLUMNS, analyze, mrc, policies, sim
 from ._plugin import PluginPolicy, Policy, PythonLRU
 from ._sweep import memory_hint, sweep, tasks
 
@@ -31,6 +31,7 @@ __all__ = [
     "Policy",
     "PythonLRU",
     "SIM_COLUMNS",
+    "RATIO_COLUMNS",
     "TraceError",
     "TraceIOError",
     "analyze",

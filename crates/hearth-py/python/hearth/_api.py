@@ -17,7 +17,7 @@ from . import _native
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["policies", "sim", "mrc", "analyze", "TraceLike", "PolicyLike", "SizesLike", "SIM_COLUMNS"]
+__all__ = ["policies", "sim", "mrc", "analyze", "TraceLike", "PolicyLike", "SizesLike", "SIM_COLUMNS", "RATIO_COLUMNS"]
 
 #: A trace: a path (any format ``hearth sim`` reads, ``.gz``/``.zst`` too), an
 #: fsspec URL (``s3://``, ``https://``, ``file://``...; fsspec must be
@@ -35,6 +35,15 @@ SizesLike = Union[str, int, float, Sequence[Union[str, int, float]]]
 
 #: The columns of ``hearth sim --json`` rows, in order.
 SIM_COLUMNS = ["trace", "policy", "cache_bytes", "requests", "hits", "bytes", "hit_bytes"]
+# The ratios as fractions, named as in every command's JSON and CSV (docs/GUIDE.md, "Flag conventions").
+RATIO_COLUMNS = ["hit_ratio", "miss_ratio", "byte_hit_ratio", "byte_miss_ratio"]
+
+
+def _add_ratios(df: "pd.DataFrame") -> None:
+    df["hit_ratio"] = (df["hits"] / df["requests"]).where(df["requests"] > 0, 0.0)
+    df["miss_ratio"] = 1.0 - df["hit_ratio"]
+    df["byte_hit_ratio"] = (df["hit_bytes"] / df["bytes"]).where(df["bytes"] > 0, 0.0)
+    df["byte_miss_ratio"] = 1.0 - df["byte_hit_ratio"]
 
 
 def _sizes(sizes: SizesLike) -> str:
@@ -206,7 +215,7 @@ def sim(
         that command's fields -- ``trace``, ``policy``, ``cache_bytes``,
         ``requests``, ``hits``, ``bytes``, ``hit_bytes`` (and
         ``interval_miss_ratios`` with ``interval``) -- followed by
-        ``hit_ratio``, ``miss_ratio`` and ``byte_hit_ratio``.
+        ``hit_ratio``, ``miss_ratio``, ``byte_hit_ratio`` and ``byte_miss_ratio``.
 
     Raises:
         hearth.ConfigError: a bad policy, size, mode or warm-up (a ValueError).
@@ -233,9 +242,7 @@ def sim(
     df = _frame(rows, list(SIM_COLUMNS))
     if renamed:
         df["trace"] = df["trace"].map(lambda t: renamed.get(t, t))
-    df["hit_ratio"] = (df["hits"] / df["requests"]).where(df["requests"] > 0, 0.0)
-    df["miss_ratio"] = 1.0 - df["hit_ratio"]
-    df["byte_hit_ratio"] = (df["hit_bytes"] / df["bytes"]).where(df["bytes"] > 0, 0.0)
+    _add_ratios(df)
     return df
 
 
@@ -313,9 +320,7 @@ def mrc(
         )
     df = _frame(rows, ["method", "rate", "seconds"] + list(SIM_COLUMNS))
     df["trace"] = name
-    df["hit_ratio"] = (df["hits"] / df["requests"]).where(df["requests"] > 0, 0.0)
-    df["miss_ratio"] = 1.0 - df["hit_ratio"]
-    df["byte_hit_ratio"] = (df["hit_bytes"] / df["bytes"]).where(df["bytes"] > 0, 0.0)
+    _add_ratios(df)
     return df
 
 

@@ -212,6 +212,18 @@ impl SizeValue {
             SizeValue::Text(t) => hearth_core::parse_bytes(t),
         }
     }
+
+    /// Bytes per second: an integer, or a string with its unit and `/s`
+    /// (`"100MiB/s"`, `"250MB/s"`). A size with a unit but no `/s`
+    /// (`"100MiB"`, as configs were first written) still reads per second.
+    pub fn rate(&self) -> Result<u64, hearth_core::ValueError> {
+        match self {
+            SizeValue::Bytes(b) => Ok(*b),
+            SizeValue::Text(t) if t.trim().ends_with("/s") => hearth_core::parse_rate(t),
+            SizeValue::Text(t) if t.trim().ends_with(|c: char| c.is_ascii_alphabetic()) => hearth_core::parse_bytes(t),
+            SizeValue::Text(t) => hearth_core::parse_rate(t),
+        }
+    }
 }
 
 /// What an export stores its data in: `backend` in a config file, `--backend`
@@ -345,7 +357,7 @@ pub struct ExportConfig {
     pub upstream_timeout: Option<String>,
     /// Slow-device simulation: latency added to every backend call, e.g. `"2ms"`.
     pub latency: Option<String>,
-    /// Slow-device simulation: backend bytes per second, e.g. `"100MiB"`.
+    /// Slow-device simulation: backend bytes per second, e.g. `"100MiB/s"`.
     pub bandwidth: Option<SizeValue>,
     /// Two-tier storage: a fast file in front of this backend (`[export.tier]`).
     pub tier: Option<TierExportConfig>,
@@ -365,7 +377,7 @@ pub struct TierExportConfig {
     pub journal: Option<PathBuf>,
     /// A partition plan from `hearth tier plan`, migrated in the background.
     pub plan: Option<PathBuf>,
-    /// Migration bytes per second; default 16 MiB.
+    /// Migration bytes per second, e.g. `"64MiB/s"`; default 16 MiB/s.
     pub migrate_bandwidth: Option<SizeValue>,
     /// Migrate only after clients have been quiet this long; default "10ms".
     pub idle: Option<String>,

@@ -399,7 +399,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
             Some(settings)
         }
     };
-    let bandwidth = e.bandwidth.as_ref().map(SizeValue::bytes).transpose().map_err(|m| invalid(at("bandwidth"), m))?;
+    let bandwidth = e.bandwidth.as_ref().map(SizeValue::rate).transpose().map_err(|m| invalid(at("bandwidth"), m))?;
     let upstream_timeout = upstream_timeout(&e, &at)?;
     let tier = e.tier.as_ref().map(|t| tier_spec(t, &at)).transpose()?;
     Ok(ExportSpec {
@@ -573,7 +573,7 @@ fn tier_spec(t: &TierExportConfig, at: &dyn Fn(&str) -> String) -> Result<TierSp
         migrate_bandwidth: t
             .migrate_bandwidth
             .as_ref()
-            .map_or(Ok(16 << 20), SizeValue::bytes)
+            .map_or(Ok(16 << 20), SizeValue::rate)
             .map_err(|m| invalid(at("tier.migrate_bandwidth"), m))?,
         idle: t
             .idle

@@ -35,6 +35,20 @@ fn full_config_parses_and_validates() {
 }
 
 #[test]
+fn bandwidths_are_rates_and_sizes_without_per_second_still_read() {
+    let bandwidth = |value: &str| {
+        let text = format!("[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nbandwidth = {value}\n");
+        Config::parse(&text).unwrap().validate().map(|s| s.exports[0].bandwidth).map_err(|e| e.to_string())
+    };
+    assert_eq!(bandwidth("\"250MB/s\""), Ok(Some(250_000_000)));
+    assert_eq!(bandwidth("\"100MiB/s\""), Ok(Some(100 << 20)));
+    assert_eq!(bandwidth("\"100MiB\""), Ok(Some(100 << 20)), "as configs were first written");
+    assert_eq!(bandwidth("1000000"), Ok(Some(1_000_000)), "an integer is bytes per second");
+    let err = bandwidth("\"100\"").unwrap_err();
+    assert!(err.contains("bandwidth") && err.contains("write 100MB/s or 100MiB/s"), "{err}");
+}
+
+#[test]
 fn errors_name_the_key() {
     let e = Config::parse("[[export]]\nname = \"a\"\ncache = \"1MiB\"\n").unwrap_err().to_string();
     assert!(e.starts_with("line 3, column 1 (cache = \"1MiB\"): unknown field `cache`") && !e.contains('\n'), "{e}");

@@ -233,9 +233,9 @@ struct ExportFlags {
     /// Simulated slow device: latency added to each backend call, e.g. 2ms.
     #[arg(long, value_name = "DURATION", conflicts_with = "config")]
     latency: Option<String>,
-    /// Simulated slow device: backend bandwidth in bytes per second, e.g. 100MiB.
-    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
-    bandwidth: Option<String>,
+    /// Simulated slow device: backend bandwidth, e.g. 100MiB/s or 250MB/s.
+    #[arg(long, value_name = "RATE", conflicts_with = "config", value_parser = units::rate("--bandwidth"))]
+    bandwidth: Option<u64>,
     /// Cache warmup: log the blocks the cache loads and clients write to this file or block device.
     #[arg(long, value_name = "PATH", conflicts_with = "config")]
     warmup_log: Option<PathBuf>,
@@ -253,7 +253,10 @@ struct ExportFlags {
     warmup_log_size: Option<String>,
     /// Pre-load the cache from the warmup log before serving (newest blocks first, never stale).
     #[arg(long, requires = "warmup_log", conflicts_with = "config")]
-    warmup: bool,
+    warmup_preload: bool,
+    /// The old spelling of --warmup-preload, refused: --warmup is the uncounted start of a trace.
+    #[arg(long = "warmup", hide = true, conflicts_with = "config")]
+    warmup_moved: bool,
     /// Two tiers: the fast file in front of the backend (created sparse with --tier-fast-size if missing).
     #[arg(long, value_name = "PATH", requires = "tier_fast_size", conflicts_with = "config")]
     tier_fast_path: Option<PathBuf>,
@@ -266,9 +269,10 @@ struct ExportFlags {
     /// A partition plan from `hearth tier plan`, migrated in the background.
     #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
     tier_plan: Option<PathBuf>,
-    /// Migration bytes per second. Default 16MiB.
-    #[arg(long, value_name = "SIZE", requires = "tier_fast_path", conflicts_with = "config")]
-    tier_migrate_bandwidth: Option<String>,
+    /// Migration bandwidth, e.g. 64MiB/s. Default 16MiB/s.
+    #[arg(long, value_name = "RATE", requires = "tier_fast_path", conflicts_with = "config",
+          value_parser = units::rate("--tier-migrate-bandwidth"))]
+    tier_migrate_bandwidth: Option<u64>,
     /// Migrate only after clients have been quiet this long. Default 10ms.
     #[arg(long, value_name = "DURATION", requires = "tier_fast_path", conflicts_with = "config")]
     tier_idle: Option<String>,
@@ -281,6 +285,10 @@ impl ServeArgs {
     /// The settings; `activated` when systemd passed the listening sockets,
     /// which then stand in for `--listen`/`--unix`.
     fn config(&self, activated: usize) -> anyhow::Result<Settings> {
+        anyhow::ensure!(
+            !self.export.warmup_moved,
+            "--warmup is now --warmup-preload (--warmup is the uncounted start of a trace in sim and prefetch)"
+        );
         let mut config = match &self.config {
             Some(path) => Config::load(path)?,
             None => {
@@ -327,13 +335,13 @@ impl ServeArgs {
                     max_connections: None,
                     access_log: self.export.access_log.clone(),
                     latency: self.export.latency.clone(),
-                    bandwidth: text(&self.export.bandwidth),
+                    bandwidth: self.export.bandwidth.map(SizeValue::Bytes),
                     tier: self.export.tier_fast_path.clone().map(|fast_path| TierExportConfig {
                         fast_path,
                         fast_size: SizeValue::Text(self.export.tier_fast_size.clone().unwrap_or_default()),
                         journal: self.export.tier_journal.clone(),
                         plan: self.export.tier_plan.clone(),
-                        migrate_bandwidth: text(&self.export.tier_migrate_bandwidth),
+                        migrate_bandwidth: self.export.tier_migrate_bandwidth.map(SizeValue::Bytes),
                         idle: self.export.tier_idle.clone(),
                         access_log: self.export.tier_access_log.clone(),
                     }),
@@ -343,7 +351,7 @@ impl ServeArgs {
                         budget: text(&self.export.warmup_budget),
                         staging: text(&self.export.warmup_staging),
                         log_size: text(&self.export.warmup_log_size),
-                        preload: self.export.warmup,
+                        preload: self.export.warmup_preload,
                     }),
                 };
                 Config { exports: vec![export], ..Default::default() }
