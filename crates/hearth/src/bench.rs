@@ -62,6 +62,14 @@ fn sim(args: SimBenchArgs) -> anyhow::Result<()> {
         eprintln!("warning: this is a debug build; benchmark with `cargo run --release -- bench sim`");
     }
     let (trace_path, peer_script) = args.paths();
+    if args.trace.is_none() && !trace_path.exists() {
+        anyhow::bail!(
+            "no trace named, and the default {} is not there (it is beside a development checkout); \
+             convert the bundled one: hearth trace convert data/cloudPhysicsIO.csv.zst -o cp.oracleGeneral.bin, \
+             then hearth bench sim cp.oracleGeneral.bin",
+            trace_path.display()
+        );
+    }
     // libCacheSim runs the bare name (mq for mq:lifetime=10000,history=bytes).
     let specs = PolicyList::concat(&args.policies);
     let width = specs.iter().map(|spec| spec.to_string().len()).max().unwrap_or(6).max(6);
