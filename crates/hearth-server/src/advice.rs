@@ -407,7 +407,7 @@ mod tests {
 
     #[test]
     fn windows_count_from_the_start_and_from_snapshots_taken_without_scrapes() {
-        let advisor = Advisor::new("lru", 200 * BS, BS, &[]).unwrap().unwrap();
+        let advisor = Advisor::new(&spec("lru"), 200 * BS, BS, &[]).unwrap().unwrap();
         let t0 = Instant::now();
         for _ in 0..10 {
             advisor.observe_read(0..100);
