@@ -292,9 +292,11 @@ fn ignore_obj_size_counts_objects_in_sim_and_mrc_alike() {
     let sim = ours(Path::new(&oracle), &["5000objects".to_string()], &["--ignore-obj-size"]);
     let bytes = ours(Path::new(&oracle), &["5000".to_string()], &[]);
     // The exact curve reads an oracleGeneral file in place unless sizes are ignored.
-    let mrc = stdout(&hearth(&["mrc", &oracle, "--ignore-obj-size", "-s", "5000objects", "-q"]));
-    let row = mrc.lines().find(|l| l.starts_with("exact")).expect("an exact row");
-    let mrc_ratio: f64 = row.split_whitespace().nth(5).unwrap().parse().unwrap();
+    let mrc = stdout(&hearth(&["mrc", &oracle, "--ignore-obj-size", "-s", "5000objects", "-q", "--csv"]));
+    let mut lines = mrc.lines();
+    let column = lines.next().unwrap().split(',').position(|c| c == "miss_ratio").expect("a miss_ratio column");
+    let row = lines.find(|l| l.starts_with("exact")).expect("an exact row");
+    let mrc_ratio: f64 = row.split(',').nth(column).unwrap().parse().unwrap();
     assert!((sim[0] - mrc_ratio).abs() < 0.00005 + 1e-9, "sim {} mrc {mrc_ratio}", sim[0]);
     assert!(bytes[0] - sim[0] > 0.1, "5000 objects hold far more than 5000 bytes: {} vs {}", sim[0], bytes[0]);
 }
