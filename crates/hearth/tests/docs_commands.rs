@@ -66,10 +66,8 @@ fn blocks(document: &str, text: &str) -> Vec<Block> {
             i += 1;
             continue;
         };
-        let directive = i
-            .checked_sub(1)
-            .and_then(|prev| parse_directive(lines[prev], document, i))
-            .unwrap_or(Directive::Run);
+        let directive =
+            i.checked_sub(1).and_then(|prev| parse_directive(lines[prev], document, i)).unwrap_or(Directive::Run);
         let start = i + 1;
         let mut end = start;
         while end < lines.len() && !lines[end].starts_with("```") {
@@ -136,11 +134,8 @@ fn fresh_directory(root: &Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let listed = Command::new("git").arg("-C").arg(root).args(["ls-files"]).output().expect("run git ls-files");
     assert!(listed.status.success(), "git ls-files: {}", String::from_utf8_lossy(&listed.stderr));
-    let mut tops: Vec<String> = String::from_utf8(listed.stdout)
-        .unwrap()
-        .lines()
-        .map(|p| p.split('/').next().unwrap().to_string())
-        .collect();
+    let mut tops: Vec<String> =
+        String::from_utf8(listed.stdout).unwrap().lines().map(|p| p.split('/').next().unwrap().to_string()).collect();
     tops.dedup();
     for top in tops {
         let link = dir.path().join(&top);
@@ -277,7 +272,9 @@ fn every_documented_shell_command_runs_as_written() {
         assert!(pending.is_empty(), "{document}: the last block says it continues, but nothing follows");
     }
     let skipped_commands: usize = skipped.values().sum();
-    eprintln!("docs test: ran {ran_commands} commands in {ran_blocks} blocks; showed without running {skipped_commands}");
+    eprintln!(
+        "docs test: ran {ran_commands} commands in {ran_blocks} blocks; showed without running {skipped_commands}"
+    );
     for (reason, n) in &skipped {
         eprintln!("  {n} not run: {reason}");
     }
