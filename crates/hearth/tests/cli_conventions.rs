@@ -667,6 +667,24 @@ fn ratios_named_alike(v: &serde_json::Value, at: &str) -> usize {
     }
 }
 
+/// Tables that show ratios as percentages still name them: `prefetch sim`'s
+/// miss ratio, and its hit ratio split into the main cache's hits and
+/// promotes, which add up to the JSON's `hit_ratio`.
+#[test]
+fn prefetch_table_names_its_miss_ratio_and_the_parts_of_its_hit_ratio() {
+    let run = ["prefetch", "sim", "--workload", "rubis", "--clients", "5", "--transactions", "100"];
+    let table = stdout(&hearth(&run));
+    let header: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(header[..5], ["scheme", "miss", "ratio%", "main", "hit%"], "{table}");
+    let json: serde_json::Value = serde_json::from_str(&stdout(&hearth(&[&run[..], &["--json"]].concat()))).unwrap();
+    let row: Vec<&str> = table.lines().nth(2).unwrap().split_whitespace().collect();
+    let stats = &json["results"][0]["stats"];
+    let (miss, main, promote): (f64, f64, f64) =
+        (row[1].parse().unwrap(), row[2].parse().unwrap(), row[3].parse().unwrap());
+    assert!((miss - 100.0 * stats["miss_ratio"].as_f64().unwrap()).abs() < 0.006, "{table}\n{json}");
+    assert!((main + promote - 100.0 * stats["hit_ratio"].as_f64().unwrap()).abs() < 0.011, "{table}\n{json}");
+}
+
 /// Hit and miss ratios carry the same names in every command's JSON and CSV
 /// (docs/GUIDE.md, "Flag conventions"): `hit_ratio` and `miss_ratio`, as
 /// fractions, beside the counts they come from.
