@@ -21,12 +21,32 @@
 
 use serde::Serialize;
 
-/// Hits and requests per interval, starting at the restart.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+/// Hits and requests per interval, starting at the restart. Serialized with
+/// `hit_ratio` and `miss_ratio` per interval beside the counts (null where an
+/// interval saw no requests), as every machine output names its ratios.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HitSeries {
     pub interval_ns: u64,
     pub hits: Vec<u64>,
     pub requests: Vec<u64>,
+}
+
+impl Serialize for HitSeries {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let ratio = |part: &dyn Fn(usize) -> u64| -> Vec<Option<f64>> {
+            (0..self.len()).map(|i| (self.requests[i] > 0).then(|| part(i) as f64 / self.requests[i] as f64)).collect()
+        };
+        let hit_ratio = ratio(&|i| self.hits[i]);
+        let miss_ratio = ratio(&|i| self.requests[i] - self.hits[i]);
+        let mut s = serializer.serialize_struct("HitSeries", 5)?;
+        s.serialize_field("interval_ns", &self.interval_ns)?;
+        s.serialize_field("hits", &self.hits)?;
+        s.serialize_field("requests", &self.requests)?;
+        s.serialize_field("hit_ratio", &hit_ratio)?;
+        s.serialize_field("miss_ratio", &miss_ratio)?;
+        s.end()
+    }
 }
 
 impl HitSeries {

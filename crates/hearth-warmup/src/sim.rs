@@ -45,7 +45,9 @@ pub struct Experiment {
 }
 
 /// The result of one (cache size, method, region size, period) run.
-#[derive(Clone, Debug, Serialize)]
+/// Serialized with the period's totals beside its fields: `hits`,
+/// `requests`, `hit_ratio` and `miss_ratio`.
+#[derive(Clone, Debug)]
 pub struct Outcome {
     pub cache_bytes: u64,
     pub method: Method,
@@ -62,12 +64,36 @@ pub struct Outcome {
     pub preload_bytes: u64,
 }
 
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let (hits, requests) = (self.series.total_hits(), self.series.total_requests());
+        let mut s = serializer.serialize_struct("Outcome", 12)?;
+        s.serialize_field("cache_bytes", &self.cache_bytes)?;
+        s.serialize_field("method", &self.method)?;
+        s.serialize_field("region_bytes", &self.region_bytes)?;
+        s.serialize_field("period", &self.period)?;
+        s.serialize_field("series", &self.series)?;
+        s.serialize_field("converged", &self.converged)?;
+        s.serialize_field("load_reduction", &self.load_reduction)?;
+        s.serialize_field("preload_bytes", &self.preload_bytes)?;
+        s.serialize_field("hits", &hits)?;
+        s.serialize_field("requests", &requests)?;
+        s.serialize_field("hit_ratio", &self.hit_ratio())?;
+        s.serialize_field("miss_ratio", &self.miss_ratio())?;
+        s.end()
+    }
+}
+
 impl Outcome {
     pub fn t_converge_ns(&self) -> Option<u64> {
         self.converged.map(|i| i as u64 * self.series.interval_ns)
     }
     pub fn hit_ratio(&self) -> f64 {
         self.series.total_hits() as f64 / self.series.total_requests().max(1) as f64
+    }
+    pub fn miss_ratio(&self) -> f64 {
+        (self.series.total_requests() - self.series.total_hits()) as f64 / self.series.total_requests().max(1) as f64
     }
 }
 

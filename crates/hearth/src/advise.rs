@@ -78,9 +78,19 @@ fn advice(now: &[SimResult], twice: &[SimResult]) -> String {
     let doubled = hearth_core::format_bytes(twice[0].cache_bytes);
     let width = now.iter().map(|r| r.policy.len()).max().unwrap_or(6).max(6);
     let mut out = String::new();
-    let _ = writeln!(out, "{:<width$}  {:>12}  {:>12}", "policy", size, doubled);
+    // Each column is a hit ratio in percent at one size, and says so.
+    let (head_now, head_twice) = (format!("hit ratio at {size}"), format!("hit ratio at {doubled}"));
+    let column = head_now.len().max(head_twice.len()).max(12);
+    let _ = writeln!(out, "{:<width$}  {head_now:>column$}  {head_twice:>column$}", "policy");
+    let digits = column - 1;
     for (r, d) in now.iter().zip(twice) {
-        let _ = writeln!(out, "{:<width$}  {:>11.2}%  {:>11.2}%", r.policy, 100.0 * hit_ratio(r), 100.0 * hit_ratio(d));
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>digits$.2}%  {:>digits$.2}%",
+            r.policy,
+            100.0 * hit_ratio(r),
+            100.0 * hit_ratio(d)
+        );
     }
     let configured = &now[0];
     let best = now.iter().max_by(|a, b| hit_ratio(a).total_cmp(&hit_ratio(b))).expect("at least one policy");
@@ -89,11 +99,11 @@ fn advice(now: &[SimResult], twice: &[SimResult]) -> String {
     let doubling = 100.0 * (hit_ratio(best_twice) - hit_ratio(best));
     let _ = writeln!(out);
     if std::ptr::eq(best, configured) {
-        let _ = write!(out, "{} at {size}: {:.1}% hits, the best of these", best.policy, 100.0 * hit_ratio(best));
+        let _ = write!(out, "{} at {size}: hit ratio {:.1}%, the best of these", best.policy, 100.0 * hit_ratio(best));
     } else {
         let _ = write!(
             out,
-            "{} at {size}: {:.1}% hits ({gain:+.1} points over {})",
+            "{} at {size}: hit ratio {:.1}% ({gain:+.1} points over {})",
             best.policy,
             100.0 * hit_ratio(best),
             configured.policy
@@ -104,7 +114,7 @@ fn advice(now: &[SimResult], twice: &[SimResult]) -> String {
     if best_doubled.policy != best.policy {
         let _ = writeln!(
             out,
-            "at {doubled} {} would lead: {:.1}% hits ({:+.1} points over {} there)",
+            "at {doubled} {} would lead: hit ratio {:.1}% ({:+.1} points over {} there)",
             best_doubled.policy,
             100.0 * hit_ratio(best_doubled),
             100.0 * (hit_ratio(best_doubled) - hit_ratio(best_twice)),

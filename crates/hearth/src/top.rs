@@ -182,7 +182,7 @@ fn render(before: &Sample, now: &Sample, took: Duration, advice: &serde_json::Va
             ],
         );
         let since_start = 100.0 * e["measured_hit_ratio"].as_f64().unwrap_or(0.0);
-        fit(&mut out, 4, &[format!("  hits {interval_hits} now,"), format!("{since_start:.1}% since start")]);
+        fit(&mut out, 4, &[format!("  hit ratio {interval_hits} now,"), format!("{since_start:.1}% since start")]);
         let curve = e["mrc"].as_array().cloned().unwrap_or_default();
         let ratios: Vec<f64> = curve.iter().map(|p| p["hit_ratio"].as_f64().unwrap_or(0.0)).collect();
         let size = |p: Option<&serde_json::Value>| {
@@ -270,7 +270,7 @@ mod tests {
             }
             assert!(view.contains("mode back, 123456 dirty blocks"), "{view}");
             assert!(view.contains("reads 123456/s, p50 ≤100 µs, p99 ≤10.0 ms; writes 100000/s, 2 GiB/s"), "{view}");
-            assert!(view.contains("hits 90.0% now, 91.2% since start"), "{view}");
+            assert!(view.contains("hit ratio 90.0% now, 91.2% since start"), "{view}");
             assert_eq!(view.chars().filter(|c| ('▁'..='█').contains(c)).count(), 16, "{view}");
             // Lines are broken between words: every piece is whole on one line.
             for piece in ["5.0% .. 80.0%", "1 GiB .. 16 GiB:", "MQ:m=8,lifetime=5000,history=bytes,queues=8 (now)"] {

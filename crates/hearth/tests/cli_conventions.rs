@@ -631,6 +631,31 @@ fn ratios_named_alike(v: &serde_json::Value, at: &str) -> usize {
                 assert!((0.0..=1.0).contains(&hit) && (hit + miss - 1.0).abs() < 1e-9, "{at}: {v}");
                 checked += 1;
             }
+            // A series (`warmup sim`): a ratio per interval beside the counts, null where none were counted.
+            if let (Some(hits), Some(requests)) =
+                (o.get("hits").and_then(|h| h.as_array()), o.get("requests").and_then(|r| r.as_array()))
+            {
+                let ratios = |name: &str| {
+                    o.get(name)
+                        .and_then(|r| r.as_array())
+                        .unwrap_or_else(|| panic!("{at}: hits[] without {name}[]: {v}"))
+                };
+                let (hit_ratio, miss_ratio) = (ratios("hit_ratio"), ratios("miss_ratio"));
+                assert!(hit_ratio.len() == hits.len() && miss_ratio.len() == hits.len(), "{at}: {v}");
+                for (i, (h, r)) in hits.iter().zip(requests).enumerate() {
+                    let (h, r) = (h.as_u64().unwrap(), r.as_u64().unwrap());
+                    if r == 0 {
+                        assert!(hit_ratio[i].is_null() && miss_ratio[i].is_null(), "{at}: interval {i}: {v}");
+                    } else {
+                        let (hit, miss) = (hit_ratio[i].as_f64().unwrap(), miss_ratio[i].as_f64().unwrap());
+                        assert!(
+                            (hit - h as f64 / r as f64).abs() < 1e-12 && (hit + miss - 1.0).abs() < 1e-9,
+                            "{at}: {v}"
+                        );
+                    }
+                }
+                checked += 1;
+            }
             for (k, x) in o {
                 assert!(!k.contains("hit_rate") && !k.contains("miss_rate") && !k.contains("hit_percent"), "{at}: {k}");
                 checked += ratios_named_alike(x, at);
@@ -640,6 +665,24 @@ fn ratios_named_alike(v: &serde_json::Value, at: &str) -> usize {
         serde_json::Value::Array(a) => a.iter().map(|x| ratios_named_alike(x, at)).sum(),
         _ => 0,
     }
+}
+
+/// Tables that show ratios as percentages still name them: `prefetch sim`'s
+/// miss ratio, and its hit ratio split into the main cache's hits and
+/// promotes, which add up to the JSON's `hit_ratio`.
+#[test]
+fn prefetch_table_names_its_miss_ratio_and_the_parts_of_its_hit_ratio() {
+    let run = ["prefetch", "sim", "--workload", "rubis", "--clients", "5", "--transactions", "100"];
+    let table = stdout(&hearth(&run));
+    let header: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(header[..5], ["scheme", "miss", "ratio%", "main", "hit%"], "{table}");
+    let json: serde_json::Value = serde_json::from_str(&stdout(&hearth(&[&run[..], &["--json"]].concat()))).unwrap();
+    let row: Vec<&str> = table.lines().nth(2).unwrap().split_whitespace().collect();
+    let stats = &json["results"][0]["stats"];
+    let (miss, main, promote): (f64, f64, f64) =
+        (row[1].parse().unwrap(), row[2].parse().unwrap(), row[3].parse().unwrap());
+    assert!((miss - 100.0 * stats["miss_ratio"].as_f64().unwrap()).abs() < 0.006, "{table}\n{json}");
+    assert!((main + promote - 100.0 * stats["hit_ratio"].as_f64().unwrap()).abs() < 0.011, "{table}\n{json}");
 }
 
 /// Hit and miss ratios carry the same names in every command's JSON and CSV
@@ -654,8 +697,18 @@ fn every_json_and_csv_names_hit_and_miss_ratios_alike() {
         "traces = \"synth:loop:100\"\npolicies = \"lru,arc\"\nsizes = \"50blocks\"\nrequests = 1000\n",
     )
     .unwrap();
+    // Three one-minute days of reads, for `warmup sim`'s restarts.
+    let days = dir.path().join("days.csv");
+    let mut csv = String::from("version,time,op,size,lbn\n");
+    for t in 0..180u64 {
+        csv += &format!("1,{},28,4096,{}\n", 1000 + t, (t % 20) * 8);
+    }
+    std::fs::write(&days, csv + "1,1180,28,4096,0\n").unwrap();
     let zipf = ["synth:zipf:2000:0.9", "--requests", "5000", "-q"];
+    let warmup =
+        ["warmup", "sim", path(&days), "-q", "--json", "--sizes", "20blocks", "--interval", "5s", "--period", "60s"];
     let json: &[&[&str]] = &[
+        &warmup,
         &[&["sim"], &zipf[..], &["-p", "lru,arc", "-s", "10%", "--json"]].concat(),
         &[&["sim"], &zipf[..], &["-p", "lru", "-s", "10%", "--client-cache", "5%", "--json"]].concat(),
         &[&["mrc"], &zipf[..], &["-m", "exact,shards", "--json"]].concat(),
