@@ -296,11 +296,12 @@ fn only() -> Option<Vec<String>> {
 /// Hearth specs checked against libCacheSim's `cachesim` command for the
 /// policies its Python package does not expose, with cachesim's name.
 /// Plain `car` bounds B2 as the paper does; `car:b2=unbounded` is libCacheSim's.
-const CLI_COMPARED: &[(&str, &str)] = &[("qdlp", "qdlp"), ("car:b2=unbounded", "car"), ("randomtwo", "randomTwo")];
+const CLI_COMPARED: &[(&str, &str)] =
+    &[("qdlp", "qdlp"), ("car:b2=unbounded", "car"), ("randomtwo", "randomTwo"), ("randomlru", "RandomLRU")];
 /// Specs of [`CLI_COMPARED`] whose victims are random draws, which Hearth
 /// and libCacheSim make differently (see [`RANDOMIZED`]): their miss counts
 /// must agree within [`TOLERANCE`], not to cachesim's rounding.
-const CLI_RANDOMIZED: &[&str] = &["randomtwo"];
+const CLI_RANDOMIZED: &[&str] = &["randomtwo", "randomlru"];
 
 /// The same comparison through libCacheSim's own `cachesim` binary (from a
 /// libCacheSim 0.3.5 build, path in `LIBCACHESIM_CACHESIM`), for policies

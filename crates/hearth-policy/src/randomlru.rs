@@ -1,8 +1,10 @@
-//! RandomTwo, as libCacheSim's: draw two resident items uniformly (seeded
-//! Lehmer64, `randomtwo:seed=S`) and evict the one requested longer ago —
-//! LRU approximated by the power of two random choices. When both draws
-//! were last requested at the same time (the same item drawn twice), the
-//! second goes, as libCacheSim's tie does.
+//! RandomLRU and RandomTwo, as libCacheSim's: draw `samples` resident items
+//! uniformly (seeded Lehmer64) and evict the one requested longest ago — LRU
+//! approximated by sampling. RandomLRU draws 16 by default
+//! (`randomlru:samples=N,seed=S`); RandomTwo is two draws, the power of two
+//! random choices (`randomtwo:seed=S`). An item drawn twice competes with
+//! itself; among equal times the last draw goes, as libCacheSim's
+//! RandomTwo breaks its tie (only an item drawn twice can tie).
 //!
 //! Residents sit in a dense array as in [`crate::Random`], so an eviction is
 //! O(1). libCacheSim draws through its hash table's buckets (see random.rs),
@@ -21,7 +23,9 @@ struct Item {
     last_access: u64,
 }
 
-pub struct RandomTwo {
+pub struct RandomLru {
+    name: &'static str,
+    samples: u32,
     capacity: u64,
     used: u64,
     /// Key -> position in `items`.
@@ -31,12 +35,33 @@ pub struct RandomTwo {
     rng: Lehmer64,
 }
 
-impl RandomTwo {
-    pub fn new(capacity: u64, seed: u64) -> Result<Self, SpecError> {
-        if seed == 0 {
-            return Err(SpecError::range("randomtwo", "seed must not be 0 (the generator would stay at 0)"));
+impl RandomLru {
+    /// RandomLRU: evict the least recently requested of `samples` draws.
+    pub fn new(capacity: u64, samples: u32, seed: u64) -> Result<Self, SpecError> {
+        if samples == 0 {
+            return Err(SpecError::range("randomlru", "samples must be at least 1"));
         }
-        Ok(RandomTwo {
+        RandomLru::named("RandomLRU", "randomlru", capacity, samples, seed)
+    }
+
+    /// RandomTwo: RandomLRU with two draws.
+    pub fn two(capacity: u64, seed: u64) -> Result<Self, SpecError> {
+        RandomLru::named("RandomTwo", "randomtwo", capacity, 2, seed)
+    }
+
+    fn named(
+        name: &'static str,
+        spec: &'static str,
+        capacity: u64,
+        samples: u32,
+        seed: u64,
+    ) -> Result<Self, SpecError> {
+        if seed == 0 {
+            return Err(SpecError::range(spec, "seed must not be 0 (the generator would stay at 0)"));
+        }
+        Ok(RandomLru {
+            name,
+            samples,
             capacity,
             used: 0,
             index: key_map(1024),
@@ -57,9 +82,9 @@ impl RandomTwo {
     }
 }
 
-impl Policy for RandomTwo {
+impl Policy for RandomLru {
     fn name(&self) -> String {
-        "RandomTwo".into()
+        self.name.into()
     }
     indexed_residency!();
     fn lookup(&mut self, a: &Access) -> bool {
@@ -81,10 +106,14 @@ impl Policy for RandomTwo {
         if self.items.is_empty() {
             return None;
         }
-        let first = self.draw();
-        let second = self.draw();
-        let older = if self.items[first].last_access < self.items[second].last_access { first } else { second };
-        Some(self.take(older))
+        let mut oldest = self.draw();
+        for _ in 1..self.samples {
+            let next = self.draw();
+            if self.items[next].last_access <= self.items[oldest].last_access {
+                oldest = next;
+            }
+        }
+        Some(self.take(oldest))
     }
     remove_by_index!();
 }
@@ -101,7 +130,7 @@ mod tests {
     #[test]
     fn the_same_seed_evicts_the_same_items() {
         let run = |seed| {
-            let mut r = RandomTwo::new(8, seed).unwrap();
+            let mut r = RandomLru::two(8, seed).unwrap();
             let mut ev = Vec::new();
             for t in 0..200 {
                 r.access(&acc(t * 7 % 23, t), &mut ev);
@@ -110,7 +139,8 @@ mod tests {
         };
         assert_eq!(run(5), run(5));
         assert_ne!(run(5), run(6));
-        assert!(RandomTwo::new(8, 0).is_err());
+        assert!(RandomLru::two(8, 0).is_err());
+        assert!(RandomLru::new(8, 0, 1).is_err());
     }
 
     #[test]
@@ -119,7 +149,7 @@ mod tests {
         // item requested last is evicted only when drawn twice (1 in 4 draws).
         let mut fresh_evicted = 0;
         for round in 0..400u64 {
-            let mut r = RandomTwo::new(2, DEFAULT_SEED + round).unwrap();
+            let mut r = RandomLru::two(2, DEFAULT_SEED + round).unwrap();
             let mut ev = Vec::new();
             r.access(&acc(1, 0), &mut ev);
             r.access(&acc(2, 1), &mut ev);
@@ -127,5 +157,19 @@ mod tests {
             fresh_evicted += usize::from(r.evict(&acc(3, 3)) == Some(1));
         }
         assert!((60..140).contains(&fresh_evicted), "{fresh_evicted}");
+    }
+
+    #[test]
+    fn many_samples_evict_like_lru() {
+        // 64 draws over 4 residents miss the oldest with odds (3/4)^64.
+        let mut r = RandomLru::new(4, 64, DEFAULT_SEED).unwrap();
+        let mut ev = Vec::new();
+        for t in 0..4 {
+            r.access(&acc(t, t), &mut ev);
+        }
+        r.access(&acc(0, 4), &mut ev);
+        r.access(&acc(9, 5), &mut ev);
+        r.access(&acc(10, 6), &mut ev);
+        assert_eq!(ev, vec![1, 2]);
     }
 }
