@@ -59,6 +59,9 @@ const EXACT: &[&str] = &[
     "2q:sizing=bytes",
     "lfuda:formula=additive",
     "mq:lifetime=10000,history=bytes",
+    // Only its hits draw, from libCacheSim's generator at its fresh-process state.
+    "lruprob",
+    "lruprob:prob=0.3",
 ];
 /// Allowed relative difference (the 0.5%) for any other compared
 /// policy: `gdsf`, which makes room before pricing a newcomer where
@@ -168,6 +171,8 @@ const COMPARED: &[&str] = &[
     "lru+sizeprob",
     "lru+sizeprob:exponent=0.0001",
     "lru+adaptsize",
+    "lruprob",
+    "lruprob:prob=0.3",
 ];
 
 /// The trace through Hearth's own reader, with next-use times for OPT.
