@@ -61,6 +61,7 @@ CLASSES = {
     "clock2qplus:window=0": ("Clock2QPlus", {"corr_window_ratio": 0.0}),
     "beladysize": "BeladySize",
     "lruprob": "LRUProb",
+    "size": "Size",
     "lruprob:prob=0.3": ("LRUProb", {"prob": 0.3}),
     # libCacheSim's counting, which Hearth's default sketch does not follow.
     "wtinylfu:freq=exact": "WTinyLFU",

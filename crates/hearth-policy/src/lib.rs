@@ -117,6 +117,7 @@ mod random;
 mod randomlru;
 mod s3fifo;
 mod sieve;
+mod size;
 mod slru;
 pub mod spec;
 mod three_queues;
@@ -150,6 +151,7 @@ pub use random::Random;
 pub use randomlru::RandomLru;
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
+pub use size::Size;
 pub use slru::Slru;
 pub use spec::{parse_list, Params, PolicyList, PolicySpec};
 pub use twoq::{Sizing as TwoQSizing, TwoQ};
@@ -229,6 +231,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "randomtwo", params: &["seed"], group: Modern, family: RECENCY, offline: false, about: "RandomTwo (libCacheSim): of two uniformly drawn residents, evict the one requested longer ago; seeded Lehmer64 (seed=S)", build: |c, p| Ok(Box::new(RandomLru::two(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "randomlru", params: &["samples", "seed"], group: Modern, family: RECENCY, offline: false, about: "RandomLRU (libCacheSim): evict the least recently requested of samples uniformly drawn residents (16, libCacheSim's n-samples); seeded Lehmer64 (seed=S)", build: |c, p| Ok(Box::new(RandomLru::new(c, p.get("samples", 16)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "lruprob", params: &["prob", "seed"], group: Modern, family: RECENCY, offline: false, about: "LRU-Prob (libCacheSim): LRU whose hits move an item to the front with probability prob (0.5, as a draw divisible by 1/prob truncated); seeded Lehmer64 (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(LruProb::new(c, p.get("prob", 0.5)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "size", params: &[], group: Modern, family: FREQUENCY, offline: false, about: "Size (libCacheSim): evict the largest resident item, equal sizes in libCacheSim's heap order", build: |c, _| Ok(Box::new(Size::new(c))) },
     // registry: add policies above this line
 ];
 

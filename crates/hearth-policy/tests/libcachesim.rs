@@ -62,6 +62,7 @@ const EXACT: &[&str] = &[
     // Only its hits draw, from libCacheSim's generator at its fresh-process state.
     "lruprob",
     "lruprob:prob=0.3",
+    "size",
 ];
 /// Allowed relative difference (the 0.5%) for any other compared
 /// policy: `gdsf`, which makes room before pricing a newcomer where
@@ -173,6 +174,7 @@ const COMPARED: &[&str] = &[
     "lru+adaptsize",
     "lruprob",
     "lruprob:prob=0.3",
+    "size",
 ];
 
 /// The trace through Hearth's own reader, with next-use times for OPT.
