@@ -60,6 +60,9 @@ CLASSES = {
     # Without a correlation window, where the two windows' units agree.
     "clock2qplus:window=0": ("Clock2QPlus", {"corr_window_ratio": 0.0}),
     "beladysize": "BeladySize",
+    "lruprob": "LRUProb",
+    "size": "Size",
+    "lruprob:prob=0.3": ("LRUProb", {"prob": 0.3}),
     # libCacheSim's counting, which Hearth's default sketch does not follow.
     "wtinylfu:freq=exact": "WTinyLFU",
 }
@@ -76,7 +79,7 @@ ADMISSIONERS = {
 }
 RANDOM_ADMISSIONERS = {"prob", "sizeprob", "adaptsize"}
 # Policies that draw from the same generator: also run in a fresh interpreter.
-RANDOM_POLICIES = {"random", "hyperbolic", "lecar", "cacheus", "lhd", "beladysize"}
+RANDOM_POLICIES = {"lruprob", "random", "hyperbolic", "lecar", "cacheus", "lhd", "beladysize"}
 
 
 def split_spec(spec):

@@ -109,12 +109,15 @@ mod lhd;
 mod lirs;
 mod lru;
 mod lruk;
+mod lruprob;
 mod mq;
 mod opt;
 mod qdlp;
 mod random;
+mod randomlru;
 mod s3fifo;
 mod sieve;
+mod size;
 mod slru;
 pub mod spec;
 mod three_queues;
@@ -140,12 +143,15 @@ pub use lhd::Lhd;
 pub use lirs::Lirs;
 pub use lru::Lru;
 pub use lruk::LruK;
+pub use lruprob::LruProb;
 pub use mq::{History as MqHistory, Mq};
 pub use opt::Opt;
 pub use qdlp::Qdlp;
 pub use random::Random;
+pub use randomlru::RandomLru;
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
+pub use size::Size;
 pub use slru::Slru;
 pub use spec::{parse_list, Params, PolicyList, PolicySpec};
 pub use twoq::{Sizing as TwoQSizing, TwoQ};
@@ -222,6 +228,10 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "clockpro", params: &["cold"], group: Modern, family: ADAPTIVE, offline: false, about: "CLOCK-Pro (Jiang et al.): hot and cold items and non-resident cold ones in test periods, three hands each on its own kind (O(1) a request); the cold share adapts from cold x capacity (0.5)", build: |c, p| Ok(Box::new(ClockPro::new(c, p.get("cold", 0.5)?)?)) },
     Entry { name: "lhd", params: &["seed"], group: Modern, family: FREQUENCY, offline: false, about: "LHD (Beckmann et al.): evict the lowest hit density (hits per byte-request, learnt per class of hit ages every 2^20 requests) among 8 random and 8 recently admitted items, with explorers; seeded (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(Lhd::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "cacheus", params: &["seed"], group: Modern, family: ADAPTIVE, offline: false, about: "Cacheus (Rodriguez et al.): regret-weighted choice between scan-resistant SR-LRU and churn-resistant CR-LFU victims, self-tuning learning rate; seeded (seed=S)", build: |c, p| Ok(Box::new(Cacheus::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "randomtwo", params: &["seed"], group: Modern, family: RECENCY, offline: false, about: "RandomTwo (libCacheSim): of two uniformly drawn residents, evict the one requested longer ago; seeded Lehmer64 (seed=S)", build: |c, p| Ok(Box::new(RandomLru::two(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "randomlru", params: &["samples", "seed"], group: Modern, family: RECENCY, offline: false, about: "RandomLRU (libCacheSim): evict the least recently requested of samples uniformly drawn residents (16, libCacheSim's n-samples); seeded Lehmer64 (seed=S)", build: |c, p| Ok(Box::new(RandomLru::new(c, p.get("samples", 16)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "lruprob", params: &["prob", "seed"], group: Modern, family: RECENCY, offline: false, about: "LRU-Prob (libCacheSim): LRU whose hits move an item to the front with probability prob (0.5, as a draw divisible by 1/prob truncated); seeded Lehmer64 (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(LruProb::new(c, p.get("prob", 0.5)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "size", params: &[], group: Modern, family: FREQUENCY, offline: false, about: "Size (libCacheSim): evict the largest resident item, equal sizes in libCacheSim's heap order", build: |c, _| Ok(Box::new(Size::new(c))) },
     // registry: add policies above this line
 ];
 
