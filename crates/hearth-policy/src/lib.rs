@@ -153,7 +153,7 @@ pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use size::Size;
 pub use slru::Slru;
-pub use spec::{parse_list, Params, PolicyList, PolicySpec};
+pub use spec::{groups, parse_list, Params, PolicyList, PolicySpec};
 pub use twoq::{Sizing as TwoQSizing, TwoQ};
 pub use wtinylfu::{Frequency as WTinyLfuFrequency, WTinyLfu};
 

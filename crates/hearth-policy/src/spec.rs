@@ -313,6 +313,17 @@ impl PolicyList {
     }
 }
 
+/// The groups a policy list may name, each with its policies in order.
+pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    ["classic", "modern", "all"]
+        .into_iter()
+        .map(|group| {
+            let rows = group_rows(group).expect("a known group");
+            (group, rows.into_iter().map(|row| REGISTRY[row].name).collect())
+        })
+        .collect()
+}
+
 /// The rows of a group, in the order it lists them: `classic` (LRU … MQ,
 /// then OPT, as Hearth started), `modern` (every other policy, registry
 /// order), `all` (registry order).

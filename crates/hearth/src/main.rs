@@ -118,6 +118,10 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             for (name, about) in hearth_policy::describe() {
                 println!("{name:<8} {about}");
             }
+            println!("\ngroups (a policy list may name them: -p classic,lirs):");
+            for (group, members) in hearth_policy::groups() {
+                println!("{group:<8} {}", members.join(","));
+            }
             Ok(())
         }
     }

@@ -350,3 +350,19 @@ fn a_sample_seed_draws_the_sample_of_a_renamed_trace() {
     let seed_0 = stdout(&hearth(&["mrc", &oracle, "-q", "-m", "shards", "--rate", "10%", "-s", "10%", "--csv"]));
     assert!(seed_0.lines().nth(1).unwrap().starts_with("shards,0.1,0,"), "{seed_0}");
 }
+
+#[test]
+fn policies_lists_the_groups_a_policy_list_may_name() {
+    let out = stdout(&hearth(&["policies"]));
+    let (listed, groups) = out.split_once("\ngroups").expect("a groups section");
+    let names: Vec<&str> = listed.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    let group = |g: &str| -> Vec<String> {
+        let line = groups.lines().find(|l| l.starts_with(g)).unwrap_or_else(|| panic!("no {g} line in:\n{groups}"));
+        line.split_whitespace().nth(1).unwrap().split(',').map(str::to_string).collect()
+    };
+    let all = group("all");
+    assert_eq!(all, names.iter().filter(|n| !n.starts_with('+')).map(|n| n.to_string()).collect::<Vec<_>>());
+    let (classic, modern) = (group("classic"), group("modern"));
+    assert!(classic.iter().any(|p| p == "lru") && modern.iter().any(|p| p == "s3fifo"), "{groups}");
+    assert_eq!(classic.len() + modern.len(), all.len(), "classic and modern partition all");
+}
