@@ -40,7 +40,7 @@ mkdir -p "$WORK"
 (cd "$ROOT" && cargo build --release -q -p hearth)
 hearth="${CARGO_TARGET_DIR:-$ROOT/target}/release/hearth"
 if [[ -z "${POLICIES:-}" ]]; then
-    POLICIES=$("$hearth" policies | awk '{print ($1 ~ /^\+/ ? "lru" $1 : $1)}' | tr '\n' ' ')
+    POLICIES=$("$hearth" policies | awk '/^$/ {exit} {print ($1 ~ /^\+/ ? "lru" $1 : $1)}' | tr '\n' ' ')
 fi
 
 traces=("$BUNDLED")
