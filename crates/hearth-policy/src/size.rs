@@ -88,18 +88,7 @@ impl Policy for Size {
     fn name(&self) -> String {
         "Size".into()
     }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn occupancy(&self) -> u64 {
-        self.used
-    }
-    fn len(&self) -> usize {
-        self.index.len()
-    }
-    fn contains(&self, key: Key) -> bool {
-        self.index.contains_key(&key)
-    }
+    indexed_residency!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&pos) = self.index.get(&a.key) else { return false };
         let pos = pos as usize;
