@@ -109,7 +109,6 @@ mod lhd;
 mod lirs;
 mod lru;
 mod lruk;
-mod lruprob;
 mod mq;
 mod opt;
 mod qdlp;
@@ -143,7 +142,6 @@ pub use lhd::Lhd;
 pub use lirs::Lirs;
 pub use lru::Lru;
 pub use lruk::LruK;
-pub use lruprob::LruProb;
 pub use mq::{History as MqHistory, Mq};
 pub use opt::Opt;
 pub use qdlp::Qdlp;
@@ -230,7 +228,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "cacheus", params: &["seed"], group: Modern, family: ADAPTIVE, offline: false, about: "Cacheus (Rodriguez et al.): regret-weighted choice between scan-resistant SR-LRU and churn-resistant CR-LFU victims, self-tuning learning rate; seeded (seed=S)", build: |c, p| Ok(Box::new(Cacheus::new(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "randomtwo", params: &["seed"], group: Modern, family: RECENCY, offline: false, about: "RandomTwo (libCacheSim): of two uniformly drawn residents, evict the one requested longer ago; seeded Lehmer64 (seed=S)", build: |c, p| Ok(Box::new(RandomLru::two(c, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "randomlru", params: &["samples", "seed"], group: Modern, family: RECENCY, offline: false, about: "RandomLRU (libCacheSim): evict the least recently requested of samples uniformly drawn residents (16, libCacheSim's n-samples); seeded Lehmer64 (seed=S)", build: |c, p| Ok(Box::new(RandomLru::new(c, p.get("samples", 16)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
-    Entry { name: "lruprob", params: &["prob", "seed"], group: Modern, family: RECENCY, offline: false, about: "LRU-Prob (libCacheSim): LRU whose hits move an item to the front with probability prob (0.5, as a draw divisible by 1/prob truncated); seeded Lehmer64 (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(LruProb::new(c, p.get("prob", 0.5)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "lruprob", params: &["prob", "seed"], group: Modern, family: RECENCY, offline: false, about: "LRU-Prob (libCacheSim): LRU whose hits move an item to the front with probability prob (0.5, as a draw divisible by 1/prob truncated); seeded Lehmer64 (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(Lru::prob(c, p.get("prob", 0.5)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "size", params: &[], group: Modern, family: FREQUENCY, offline: false, about: "Size (libCacheSim): evict the largest resident item, equal sizes in libCacheSim's heap order", build: |c, _| Ok(Box::new(Size::new(c))) },
     // registry: add policies above this line
 ];

@@ -3,8 +3,19 @@
 //! requested (or inserted) last. MRU is poor for most workloads but suited
 //! to a loop larger than the cache: LRU misses every request there, while
 //! MRU gives up the item just used and keeps the rest for the next round.
+//!
+//! And LRU-Prob, as libCacheSim's `LRU_Prob`: LRU whose hits move an item to
+//! the front only with probability `prob` (0.5), which spares the list most
+//! of its reordering. As libCacheSim does, a hit promotes when the seeded
+//! Lehmer64 draw (`seed=S`, default libCacheSim's initial state) is a
+//! multiple of `1 / prob` truncated to a whole number, so `prob=0.3`
+//! promotes one hit in 3, and only hits draw: with the same seed the two
+//! tools promote the same hits.
 
 use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+
+use crate::admission::Lehmer64;
+use crate::SpecError;
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -21,6 +32,14 @@ pub struct Lru {
     stack: List,
     /// Evict from the front (MRU) instead of the back.
     evict_most_recent: bool,
+    /// LRU-Prob: hits promote only when this says so; plain LRU and MRU promote every hit.
+    promotion: Option<Promotion>,
+}
+
+/// LRU-Prob's draw: a hit promotes when a draw is a multiple of `every`.
+struct Promotion {
+    every: u64,
+    rng: Lehmer64,
 }
 
 impl Lru {
@@ -32,6 +51,7 @@ impl Lru {
             slab: Slab::default(),
             stack: List::new(),
             evict_most_recent: false,
+            promotion: None,
         }
     }
 
@@ -39,18 +59,37 @@ impl Lru {
     pub fn mru(capacity: u64) -> Self {
         Lru { evict_most_recent: true, ..Lru::new(capacity) }
     }
+
+    /// LRU-Prob: a hit moves its item to the front with probability `prob`.
+    pub fn prob(capacity: u64, prob: f64, seed: u64) -> Result<Self, SpecError> {
+        if !(prob > 0.0 && prob <= 1.0) {
+            return Err(SpecError::range("lruprob", format!("prob must be in (0, 1], got {prob}")));
+        }
+        if seed == 0 {
+            return Err(SpecError::range("lruprob", "seed must not be 0 (the generator would stay at 0)"));
+        }
+        let promotion = Promotion { every: (1.0 / prob) as u64, rng: Lehmer64::new(seed) };
+        Ok(Lru { promotion: Some(promotion), ..Lru::new(capacity) })
+    }
 }
 
 impl Policy for Lru {
     fn name(&self) -> String {
-        if self.evict_most_recent { "MRU" } else { "LRU" }.into()
+        match (self.evict_most_recent, &self.promotion) {
+            (true, _) => "MRU",
+            (false, Some(_)) => "LRU-Prob",
+            (false, None) => "LRU",
+        }
+        .into()
     }
     indexed_residency!();
     warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         match self.index.get(&a.key) {
             Some(&i) => {
-                self.slab.move_to_front(&mut self.stack, i);
+                if self.promotion.as_mut().is_none_or(|p| p.rng.next_u64() % p.every == 0) {
+                    self.slab.move_to_front(&mut self.stack, i);
+                }
                 true
             }
             None => false,
@@ -86,6 +125,7 @@ impl Policy for Lru {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::DEFAULT_SEED;
 
     fn request(mru: &mut Lru, key: Key) -> (bool, Vec<Key>) {
         let mut evicted = Vec::new();
@@ -115,5 +155,36 @@ mod tests {
         }
         // LRU misses all 12 requests; MRU hits three of four after the first round.
         assert_eq!(hits, 6);
+    }
+
+    fn request_prob(p: &mut Lru, key: Key) -> Vec<Key> {
+        let mut evicted = Vec::new();
+        p.access(&Access { key, size: 1, ..Access::default() }, &mut evicted);
+        evicted
+    }
+
+    #[test]
+    fn prob_one_is_lru() {
+        let mut p = Lru::prob(2, 1.0, DEFAULT_SEED).unwrap();
+        request_prob(&mut p, 1);
+        request_prob(&mut p, 2);
+        request_prob(&mut p, 1);
+        assert_eq!(request_prob(&mut p, 3), vec![2]);
+    }
+
+    #[test]
+    fn a_hit_promotes_about_prob_of_the_time() {
+        // Two residents, 1 inserted first; a hit on 1 then an insert evicts
+        // 2 exactly when the hit promoted 1.
+        let mut promoted = 0;
+        for seed in 1..=1000 {
+            let mut p = Lru::prob(2, 0.25, seed).unwrap();
+            request_prob(&mut p, 1);
+            request_prob(&mut p, 2);
+            request_prob(&mut p, 1);
+            promoted += usize::from(request_prob(&mut p, 3) == vec![2]);
+        }
+        assert!((180..320).contains(&promoted), "{promoted}");
+        assert!(Lru::prob(2, 0.0, 1).is_err() && Lru::prob(2, 1.5, 1).is_err() && Lru::prob(2, 0.5, 0).is_err());
     }
 }
