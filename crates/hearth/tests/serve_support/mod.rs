@@ -95,6 +95,19 @@ impl Server {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// The log once `done` holds for it, or as it stands after 10 s: a
+    /// client can see its refusal before the server has logged why.
+    pub fn log_text_once(&self, done: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let log = self.log_text();
+            if done(&log) || std::time::Instant::now() > deadline {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Server {
