@@ -44,7 +44,9 @@ fn value_kind(arg: &Arg) -> String {
         return "switch".into();
     }
     let id = arg.get_value_parser().type_id();
-    let known: [(TypeId, &str); 13] = [
+    let known: [(TypeId, &str); 14] = [
+        // Export sizes and rates, parsed to bytes with the configuration's.
+        (TypeId::of::<hearth_server::config::SizeValue>(), "u64"),
         (TypeId::of::<hearth_sim::run::Warmup>(), "warmup"),
         (TypeId::of::<Duration>(), "duration"),
         (TypeId::of::<f64>(), "f64"),

@@ -13,10 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use hearth_server::config::{
-    BackendKind, Config, DeviceWriteMode, ExportConfig, Settings, SizeValue, TierExportConfig, TlsMode, WriteModeConfig,
-};
-use hearth_server::warmup::{WarmupConfig, WarmupMode};
+use hearth_server::config::{Config, ExportConfig, Settings, SizeValue, TlsMode};
 use hearth_server::Server;
 use tracing_subscriber::EnvFilter;
 
@@ -28,7 +25,7 @@ mod privileges;
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// TOML config with a `server` table and `export` array tables (keys: crates/hearth-server/README.md).
-    #[arg(short, long, value_name = "PATH")]
+    #[arg(short, long, value_name = "PATH", conflicts_with_all = export_flags())]
     config: Option<PathBuf>,
     /// TCP address to listen on, repeatable (port 0 picks a free port). Default 127.0.0.1:10809, or,
     /// under systemd socket activation (LISTEN_PID is ours, LISTEN_FDS >= 1), the sockets passed as
@@ -126,159 +123,12 @@ pub struct ServeArgs {
     /// Export name (flags describe one export).
     #[arg(long, default_value = "hearth")]
     name: String,
-    #[command(flatten)]
-    export: ExportFlags,
-}
-
-/// One export described by flags; each conflicts with `--config`.
-#[derive(Args, Debug)]
-struct ExportFlags {
-    /// Description shown by NBD_OPT_LIST (nbdinfo --list).
-    #[arg(long, value_name = "TEXT", conflicts_with = "config")]
-    description: Option<String>,
-    /// What the export stores its data in.
-    #[arg(long, value_enum, default_value = "file", conflicts_with = "config")]
-    backend: BackendKind,
-    /// Backing file or block device.
-    #[arg(long, conflicts_with = "config")]
-    path: Option<PathBuf>,
-    /// Export size for sparse and memory backends, e.g. 1GiB.
-    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
-    size: Option<String>,
-    /// The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH;
-    /// nbds:// and nbds+unix:// for TLS, with ?tls-certificates=DIR or ?tls-psk-file=FILE as libnbd
-    /// reads them; the export name, user and query values percent-decoded, e.g. my%20disk) or
-    /// --backend http (an http:// or https:// URL).
-    #[arg(long, value_name = "URI", conflicts_with = "config")]
-    upstream: Option<String>,
-    /// Connections to the upstream (backend calls at once) [default: 4].
-    #[arg(long, value_name = "N", conflicts_with = "config")]
-    upstream_connections: Option<usize>,
-    /// How long one call to the --upstream may take, waiting for a connection and retries included,
-    /// before the client gets EIO, e.g. 10s [default: 30s].
-    #[arg(long, value_name = "DURATION", conflicts_with = "config")]
-    upstream_timeout: Option<String>,
-    /// Open the backing file with O_DIRECT.
-    #[arg(long, conflicts_with = "config")]
-    direct: bool,
-    /// Cache capacity, e.g. 256MiB (0 disables the cache). Default 64MiB.
-    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
-    cache_size: Option<String>,
-    /// Replacement policy spec (see `hearth policies`). Default mq, or lru where mq is absent.
-    #[arg(long, value_name = "POLICY", conflicts_with = "config")]
-    policy: Option<String>,
-    /// When blocks enter the cache: ac (on access), or ev or ev:THRESHOLD (when a client reports evicting
-    /// them through the cache-hint extension, docs/nbd-extension.md). Default ac.
-    #[arg(long, value_name = "PLACEMENT", conflicts_with = "config")]
-    placement: Option<String>,
-    /// Prefetcher (see `hearth prefetch schemes`), e.g. quickmine or seq; contexts come from the hint
-    /// extension, one per connection otherwise. Default none.
-    #[arg(long, value_name = "SCHEME", conflicts_with = "config")]
-    prefetch: Option<String>,
-    /// A policy the live advice (GET /advice, hearth_advice_* in /metrics) shadows beside --policy,
-    /// repeatable; `none` turns the advice off. Default lru, arc, s3fifo, wtinylfu and mq.
-    #[arg(long, value_name = "POLICY", conflicts_with = "config")]
-    what_if: Vec<String>,
-    /// Background reads (prefetches, eviction-based reloads) in flight at once, 1-256. Default 8.
-    #[arg(long, value_name = "N", conflicts_with = "config")]
-    background_reads: Option<usize>,
-    /// Cache block size, a power of two from 512B to 1MiB. Default 4KiB.
-    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
-    block_size: Option<String>,
-    /// Write-back instead of write-through.
-    #[arg(long, conflicts_with = "config")]
-    write_back: bool,
-    /// Write-around instead of write-through: writes go to the backend and drop the blocks they
-    /// touch from the cache, so only reads fill it.
-    #[arg(long, conflicts_with_all = ["config", "write_back"])]
-    write_around: bool,
-    /// Pass-through: nothing enters the cache (reads of uncached blocks and writes go to the
-    /// backend; writes drop cached copies), until a switch to another mode (--admin).
-    #[arg(long, conflicts_with_all = ["config", "write_back", "write_around"])]
-    pass_through: bool,
-    /// Write-back: flush once this much is dirty. Default half the cache.
-    #[arg(long, value_name = "SIZE", requires = "write_back", conflicts_with = "config")]
-    dirty_limit: Option<String>,
-    /// Write-back (--write-back or --cache-device-write-back): background cleaning writes dirty data
-    /// back once it has waited this long, e.g. 30s (the default); 0 turns cleaning off.
-    #[arg(long, value_name = "DURATION", conflicts_with = "config")]
-    dirty_max_age: Option<String>,
-    /// A persistent second cache level under the RAM cache: a local file (created sparse if missing)
-    /// or block device; a restart keeps what it caches.
-    #[arg(long, value_name = "PATH", requires = "cache_device_size", conflicts_with = "config")]
-    cache_device: Option<PathBuf>,
-    /// Bytes of --cache-device to use, e.g. 100GiB.
-    #[arg(long, value_name = "SIZE", requires = "cache_device", conflicts_with = "config")]
-    cache_device_size: Option<String>,
-    /// Writes land on the cache device as dirty blocks, cleaned to the backend after
-    /// --dirty-max-age, instead of writing through to the backend.
-    #[arg(long, requires = "cache_device", conflicts_with = "config")]
-    cache_device_write_back: bool,
-    /// Start even if the cache device's slot table is damaged, dropping what cannot be read (dirty
-    /// blocks among it are lost; without this the start is refused, saying how many).
-    #[arg(long, requires = "cache_device", conflicts_with = "config")]
-    cache_device_discard_damaged: bool,
-    /// Serve a backend file that a cache device holds writes for without that device: those writes
-    /// are lost, and the device drops what it holds when next attached (default: refused).
-    #[arg(long, conflicts_with_all = ["config", "cache_device"])]
-    ignore_dirty_cache_device: bool,
-    /// Reads continuing a sequential stream past this many bytes bypass the cache, e.g. 4MiB
-    /// (bcache's default). Default: off.
-    #[arg(long, value_name = "SIZE", conflicts_with = "config")]
-    sequential_cutoff: Option<String>,
-    /// Log every client READ and WRITE (cache hits included) to this file as a CloudPhysics CSV
-    /// trace, for `hearth tier plan` or `hearth sim`.
-    #[arg(long, value_name = "PATH", conflicts_with = "config")]
-    access_log: Option<PathBuf>,
-    /// Simulated slow device: latency added to each backend call, e.g. 2ms.
-    #[arg(long, value_name = "DURATION", conflicts_with = "config")]
-    latency: Option<String>,
-    /// Simulated slow device: backend bandwidth, e.g. 100MiB/s or 250MB/s.
-    #[arg(long, value_name = "RATE", conflicts_with = "config", value_parser = units::rate("--bandwidth"))]
-    bandwidth: Option<u64>,
-    /// Cache warmup: log the blocks the cache loads and clients write to this file or block device.
-    #[arg(long, value_name = "PATH", conflicts_with = "config")]
-    warmup_log: Option<PathBuf>,
-    /// What the warmup log holds: metadata (block numbers) or data (blocks and their contents).
-    #[arg(long, value_enum, requires = "warmup_log", conflicts_with = "config")]
-    warmup_mode: Option<WarmupMode>,
-    /// Most bytes to pre-load at start. Default (and at most) the cache size.
-    #[arg(long, value_name = "SIZE", requires = "warmup_log", conflicts_with = "config")]
-    warmup_budget: Option<String>,
-    /// Staging buffer of the warmup log. Default 256KiB (metadata) or 128MiB (data).
-    #[arg(long, value_name = "SIZE", requires = "warmup_log", conflicts_with = "config")]
-    warmup_staging: Option<String>,
-    /// Size of a warmup log file created by the server. Default 16MiB (metadata) or 1GiB (data).
-    #[arg(long, value_name = "SIZE", requires = "warmup_log", conflicts_with = "config")]
-    warmup_log_size: Option<String>,
-    /// Pre-load the cache from the warmup log before serving (newest blocks first, never stale).
-    #[arg(long, requires = "warmup_log", conflicts_with = "config")]
-    warmup_preload: bool,
     /// The old spelling of --warmup-preload, refused: --warmup is the uncounted start of a trace.
     #[arg(long = "warmup", hide = true, conflicts_with = "config")]
     warmup_moved: bool,
-    /// Two tiers: the fast file in front of the backend (created sparse with --tier-fast-size if missing).
-    #[arg(long, value_name = "PATH", requires = "tier_fast_size", conflicts_with = "config")]
-    tier_fast_path: Option<PathBuf>,
-    /// Size of the fast tier, e.g. 10GiB.
-    #[arg(long, value_name = "SIZE", requires = "tier_fast_path", conflicts_with = "config")]
-    tier_fast_size: Option<String>,
-    /// The fast tier's block-map journal. Default: the fast path + .journal.
-    #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
-    tier_journal: Option<PathBuf>,
-    /// A partition plan from `hearth tier plan`, migrated in the background.
-    #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
-    tier_plan: Option<PathBuf>,
-    /// Migration bandwidth, e.g. 64MiB/s. Default 16MiB/s.
-    #[arg(long, value_name = "RATE", requires = "tier_fast_path", conflicts_with = "config",
-          value_parser = units::rate("--tier-migrate-bandwidth"))]
-    tier_migrate_bandwidth: Option<u64>,
-    /// Migrate only after clients have been quiet this long. Default 10ms.
-    #[arg(long, value_name = "DURATION", requires = "tier_fast_path", conflicts_with = "config")]
-    tier_idle: Option<String>,
-    /// The same as --access-log (kept for scripts written before it moved).
-    #[arg(long, value_name = "PATH", requires = "tier_fast_path", conflicts_with = "config")]
-    tier_access_log: Option<PathBuf>,
+    /// One export described by flags: the config file's export keys as flags.
+    #[command(flatten)]
+    export: ExportConfig,
 }
 
 impl ServeArgs {
@@ -286,74 +136,22 @@ impl ServeArgs {
     /// which then stand in for `--listen`/`--unix`.
     fn config(&self, activated: usize) -> anyhow::Result<Settings> {
         anyhow::ensure!(
-            !self.export.warmup_moved,
+            !self.warmup_moved,
             "--warmup is now --warmup-preload (--warmup is the uncounted start of a trace in sim and prefetch)"
         );
         let mut config = match &self.config {
             Some(path) => Config::load(path)?,
             None => {
-                let text = |s: &Option<String>| s.clone().map(SizeValue::Text);
-                let export = ExportConfig {
+                let mut export = ExportConfig {
                     name: self.name.clone(),
-                    description: self.export.description.clone().unwrap_or_default(),
-                    backend: self.export.backend,
-                    upstream: self.export.upstream.clone(),
-                    upstream_connections: self.export.upstream_connections,
-                    upstream_timeout: self.export.upstream_timeout.clone(),
-                    path: self.export.path.clone(),
-                    size: text(&self.export.size),
-                    direct: self.export.direct,
-                    read_only: self.read_only,
-                    allow: Vec::new(),
                     tls_identities: self.tls_identity.clone(),
-                    cache_size: text(&self.export.cache_size),
-                    policy: self.export.policy.clone(),
-                    placement: self.export.placement.clone(),
-                    prefetch: self.export.prefetch.clone(),
-                    what_if: match self.export.what_if.as_slice() {
-                        [] => None,
-                        [none] if none == "none" => Some(Vec::new()),
-                        list => Some(list.to_vec()),
-                    },
-                    background_reads: self.export.background_reads,
-                    block_size: text(&self.export.block_size),
-                    write_mode: match (self.export.write_back, self.export.write_around, self.export.pass_through) {
-                        (true, _, _) => WriteModeConfig::Back,
-                        (false, true, _) => WriteModeConfig::Around,
-                        (false, false, true) => WriteModeConfig::Pass,
-                        (false, false, false) => WriteModeConfig::Through,
-                    },
-                    dirty_limit: text(&self.export.dirty_limit),
-                    dirty_max_age: self.export.dirty_max_age.clone(),
-                    cache_device: self.export.cache_device.clone(),
-                    cache_device_size: text(&self.export.cache_device_size),
-                    cache_device_write_mode: self.export.cache_device_write_back.then_some(DeviceWriteMode::Back),
-                    cache_device_discard_damaged: self.export.cache_device_discard_damaged,
-                    ignore_dirty_cache_device: self.export.ignore_dirty_cache_device,
-                    sequential_cutoff: text(&self.export.sequential_cutoff),
                     // One export from flags: the server's --max-connections is its limit.
                     max_connections: None,
-                    access_log: self.export.access_log.clone(),
-                    latency: self.export.latency.clone(),
-                    bandwidth: self.export.bandwidth.map(SizeValue::Bytes),
-                    tier: self.export.tier_fast_path.clone().map(|fast_path| TierExportConfig {
-                        fast_path,
-                        fast_size: SizeValue::Text(self.export.tier_fast_size.clone().unwrap_or_default()),
-                        journal: self.export.tier_journal.clone(),
-                        plan: self.export.tier_plan.clone(),
-                        migrate_bandwidth: self.export.tier_migrate_bandwidth.map(SizeValue::Bytes),
-                        idle: self.export.tier_idle.clone(),
-                        access_log: self.export.tier_access_log.clone(),
-                    }),
-                    warmup: self.export.warmup_log.clone().map(|log| WarmupConfig {
-                        log,
-                        mode: self.export.warmup_mode.unwrap_or_default(),
-                        budget: text(&self.export.warmup_budget),
-                        staging: text(&self.export.warmup_staging),
-                        log_size: text(&self.export.warmup_log_size),
-                        preload: self.export.warmup_preload,
-                    }),
+                    ..self.export.clone()
                 };
+                if export.what_if.as_deref() == Some(&["none".to_string()]) {
+                    export.what_if = Some(Vec::new());
+                }
                 Config { exports: vec![export], ..Default::default() }
             }
         };
@@ -411,6 +209,12 @@ impl ServeArgs {
         }
         Ok(settings)
     }
+}
+
+/// Every export flag: each conflicts with `--config`, whose file describes its exports.
+fn export_flags() -> Vec<clap::Id> {
+    let export = ExportConfig::augment_args(clap::Command::new("export"));
+    export.get_arguments().map(|arg| arg.get_id().clone()).collect()
 }
 
 /// The config counts these timeouts in seconds; a fraction would be lost.
