@@ -158,6 +158,11 @@ impl Request {
         if writes && session.flags & tflags::READ_ONLY != 0 {
             return Err(Errno::Perm);
         }
+        if c == Command::Trim && session.flags & tflags::SEND_TRIM == 0 {
+            // A client must not send what was not advertised; nbdkit answers
+            // a command it does not advertise with EINVAL too.
+            return Err(Errno::Inval);
+        }
         match c {
             Command::Flush | Command::Disc => {
                 if self.offset != 0 || self.length != 0 {
@@ -351,7 +356,7 @@ mod tests {
 
     #[test]
     fn bounds_give_einval_for_reads_and_enospc_for_writes() {
-        let s = session(0, false);
+        let s = session(tflags::SEND_TRIM, false);
         let max = 32 << 20;
         assert_eq!(req(Command::Read, 0, SIZE - 512, 512).validate(&s, SIZE, max), Ok(()));
         assert_eq!(req(Command::Read, 0, SIZE - 511, 512).validate(&s, SIZE, max), Err(Errno::Inval));
@@ -362,6 +367,15 @@ mod tests {
         assert_eq!(req(Command::Read, 0, 0, 0).validate(&s, SIZE, max), Ok(()), "zero length is allowed");
         assert_eq!(req(Command::Read, 0, 0, u32::MAX).validate(&s, u64::MAX, max), Err(Errno::Inval), "huge length");
         assert_eq!(req(Command::Trim, 0, 0, u32::MAX).validate(&s, u64::MAX, max), Ok(()), "trim has no payload limit");
+    }
+
+    #[test]
+    fn trim_is_refused_unless_advertised() {
+        let max = 1 << 20;
+        let trim = req(Command::Trim, 0, 0, 4096);
+        assert_eq!(trim.validate(&session(tflags::SEND_TRIM, false), SIZE, max), Ok(()));
+        assert_eq!(trim.validate(&session(0, false), SIZE, max), Err(Errno::Inval));
+        assert_eq!(trim.validate(&session(tflags::READ_ONLY, false), SIZE, max), Err(Errno::Perm), "read-only first");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use hearth_core::Op;
 use hearth_nbd::transmission::{put_block_status_reply, put_status};
-use hearth_nbd::{cmd_flags, Errno, Request, Session};
+use hearth_nbd::{cmd_flags, tflags, Errno, Request, Session};
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, warn};
@@ -177,7 +177,8 @@ pub(super) async fn trim(conn: &Conn, job: Job, workers: &Workers) {
 
 pub(super) async fn write_zeroes(conn: &Conn, job: Job, workers: &Workers) {
     let (offset, length, fua) = (job.req.offset, u64::from(job.req.length), job.req.fua());
-    let may_trim = job.req.flags & cmd_flags::NO_HOLE == 0;
+    // Holes only where the client may trim: not on an export that does not advertise it.
+    let may_trim = job.req.flags & cmd_flags::NO_HOLE == 0 && conn.session.flags & tflags::SEND_TRIM != 0;
     run(conn, job, workers, move |export| export.cache().discard(offset, length, false, may_trim, fua)).await
 }
 
