@@ -114,6 +114,10 @@ pub struct ExportSpec {
     pub access_log: Option<PathBuf>,
     /// The persistent second cache level (`cache_device`).
     pub cache_device: Option<CacheDeviceSpec>,
+    /// Every key as given: an option used as it is (a switch such as
+    /// `trim`) is read from here; the fields above are the ones validation
+    /// parses, defaults or derives.
+    pub options: ExportConfig,
     pub(crate) write_mode: CacheMode,
     /// The dirty limit in write-back, from the start or after a switch:
     /// `dirty_limit`, or half the cache.
@@ -404,8 +408,8 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
     let tier = e.tier.as_ref().map(|t| tier_spec(t, &at)).transpose()?;
     Ok(ExportSpec {
         ignore_dirty_cache_device: e.ignore_dirty_cache_device,
-        name: e.name,
-        description: e.description,
+        name: e.name.clone(),
+        description: e.description.clone(),
         read_only: e.read_only,
         backend,
         block_size,
@@ -428,6 +432,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         write_mode,
         write_back_limit,
         access,
+        options: e,
     })
 }
 
