@@ -364,6 +364,7 @@ const MEANINGS: &[(&str, &str, &str, &str)] = &[
     ("mode", "word", "MODE", "block or object caching of a trace"),
     ("mrc", "path", "PATH", "where to plot miss-ratio curves (PATH.svg, PATH.png)"),
     ("name", "word", "NAME", "an export's name"),
+    ("no-trim", "switch", "", "do not offer clients TRIM"),
     ("once", "switch", "", "print one view and exit"),
     ("os-cache", "size", "SIZE", "the OS page cache's size"),
     ("output", "path", "PATH", "where the output goes"),

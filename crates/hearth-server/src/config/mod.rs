@@ -191,6 +191,10 @@ fn whole_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error
     }
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn default_handshake_timeout() -> u64 {
     30
 }
@@ -426,6 +430,16 @@ pub struct ExportConfig {
         help = "Reads continuing a sequential stream past this many bytes bypass the cache, e.g. 4MiB \
                 (bcache's default). Default: off"))]
     pub sequential_cutoff: Option<SizeValue>,
+    /// Offer clients TRIM (NBD_FLAG_SEND_TRIM), passed on to the backend as
+    /// a hole punched. `false` (`--no-trim`): not advertised, a TRIM sent
+    /// anyway gets EINVAL (as nbdkit answers what it does not advertise),
+    /// and WRITE_ZEROES writes zeroes instead of punching holes, so the
+    /// backend keeps every block it has allocated. Default true.
+    #[serde(default = "yes")]
+    #[cfg_attr(feature = "clap", arg(long = "no-trim", action = clap::ArgAction::SetFalse,
+        help = "Do not offer clients TRIM (NBD_FLAG_SEND_TRIM): a TRIM sent anyway gets EINVAL, and \
+                WRITE_ZEROES writes zeroes instead of punching holes, so the backend keeps its blocks allocated"))]
+    pub trim: bool,
     /// Connections this export takes at once (within the server's
     /// `max_connections`); a client choosing it past that is refused
     /// (NBD_REP_ERR_POLICY) and closed. Default: no limit of its own.

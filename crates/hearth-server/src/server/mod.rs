@@ -159,7 +159,10 @@ impl Server {
                 // Advertise only what is allowed, as qemu-nbd -r and nbdkit -r do.
                 flags |= tflags::READ_ONLY;
             } else {
-                flags |= tflags::SEND_FUA | tflags::SEND_TRIM | tflags::SEND_WRITE_ZEROES;
+                flags |= tflags::SEND_FUA | tflags::SEND_WRITE_ZEROES;
+                if e.options.trim {
+                    flags |= tflags::SEND_TRIM;
+                }
             }
             let info = ExportInfo {
                 name: e.name.clone(),
