@@ -286,11 +286,11 @@ pub struct ExportConfig {
     #[cfg_attr(feature = "clap", arg(skip))]
     pub name: String,
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(long, value_name = "TEXT", default_value = "", hide_default_value = true,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "TEXT", default_value_t, hide_default_value = true,
         help = "Description shown by NBD_OPT_LIST (nbdinfo --list)"))]
     pub description: String,
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value = "file",
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t,
         help = "What the export stores its data in"))]
     pub backend: BackendKind,
     #[cfg_attr(feature = "clap", arg(long, help = "Backing file or block device"))]

@@ -70,7 +70,7 @@ pub struct WarmupConfig {
     pub log: PathBuf,
     #[serde(default)]
     #[cfg_attr(feature = "clap", arg(long = "warmup-mode", id = "warmup_mode", value_enum, value_name = "WARMUP_MODE", requires = "warmup_log",
-        default_value = "metadata", hide_default_value = true,
+        default_value_t, hide_default_value = true,
         help = "What the warmup log holds: metadata (block numbers) or data (blocks and their contents)"))]
     pub mode: WarmupMode,
     /// Most bytes to pre-load; default (and at most) the cache size.
