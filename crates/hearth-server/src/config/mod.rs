@@ -1,10 +1,10 @@
 //! `hearth.toml`: listeners and exports. This module holds the file's raw
-//! values as serde reads them; parsing reports the line and key of a syntax
-//! or unknown-key error. [`Config::validate`] (in `spec`) turns them into
+//! values as serde reads them (an export's also as `hearth serve`'s
+//! flags); parsing reports the line and key of a syntax or unknown-key
+//! error. [`Config::validate`] (in `spec`) turns them into
 //! [`Settings`], naming `export[i] ("name").key` for a bad value, and `open`
 //! opens what a validated export describes.
 
-#[cfg(feature = "clap")]
 mod flags;
 mod open;
 mod spec;
@@ -243,8 +243,7 @@ impl SizeValue {
 /// What an export stores its data in: `backend` in a config file, `--backend`
 /// with flags (the variants' help names the flags; the keys are the same
 /// without `--`).
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// An existing file or block device (--path).
@@ -273,233 +272,191 @@ pub enum WriteModeConfig {
 }
 
 /// One `[[export]]`: every per-export option, declared once. serde reads
-/// it from the file; with the `clap` feature the same fields are
-/// `hearth serve`'s export flags (flattened into its arguments, each flag
-/// the key with `--` and dashes, its `--help` in `help`). A new option is a
-/// field here and the code that uses it. Fields marked `arg(skip)` have no
-/// flag of their own (server-wide flags set them); the few `serde(skip)`
-/// ones are flags the file spells as another key (`from_flags`).
-#[derive(Clone, Debug, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::Args))]
+/// it from the file, clap makes the same fields `hearth serve`'s export
+/// flags (the key with dashes; the doc comment is the flag's help and the
+/// key's doc). A new option is a field here and the code that reads it
+/// (`ExportSpec::options` carries it there as given). `arg(skip)` fields
+/// have no flag of their own: server-wide flags (`--name`, `-r`,
+/// `--tls-identity`) set them. `write_mode` and `cache_device_write_mode`
+/// are switches (`flags`).
+#[derive(Clone, Debug, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct ExportConfig {
-    #[cfg_attr(feature = "clap", arg(skip))]
+    #[arg(skip)]
     pub name: String,
+    /// Description shown by NBD_OPT_LIST (nbdinfo --list).
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(long, value_name = "TEXT", default_value_t, hide_default_value = true,
-        help = "Description shown by NBD_OPT_LIST (nbdinfo --list)"))]
+    #[arg(long, value_name = "TEXT", default_value_t, hide_default_value = true)]
     pub description: String,
+    /// What the export stores its data in.
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t,
-        help = "What the export stores its data in"))]
+    #[arg(long, value_enum, default_value_t)]
     pub backend: BackendKind,
-    #[cfg_attr(feature = "clap", arg(long, help = "Backing file or block device"))]
+    /// Backing file or block device.
+    #[arg(long)]
     pub path: Option<PathBuf>,
-    #[cfg_attr(feature = "clap", arg(long, value_name = "SIZE",
-        help = "Export size for sparse and memory backends, e.g. 1GiB"))]
+    /// Export size for sparse and memory backends, e.g. 1GiB.
+    #[arg(long, value_name = "SIZE")]
     pub size: Option<SizeValue>,
-    /// The NBD server behind a `nbd` backend: `nbd://host[:port]/export`
-    /// or `nbd+unix:///export?socket=PATH`.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "URI",
-        help = "The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH; \
-                nbds:// and nbds+unix:// for TLS, with ?tls-certificates=DIR or ?tls-psk-file=FILE as libnbd \
-                reads them; the export name, user and query values percent-decoded, e.g. my%20disk) or \
-                --backend http (an http:// or https:// URL)"))]
+    /// The server behind --backend nbd (nbd://host[:port]/export or nbd+unix:///export?socket=PATH; nbds:// and
+    /// nbds+unix:// for TLS, with ?tls-certificates=DIR or ?tls-psk-file=FILE as libnbd reads them; the export name,
+    /// user and query values percent-decoded, e.g. my%20disk) or --backend http (an http:// or https:// URL).
+    #[arg(long, value_name = "URI")]
     pub upstream: Option<String>,
-    /// Connections to `upstream` (backend calls at once). Default 4.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "N",
-        help = "Connections to the upstream (backend calls at once) [default: 4]"))]
+    /// Connections to the upstream (backend calls at once) [default: 4].
+    #[arg(long, value_name = "N")]
     pub upstream_connections: Option<usize>,
-    /// Backends "nbd" and "http": how long one backend call may take,
-    /// waiting for a connection and retries included, before it fails with
-    /// EIO, e.g. "10s". Default 30s.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "DURATION",
-        help = "How long one call to the --upstream may take, waiting for a connection and retries included, \
-                before the client gets EIO, e.g. 10s [default: 30s]"))]
+    /// How long one call to the --upstream may take, waiting for a connection and retries included, before the client
+    /// gets EIO, e.g. 10s [default: 30s].
+    #[arg(long, value_name = "DURATION")]
     pub upstream_timeout: Option<String>,
-    /// Open the file with O_DIRECT (bypass the page cache).
+    /// Open the backing file with O_DIRECT.
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(long, help = "Open the backing file with O_DIRECT"))]
+    #[arg(long)]
     pub direct: bool,
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(skip))]
+    #[arg(skip)]
     pub read_only: bool,
     /// Client addresses or CIDR blocks that may use this export (within the
     /// server's `allow`/`deny`); empty = all. Others do not see it.
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(skip))]
+    #[arg(skip)]
     pub allow: Vec<String>,
     /// TLS client identities that may use this export; empty = any. Subject
     /// names of verified client certificates (`"CN=alice,O=Example"`, needs
     /// `server.tls_verify_peer`), or with `server.tls_psk` users of its key
     /// file. Others do not see it.
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(skip))]
+    #[arg(skip)]
     pub tls_identities: Vec<String>,
-    /// Cache capacity; 0 disables caching. Default 64 MiB.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "SIZE",
-        help = "Cache capacity, e.g. 256MiB (0 disables the cache). Default 64MiB"))]
+    /// Cache capacity, e.g. 256MiB (0 disables the cache). Default 64MiB.
+    #[arg(long, value_name = "SIZE")]
     pub cache_size: Option<SizeValue>,
-    /// Policy spec (`hearth_policy::PolicySpec`), e.g. `"lru"` or `"mq:m=8"`;
-    /// parsed when the configuration is validated.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "POLICY",
-        help = "Replacement policy spec (see `hearth policies`). Default mq, or lru where mq is absent"))]
+    /// Replacement policy spec (see `hearth policies`). Default mq, or lru where mq is absent.
+    #[arg(long, value_name = "POLICY")]
     pub policy: Option<String>,
-    /// When blocks enter the cache: `"ac"` (on access, default) or `"ev"` /
-    /// `"ev:THRESHOLD"` (when a client reports evicting them, through the
-    /// cache-hint extension; see docs/nbd-extension.md).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "PLACEMENT",
-        help = "When blocks enter the cache: ac (on access), or ev or ev:THRESHOLD (when a client reports evicting \
-                them through the cache-hint extension, docs/nbd-extension.md). Default ac"))]
+    /// When blocks enter the cache: ac (on access), or ev or ev:THRESHOLD (when a client reports evicting them through
+    /// the cache-hint extension, docs/nbd-extension.md). Default ac.
+    #[arg(long, value_name = "PLACEMENT")]
     pub placement: Option<String>,
-    /// Prefetcher spec (`hearth prefetch schemes`), e.g. `"quickmine"` or
-    /// `"seq"`; default none. Contexts come from the hint extension, one per
-    /// connection for clients that do not send them.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "SCHEME",
-        help = "Prefetcher (see `hearth prefetch schemes`), e.g. quickmine or seq; contexts come from the hint \
-                extension, one per connection otherwise. Default none"))]
+    /// Prefetcher (see `hearth prefetch schemes`), e.g. quickmine or seq; contexts come from the hint extension, one
+    /// per connection otherwise. Default none.
+    #[arg(long, value_name = "SCHEME")]
     pub prefetch: Option<String>,
-    /// Policies the live advice shadows beside the configured one (see
-    /// `hearth_server::advice`); `[]` turns the advice off. Default
-    /// lru, arc, s3fifo, wtinylfu, mq.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "POLICY",
-        help = "A policy the live advice (GET /advice, hearth_advice_* in /metrics) shadows beside --policy, \
-                repeatable; `none` turns the advice off. Default lru, arc, s3fifo, wtinylfu and mq"))]
+    /// A policy the live advice (GET /advice, hearth_advice_* in /metrics) shadows beside --policy, repeatable; `none`
+    /// turns the advice off. Default lru, arc, s3fifo, wtinylfu and mq.
+    #[arg(long, value_name = "POLICY")]
     pub what_if: Option<Vec<String>>,
-    /// Background reads (prefetches, eviction-based reloads) in flight at
-    /// once: the device parallelism they may use. Default 8.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "N",
-        help = "Background reads (prefetches, eviction-based reloads) in flight at once, 1-256. Default 8"))]
+    /// Background reads (prefetches, eviction-based reloads) in flight at once, 1-256. Default 8.
+    #[arg(long, value_name = "N")]
     pub background_reads: Option<usize>,
-    /// Cache block size (power of two, 512 B to 1 MiB). Default 4 KiB.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "SIZE",
-        help = "Cache block size, a power of two from 512B to 1MiB. Default 4KiB"))]
+    /// Cache block size, a power of two from 512B to 1MiB. Default 4KiB.
+    #[arg(long, value_name = "SIZE")]
     pub block_size: Option<SizeValue>,
     /// "through" (default), "around", "back" or "pass"; an operator may
     /// switch it while serving (`POST /mode` on the metrics listener, with
     /// `server.admin`).
     #[serde(default)]
-    #[cfg_attr(feature = "clap", command(flatten))]
+    #[command(flatten)]
     pub write_mode: WriteModeConfig,
-    /// Write-back only: flush once more than this is dirty. Default half the cache.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "SIZE", requires = "write_back",
-        help = "Write-back: flush once this much is dirty. Default half the cache"))]
+    /// Write-back: flush once this much is dirty. Default half the cache.
+    #[arg(long, value_name = "SIZE", requires = "write_back")]
     pub dirty_limit: Option<SizeValue>,
-    /// Write-back only (the RAM cache's or the cache device's): background
-    /// cleaning writes dirty data back once it has waited this long (as
-    /// Linux's dirty_expire and bcache's writeback do), e.g. "30s" (the
-    /// default); "0" leaves it for FLUSH, the dirty limit and eviction.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "DURATION",
-        help = "Write-back (--write-back or --cache-device-write-back): background cleaning writes dirty data \
-                back once it has waited this long, e.g. 30s (the default); 0 turns cleaning off"))]
+    /// Write-back (--write-back or --cache-device-write-back): background cleaning writes dirty data back once it has
+    /// waited this long, e.g. 30s (the default); 0 turns cleaning off.
+    #[arg(long, value_name = "DURATION")]
     pub dirty_max_age: Option<String>,
-    /// A second, persistent cache level under the RAM cache: a local file
-    /// (created sparse if missing) or block device, kept across restarts.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH", requires = "cache_device_size",
-        help = "A persistent second cache level under the RAM cache: a local file (created sparse if missing) \
-                or block device; a restart keeps what it caches"))]
+    /// A persistent second cache level under the RAM cache: a local file (created sparse if missing) or block device; a
+    /// restart keeps what it caches.
+    #[arg(long, value_name = "PATH", requires = "cache_device_size")]
     pub cache_device: Option<PathBuf>,
-    /// Bytes of `cache_device` to use, e.g. "100GiB"; required with it.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "SIZE", requires = "cache_device",
-        help = "Bytes of --cache-device to use, e.g. 100GiB"))]
+    /// Bytes of --cache-device to use, e.g. 100GiB.
+    #[arg(long, value_name = "SIZE", requires = "cache_device")]
     pub cache_device_size: Option<SizeValue>,
     /// "through" (default) or "back": writes land on the cache device as
     /// dirty blocks and reach the backend after `dirty_max_age`.
-    #[cfg_attr(feature = "clap", command(flatten))]
+    #[command(flatten)]
     pub cache_device_write_mode: Option<DeviceWriteMode>,
-    /// Start even if the cache device's slot table is damaged (unreadable
-    /// entries, or emptied while it held dirty blocks), dropping what
-    /// cannot be read: dirty blocks among it are lost. Default false: refused.
+    /// Start even if the cache device's slot table is damaged, dropping what cannot be read (dirty blocks among it are
+    /// lost; without this the start is refused, saying how many).
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(long, requires = "cache_device",
-        help = "Start even if the cache device's slot table is damaged, dropping what cannot be read (dirty \
-                blocks among it are lost; without this the start is refused, saying how many)"))]
+    #[arg(long, requires = "cache_device")]
     pub cache_device_discard_damaged: bool,
-    /// Serve a file backend that a cache device holds writes for (its mark
-    /// says so) without that device: those writes are lost, and the device
-    /// drops what it holds when next attached. Default false: refused.
+    /// Serve a backend file that a cache device holds writes for without that device: those writes are lost, and the
+    /// device drops what it holds when next attached (default: refused).
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(long, conflicts_with = "cache_device",
-        help = "Serve a backend file that a cache device holds writes for without that device: those writes \
-                are lost, and the device drops what it holds when next attached (default: refused)"))]
+    #[arg(long, conflicts_with = "cache_device")]
     pub ignore_dirty_cache_device: bool,
-    /// Reads continuing a sequential stream past this many bytes bypass the
-    /// cache, as bcache's sequential_cutoff (whose default is 4 MiB); default
-    /// 0: off.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "SIZE",
-        help = "Reads continuing a sequential stream past this many bytes bypass the cache, e.g. 4MiB \
-                (bcache's default). Default: off"))]
+    /// Reads continuing a sequential stream past this many bytes bypass the cache, e.g. 4MiB (bcache's default).
+    /// Default: off.
+    #[arg(long, value_name = "SIZE")]
     pub sequential_cutoff: Option<SizeValue>,
-    /// Offer clients TRIM (NBD_FLAG_SEND_TRIM), passed on to the backend as
-    /// a hole punched. `false` (`--no-trim`): not advertised, a TRIM sent
-    /// anyway gets EINVAL (as nbdkit answers what it does not advertise),
-    /// and WRITE_ZEROES writes zeroes instead of punching holes, so the
-    /// backend keeps every block it has allocated. Default true.
+    /// Do not offer clients TRIM (NBD_FLAG_SEND_TRIM; `trim = false` in a config file): a TRIM sent anyway gets EINVAL,
+    /// and WRITE_ZEROES writes zeroes instead of punching holes, so the backend keeps its blocks allocated.
     #[serde(default = "yes")]
-    #[cfg_attr(feature = "clap", arg(long = "no-trim", action = clap::ArgAction::SetFalse,
-        help = "Do not offer clients TRIM (NBD_FLAG_SEND_TRIM): a TRIM sent anyway gets EINVAL, and \
-                WRITE_ZEROES writes zeroes instead of punching holes, so the backend keeps its blocks allocated"))]
+    #[arg(long = "no-trim", action = clap::ArgAction::SetFalse)]
     pub trim: bool,
     /// Connections this export takes at once (within the server's
     /// `max_connections`); a client choosing it past that is refused
     /// (NBD_REP_ERR_POLICY) and closed. Default: no limit of its own.
-    #[cfg_attr(feature = "clap", arg(skip))]
+    #[arg(skip)]
     pub max_connections: Option<usize>,
-    /// Log every client READ and WRITE (cache hits included) here, as a
-    /// CloudPhysics CSV trace for `hearth tier plan` or `hearth sim`.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH",
-        help = "Log every client READ and WRITE (cache hits included) to this file as a CloudPhysics CSV \
-                trace, for `hearth tier plan` or `hearth sim`"))]
+    /// Log every client READ and WRITE (cache hits included) to this file as a CloudPhysics CSV trace, for `hearth tier
+    /// plan` or `hearth sim`.
+    #[arg(long, value_name = "PATH")]
     pub access_log: Option<PathBuf>,
-    /// Slow-device simulation: latency added to every backend call, e.g. `"2ms"`.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "DURATION",
-        help = "Simulated slow device: latency added to each backend call, e.g. 2ms"))]
+    /// Simulated slow device: latency added to each backend call, e.g. 2ms.
+    #[arg(long, value_name = "DURATION")]
     pub latency: Option<String>,
-    /// Slow-device simulation: backend bytes per second, e.g. `"100MiB/s"`.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "RATE", value_parser = SizeValue::rate_flag,
-        help = "Simulated slow device: backend bandwidth, e.g. 100MiB/s or 250MB/s"))]
+    /// Simulated slow device: backend bandwidth, e.g. 100MiB/s or 250MB/s.
+    #[arg(long, value_name = "RATE", value_parser = SizeValue::rate_flag)]
     pub bandwidth: Option<SizeValue>,
     /// Cache warmup: log what the cache loads, pre-load it at start (`[export.warmup]`).
-    #[cfg_attr(feature = "clap", command(flatten))]
+    #[command(flatten)]
     pub warmup: Option<crate::warmup::WarmupConfig>,
     /// Two-tier storage: a fast file in front of this backend (`[export.tier]`).
-    #[cfg_attr(feature = "clap", command(flatten))]
+    #[command(flatten)]
     pub tier: Option<TierExportConfig>,
 }
 
 /// `[export.tier]`: the export's backend becomes the slow tier (after any
 /// latency/bandwidth simulation) behind a fast file; see `crate::tier`.
-#[derive(Clone, Debug, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::Args))]
+#[derive(Clone, Debug, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct TierExportConfig {
-    /// The fast file, created sparse with `fast_size` if missing.
-    #[cfg_attr(feature = "clap", arg(long = "tier-fast-path", id = "tier_fast_path", value_name = "PATH", required = false,
-        requires = "tier_fast_size",
-        help = "Two tiers: the fast file in front of the backend (created sparse with --tier-fast-size if missing)"))]
+    /// Two tiers: the fast file in front of the backend (created sparse with --tier-fast-size if missing).
+    #[arg(
+        long = "tier-fast-path",
+        id = "tier_fast_path",
+        value_name = "PATH",
+        required = false,
+        requires = "tier_fast_size"
+    )]
     pub fast_path: PathBuf,
-    #[cfg_attr(feature = "clap", arg(long = "tier-fast-size", id = "tier_fast_size", value_name = "SIZE", required = false,
-        requires = "tier_fast_path", help = "Size of the fast tier, e.g. 10GiB"))]
+    /// Size of the fast tier, e.g. 10GiB.
+    #[arg(
+        long = "tier-fast-size",
+        id = "tier_fast_size",
+        value_name = "SIZE",
+        required = false,
+        requires = "tier_fast_path"
+    )]
     pub fast_size: SizeValue,
-    /// The block map's journal; default `fast_path` + `.journal`.
-    #[cfg_attr(feature = "clap", arg(long = "tier-journal", id = "tier_journal", value_name = "PATH",
-        requires = "tier_fast_path", help = "The fast tier's block-map journal. Default: the fast path + .journal"))]
+    /// The fast tier's block-map journal. Default: the fast path + .journal.
+    #[arg(long = "tier-journal", id = "tier_journal", value_name = "PATH", requires = "tier_fast_path")]
     pub journal: Option<PathBuf>,
     /// A partition plan from `hearth tier plan`, migrated in the background.
-    #[cfg_attr(feature = "clap", arg(long = "tier-plan", id = "tier_plan", value_name = "PATH",
-        requires = "tier_fast_path", help = "A partition plan from `hearth tier plan`, migrated in the background"))]
+    #[arg(long = "tier-plan", id = "tier_plan", value_name = "PATH", requires = "tier_fast_path")]
     pub plan: Option<PathBuf>,
-    /// Migration bytes per second, e.g. `"64MiB/s"`; default 16 MiB/s.
-    #[cfg_attr(feature = "clap", arg(long = "tier-migrate-bandwidth", id = "tier_migrate_bandwidth",
-        value_name = "RATE", value_parser = SizeValue::rate_flag, requires = "tier_fast_path", help = "Migration bandwidth, e.g. 64MiB/s. Default 16MiB/s"))]
+    /// Migration bandwidth, e.g. 64MiB/s. Default 16MiB/s.
+    #[arg(long = "tier-migrate-bandwidth", id = "tier_migrate_bandwidth", value_name = "RATE",
+          value_parser = SizeValue::rate_flag, requires = "tier_fast_path")]
     pub migrate_bandwidth: Option<SizeValue>,
-    /// Migrate only after clients have been quiet this long; default "10ms".
-    #[cfg_attr(feature = "clap", arg(long = "tier-idle", id = "tier_idle", value_name = "DURATION",
-        requires = "tier_fast_path", help = "Migrate only after clients have been quiet this long. Default 10ms"))]
+    /// Migrate only after clients have been quiet this long. Default 10ms.
+    #[arg(long = "tier-idle", id = "tier_idle", value_name = "DURATION", requires = "tier_fast_path")]
     pub idle: Option<String>,
-    /// The same as the export's `access_log` (kept for configs written before it moved).
-    #[cfg_attr(feature = "clap", arg(long = "tier-access-log", id = "tier_access_log", value_name = "PATH",
-        requires = "tier_fast_path", help = "The same as --access-log (kept for scripts written before it moved)"))]
+    /// The same as --access-log (kept for scripts written before it moved).
+    #[arg(long = "tier-access-log", id = "tier_access_log", value_name = "PATH", requires = "tier_fast_path")]
     pub access_log: Option<PathBuf>,
 }
 

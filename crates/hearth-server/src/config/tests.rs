@@ -213,7 +213,8 @@ fn upstream_timeout_is_a_positive_duration_for_remote_backends() {
 #[test]
 fn trim_is_on_unless_the_export_says_trim_false() {
     let export = "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n";
-    let trim = |extra: &str| Config::parse(&format!("{export}{extra}")).unwrap().validate().unwrap().exports[0].options.trim;
+    let trim =
+        |extra: &str| Config::parse(&format!("{export}{extra}")).unwrap().validate().unwrap().exports[0].options.trim;
     assert!(trim(""));
     assert!(!trim("trim = false\n"));
     let e = Config::parse(&format!("{export}trim = \"no\"\n")).unwrap_err().to_string();

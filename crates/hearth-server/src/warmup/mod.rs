@@ -49,8 +49,7 @@ use crate::config::SizeValue;
 
 /// Metadata logs record LBAs; data logs also each block's contents (a
 /// performance snapshot the pre-load reads sequentially).
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum WarmupMode {
     #[default]
@@ -59,38 +58,36 @@ pub enum WarmupMode {
 }
 
 /// `[export.warmup]` in `hearth.toml`; `hearth serve`'s `--warmup-*` flags.
-#[derive(Clone, Debug, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::Args))]
+#[derive(Clone, Debug, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct WarmupConfig {
-    /// The logging volume: a file (created sparse with `log_size` if missing
-    /// or empty) or a block device.
-    #[cfg_attr(feature = "clap", arg(long = "warmup-log", id = "warmup_log", value_name = "PATH", required = false,
-        help = "Cache warmup: log the blocks the cache loads and clients write to this file or block device"))]
+    /// Cache warmup: log the blocks the cache loads and clients write to this file or block device.
+    #[arg(long = "warmup-log", id = "warmup_log", value_name = "PATH", required = false)]
     pub log: PathBuf,
+    /// What the warmup log holds: metadata (block numbers) or data (blocks and their contents).
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(long = "warmup-mode", id = "warmup_mode", value_enum, value_name = "WARMUP_MODE", requires = "warmup_log",
-        default_value_t, hide_default_value = true,
-        help = "What the warmup log holds: metadata (block numbers) or data (blocks and their contents)"))]
-    pub mode: WarmupMode,
-    /// Most bytes to pre-load; default (and at most) the cache size.
-    #[cfg_attr(feature = "clap", arg(long = "warmup-budget", id = "warmup_budget", value_name = "SIZE",
-        requires = "warmup_log", help = "Most bytes to pre-load at start. Default (and at most) the cache size"))]
-    pub budget: Option<SizeValue>,
-    /// Staging buffer; default 256 KiB (metadata) or 128 MiB (data).
-    #[cfg_attr(feature = "clap", arg(long = "warmup-staging", id = "warmup_staging", value_name = "SIZE",
-        requires = "warmup_log", help = "Staging buffer of the warmup log. Default 256KiB (metadata) or 128MiB (data)"))]
-    pub staging: Option<SizeValue>,
-    /// Size of a log file this server creates; default 16 MiB (metadata: 512 Ki
-    /// records; recovery holds ~24 bytes per slot) or 1 GiB (data).
-    #[cfg_attr(feature = "clap", arg(long = "warmup-log-size", id = "warmup_log_size", value_name = "SIZE",
+    #[arg(
+        long = "warmup-mode",
+        id = "warmup_mode",
+        value_enum,
+        value_name = "WARMUP_MODE",
         requires = "warmup_log",
-        help = "Size of a warmup log file created by the server. Default 16MiB (metadata) or 1GiB (data)"))]
+        default_value_t,
+        hide_default_value = true
+    )]
+    pub mode: WarmupMode,
+    /// Most bytes to pre-load at start. Default (and at most) the cache size.
+    #[arg(long = "warmup-budget", id = "warmup_budget", value_name = "SIZE", requires = "warmup_log")]
+    pub budget: Option<SizeValue>,
+    /// Staging buffer of the warmup log. Default 256KiB (metadata) or 128MiB (data).
+    #[arg(long = "warmup-staging", id = "warmup_staging", value_name = "SIZE", requires = "warmup_log")]
+    pub staging: Option<SizeValue>,
+    /// Size of a warmup log file created by the server. Default 16MiB (metadata) or 1GiB (data).
+    #[arg(long = "warmup-log-size", id = "warmup_log_size", value_name = "SIZE", requires = "warmup_log")]
     pub log_size: Option<SizeValue>,
-    /// Pre-load the cache from the log at start.
+    /// Pre-load the cache from the warmup log before serving (newest blocks first, never stale).
     #[serde(default)]
-    #[cfg_attr(feature = "clap", arg(long = "warmup-preload", id = "warmup_preload", requires = "warmup_log",
-        help = "Pre-load the cache from the warmup log before serving (newest blocks first, never stale)"))]
+    #[arg(long = "warmup-preload", id = "warmup_preload", requires = "warmup_log")]
     pub preload: bool,
 }
 
