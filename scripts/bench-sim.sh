@@ -70,7 +70,8 @@ measure() {
     local tool=$1 trace=$2 policy=$3 mib=$4 out miss
     if [[ $tool == hearth ]]; then
         out=$(run "$hearth" sim "$trace" -p "${policy%%=*}" -s "${mib}MiB" --threads 1 -q --csv)
-        miss=$(echo "$out" | awk -F, '$2 ~ /^[A-Z0-9]+$/ && $4 > 0 {printf "%.4f", 1 - $6}')
+        miss=$(echo "$out" | awk -F, '$1 == "trace" {for (i = 1; i <= NF; i++) if ($i == "miss_ratio") c = i; next}
+            c && $4 > 0 {printf "%.4f", $c}')
     else
         # cachesim writes a result/ directory into its working directory.
         out=$(cd "$WORK" && run "$cachesim" "$trace" oracleGeneralBin "${policy#*=}" "${mib}MB")
