@@ -12,7 +12,8 @@
 #   WORK      scratch directory for cachesim's build and generated traces
 #             (default /tmp/hearth-bench-sim; kept between runs)
 #   ROUNDS    rounds per (trace, policy) (default 3)
-#   POLICIES  policies both simulators have (default "lru fifo clock arc")
+#   POLICIES  policies both simulators have (default "lru fifo clock arc");
+#             HEARTH=CACHESIM where the names differ ("fifomerge=fifo-merge")
 #   ZIPF      generated trace: synth spec and request count
 #             (default "synth:zipf:20000000:0.9 50000000": 50 M requests,
 #             Zipf 0.9 over 20 M blocks of 4 KiB, >= 10 M distinct)
@@ -68,11 +69,12 @@ PY
 measure() {
     local tool=$1 trace=$2 policy=$3 mib=$4 out miss
     if [[ $tool == hearth ]]; then
-        out=$(run "$hearth" sim "$trace" -p "$policy" -s "${mib}MiB" --threads 1 -q --csv)
-        miss=$(echo "$out" | awk -F, '$2 ~ /^[A-Z0-9]+$/ && $4 > 0 {printf "%.4f", 1 - $6}')
+        out=$(run "$hearth" sim "$trace" -p "${policy%%=*}" -s "${mib}MiB" --threads 1 -q --csv)
+        miss=$(echo "$out" | awk -F, '$1 == "trace" {for (i = 1; i <= NF; i++) if ($i == "miss_ratio") c = i; next}
+            c && $4 > 0 {printf "%.4f", $c}')
     else
         # cachesim writes a result/ directory into its working directory.
-        out=$(cd "$WORK" && run "$cachesim" "$trace" oracleGeneralBin "$policy" "${mib}MB")
+        out=$(cd "$WORK" && run "$cachesim" "$trace" oracleGeneralBin "${policy#*=}" "${mib}MB")
         miss=$(echo "$out" | sed -n 's/.* req, miss ratio \([0-9.]*\),.*/\1/p' | tail -1)
     fi
     echo "$out" | awk -v miss="$miss" '/^TIME/ {printf "%s %d %s\n", $2, $3, miss}'
@@ -96,7 +98,7 @@ for trace in "$BUNDLED" "$zipf_trace"; do
         hrss=$(cut -d' ' -f2 "$WORK/h.txt" | sort -n | tail -1)
         crss=$(cut -d' ' -f2 "$WORK/c.txt" | sort -n | tail -1)
         printf '%-28s %-6s %5sMiB | %7s / %-7s %7s / %-7s %5.2fx | %7d MiB %7d MiB | %-8s %-8s\n' \
-            "$(basename "$trace" | cut -c1-28)" "$policy" "$mib" "$hmin" "$hmed" "$cmin" "$cmed" \
+            "$(basename "$trace" | cut -c1-28)" "${policy%%=*}" "$mib" "$hmin" "$hmed" "$cmin" "$cmed" \
             "$(python3 -c "print($cmed / $hmed)")" $((hrss / 1024)) $((crss / 1024)) \
             "$(head -1 "$WORK/h.txt" | cut -d' ' -f3)" "$(head -1 "$WORK/c.txt" | cut -d' ' -f3)"
     done
@@ -112,7 +114,7 @@ for policy in $POLICIES; do
     h_one=$(measure hearth "$zipf_trace" "$policy" 1 | cut -d' ' -f2)
     c_all=$(measure cachesim "$zipf_trace" "$policy" "$all_mib" | cut -d' ' -f2)
     c_one=$(measure cachesim "$zipf_trace" "$policy" 1 | cut -d' ' -f2)
-    printf '  %-6s hearth %6.1f   libCacheSim %6.1f   (%d objects)\n' "$policy" \
+    printf '  %-6s hearth %6.1f   libCacheSim %6.1f   (%d objects)\n' "${policy%%=*}" \
         "$(python3 -c "print(($h_all - $h_one) * 1024 / $objects)")" \
         "$(python3 -c "print(($c_all - $c_one) * 1024 / $objects)")" "$objects"
 done

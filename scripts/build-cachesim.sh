@@ -8,7 +8,8 @@
 #   scripts/build-cachesim.sh [DIR]     # DIR default /tmp/hearth-cachesim
 #
 # Used by .ci/run (crates/hearth-policy/tests/libcachesim.rs compares
-# policies the Python package lacks against it, crates/hearth/tests/
+# policies the Python package lacks against it, and Cacheus' experts
+# against the library it links, _build/liblibCacheSim.a; crates/hearth/tests/
 # cli_libcachesim_formats.rs every trace format) and scripts/bench-sim.sh.
 set -euo pipefail
 

@@ -139,6 +139,22 @@ impl<T: Copy> Slab<T> {
         list.len += 1;
     }
 
+    /// Links the unlinked node `i` right after `at` (towards the tail), which
+    /// must be in `list`.
+    pub fn insert_after(&mut self, list: &mut List, at: u32, i: u32) {
+        let next = self.nodes[at as usize].next;
+        let n = &mut self.nodes[i as usize];
+        n.prev = at;
+        n.next = next;
+        self.nodes[at as usize].next = i;
+        if next != NIL {
+            self.nodes[next as usize].prev = i;
+        } else {
+            list.tail = i;
+        }
+        list.len += 1;
+    }
+
     /// Unlinks `i`, which must be in `list`.
     pub fn unlink(&mut self, list: &mut List, i: u32) {
         let Node { prev, next, .. } = self.nodes[i as usize];
@@ -227,5 +243,20 @@ mod tests {
         s.unlink(&mut l, b);
         assert_eq!(keys(&s, &l), vec![3]);
         assert_eq!(l.head(), l.tail());
+    }
+
+    #[test]
+    fn insert_after_links_in_the_middle_and_at_the_tail() {
+        let mut s = Slab::default();
+        let mut l = List::new();
+        let a = s.alloc(1);
+        let b = s.alloc(2);
+        let c = s.alloc(3);
+        s.push_front(&mut l, a);
+        s.insert_after(&mut l, a, c);
+        s.insert_after(&mut l, a, b);
+        assert_eq!(keys(&s, &l), vec![1, 2, 3]);
+        assert_eq!((l.tail(), l.len()), (Some(c), 3));
+        assert_eq!((s.prev(c), s.next(b)), (Some(b), Some(c)));
     }
 }

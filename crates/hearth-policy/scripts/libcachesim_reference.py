@@ -5,8 +5,8 @@ Usage: libcachesim_reference.py TRACE SIZES POLICIES
        libcachesim_reference.py --one TRACE SIZE SPEC   (one miss count)
   TRACE     path to a .oracleGeneral.bin trace (24-byte records)
   SIZES     comma-separated cache sizes in bytes
-  POLICIES  semicolon-separated Hearth policy specs (the keys of CLASSES; a
-            spec's parameters are separated by commas)
+  POLICIES  semicolon-separated Hearth policy specs (the keys of CLASSES or
+            LOW_LEVEL; a spec's parameters are separated by commas)
 
 Prints {"requests": N, "misses": {"lru": {"134217728": 93374, ...}, ...}}.
 Exits with status 3 when the libcachesim package cannot be imported, so the
@@ -67,6 +67,14 @@ CLASSES = {
     "wtinylfu:freq=exact": "WTinyLFU",
 }
 
+# Hearth policy spec -> (the package's low-level init function, libCacheSim's
+# parameter string) for policies it builds but wraps in no class.
+LOW_LEVEL = {
+    "fifomerge": ("FIFO_Merge_init", ""),
+    "fifomerge:retain=recency": ("FIFO_Merge_init", "retain-policy=recency"),
+    "s3fifod": ("S3FIFOd_init", ""),
+}
+
 
 # Hearth admission name -> (libcachesim class, {hearth param: libcachesim keyword}).
 ADMISSIONERS = {
@@ -79,7 +87,7 @@ ADMISSIONERS = {
 }
 RANDOM_ADMISSIONERS = {"prob", "sizeprob", "adaptsize"}
 # Policies that draw from the same generator: also run in a fresh interpreter.
-RANDOM_POLICIES = {"lruprob", "random", "hyperbolic", "lecar", "cacheus", "lhd", "beladysize"}
+RANDOM_POLICIES = {"lruprob", "random", "hyperbolic", "lecar", "cacheus", "lhd", "beladysize", "fifomerge"}
 
 
 def split_spec(spec):
@@ -94,6 +102,13 @@ def split_spec(spec):
 
 def run_one(lcs, reader, spec, size):
     policy, admission, params = split_spec(spec)
+    if policy in LOW_LEVEL and admission is None:
+        from libcachesim import libcachesim_python as low
+
+        init, params = LOW_LEVEL[policy]
+        cache = lcs.CacheBase(_cache=getattr(low, init)(low.CommonCacheParams(cache_size=int(size)), params))
+        miss_ratio, _byte_miss_ratio = cache.process_trace(reader)
+        return round(miss_ratio * reader.get_num_of_req())
     if policy not in CLASSES:
         sys.exit(f"no libcachesim counterpart for policy {policy!r} (known: {', '.join(CLASSES)})")
     kwargs = {}

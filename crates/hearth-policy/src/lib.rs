@@ -98,9 +98,11 @@ mod car;
 mod clock;
 mod clock2qplus;
 mod clockpro;
+mod crlfu;
 mod error;
 mod fbr;
 mod fifo;
+mod fifomerge;
 mod gdsf;
 mod hyperbolic;
 mod lecar;
@@ -115,10 +117,12 @@ mod qdlp;
 mod random;
 mod randomlru;
 mod s3fifo;
+mod s3fifod;
 mod sieve;
 mod size;
 mod slru;
 pub mod spec;
+mod srlru;
 mod three_queues;
 mod twoq;
 mod wtinylfu;
@@ -131,9 +135,11 @@ pub use car::{Car, B2 as CarB2};
 pub use clock::Clock;
 pub use clock2qplus::Clock2QPlus;
 pub use clockpro::ClockPro;
+pub use crlfu::CrLfu;
 pub use error::SpecError;
 pub use fbr::Fbr;
 pub use fifo::Fifo;
+pub use fifomerge::{FifoMerge, Retain as FifoMergeRetain};
 pub use gdsf::Gdsf;
 pub use hyperbolic::Hyperbolic;
 pub use lecar::LeCaR;
@@ -148,10 +154,12 @@ pub use qdlp::Qdlp;
 pub use random::Random;
 pub use randomlru::RandomLru;
 pub use s3fifo::S3Fifo;
+pub use s3fifod::S3FifoD;
 pub use sieve::Sieve;
 pub use size::Size;
 pub use slru::Slru;
 pub use spec::{groups, parse_list, Params, PolicyList, PolicySpec};
+pub use srlru::SrLru;
 pub use twoq::{Sizing as TwoQSizing, TwoQ};
 pub use wtinylfu::{Frequency as WTinyLfuFrequency, WTinyLfu};
 
@@ -230,6 +238,10 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "randomlru", params: &["samples", "seed"], group: Modern, family: RECENCY, offline: false, about: "RandomLRU (libCacheSim): evict the least recently requested of samples uniformly drawn residents (16, libCacheSim's n-samples); seeded Lehmer64 (seed=S)", build: |c, p| Ok(Box::new(RandomLru::new(c, p.get("samples", 16)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "lruprob", params: &["prob", "seed"], group: Modern, family: RECENCY, offline: false, about: "LRU-Prob (libCacheSim): LRU whose hits move an item to the front with probability prob (0.5, as a draw divisible by 1/prob truncated); seeded Lehmer64 (seed=S), as libCacheSim", build: |c, p| Ok(Box::new(Lru::prob(c, p.get("prob", 0.5)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "size", params: &[], group: Modern, family: FREQUENCY, offline: false, about: "Size (libCacheSim): evict the largest resident item, equal sizes in libCacheSim's heap order", build: |c, _| Ok(Box::new(Size::new(c))) },
+    Entry { name: "srlru", params: &[], group: Modern, family: RECENCY, offline: false, about: "SR-LRU (libCacheSim's, Cacheus' scan-resistant expert): new items enter an LRU list SR, hit ones an LRU list R that demotes its overflow to SR, SR's overflow leaves for a history; items that left SR unhit grow SR when they return", build: |c, _| Ok(Box::new(SrLru::new(c))) },
+    Entry { name: "crlfu", params: &[], group: Modern, family: FREQUENCY, offline: false, about: "CR-LFU (libCacheSim's, Cacheus' churn-resistant expert): least frequently used, the newest arrival at the lowest count first, O(1)", build: |c, _| Ok(Box::new(CrLfu::new(c))) },
+    Entry { name: "fifomerge", params: &["exam", "keep", "retain", "seed"], group: Modern, family: FIFO_BASED, offline: false, about: "FIFO-Merge (libCacheSim's): a FIFO whose evictions examine exam items (100) at a time from where the last stopped and evict all but the keep + 1 (50) worth most; retain=freq (hits + a seeded tie-breaking draw, per byte; default) or recency, seed=S as libCacheSim", build: |c, p| Ok(Box::new(FifoMerge::new(c, p.get("exam", 100)?, p.get("keep", 50)?, p.get("retain", FifoMergeRetain::Frequency)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "s3fifod", params: &["small", "threshold"], group: Modern, family: FIFO_BASED, offline: false, about: "S3-FIFO-d (libCacheSim's): S3-FIFO whose small (small x capacity, 0.1) and main 2-bit CLOCK queues trade bytes by which one's recent victims are requested again; threshold small-queue hits promote (1)", build: |c, p| Ok(Box::new(S3FifoD::new(c, p.get("small", 0.1)?, p.get("threshold", 1)?)?)) },
     // registry: add policies above this line
 ];
 

@@ -1,4 +1,4 @@
-//! What S3-FIFO, QD-LP-FIFO and CLOCK-2Q+ share: a small FIFO that new
+//! What S3-FIFO, S3-FIFO-d, QD-LP-FIFO and CLOCK-2Q+ share: a small FIFO that new
 //! items enter, a main queue, and a ghost FIFO remembering the keys and sizes
 //! of items evicted from the small one, all three over one slab with one
 //! index for residents and ghosts alike, each with its bytes and a byte budget
@@ -74,6 +74,11 @@ impl<H: Copy + Default + Into<u32>, S: Copy> ThreeQueues<H, S> {
 
     pub fn budget(&self, queue: Queue) -> u64 {
         self.budgets[queue as usize]
+    }
+    /// Resizes a queue (S3-FIFO-d moves bytes between them); a queue over its
+    /// new budget is trimmed by the policy when it next evicts from it.
+    pub fn set_budget(&mut self, queue: Queue, bytes: u64) {
+        self.budgets[queue as usize] = bytes;
     }
     pub fn bytes(&self, queue: Queue) -> u64 {
         self.bytes[queue as usize]

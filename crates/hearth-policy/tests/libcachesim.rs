@@ -63,6 +63,11 @@ const EXACT: &[&str] = &[
     "lruprob",
     "lruprob:prob=0.3",
     "size",
+    // Its tie-breaking draws too (the package builds it through its
+    // low-level FIFO_Merge_init; see CLI_COMPARED for cachesim's seeds).
+    "fifomerge",
+    "fifomerge:retain=recency",
+    "s3fifod",
 ];
 /// Allowed relative difference (the 0.5%) for any other compared
 /// policy: `gdsf`, which makes room before pricing a newcomer where
@@ -175,6 +180,9 @@ const COMPARED: &[&str] = &[
     "lruprob",
     "lruprob:prob=0.3",
     "size",
+    "fifomerge",
+    "fifomerge:retain=recency",
+    "s3fifod",
 ];
 
 /// The trace through Hearth's own reader, with next-use times for OPT.
@@ -210,7 +218,7 @@ fn miss_counts_match_libcachesim() {
         .filter(|spec| only.as_ref().is_none_or(|only| only.iter().any(|o| o == spec)))
         .collect();
     if policies.is_empty() && only.is_some() {
-        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs (only cachesim's)");
+        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs (only other tests')");
         return;
     }
     assert!(!policies.is_empty(), "no policy to compare with libCacheSim");
@@ -291,10 +299,11 @@ fn only() -> Option<Vec<String>> {
     let specs: Vec<String> = only.split(';').map(str::to_string).collect();
     for spec in &specs {
         assert!(
-            COMPARED.contains(&spec.as_str()) || CLI_COMPARED.iter().any(|(ours, _)| ours == spec),
+            COMPARED.contains(&spec.as_str())
+                || CLI_COMPARED.iter().chain(STANDALONE_COMPARED).any(|(ours, _)| ours == spec),
             "HEARTH_LIBCACHESIM_ONLY names {spec:?}, which no test compares (known: {}; {})",
             COMPARED.join(";"),
-            CLI_COMPARED.iter().map(|(ours, _)| *ours).collect::<Vec<_>>().join(";")
+            CLI_COMPARED.iter().chain(STANDALONE_COMPARED).map(|(ours, _)| *ours).collect::<Vec<_>>().join(";")
         );
     }
     Some(specs)
@@ -303,12 +312,64 @@ fn only() -> Option<Vec<String>> {
 /// Hearth specs checked against libCacheSim's `cachesim` command for the
 /// policies its Python package does not expose, with cachesim's name.
 /// Plain `car` bounds B2 as the paper does; `car:b2=unbounded` is libCacheSim's.
-const CLI_COMPARED: &[(&str, &str)] =
-    &[("qdlp", "qdlp"), ("car:b2=unbounded", "car"), ("randomtwo", "randomTwo"), ("randomlru", "RandomLRU")];
+const CLI_COMPARED: &[(&str, &str)] = &[
+    ("qdlp", "qdlp"),
+    ("car:b2=unbounded", "car"),
+    ("randomtwo", "randomTwo"),
+    ("randomlru", "RandomLRU"),
+    ("s3fifod", "s3fifod"),
+];
 /// Specs of [`CLI_COMPARED`] whose victims are random draws, which Hearth
 /// and libCacheSim make differently (see [`RANDOMIZED`]): their miss counts
 /// must agree within [`TOLERANCE`], not to cachesim's rounding.
 const CLI_RANDOMIZED: &[&str] = &["randomtwo", "randomlru"];
+// `fifomerge` is compared through the Python package ([`COMPARED`]), not
+// here: cachesim seeds libCacheSim's generator for each cache from the C
+// library's `rand()` when it runs several sizes (1804289383 for the first,
+// 846930886 for the second, ... unseeded glibc) and from the clock when it
+// runs one, so its FIFO-Merge draws differ from run to run or from the
+// package's fresh state. `fifomerge:seed=1804289383` at 128 MiB and
+// `seed=846930886` at 256 MiB give cachesim's 0.8070 and 0.7734 of a
+// two-size run.
+
+/// The cachesim binary (`LIBCACHESIM_CACHESIM`), or None when it is unset
+/// outside CI (the caller skips); under `CI=true` its absence fails.
+fn cachesim_binary() -> Option<PathBuf> {
+    let Ok(bin) = std::env::var("LIBCACHESIM_CACHESIM") else {
+        let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(
+            !in_ci,
+            "LIBCACHESIM_CACHESIM is not set (CI=true requires it; scripts/build-cachesim.sh builds cachesim)"
+        );
+        println!("skipped: LIBCACHESIM_CACHESIM is not set (scripts/build-cachesim.sh builds cachesim)");
+        return None;
+    };
+    Some(PathBuf::from(bin))
+}
+
+/// cachesim's miss ratios for `policy` at `sizes` (comma-separated bytes),
+/// in order.
+fn cachesim_ratios(bin: &Path, policy: &str, sizes: &str) -> Vec<f64> {
+    // cachesim writes a result/ directory where it runs.
+    let scratch = std::env::temp_dir().join(format!("hearth-cachesim-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let out = Command::new(bin)
+        .current_dir(&scratch)
+        .arg(trace_path())
+        .args(["oracleGeneral", policy, sizes, "--num-thread", "1"])
+        .output()
+        .expect("running cachesim");
+    assert!(out.status.success(), "cachesim failed: {}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ratios: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split("miss ratio ").nth(1))
+        .map(|r| r.split(',').next().unwrap().trim().parse().unwrap())
+        .collect();
+    assert_eq!(ratios.len(), sizes.split(',').count(), "cachesim output:\n{text}");
+    ratios
+}
 
 /// The same comparison through libCacheSim's own `cachesim` binary (from a
 /// libCacheSim 0.3.5 build, path in `LIBCACHESIM_CACHESIM`), for policies
@@ -325,42 +386,17 @@ fn miss_counts_match_libcachesim_cachesim() {
         .filter(|(spec, _)| only.as_ref().is_none_or(|only| only.iter().any(|o| o == spec)))
         .collect();
     if specs.is_empty() {
-        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs (only the Python package's)");
+        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs");
         return;
     }
-    let Ok(bin) = std::env::var("LIBCACHESIM_CACHESIM") else {
-        let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(
-            !in_ci,
-            "LIBCACHESIM_CACHESIM is not set (CI=true requires it; scripts/build-cachesim.sh builds cachesim)"
-        );
-        println!("skipped: LIBCACHESIM_CACHESIM is not set (scripts/build-cachesim.sh builds cachesim)");
-        return;
-    };
+    let Some(bin) = cachesim_binary() else { return };
     let sizes: Vec<u64> = (1..=8).map(|i| i * 128 * MIB).collect();
     let trace = load_oracle_general(&trace_path());
     let n = trace.len() as f64;
     let sizes_arg = sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
     let mut failures = Vec::new();
     for &(spec, theirs_name) in &specs {
-        // cachesim writes a result/ directory where it runs.
-        let scratch = std::env::temp_dir().join(format!("hearth-cachesim-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch).unwrap();
-        let out = Command::new(&bin)
-            .current_dir(&scratch)
-            .arg(trace_path())
-            .args(["oracleGeneral", theirs_name, &sizes_arg, "--num-thread", "1"])
-            .output()
-            .expect("running cachesim");
-        assert!(out.status.success(), "cachesim failed: {}", String::from_utf8_lossy(&out.stderr));
-        let _ = std::fs::remove_dir_all(&scratch);
-        let text = String::from_utf8_lossy(&out.stdout);
-        let ratios: Vec<f64> = text
-            .lines()
-            .filter_map(|l| l.split("miss ratio ").nth(1))
-            .map(|r| r.split(',').next().unwrap().trim().parse().unwrap())
-            .collect();
-        assert_eq!(ratios.len(), sizes.len(), "cachesim output:\n{text}");
+        let ratios = cachesim_ratios(&bin, theirs_name, &sizes_arg);
         for (&size, &ratio) in sizes.iter().zip(&ratios) {
             let ours = our_misses(spec, size, &trace);
             let theirs = ratio * n;
@@ -377,4 +413,78 @@ fn miss_counts_match_libcachesim_cachesim() {
     }
     println!("compared {} specs at {} sizes with cachesim", specs.len(), sizes.len());
     assert!(failures.is_empty(), "miss counts differ from cachesim:\n{}", failures.join("\n"));
+}
+
+/// Hearth specs checked against libCacheSim policies that neither cachesim
+/// nor the Python package offers on their own: Cacheus' two experts, whose
+/// `SR_LRU_init` and `CR_LFU_init` libCacheSim's library exports. The test
+/// builds scripts/libcachesim_standalone.c against the static library and
+/// headers of the cachesim build (`LIBCACHESIM_CACHESIM`'s source tree)
+/// with `cc`, glib's pkg-config flags and zstd, and compares exact counts.
+///
+/// Both are exact here. `srlru` could differ where libCacheSim holds more
+/// than the capacity (SR grows by bytes R gives up while R still holds
+/// them; see srlru.rs): Hearth demotes R's excess at once, libCacheSim at
+/// R's next insert; on this trace that changes no count.
+const STANDALONE_COMPARED: &[(&str, &str)] = &[("crlfu", "CR_LFU"), ("srlru", "SR_LRU")];
+
+#[test]
+fn miss_counts_match_libcachesim_library() {
+    let only = only();
+    let specs: Vec<(&str, &str)> = STANDALONE_COMPARED
+        .iter()
+        .copied()
+        .filter(|(spec, _)| only.as_ref().is_none_or(|only| only.iter().any(|o| o == spec)))
+        .collect();
+    if specs.is_empty() {
+        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs");
+        return;
+    }
+    let Some(bin) = cachesim_binary() else { return };
+    // .../src/libCacheSim/_build/bin/cachesim
+    let build = bin.parent().and_then(Path::parent).expect("cachesim sits in _build/bin");
+    let source = build.parent().expect("_build sits in libCacheSim's source tree");
+    let driver = std::env::temp_dir().join(format!("hearth-lcs-standalone-{}", std::process::id()));
+    let glib =
+        Command::new("pkg-config").args(["--cflags", "--libs", "glib-2.0"]).output().expect("running pkg-config");
+    assert!(glib.status.success(), "pkg-config glib-2.0 failed: {}", String::from_utf8_lossy(&glib.stderr));
+    let glib = String::from_utf8(glib.stdout).unwrap();
+    let cc = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&driver)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/libcachesim_standalone.c"))
+        .arg(format!("-I{}", source.join("libCacheSim/include").display()))
+        .arg(build.join("liblibCacheSim.a"))
+        .args(glib.split_whitespace())
+        .args(["-lzstd", "-lm", "-lpthread"])
+        .output()
+        .expect("running cc");
+    assert!(cc.status.success(), "building the libCacheSim driver failed: {}", String::from_utf8_lossy(&cc.stderr));
+
+    let sizes: Vec<u64> = (1..=8).map(|i| i * 128 * MIB).collect();
+    let trace = load_oracle_general(&trace_path());
+    let mut failures = Vec::new();
+    for &(spec, theirs_name) in &specs {
+        for &size in &sizes {
+            let out = Command::new(&driver)
+                .arg(trace_path())
+                .arg(size.to_string())
+                .arg(theirs_name)
+                .output()
+                .expect("running the libCacheSim driver");
+            assert!(out.status.success(), "driver failed: {}", String::from_utf8_lossy(&out.stderr));
+            let text = String::from_utf8_lossy(&out.stdout);
+            let counts: Vec<u64> = text.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            assert_eq!(counts.first(), Some(&(trace.len() as u64)), "the driver read a different trace: {text}");
+            let (ours, theirs) = (our_misses(spec, size, &trace), counts[1]);
+            let diff = (ours as f64 - theirs as f64) / theirs as f64;
+            println!("{spec:<20} {:>9} {ours:>9} {theirs:>9} {:>8.3}", size / MIB, diff * 100.0);
+            if ours != theirs {
+                failures.push(format!("{spec} at {} MiB: hearth {ours}, libCacheSim {theirs}", size / MIB));
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&driver);
+    println!("compared {} specs at {} sizes with libCacheSim's library", specs.len(), sizes.len());
+    assert!(failures.is_empty(), "miss counts differ from libCacheSim:\n{}", failures.join("\n"));
 }

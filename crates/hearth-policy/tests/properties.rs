@@ -47,6 +47,9 @@ const EXTRA_SPECS: &[&str] = &[
     "cacheus:seed=11",
     "clockpro:cold=0",
     "clockpro:cold=1",
+    "fifomerge:exam=4,keep=1",
+    "fifomerge:exam=3,keep=0,retain=recency,seed=5",
+    "s3fifod:small=0.3,threshold=2",
 ];
 
 /// Eviction policies behind admission policies. Not held to OPT's bound:
