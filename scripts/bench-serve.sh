@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Benchmark `hearth serve` against nbdkit (memory plugin), qemu-nbd (raw file
 # in /dev/shm) and fio on that /dev/shm file directly (the local limit), in
-# one run, with fio's nbd engine:
+# one run, with two clients: fio's nbd engine, and `hearth bench serve` (a
+# pipelined Rust load generator whose own cost per request is a fraction of
+# fio's, so the servers' costs show where fio's hides them):
 #   patterns    4 KiB random read and write at iodepth 32 (IOPS, p99),
 #               1 MiB sequential read and write at iodepth 8 (MB/s);
 #   numjobs     1 and 4 (each fio job is its own NBD connection);
 #   transports  Unix socket and TCP on loopback.
-# Each cell runs every server once per round, servers alternating (in
+# Each cell runs every server once per round and client, servers alternating (in
 # reverse order on even rounds), for ROUNDS rounds; the table shows each
 # server's median (min..max) and its ratio to nbdkit (median of the
 # per-round ratios, min..max). Every export is filled first, which also makes
@@ -23,6 +25,7 @@
 #   scripts/bench-serve.sh [SIZE_MIB] [SECONDS] [ROUNDS]
 # Environment, to run part of the matrix or compare builds:
 #   PATTERNS="randread randwrite read write"  JOBS="1 4"  TRANSPORTS="unix tcp"
+#   CLIENTS="fio hearth-bench"   the clients, each a table of its own
 #   HEARTH_ARGS="--write-back"   extra `hearth serve` flags
 #   BASELINE=path/to/older/hearth   also run that binary, as "before"
 #   BASELINE_ARGS="--what-if none"  flags for "before" instead of HEARTH_ARGS, even none (the
@@ -36,6 +39,7 @@ ROUNDS=${3:-3}
 PATTERNS=${PATTERNS:-randread randwrite read write}
 JOBS=${JOBS:-1 4}
 TRANSPORTS=${TRANSPORTS:-unix tcp}
+CLIENTS=${CLIENTS:-fio hearth-bench}
 read -r -a HEARTH_ARGS <<<"${HEARTH_ARGS:-}"
 read -r -a BASELINE_ARGS <<<"${BASELINE_ARGS-${HEARTH_ARGS:-}}"
 for tool in fio nbdkit qemu-nbd python3; do
@@ -128,6 +132,11 @@ dd if=/dev/urandom of="$SHM" bs=1M count="$SIZE_MIB" conv=notrunc status=none
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime of a process
 TICKS_PER_SECOND=$(getconf CLK_TCK)
 
+run_bench() { # out-file rw bs iodepth numjobs uri: `hearth bench serve`, pipelined like fio's nbd engine
+    "$HEARTH" bench serve "$6" --rw="$2" --bs="$3" --iodepth="$4" --jobs="$5" \
+        --duration="${SECONDS_PER_JOB}s" --json >"$1"
+}
+
 run_fio() { # out-file rw bs iodepth numjobs [fio engine options...]
     local out=$1 rw=$2 bs=$3 depth=$4 jobs=$5
     shift 5
@@ -153,11 +162,17 @@ for pattern in $PATTERNS; do
             fi
             for t in $TRANSPORTS; do
                 for s in "${order[@]}"; do
-                    echo "round $round: $s $t $pattern $bs numjobs $jobs"
-                    ticks=$(cpu_ticks "${PID_OF[$s-$t]}")
-                    run_fio "$WORK/r-$pattern-$jobs-$t-$s-$round.json" "$pattern" "$bs" "$depth" "$jobs" \
-                        --ioengine=nbd --uri="${URI[$s-$t]}"
-                    echo $(($(cpu_ticks "${PID_OF[$s-$t]}") - ticks)) >"$WORK/r-$pattern-$jobs-$t-$s-$round.cpu"
+                    for client in $CLIENTS; do
+                        echo "round $round: $s $t $pattern $bs numjobs $jobs ($client)"
+                        run="$WORK/r-$client-$pattern-$jobs-$t-$s-$round"
+                        ticks=$(cpu_ticks "${PID_OF[$s-$t]}")
+                        case $client in
+                        fio) run_fio "$run.json" "$pattern" "$bs" "$depth" "$jobs" --ioengine=nbd --uri="${URI[$s-$t]}" ;;
+                        hearth-bench) run_bench "$run.json" "$pattern" "$bs" "$depth" "$jobs" "${URI[$s-$t]}" ;;
+                        *) echo "bench-serve: unknown client $client (fio, hearth-bench)" >&2; exit 1 ;;
+                        esac
+                        echo $(($(cpu_ticks "${PID_OF[$s-$t]}") - ticks)) >"$run.cpu"
+                    done
                 done
             done
             # The local limit: the same jobs on the /dev/shm file, no NBD in between.
@@ -167,45 +182,58 @@ for pattern in $PATTERNS; do
     done
 done
 
-python3 - "$WORK" "$ROUNDS" "${SERVERS[*]}" "$PATTERNS" "$JOBS" "$TRANSPORTS" "$TICKS_PER_SECOND" "$(nproc)" <<'PY'
+python3 - "$WORK" "$ROUNDS" "${SERVERS[*]}" "$PATTERNS" "$JOBS" "$TRANSPORTS" "$TICKS_PER_SECOND" "$(nproc)" "$CLIENTS" <<'PY'
 import json, statistics, sys
-work, rounds, servers, patterns, jobs, transports, ticks_per_second, cores = sys.argv[1:]
+work, rounds, servers, patterns, jobs, transports, ticks_per_second, cores, clients = sys.argv[1:]
 rounds, servers, ticks_per_second, cores = int(rounds), servers.split(), int(ticks_per_second), int(cores)
 
+def fio_job(path):
+    return json.load(open(path))["jobs"][0]
+
+def is_fio(path):
+    return "/r-hearth-bench-" not in path
+
 def rate(path, pattern):
-    job = json.load(open(path))["jobs"][0]
-    side = job["write" if "write" in pattern else "read"]
+    """IOPS for random patterns, MB/s (10^6 bytes) for sequential ones."""
+    if not is_fio(path):
+        r = json.load(open(path))
+        return r["ops_per_sec"] if pattern.startswith("rand") else r["mib_per_sec"] * 1048576 / 1e6
+    side = fio_job(path)["write" if "write" in pattern else "read"]
     return side["iops"] if pattern.startswith("rand") else side["bw_bytes"] / 1e6
 
 def ops(run):
-    """fio's job record of one run, and the operations it completed (at least 1)."""
-    job = json.load(open(f"{run}.json"))["jobs"][0]
-    return job, max(job["read"]["total_ios"] + job["write"]["total_ios"], 1)
+    """The operations one run completed (at least 1)."""
+    if not is_fio(f"{run}.json"):
+        return max(json.load(open(f"{run}.json"))["ops"], 1)
+    job = fio_job(f"{run}.json")
+    return max(job["read"]["total_ios"] + job["write"]["total_ios"], 1)
 
 def cpu_per_op_us(run):
     """The server's CPU time per operation of one run, in microseconds."""
-    _, n = ops(run)
-    return int(open(f"{run}.cpu").read()) / ticks_per_second * 1e6 / n
+    return int(open(f"{run}.cpu").read()) / ticks_per_second * 1e6 / ops(run)
 
 def client_cpu_per_op_us(run):
-    """fio's own CPU time per operation of one run (all jobs), in microseconds:
-    its usr/sys shares are of job_runtime, which sums the jobs' runtimes."""
-    job, n = ops(run)
-    return (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] * 1e3 / n
+    """The client's own CPU time per operation of one run (all jobs), in
+    microseconds: fio's usr/sys shares are of job_runtime, which sums the
+    jobs' runtimes; `hearth bench serve` reports its getrusage per op."""
+    if not is_fio(f"{run}.json"):
+        return json.load(open(f"{run}.json"))["client_cpu_us_per_op"]
+    job = fio_job(f"{run}.json")
+    return (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] * 1e3 / ops(run)
 
 def summary(xs):
     return f"{statistics.median(xs):9.0f} ({min(xs):.0f}..{max(xs):.0f})"
 
-for pattern in patterns.split():
+for client, pattern in ((c, p) for c in clients.split() for p in patterns.split()):
     unit = "IOPS" if pattern.startswith("rand") else "MB/s"
     bs = "4 KiB" if pattern.startswith("rand") else "1 MiB"
     for nj in jobs.split():
         local = [rate(f"{work}/r-{pattern}-{nj}-local-fio-{r}.json", pattern) for r in range(1, rounds + 1)]
-        print(f"\n{pattern} {bs}, numjobs {nj} ({unit}; ratio = per-round server/nbdkit, median (min..max))")
+        print(f"\n[{client}] {pattern} {bs}, numjobs {nj} ({unit}; ratio = per-round server/nbdkit, median (min..max))")
         for t in transports.split():
-            base = [rate(f"{work}/r-{pattern}-{nj}-{t}-nbdkit-{r}.json", pattern) for r in range(1, rounds + 1)]
+            base = [rate(f"{work}/r-{client}-{pattern}-{nj}-{t}-nbdkit-{r}.json", pattern) for r in range(1, rounds + 1)]
             for s in servers:
-                runs = [f"{work}/r-{pattern}-{nj}-{t}-{s}-{r}" for r in range(1, rounds + 1)]
+                runs = [f"{work}/r-{client}-{pattern}-{nj}-{t}-{s}-{r}" for r in range(1, rounds + 1)]
                 xs = [rate(f"{run}.json", pattern) for run in runs]
                 cpu = [cpu_per_op_us(run) for run in runs]
                 client = [client_cpu_per_op_us(run) for run in runs]

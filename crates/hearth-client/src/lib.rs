@@ -34,8 +34,10 @@ pub trait StartTls: Send + Sync {
     fn handshake(&self, socket: Box<dyn Stream>) -> io::Result<Box<dyn Stream>>;
 }
 
-/// A socket the client dialled.
-enum Socket {
+/// A socket the client dialled; [`Client::into_socket`] hands it over after
+/// the handshake, for callers that drive the transmission phase themselves
+/// (a pipelined load generator keeps many requests in flight).
+pub enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
@@ -56,7 +58,7 @@ impl Socket {
         }
     }
 
-    fn try_clone(&self) -> io::Result<Socket> {
+    pub fn try_clone(&self) -> io::Result<Socket> {
         Ok(match self {
             Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
             Socket::Unix(s) => Socket::Unix(s.try_clone()?),
@@ -78,6 +80,13 @@ impl Write for Socket {
         match self {
             Socket::Tcp(s) => s.write(buf),
             Socket::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write_vectored(bufs),
+            Socket::Unix(s) => s.write_vectored(bufs),
         }
     }
 
@@ -297,6 +306,27 @@ impl Client {
             self.stream.clear_timeouts()?;
         }
         Ok(())
+    }
+
+    /// The negotiated connection's socket, blocking and without timeouts,
+    /// for a caller that speaks the transmission phase itself (simple
+    /// replies: the handshake negotiates no structured replies). Fails on a
+    /// TLS session or a stream given to [`over`](Self::over).
+    pub fn into_socket(mut self) -> io::Result<Socket> {
+        let taken = std::mem::replace(&mut self.stream.transport, Transport::Other(Box::new(io::empty())));
+        match taken {
+            Transport::Plain(socket) => {
+                socket.set_timeouts(None)?;
+                Ok(socket)
+            }
+            other => {
+                self.stream.transport = other;
+                Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "only a plain socket the client dialled can be handed over",
+                ))
+            }
+        }
     }
 
     /// Whether the server accepted the hint extension.

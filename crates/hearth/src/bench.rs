@@ -16,6 +16,8 @@ use hearth_trace::{Format, Mode};
 pub enum BenchCmd {
     /// Simulator throughput against libCacheSim (object mode, one cache size).
     Sim(SimBenchArgs),
+    /// A pipelined NBD load generator: ops/s, MiB/s, latency and its own CPU per op.
+    Serve(crate::bench_serve::ServeBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -54,6 +56,7 @@ impl SimBenchArgs {
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Sim(args) => sim(args),
+        BenchCmd::Serve(args) => crate::bench_serve::run(args),
     }
 }
 

@@ -4,9 +4,11 @@
 mod advise;
 mod analyze;
 mod bench;
+mod bench_serve;
 mod flags_dump;
 mod generate;
 mod mrc;
+mod nbd_uri;
 mod out_paths;
 mod output_args;
 mod pipe;

@@ -10,7 +10,6 @@
 //! requests. Trace blocks are numbered densely in block order, so the
 //! workload needs an export of `distinct blocks × block size` bytes.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +21,7 @@ use hearth_client::Client;
 use hearth_core::{format_bytes, Op};
 use hearth_trace::ctx::CtxEvent;
 
+use crate::nbd_uri::Target;
 use crate::output_args::Json;
 use crate::prefetch::Source;
 
@@ -55,39 +55,6 @@ struct Job {
     class: u32,
     start_ns: u64,
     ios: Vec<(u64, Op, u64)>,
-}
-
-/// Where to connect.
-enum Target {
-    Tcp { addr: String, export: String },
-    Unix { path: PathBuf, export: String },
-}
-
-impl Target {
-    fn parse(uri: &str) -> anyhow::Result<Target> {
-        let bad =
-            || anyhow::anyhow!("--server {uri:?}: expected nbd://HOST:PORT/EXPORT or nbd+unix:///EXPORT?socket=PATH");
-        if let Some(rest) = uri.strip_prefix("nbd+unix://") {
-            let (path_part, query) = rest.split_once('?').ok_or_else(bad)?;
-            let export = path_part.strip_prefix('/').unwrap_or(path_part).to_string();
-            let socket = query.split('&').find_map(|kv| kv.strip_prefix("socket=")).ok_or_else(bad)?;
-            return Ok(Target::Unix { path: PathBuf::from(socket), export });
-        }
-        let rest = uri.strip_prefix("nbd://").ok_or_else(bad)?;
-        let (addr, export) = rest.split_once('/').unwrap_or((rest, ""));
-        if addr.is_empty() {
-            return Err(bad());
-        }
-        let addr = if addr.contains(':') { addr.to_string() } else { format!("{addr}:10809") };
-        Ok(Target::Tcp { addr, export: export.to_string() })
-    }
-
-    fn connect(&self) -> std::io::Result<Client> {
-        match self {
-            Target::Tcp { addr, export } => Client::connect_tcp(addr, export),
-            Target::Unix { path, export } => Client::connect_unix(path, export),
-        }
-    }
 }
 
 /// Splits the trace into contexts in begin order, renumbering blocks densely.
@@ -206,7 +173,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         args.block_size.is_power_of_two() && args.block_size <= 1 << 20,
         "--block-size must be a power of two up to 1MiB"
     );
-    let target = Target::parse(&args.server)?;
+    let target = Target::parse(&args.server).context("--server")?;
     let (events, name) = args.source.events()?;
     let (jobs, distinct, connections) = jobs(&events);
     let connections = connections.max(1);
@@ -306,21 +273,6 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn server_uris_parse() {
-        let Target::Tcp { addr, export } = Target::parse("nbd://127.0.0.1:10810/disk").unwrap() else { panic!() };
-        assert_eq!((addr.as_str(), export.as_str()), ("127.0.0.1:10810", "disk"));
-        let Target::Tcp { addr, .. } = Target::parse("nbd://localhost").unwrap() else { panic!() };
-        assert_eq!(addr, "localhost:10809");
-        let Target::Unix { path, export } = Target::parse("nbd+unix:///d?socket=/tmp/s.sock").unwrap() else {
-            panic!()
-        };
-        assert_eq!((path, export.as_str()), (PathBuf::from("/tmp/s.sock"), "d"));
-        for bad in ["http://x/y", "nbd+unix:///d", "nbd:///d"] {
-            assert!(Target::parse(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn jobs_keep_begin_order_and_number_blocks_densely() {
