@@ -85,8 +85,32 @@ impl Listener for UnixListener {
     type Stream = UnixStream;
     async fn accept(&self) -> io::Result<(UnixStream, Peer)> {
         let (stream, _) = UnixListener::accept(self).await?;
+        widen_send_buffer(&stream);
         Ok((stream, Peer { ip: None, name: "unix".into() }))
     }
+}
+
+/// What a Unix connection's send buffer asks for: a whole 1 MiB read reply.
+/// A Unix socket's buffer is fixed (208 KiB by default, no autotuning as
+/// TCP has), so a large reply took five waits for room, each a wake-up of
+/// the writer task and a short read for the client. The kernel doubles the
+/// value and caps it at net.core.wmem_max; TCP keeps its autotuning.
+const UNIX_SEND_BUFFER: libc::c_int = 1 << 20;
+
+fn widen_send_buffer(stream: &UnixStream) {
+    use std::os::fd::AsRawFd;
+    let size = UNIX_SEND_BUFFER;
+    // SAFETY: the descriptor is the open socket `stream` owns; the option's
+    // value is a c_int read for its size.
+    let _ = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }
 
 /// Binds a Unix socket at `path`. A socket file left by a server that has

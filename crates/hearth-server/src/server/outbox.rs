@@ -142,15 +142,32 @@ pub(super) async fn write_replies<W: AsyncWrite + Unpin>(
 }
 
 /// Writes one reply's bytes, then its cached slices, as vectored writes of
-/// at most `IOV_MAX` pieces.
+/// at most `IOV_MAX` pieces. A reply of at least the buffer's size goes
+/// straight to the socket after what is buffered: through the buffer, the
+/// part left after a short write (the socket full) would be copied into it,
+/// up to a quarter of a 1 MiB read's data (measured: 4.5% of the server's
+/// CPU on 1 MiB cached reads).
 async fn write_reply<W: AsyncWrite + Unpin>(out: &mut BufWriter<W>, reply: &Reply) -> io::Result<()> {
     const IOV_MAX: usize = 1024;
     let mut pieces: Vec<IoSlice<'_>> = Vec::with_capacity(1 + reply.cached.len());
     pieces.push(IoSlice::new(&reply.bytes));
     pieces.extend(reply.cached.iter().map(|s| IoSlice::new(s)));
-    let mut rest = &mut pieces[..];
+    let len: usize = pieces.iter().map(|p| p.len()).sum();
+    if len >= BUFFER {
+        out.flush().await?;
+        return write_all_vectored(out.get_mut(), &mut pieces, IOV_MAX).await;
+    }
+    write_all_vectored(out, &mut pieces, IOV_MAX).await
+}
+
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    out: &mut W,
+    pieces: &mut [IoSlice<'_>],
+    iov_max: usize,
+) -> io::Result<()> {
+    let mut rest = pieces;
     while !rest.is_empty() {
-        let n = out.write_vectored(&rest[..rest.len().min(IOV_MAX)]).await?;
+        let n = out.write_vectored(&rest[..rest.len().min(iov_max)]).await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
