@@ -224,16 +224,16 @@ def client_cpu_per_op_us(run):
 def summary(xs):
     return f"{statistics.median(xs):9.0f} ({min(xs):.0f}..{max(xs):.0f})"
 
-for client, pattern in ((c, p) for c in clients.split() for p in patterns.split()):
+for tool, pattern in ((c, p) for c in clients.split() for p in patterns.split()):
     unit = "IOPS" if pattern.startswith("rand") else "MB/s"
     bs = "4 KiB" if pattern.startswith("rand") else "1 MiB"
     for nj in jobs.split():
         local = [rate(f"{work}/r-{pattern}-{nj}-local-fio-{r}.json", pattern) for r in range(1, rounds + 1)]
-        print(f"\n[{client}] {pattern} {bs}, numjobs {nj} ({unit}; ratio = per-round server/nbdkit, median (min..max))")
+        print(f"\n[{tool}] {pattern} {bs}, numjobs {nj} ({unit}; ratio = per-round server/nbdkit, median (min..max))")
         for t in transports.split():
-            base = [rate(f"{work}/r-{client}-{pattern}-{nj}-{t}-nbdkit-{r}.json", pattern) for r in range(1, rounds + 1)]
+            base = [rate(f"{work}/r-{tool}-{pattern}-{nj}-{t}-nbdkit-{r}.json", pattern) for r in range(1, rounds + 1)]
             for s in servers:
-                runs = [f"{work}/r-{client}-{pattern}-{nj}-{t}-{s}-{r}" for r in range(1, rounds + 1)]
+                runs = [f"{work}/r-{tool}-{pattern}-{nj}-{t}-{s}-{r}" for r in range(1, rounds + 1)]
                 xs = [rate(f"{run}.json", pattern) for run in runs]
                 cpu = [cpu_per_op_us(run) for run in runs]
                 client = [client_cpu_per_op_us(run) for run in runs]
