@@ -15,7 +15,11 @@
 //!   (run-based), [`cminer`] (C-Miner*, offline closed frequent sequences),
 //!   [`borg`] (BORG-style correlation graph with chains), [`quickmine`]
 //!   (context-aware online mining with throttling), [`guarded`] (QuickMine
-//!   with extra rule kinds that only use spare budget).
+//!   with extra rule kinds that only use spare budget), and libCacheSim's
+//!   three: [`obl`] (one-block lookahead), [`pg`] (probability graph),
+//!   [`mithril`] (timestamp-mined associations).
+//! - [`direct::DirectCache`]: prefetching into the cache itself, as
+//!   libCacheSim does (`hearth sim --prefetch`).
 //! - [`metrics`]: what a context-tagged trace looks like to a prefetcher
 //!   (sequential run length, interference, context length).
 //! - [`ceiling`]: the most a prefetcher could cut: each miss sorted by what
@@ -25,10 +29,14 @@ pub mod borg;
 pub mod cache;
 pub mod ceiling;
 pub mod cminer;
+pub mod direct;
 mod error;
 pub mod guarded;
 pub mod metrics;
+pub mod mithril;
+pub mod obl;
 pub mod partition;
+pub mod pg;
 pub mod quickmine;
 pub mod rules;
 pub mod run;
@@ -105,6 +113,21 @@ pub trait Prefetcher: Send {
     fn rule_count(&self) -> usize {
         0
     }
+    /// Bytes a block this prefetcher asks for takes in a cache of objects
+    /// of any size ([`direct::DirectCache`] in object mode); `None`: the
+    /// size of the block's last demand. Only OBL, which prefetches blocks
+    /// never demanded, says.
+    fn object_size(&self) -> Option<u32> {
+        None
+    }
+    /// How many times a block this prefetcher asked for goes back to the
+    /// insertion point instead of being evicted before any demand, where
+    /// prefetched blocks share the cache with demanded ones
+    /// ([`direct::DirectCache`]): Mithril's `cycle-time` less one (AMP's
+    /// idea). The prefetch partition has its own rule and ignores it.
+    fn second_chances(&self) -> u32 {
+        0
+    }
 }
 
 /// Whether a demand outcome should trigger a prediction: a miss, or a
@@ -176,10 +199,25 @@ pub const SCHEMES: &[(&str, &[&str], &str)] = &[
     ("qm-ahead", VARIANT_PARAMS, "QuickMine looking up ahead (2) steps along the guessed next reads, degree blocks each"),
     ("qm-timely", VARIANT_PARAMS, "QuickMine counting a prefetch demanded within late_us (100) µs of its issue as wasted when throttling"),
     ("qm-best", VARIANT_PARAMS, "the four QuickMine variants together: orders 1-3, position, ahead 2, late_us 100"),
+    ("obl", &["sequential-confidence-k", "block-size"], "one-block lookahead (libCacheSim's OBL): the next block once the last sequential-confidence-k (4) requests ran up to this one; block-size (512) bytes per prefetched object in an object cache"),
+    ("pg", &["lookahead-range", "block-size", "max-metadata-size", "prefetch-threshold"], "probability graph (libCacheSim's PG): successors within lookahead-range (20) requests whose share passes prefetch-threshold (0.05); graph up to max-metadata-size (0.1) x block-size (1) x cache bytes"),
+    ("mithril", MITHRIL_PARAMS, "Mithril (libCacheSim's): blocks recurring at nearby times (lookahead-range 20, min-support 2, max-support 8, confidence 1), mined every mining-threshold (5120) / min-support blocks, pf-list-size (2) per block, rec-trigger miss|each_req, cycle-time (2)"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
 
+const MITHRIL_PARAMS: &[&str] = &[
+    "lookahead-range",
+    "max-support",
+    "min-support",
+    "confidence",
+    "pf-list-size",
+    "rec-trigger",
+    "block-size",
+    "max-metadata-size",
+    "cycle-time",
+    "mining-threshold",
+];
 const QUICKMINE_PARAMS: &[&str] = &["g", "prefixes", "suffixes", "grace", "degree", "throttle", "context", "promote"];
 const GUARDED_PARAMS: &[&str] = &["g", "prefixes", "suffixes", "grace", "degree", "late_us"];
 const VARIANT_PARAMS: &[&str] = &[
@@ -242,6 +280,14 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             let late_ns = p.get("late_us", 100u64)?.saturating_mul(1000);
             Box::new(guarded::Guarded::new(base, late_ns)?)
         }
+        "obl" => Box::new(obl::Obl::new(p.get("sequential-confidence-k", 4)?, p.get("block-size", 512)?)?),
+        "pg" => Box::new(pg::Pg::new(
+            p.get("lookahead-range", 20)?,
+            p.get("block-size", 1)?,
+            p.get("max-metadata-size", 0.1)?,
+            p.get("prefetch-threshold", 0.05)?,
+        )?),
+        "mithril" => Box::new(mithril::Mithril::new(mithril_config(&p)?)?),
         "qm-select" => Box::new(select::Select::new(select_experts()?)?),
         _ => unreachable!("every SCHEMES entry has a builder"),
     })
@@ -281,6 +327,34 @@ fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, Prefetc
     Ok(cfg)
 }
 
+/// Mithril's configuration: libCacheSim's defaults, and its parameter names.
+fn mithril_config(p: &Params) -> Result<mithril::Config, PrefetchError> {
+    let d = mithril::Config::libcachesim();
+    let trigger: String = p.get("rec-trigger", "miss".to_string())?;
+    let each_request = match trigger.as_str() {
+        "miss" => false,
+        "each_req" => true,
+        _ => {
+            return Err(PrefetchError::range(
+                "mithril",
+                format!("rec-trigger must be miss or each_req, not {trigger:?}"),
+            ))
+        }
+    };
+    Ok(mithril::Config {
+        lookahead: p.get("lookahead-range", d.lookahead)?,
+        max_support: p.get("max-support", d.max_support)?,
+        min_support: p.get("min-support", d.min_support)?,
+        confidence: p.get("confidence", d.confidence)?,
+        pf_list_size: p.get("pf-list-size", d.pf_list_size)?,
+        each_request,
+        block_size: p.get("block-size", d.block_size)?,
+        max_metadata: p.get("max-metadata-size", d.max_metadata)?,
+        cycle_time: p.get("cycle-time", d.cycle_time)?,
+        mining_threshold: p.get("mining-threshold", d.mining_threshold)?,
+    })
+}
+
 /// The block of a read event (what prefetchers learn from).
 pub fn read_block(e: &CtxEvent) -> Option<Key> {
     match *e {
@@ -311,5 +385,9 @@ mod tests {
         assert!(err_text("quickmine:orders=3").contains("has no parameter \"orders\""));
         assert!(err_text("qm-orders:orders=4").contains("prefix lengths must lie in 1..=3"));
         assert!(err_text("qm-ahead:ahead=0").contains("ahead must be at least 1"));
+        assert!(err_text("obl:sequential-confidence-k=0").contains("at least 1"));
+        assert!(err_text("pg:prefetch-threshold=1.5").contains("prefetch-threshold"));
+        assert!(err_text("mithril:rec-trigger=evict").contains("miss or each_req"));
+        assert_eq!(build("mithril:min-support=3,max-support=9", 4096, &[]).unwrap().name(), "Mithril");
     }
 }
