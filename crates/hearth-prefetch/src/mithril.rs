@@ -415,7 +415,7 @@ impl Tables {
         list[1] = to;
         list[0] = from;
         self.prefetch_rows.insert(from as Key, self.prefetch_at);
-        if (at + 1) % SHARD_ROWS == 0 {
+        if (at + 1).is_multiple_of(SHARD_ROWS) {
             let shard_bytes = (SHARD_ROWS * (cfg.pf_list_size * 8 + 12)) as i64;
             if self.metadata + shard_bytes < self.max_metadata {
                 self.prefetch.resize(self.prefetch.len() + SHARD_ROWS * width, 0);

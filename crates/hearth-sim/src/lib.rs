@@ -22,6 +22,7 @@ pub mod minisim;
 pub mod mrc;
 pub mod pace;
 pub mod prefetch;
+pub mod prefetch_direct;
 pub mod run;
 pub mod scan;
 mod size;

@@ -17,6 +17,7 @@ mod progress;
 mod replay;
 mod serve;
 mod sim;
+mod sim_prefetch;
 mod sweep;
 mod tier;
 mod top;

@@ -64,6 +64,11 @@ pub struct SimArgs {
     #[arg(long, hide = true, conflicts_with = "window_plot",
           value_parser = units::renamed_plot("--interval-plot", "--window-plot"))]
     interval_plot: Option<PathBuf>,
+    /// Prefetch with SPEC (`obl`, `pg`, `mithril`, or another of `hearth prefetch schemes`),
+    /// inserting prefetched objects into the cache itself as libCacheSim's `cachesim --prefetch`
+    /// does (a hit on one is a hit); the results add prefetch counts.
+    #[arg(long, value_name = "SPEC")]
+    prefetch: Option<String>,
     #[command(flatten)]
     quiet: Quiet,
     #[command(flatten)]
@@ -123,6 +128,11 @@ struct HierarchyArgs {
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let threads = args.threads.count();
+    anyhow::ensure!(
+        args.prefetch.is_none()
+            || (args.hierarchy.client_cache.is_none() && !hearth_trace::buffered::is_buffered_trace(&args.trace.trace)),
+        "--prefetch runs one cache level: drop --client-cache (or use a trace without buffer addresses)"
+    );
     if hearth_trace::buffered::is_buffered_trace(&args.trace.trace) {
         return run_storage_level(&args, threads);
     }
@@ -137,6 +147,18 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     anyhow::ensure!(window.is_some() || args.window_plot().is_none(), "--window-plot needs --window N");
     let sim = Simulation { policies, sizes, warmup: args.warmup, interval: window };
     let progress = progress::Bars::new(args.quiet.quiet);
+    if let Some(spec) = &args.prefetch {
+        anyhow::ensure!(
+            window.is_none() && args.mrc.is_none(),
+            "--prefetch reports miss ratios and prefetch counts only: drop --window and --mrc"
+        );
+        let mut runs = Vec::new();
+        for source in args.sources() {
+            let trace = source.trace.display().to_string();
+            runs.push((trace, hearth_sim::prefetch_direct::simulate(&source, &sim, spec, &progress)?));
+        }
+        return crate::sim_prefetch::report(&runs, args.output.json(), args.output.csv);
+    }
     let mut runs = Vec::new();
     for source in args.sources() {
         runs.push(simulate(&source, &sim, threads, &progress)?);
