@@ -4,7 +4,9 @@
 //! models of other shapes, each in its own file with its parameters:
 //! [`docstore`] (a document store: hashed primary keys, Zipf-popular
 //! documents that reference others, secondary indexes) and [`fileserver`]
-//! (directory walks, per-user working sets, whole-file reads).
+//! (directory walks, per-user working sets, whole-file reads); and
+//! [`lsm`] (an LSM-tree key-value store: point lookups through filter,
+//! index and data blocks of each level, flushes and compactions).
 //!
 //! The database model below:
 //! The model, fixed before any prefetcher was compared on it:
@@ -53,6 +55,7 @@ use crate::SettingError;
 
 pub mod docstore;
 pub mod fileserver;
+pub mod lsm;
 
 /// Index entries per B-tree leaf.
 pub const KEYS_PER_LEAF: u64 = 200;
@@ -67,6 +70,7 @@ pub enum Kind {
     Dbt2,
     DocStore,
     FileServer,
+    Lsm,
 }
 
 impl FromStr for Kind {
@@ -78,6 +82,7 @@ impl FromStr for Kind {
             "dbt2" | "dbt-2" => Ok(Kind::Dbt2),
             "docstore" => Ok(Kind::DocStore),
             "fileserver" => Ok(Kind::FileServer),
+            "lsm" => Ok(Kind::Lsm),
             _ => Err(SettingError::UnknownWorkload { name: s.to_string() }),
         }
     }
@@ -198,6 +203,7 @@ fn model(kind: Kind) -> Box<dyn Model> {
         Kind::Dbt2 => db(dbt2_schema()),
         Kind::DocStore => Box::new(docstore::DocStore::new()),
         Kind::FileServer => Box::new(fileserver::FileServer::new()),
+        Kind::Lsm => Box::new(lsm::Lsm::new()),
     }
 }
 
@@ -620,7 +626,7 @@ mod tests {
 
     #[test]
     fn generated_traces_are_well_bracketed_and_repeatable() {
-        for kind in [Kind::TpcW, Kind::Rubis, Kind::Dbt2, Kind::DocStore, Kind::FileServer] {
+        for kind in [Kind::TpcW, Kind::Rubis, Kind::Dbt2, Kind::DocStore, Kind::FileServer, Kind::Lsm] {
             let cfg = WorkloadConfig { kind, clients: 10, transactions: 300, seed: 3 };
             let events = generate(&cfg).unwrap();
             let mut checker = CtxChecker::default();
