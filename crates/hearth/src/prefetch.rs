@@ -68,7 +68,7 @@ pub struct Source {
     #[arg(long = "trace", hide = true, conflicts_with = "trace",
           value_parser = units::renamed::<PathBuf>("--trace", "the TRACE argument"))]
     trace_flag: Option<PathBuf>,
-    /// Generate this workload: tpcw, rubis, dbt2, docstore, fileserver or lsm.
+    /// Generate this workload: tpcw, rubis, dbt2, docstore, fileserver, lsm or mailstore.
     #[arg(long, default_value = "tpcw")]
     workload: Kind,
     /// Concurrent clients of the generated workload.

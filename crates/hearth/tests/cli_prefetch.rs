@@ -105,5 +105,5 @@ fn new_workloads_and_quickmine_variants_run() {
     let o = hearth(&["prefetch", "sim", "--transactions", "10", "--schemes", "qm-orders:orders=5"]);
     assert!(failure(&o).contains("prefix lengths must lie in 1..=3"));
     let o = hearth(&["prefetch", "gen", "--workload", "mailserver", "-o", "x.ctx"]);
-    assert!(failure(&o).contains("docstore, fileserver, lsm"));
+    assert!(failure(&o).contains("docstore, fileserver, lsm, mailstore"));
 }
