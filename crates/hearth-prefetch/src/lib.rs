@@ -21,6 +21,7 @@
 //! - [`ceiling`]: the most a prefetcher could cut: each miss sorted by what
 //!   could have predicted it (its own template, another context, nothing).
 
+pub mod account;
 pub mod borg;
 pub mod cache;
 pub mod ceiling;
@@ -104,6 +105,19 @@ pub trait Prefetcher: Send {
     /// Rules or correlations currently held, for reports (0 if none).
     fn rule_count(&self) -> usize {
         0
+    }
+    /// Starts reporting lookups for the miss account ([`account`]); returns
+    /// whether this prefetcher can (the rule miners can).
+    fn explain(&mut self) -> bool {
+        false
+    }
+    /// What the last `access` looked up, once [`Prefetcher::explain`] is on.
+    fn last_lookup(&self) -> Option<&account::Lookup> {
+        None
+    }
+    /// When rule `key -> block` was first mined (the rule table's clock).
+    fn first_mined(&self, _key: &rules::PrefixKey, _block: Key) -> Option<u64> {
+        None
     }
 }
 
