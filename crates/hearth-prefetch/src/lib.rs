@@ -190,6 +190,7 @@ pub const SCHEMES: &[(&str, &[&str], &str)] = &[
     ("qm-ahead", VARIANT_PARAMS, "QuickMine looking up ahead (2) steps along the guessed next reads, degree blocks each"),
     ("qm-timely", VARIANT_PARAMS, "QuickMine counting a prefetch demanded within late_us (100) µs of its issue as wasted when throttling"),
     ("qm-best", VARIANT_PARAMS, "the four QuickMine variants together: orders 1-3, position, ahead 2, late_us 100"),
+    ("qm-account", VARIANT_PARAMS, "QuickMine with the remedies the miss account chose (docs/dev/prefetch-miss-account-remedies.md): orders 1-3, position rules, lookups on hits, 65536 prefixes per rule kind x 32 suffixes"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
@@ -244,7 +245,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             };
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
-        "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" => {
+        "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account" => {
             Box::new(quickmine::QuickMine::new(quickmine_config(&name, &p)?)?)
         }
         "qm-guarded" => {
@@ -276,8 +277,18 @@ fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchEr
 /// rule mined, so each kind gets the paper's budget.
 fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, PrefetchError> {
     let variant = name.strip_prefix("qm-");
-    let on = |feature: &str| variant == Some("best") || variant == Some(feature);
+    let account = variant == Some("account");
+    let on = |feature: &str| {
+        variant == Some("best") || variant == Some(feature) || (account && matches!(feature, "orders" | "position"))
+    };
     let mut cfg = quickmine::Config::paper(p.get("g", 5)?);
+    if account {
+        // The miss account's remedies (docs/dev/prefetch-miss-account-remedies.md),
+        // fixed before any run: a rule cache 4x the paper's each way, and lookups on hits.
+        cfg.max_prefixes *= 4;
+        cfg.max_suffixes *= 4;
+        cfg.on_hit = true;
+    }
     if on("orders") || p.has("orders") {
         cfg.min_order = 1;
         cfg.max_order = p.get("orders", 3)?;
@@ -314,6 +325,7 @@ mod tests {
         }
         assert_eq!(build("quickmine:g=3,context=false", 4096, &[]).unwrap().name(), "QuickMine(no context)");
         assert_eq!(build("qm-best", 4096, &[]).unwrap().name(), "QuickMine(orders 1-3, position, ahead 2, timely)");
+        assert_eq!(build("qm-account", 4096, &[]).unwrap().name(), "QuickMine(orders 1-3, position, lookups on hits)");
         assert_eq!(build("qm-position:orders=2", 4096, &[]).unwrap().name(), "QuickMine(orders 1-2, position)");
         let err_text = |spec: &str| build(spec, 4096, &[]).err().unwrap().to_string();
         assert!(err_text("nope").contains("unknown prefetcher \"nope\""));

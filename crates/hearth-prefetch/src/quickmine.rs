@@ -85,6 +85,9 @@ pub struct Config {
     /// A prefetch demanded sooner than this after its issue counts as
     /// wasted (0: off, as in the paper).
     pub late_ns: u64,
+    /// Look rules up on hits too, not only on misses and promotes (off in
+    /// the paper; the miss account's "no lookup").
+    pub on_hit: bool,
 }
 
 impl Config {
@@ -104,6 +107,7 @@ impl Config {
             by_position: false,
             ahead: 1,
             late_ns: 0,
+            on_hit: false,
         }
     }
 
@@ -323,6 +327,7 @@ impl Prefetcher for QuickMine {
             (c.by_position, "position"),
             (c.ahead > 1, ahead.as_str()),
             (c.late_ns > 0, "timely"),
+            (c.on_hit, "lookups on hits"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
             (!c.on_promote, "miss only"),
@@ -383,7 +388,7 @@ impl Prefetcher for QuickMine {
                 self.throttle.promoted(o.class, class);
             }
         }
-        let trigger = if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
+        let trigger = self.cfg.on_hit || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
         self.explain_start(trigger, degree);
         // The paper's rules need two blocks; shorter prefixes and positions
         // can predict from the first.
@@ -697,6 +702,25 @@ mod tests {
         assert_eq!(near[1], vec![3]);
         let far = prefetched_along(Config { ahead: 3, ..config(1) }, seqs, &[1, 2]);
         assert_eq!(far[1], vec![3, 4, 5]);
+    }
+
+    /// A hit triggers no lookup in the paper's QuickMine; with `on_hit` it
+    /// does, and asks for what is not cached.
+    #[test]
+    fn lookups_on_hits_prefetch_after_a_hit() {
+        let seqs: &[&[Key]] = &[&[1, 2, 3], &[1, 2, 3]];
+        let after_hit = |cfg: Config| {
+            let mut q = QuickMine::new(cfg).unwrap();
+            let learned: Vec<(u32, &[Key])> = seqs.iter().enumerate().map(|(i, s)| (i as u32, *s)).collect();
+            run_contexts(&mut q, &learned, false);
+            q.begin(9, 0);
+            let mut out = Vec::new();
+            q.access(&demand(9, 1), &|_| false, &mut out);
+            q.access(&Demand { class: Class::Hit, ..demand(9, 2) }, &|_| false, &mut out);
+            out
+        };
+        assert!(after_hit(config(3)).is_empty());
+        assert_eq!(after_hit(Config { on_hit: true, ..config(3) }), vec![3]);
     }
 
     /// A template whose prefetches are all used, but demanded `gap_ns` after
