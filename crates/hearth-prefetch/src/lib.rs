@@ -25,6 +25,7 @@
 //! - [`ceiling`]: the most a prefetcher could cut: each miss sorted by what
 //!   could have predicted it (its own template, another context, nothing).
 
+pub mod account;
 pub mod borg;
 pub mod cache;
 pub mod ceiling;
@@ -128,6 +129,19 @@ pub trait Prefetcher: Send {
     fn second_chances(&self) -> u32 {
         0
     }
+    /// Starts reporting lookups for the miss account ([`account`]); returns
+    /// whether this prefetcher can (the rule miners can).
+    fn explain(&mut self) -> bool {
+        false
+    }
+    /// What the last `access` looked up, once [`Prefetcher::explain`] is on.
+    fn last_lookup(&self) -> Option<&account::Lookup> {
+        None
+    }
+    /// When rule `key -> block` was first mined (the rule table's clock).
+    fn first_mined(&self, _key: &rules::PrefixKey, _block: Key) -> Option<u64> {
+        None
+    }
 }
 
 /// Whether a demand outcome should trigger a prediction: a miss, or a
@@ -202,6 +216,7 @@ pub const SCHEMES: &[(&str, &[&str], &str)] = &[
     ("obl", &["sequential-confidence-k", "block-size"], "one-block lookahead (libCacheSim's OBL): the next block once the last sequential-confidence-k (4) requests ran up to this one; block-size (512) bytes per prefetched object in an object cache"),
     ("pg", &["lookahead-range", "block-size", "max-metadata-size", "prefetch-threshold"], "probability graph (libCacheSim's PG): successors within lookahead-range (20) requests whose share passes prefetch-threshold (0.05); graph up to max-metadata-size (0.1) x block-size (1) x cache bytes"),
     ("mithril", MITHRIL_PARAMS, "Mithril (libCacheSim's): blocks recurring at nearby times (lookahead-range 20, min-support 2, max-support 8, confidence 1), mined every mining-threshold (5120) / min-support blocks, pf-list-size (2) per block, rec-trigger miss|each_req, cycle-time (2)"),
+    ("qm-account", VARIANT_PARAMS, "QuickMine with the remedies the miss account chose (docs/dev/prefetch-miss-account-remedies.md): orders 1-3, position rules, lookups on hits, 65536 prefixes per rule kind x 32 suffixes"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
@@ -268,7 +283,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             };
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
-        "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" => {
+        "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account" => {
             Box::new(quickmine::QuickMine::new(quickmine_config(&name, &p)?)?)
         }
         "qm-guarded" => {
@@ -308,8 +323,18 @@ fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchEr
 /// rule mined, so each kind gets the paper's budget.
 fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, PrefetchError> {
     let variant = name.strip_prefix("qm-");
-    let on = |feature: &str| variant == Some("best") || variant == Some(feature);
+    let account = variant == Some("account");
+    let on = |feature: &str| {
+        variant == Some("best") || variant == Some(feature) || (account && matches!(feature, "orders" | "position"))
+    };
     let mut cfg = quickmine::Config::paper(p.get("g", 5)?);
+    if account {
+        // The miss account's remedies (docs/dev/prefetch-miss-account-remedies.md),
+        // fixed before any run: a rule cache 4x the paper's each way, and lookups on hits.
+        cfg.max_prefixes *= 4;
+        cfg.max_suffixes *= 4;
+        cfg.on_hit = true;
+    }
     if on("orders") || p.has("orders") {
         cfg.min_order = 1;
         cfg.max_order = p.get("orders", 3)?;
@@ -374,6 +399,7 @@ mod tests {
         }
         assert_eq!(build("quickmine:g=3,context=false", 4096, &[]).unwrap().name(), "QuickMine(no context)");
         assert_eq!(build("qm-best", 4096, &[]).unwrap().name(), "QuickMine(orders 1-3, position, ahead 2, timely)");
+        assert_eq!(build("qm-account", 4096, &[]).unwrap().name(), "QuickMine(orders 1-3, position, lookups on hits)");
         assert_eq!(build("qm-position:orders=2", 4096, &[]).unwrap().name(), "QuickMine(orders 1-2, position)");
         let err_text = |spec: &str| build(spec, 4096, &[]).err().unwrap().to_string();
         assert!(err_text("nope").contains("unknown prefetcher \"nope\""));

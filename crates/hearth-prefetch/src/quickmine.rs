@@ -49,6 +49,7 @@ use std::collections::VecDeque;
 
 use hearth_core::{Key, KeyMap};
 
+use crate::account::Lookup;
 pub use crate::rules::{PrefixKey, RuleCache, Suffix};
 use crate::throttle::Throttle;
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
@@ -84,6 +85,9 @@ pub struct Config {
     /// A prefetch demanded sooner than this after its issue counts as
     /// wasted (0: off, as in the paper).
     pub late_ns: u64,
+    /// Look rules up on hits too, not only on misses and promotes (off in
+    /// the paper; the miss account's "no lookup").
+    pub on_hit: bool,
 }
 
 impl Config {
@@ -103,6 +107,7 @@ impl Config {
             by_position: false,
             ahead: 1,
             late_ns: 0,
+            on_hit: false,
         }
     }
 
@@ -145,6 +150,10 @@ pub struct QuickMine {
     scratch: Vec<Suffix>,
     /// The history a lookup step predicts from (real, then guessed reads).
     history: Vec<Key>,
+    /// The rule keys the last lookup step used.
+    keys: Vec<PrefixKey>,
+    /// The last read's lookup, kept for the miss account once asked.
+    explained: Option<Lookup>,
 }
 
 impl QuickMine {
@@ -167,6 +176,8 @@ impl QuickMine {
             outstanding: KeyMap::default(),
             scratch: Vec::new(),
             history: Vec::new(),
+            keys: Vec::new(),
+            explained: None,
             cfg,
         })
     }
@@ -259,20 +270,47 @@ impl QuickMine {
 
     /// Appends to `scratch` the suffixes predicted from `history` (longest
     /// prefix first, then shorter, then the position `position`) not there
-    /// already, each source's best supported first.
-    fn predict(&mut self, class: u32, position: u64) {
+    /// already, each source's best supported first; the keys used are left
+    /// in `keys`. `touch`: mark the prefixes used (a real lookup; the
+    /// account's lookups leave the rule cache as it was).
+    fn predict(&mut self, class: u32, position: u64, touch: bool) {
         let sources = (self.cfg.min_order..=self.cfg.max_order)
             .rev()
             .filter(|&m| m <= self.history.len())
             .map(|m| PrefixKey::blocks(class, &self.history[self.history.len() - m..]))
             .chain(self.cfg.by_position.then(|| PrefixKey::position(class, position)));
-        let keys: Vec<PrefixKey> = sources.collect();
-        for key in keys {
-            let mut found = self.rules.lookup(&key).to_vec();
+        self.keys.clear();
+        self.keys.extend(sources);
+        for i in 0..self.keys.len() {
+            let key = self.keys[i];
+            let mut found = if touch { self.rules.lookup(&key).to_vec() } else { self.rules.peek(&key).to_vec() };
             found.sort_by(|x, y| y.count.cmp(&x.count).then(x.block.cmp(&y.block)));
             for s in found {
                 if !self.scratch.iter().any(|t| t.block == s.block) {
                     self.scratch.push(s);
+                }
+            }
+        }
+    }
+
+    /// Starts the account's record of a lookup at a read.
+    fn explain_start(&mut self, triggered: bool, degree: usize) {
+        if let Some(l) = &mut self.explained {
+            l.triggered = triggered;
+            l.degree = degree;
+            l.candidates.clear();
+            l.keys.clear();
+            l.clock = self.rules.clock();
+        }
+    }
+
+    /// Adds the last step's keys and candidates to the account's record.
+    fn explain_step(&mut self, cached: &dyn Fn(Key) -> bool) {
+        if let Some(l) = &mut self.explained {
+            l.keys.extend_from_slice(&self.keys);
+            for s in &self.scratch {
+                if !l.candidates.iter().any(|c| c.0 == s.block) {
+                    l.candidates.push((s.block, cached(s.block)));
                 }
             }
         }
@@ -289,6 +327,7 @@ impl Prefetcher for QuickMine {
             (c.by_position, "position"),
             (c.ahead > 1, ahead.as_str()),
             (c.late_ns > 0, "timely"),
+            (c.on_hit, "lookups on hits"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
             (!c.on_promote, "miss only"),
@@ -349,18 +388,26 @@ impl Prefetcher for QuickMine {
                 self.throttle.promoted(o.class, class);
             }
         }
+        let trigger = self.cfg.on_hit || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
+        self.explain_start(trigger, degree);
         // The paper's rules need two blocks; shorter prefixes and positions
         // can predict from the first.
         if self.history.len() < self.cfg.min_order && !self.cfg.by_position {
             return;
         }
-        let trigger = if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
         if !trigger || degree == 0 {
+            if self.explained.is_some() {
+                // What a lookup would have found, for the account only.
+                self.scratch.clear();
+                self.predict(class, position, false);
+                self.explain_step(cached);
+            }
             return;
         }
         for step in 0..self.cfg.ahead {
             self.scratch.clear();
-            self.predict(class, position + step as u64);
+            self.predict(class, position + step as u64, true);
+            self.explain_step(cached);
             let start = out.len();
             for s in &self.scratch {
                 if out.len() - start == degree {
@@ -387,6 +434,20 @@ impl Prefetcher for QuickMine {
 
     fn rule_count(&self) -> usize {
         self.rules.rules()
+    }
+
+    fn explain(&mut self) -> bool {
+        self.rules.keep_history();
+        self.explained.get_or_insert_with(Lookup::default);
+        true
+    }
+
+    fn last_lookup(&self) -> Option<&Lookup> {
+        self.explained.as_ref()
+    }
+
+    fn first_mined(&self, key: &PrefixKey, block: Key) -> Option<u64> {
+        self.rules.first_added(key, block)
     }
 }
 
@@ -641,6 +702,25 @@ mod tests {
         assert_eq!(near[1], vec![3]);
         let far = prefetched_along(Config { ahead: 3, ..config(1) }, seqs, &[1, 2]);
         assert_eq!(far[1], vec![3, 4, 5]);
+    }
+
+    /// A hit triggers no lookup in the paper's QuickMine; with `on_hit` it
+    /// does, and asks for what is not cached.
+    #[test]
+    fn lookups_on_hits_prefetch_after_a_hit() {
+        let seqs: &[&[Key]] = &[&[1, 2, 3], &[1, 2, 3]];
+        let after_hit = |cfg: Config| {
+            let mut q = QuickMine::new(cfg).unwrap();
+            let learned: Vec<(u32, &[Key])> = seqs.iter().enumerate().map(|(i, s)| (i as u32, *s)).collect();
+            run_contexts(&mut q, &learned, false);
+            q.begin(9, 0);
+            let mut out = Vec::new();
+            q.access(&demand(9, 1), &|_| false, &mut out);
+            q.access(&Demand { class: Class::Hit, ..demand(9, 2) }, &|_| false, &mut out);
+            out
+        };
+        assert!(after_hit(config(3)).is_empty());
+        assert_eq!(after_hit(Config { on_hit: true, ..config(3) }), vec![3]);
     }
 
     /// A template whose prefetches are all used, but demanded `gap_ns` after

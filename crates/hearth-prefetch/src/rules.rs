@@ -62,6 +62,10 @@ pub struct RuleCache {
     max_suffixes: usize,
     grace: u32,
     rules: usize,
+    /// Rule additions so far: the clock [`RuleCache::first_added`] counts in.
+    clock: u64,
+    /// When each rule was first added, if kept (for the miss account).
+    history: Option<FxHashMap<(PrefixKey, Key), u64>>,
 }
 
 impl RuleCache {
@@ -75,7 +79,26 @@ impl RuleCache {
             max_suffixes: max_suffixes.max(1),
             grace,
             rules: 0,
+            clock: 0,
+            history: None,
         }
+    }
+
+    /// Keeps, from now on, when each rule was first added (memory grows
+    /// with every distinct rule ever seen).
+    pub fn keep_history(&mut self) {
+        self.history.get_or_insert_with(FxHashMap::default);
+    }
+
+    /// Rule additions so far.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// The clock at which rule `key -> block` was first added, if history is
+    /// kept and it was.
+    pub fn first_added(&self, key: &PrefixKey, block: Key) -> Option<u64> {
+        self.history.as_ref()?.get(&(*key, block)).copied()
     }
 
     /// Prefixes held.
@@ -111,6 +134,10 @@ impl RuleCache {
     /// Counts one occurrence of rule `key -> block`, `next` if the block
     /// came right after the prefix.
     pub fn add(&mut self, key: PrefixKey, block: Key, next: bool) {
+        self.clock += 1;
+        if let Some(history) = &mut self.history {
+            history.entry((key, block)).or_insert(self.clock);
+        }
         let i = self.slot(key);
         let node = self.slab.get_mut(i);
         node.updates = node.updates.wrapping_add(1);
@@ -140,6 +167,13 @@ impl RuleCache {
     pub fn lookup(&mut self, key: &PrefixKey) -> &[Suffix] {
         let Some(&i) = self.index.get(key) else { return &[] };
         self.slab.move_to_front(&mut self.lru, i);
+        let base = i as usize * self.max_suffixes;
+        &self.suffixes[base..base + self.slab.get(i).len]
+    }
+
+    /// The suffixes of `key` without marking the prefix used (for reports).
+    pub fn peek(&self, key: &PrefixKey) -> &[Suffix] {
+        let Some(&i) = self.index.get(key) else { return &[] };
         let base = i as usize * self.max_suffixes;
         &self.suffixes[base..base + self.slab.get(i).len]
     }

@@ -238,9 +238,32 @@ impl Prefetcher for Select {
     }
 
     fn rule_count(&self) -> usize {
+        self.leading().rule_count()
+    }
+
+    /// Every expert reports its lookups; the account reads the leader's
+    /// (made against its shadow cache, which the cache follows).
+    fn explain(&mut self) -> bool {
+        self.alone.iter_mut().for_each(|q| _ = q.explain());
+        self.shadows.iter_mut().for_each(|s| _ = s.expert.explain());
+        true
+    }
+
+    fn last_lookup(&self) -> Option<&crate::account::Lookup> {
+        self.leading().last_lookup()
+    }
+
+    fn first_mined(&self, key: &crate::rules::PrefixKey, block: Key) -> Option<u64> {
+        self.leading().first_mined(key, block)
+    }
+}
+
+impl Select {
+    /// The expert whose blocks the cache is asked for.
+    fn leading(&self) -> &QuickMine {
         match &self.alone {
-            Some(q) => q.rule_count(),
-            None => self.shadows[self.leader].expert.rule_count(),
+            Some(q) => q,
+            None => &self.shadows[self.leader].expert,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! and, as in the server, prefetchers see only the reads.
 
 use hearth_core::{Key, Op};
+use hearth_prefetch::account::{Account, Accountant};
 use hearth_prefetch::ceiling::{Oracle, Predictable};
 use hearth_prefetch::cminer;
 use hearth_prefetch::quickmine::{self, QuickMine};
@@ -30,6 +31,9 @@ pub struct Setup {
     /// Share of I/Os before counting starts (and offline training ends).
     pub warmup: f64,
     pub device: Option<Device>,
+    /// Keep the miss account (`hearth_prefetch::account`): why each
+    /// predictable miss was missed. Costs memory (every rule ever mined).
+    pub explain: bool,
 }
 
 /// Device-time results: read latency as clients see it.
@@ -68,6 +72,9 @@ pub struct Outcome {
     pub rules: usize,
     pub timing: Option<Timing>,
     pub remaining: Remaining,
+    /// With [`Setup::explain`]: why each predictable miss was missed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<Account>,
 }
 
 /// Index of the event at which `share` of the I/Os have been seen.
@@ -98,6 +105,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
     };
     let mut cache = PrefetchCache::with_shape(&shape)?;
     prefetcher.shape_cache(&shape)?;
+    let mut accountant = setup.explain.then(|| Accountant::new(prefetcher.as_mut()));
     let mut device = setup.device.map(DeviceQueue::new);
     let bytes = u64::from(setup.block_size);
     // Background request number of each prefetched block, to tell whether
@@ -119,10 +127,12 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
         match *e {
             CtxEvent::Begin { ctx, class, .. } => {
                 oracle.event(e, false);
+                accountant.iter_mut().for_each(|a| a.begin(ctx));
                 prefetcher.begin(ctx, class)
             }
             CtxEvent::End { ctx, .. } => {
                 oracle.event(e, false);
+                accountant.iter_mut().for_each(|a| a.end(ctx));
                 prefetcher.end(ctx)
             }
             CtxEvent::Io { time_ns, ctx, op, block } => {
@@ -131,16 +141,21 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
                 cache.drain_displaced(|k| prefetcher.displaced(k));
                 let counted = i >= split && class == Class::Miss && op == Op::Read;
                 let was_dropped = dropped.remove(&block).is_some();
-                match oracle.event(e, counted) {
+                let verdict = oracle.event(e, counted);
+                match verdict {
                     Some(Predictable::InContext) if was_dropped => remaining.in_context_dropped += 1,
                     Some(Predictable::InContext) => remaining.in_context_not_prefetched += 1,
                     Some(_) => remaining.not_in_context += 1,
                     None => {}
                 }
+                let started =
+                    |q: &DeviceQueue, b: Key| prefetch_seq.get(&b).is_some_and(|&s| s < q.background_stats.requests);
+                if let (Some(a), Op::Read) = (accountant.as_mut(), op) {
+                    let late =
+                        i >= split && class == Class::Promote && device.as_ref().is_some_and(|q| !started(q, block));
+                    a.read(ctx, block, class, verdict, late, prefetcher.as_ref());
+                }
                 if let (Some(q), Op::Read) = (device.as_mut(), op) {
-                    let started = |q: &DeviceQueue, b: Key| {
-                        prefetch_seq.get(&b).is_some_and(|&s| s < q.background_stats.requests)
-                    };
                     let wait = match class {
                         Class::Hit => 0,
                         Class::Promote if started(q, block) => 0,
@@ -159,12 +174,14 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
                     let (cached, in_spare) = (|k| cache.contains_outside_spare(k), |k| cache.is_spare(k));
                     prefetcher.access_tiered(&demand, &cached, &in_spare, &mut out);
                     prefetcher.take_spare(&mut spare);
+                    accountant.iter_mut().for_each(|a| a.lookup(ctx, prefetcher.as_ref()));
                 }
                 // Base prefetches first; spare ones only into the room they leave.
                 let base = out.iter().map(|&k| (k, false));
                 for (k, is_spare) in base.chain(spare.iter().map(|&k| (k, true))) {
                     let issued = if is_spare { cache.prefetch_spare(k) } else { cache.prefetch(k) };
                     if issued {
+                        accountant.iter_mut().for_each(|a| a.issued(ctx, k, i >= split));
                         if let Some(q) = device.as_mut() {
                             q.background(time_ns, bytes);
                             prefetch_seq.insert(k, issued_to_device);
@@ -178,6 +195,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
                     if !used {
                         dropped.insert(k, ());
                     }
+                    accountant.iter_mut().for_each(|a| a.outcome(k, used));
                     prefetcher.outcome(k, used)
                 });
             }
@@ -196,6 +214,7 @@ pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcom
         rules: prefetcher.rule_count(),
         timing,
         remaining,
+        account: accountant.map(Accountant::finish),
     })
 }
 
@@ -293,6 +312,7 @@ mod tests {
             main_policy: "lru".parse().unwrap(),
             warmup: 0.3,
             device: None,
+            explain: false,
         }
     }
 

@@ -13,6 +13,7 @@ mod out_paths;
 mod output_args;
 mod pipe;
 mod prefetch;
+mod prefetch_explain;
 mod progress;
 mod replay;
 mod serve;

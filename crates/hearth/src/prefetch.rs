@@ -39,6 +39,8 @@ pub enum PrefetchCmd {
         #[command(flatten)]
         ceiling: CeilingArgs,
         #[command(flatten)]
+        explain: crate::prefetch_explain::ExplainArgs,
+        #[command(flatten)]
         json: Json,
     },
     /// Replay a workload through the cache with each prefetcher and compare.
@@ -68,7 +70,7 @@ pub struct Source {
     #[arg(long = "trace", hide = true, conflicts_with = "trace",
           value_parser = units::renamed::<PathBuf>("--trace", "the TRACE argument"))]
     trace_flag: Option<PathBuf>,
-    /// Generate this workload: tpcw, rubis, dbt2, docstore or fileserver.
+    /// Generate this workload: tpcw, rubis, dbt2, docstore, fileserver, lsm or mailstore.
     #[arg(long, default_value = "tpcw")]
     workload: Kind,
     /// Concurrent clients of the generated workload.
@@ -252,13 +254,20 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
             eprintln!("wrote {} events ({name}) to {}", events.len(), output.display());
             Ok(())
         }
-        PrefetchCmd::Analyze { source, ceiling, json } => {
+        PrefetchCmd::Analyze { source, ceiling, explain, json } => {
             let (events, name) = source.events()?;
             let m = hearth_prefetch::metrics::analyze(&events);
             let ceilings = ceiling.run(&events)?;
+            let warmup = ceiling.replay.warmup_share(&events);
+            let explained =
+                explain.run(&events, &ceilings, &ceiling.replay.policy, warmup, ceiling.replay.block_size()?)?;
+            explain.plot(&explained, &name)?;
             if json.json {
                 let mut v = serde_json::to_value(&m)?;
                 v["ceiling"] = serde_json::to_value(&ceilings)?;
+                if explain.explain.is_some() {
+                    v["explain"] = serde_json::to_value(&explained)?;
+                }
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 println!("{name}");
@@ -278,8 +287,9 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
                     println!("  class {class:>3} {name:<26} {contexts:>8} contexts, mean length {length:.1}");
                 }
                 if !ceilings.is_empty() {
-                    print_ceilings(&ceilings, &ceiling, ceiling.replay.warmup_share(&events));
+                    print_ceilings(&ceilings, &ceiling, warmup);
                 }
+                crate::prefetch_explain::print(&explained);
             }
             Ok(())
         }
@@ -349,6 +359,7 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         main_policy: args.replay.policy.clone(),
         warmup: args.replay.warmup_share(events),
         device,
+        explain: false,
     };
     let schemes = args.schemes();
     // Validate every spec before the long runs.

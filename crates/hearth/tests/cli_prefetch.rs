@@ -105,5 +105,56 @@ fn new_workloads_and_quickmine_variants_run() {
     let o = hearth(&["prefetch", "sim", "--transactions", "10", "--schemes", "qm-orders:orders=5"]);
     assert!(failure(&o).contains("prefix lengths must lie in 1..=3"));
     let o = hearth(&["prefetch", "gen", "--workload", "mailserver", "-o", "x.ctx"]);
-    assert!(failure(&o).contains("docstore, fileserver"));
+    assert!(failure(&o).contains("docstore, fileserver, lsm, mailstore"));
+}
+
+/// `analyze --explain` prints the account beside the ceiling, its JSON's
+/// reasons add up to the predictable misses left, the same sizes as the
+/// ceiling's, and it writes the plot; without --ceiling it says what it needs.
+#[test]
+fn explain_accounts_for_the_predictable_misses_at_each_ceiling_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("why");
+    let args = [
+        "prefetch",
+        "analyze",
+        "--workload",
+        "mailstore",
+        "--clients",
+        "20",
+        "--transactions",
+        "600",
+        "--ceiling",
+        "10%,25%",
+        "--explain",
+        "quickmine",
+        "--device-latency",
+        "100us",
+    ];
+    let text = stdout(&hearth(&[&args[..], &["--plot", plot.to_str().unwrap()]].concat()));
+    assert!(
+        text.contains("why QuickMine missed") && text.contains("  outranked") && text.contains("too late"),
+        "{text}"
+    );
+    assert!(plot.with_extension("svg").exists());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&hearth(&[&args[..], &["--json"]].concat()))).unwrap();
+    let (ceiling, explain) = (v["ceiling"].as_array().unwrap(), v["explain"].as_array().unwrap());
+    assert_eq!(explain.len(), 2);
+    for (c, e) in ceiling.iter().zip(explain) {
+        assert_eq!(c["cache_bytes"], e["cache_bytes"]);
+        assert_eq!(c["in_context"], e["ceiling_in_context"]);
+        let a = &e["account"];
+        let reasons: u64 = a["misses"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| *k != "too_late")
+            .map(|(_, n)| n.as_u64().unwrap())
+            .sum();
+        assert_eq!(reasons, a["predictable_misses"].as_u64().unwrap(), "{a}");
+        assert!(reasons > 0 && reasons < e["ceiling_in_context"].as_u64().unwrap(), "{e}");
+    }
+    let o =
+        hearth(&["prefetch", "analyze", "--workload", "mailstore", "--transactions", "50", "--explain", "quickmine"]);
+    assert!(!o.status.success() && failure(&o).contains("--ceiling"), "{}", failure(&o));
 }

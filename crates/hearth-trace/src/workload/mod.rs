@@ -4,7 +4,11 @@
 //! models of other shapes, each in its own file with its parameters:
 //! [`docstore`] (a document store: hashed primary keys, Zipf-popular
 //! documents that reference others, secondary indexes) and [`fileserver`]
-//! (directory walks, per-user working sets, whole-file reads).
+//! (directory walks, per-user working sets, whole-file reads); and
+//! [`lsm`] (an LSM-tree key-value store: point lookups through filter,
+//! index and data blocks of each level, flushes and compactions) and
+//! [`mailstore`] (an IMAP mail store: per-mailbox index and header-cache
+//! files, bodies in a shared store, sessions that stay on one mailbox).
 //!
 //! The database model below:
 //! The model, fixed before any prefetcher was compared on it:
@@ -53,6 +57,8 @@ use crate::SettingError;
 
 pub mod docstore;
 pub mod fileserver;
+pub mod lsm;
+pub mod mailstore;
 
 /// Index entries per B-tree leaf.
 pub const KEYS_PER_LEAF: u64 = 200;
@@ -67,6 +73,8 @@ pub enum Kind {
     Dbt2,
     DocStore,
     FileServer,
+    Lsm,
+    MailStore,
 }
 
 impl FromStr for Kind {
@@ -78,6 +86,8 @@ impl FromStr for Kind {
             "dbt2" | "dbt-2" => Ok(Kind::Dbt2),
             "docstore" => Ok(Kind::DocStore),
             "fileserver" => Ok(Kind::FileServer),
+            "lsm" => Ok(Kind::Lsm),
+            "mailstore" => Ok(Kind::MailStore),
             _ => Err(SettingError::UnknownWorkload { name: s.to_string() }),
         }
     }
@@ -198,6 +208,8 @@ fn model(kind: Kind) -> Box<dyn Model> {
         Kind::Dbt2 => db(dbt2_schema()),
         Kind::DocStore => Box::new(docstore::DocStore::new()),
         Kind::FileServer => Box::new(fileserver::FileServer::new()),
+        Kind::Lsm => Box::new(lsm::Lsm::new()),
+        Kind::MailStore => Box::new(mailstore::MailStore::new()),
     }
 }
 
@@ -620,7 +632,8 @@ mod tests {
 
     #[test]
     fn generated_traces_are_well_bracketed_and_repeatable() {
-        for kind in [Kind::TpcW, Kind::Rubis, Kind::Dbt2, Kind::DocStore, Kind::FileServer] {
+        for kind in [Kind::TpcW, Kind::Rubis, Kind::Dbt2, Kind::DocStore, Kind::FileServer, Kind::Lsm, Kind::MailStore]
+        {
             let cfg = WorkloadConfig { kind, clients: 10, transactions: 300, seed: 3 };
             let events = generate(&cfg).unwrap();
             let mut checker = CtxChecker::default();

@@ -1,0 +1,264 @@
+//! The miss account: for every read miss the ceiling's oracle calls
+//! predictable in context ([`crate::ceiling`]), why the prefetcher of one
+//! run missed it; and for every wasted prefetch, why it was wasted.
+//!
+//! A driver feeds it the run as it goes (the simulator does, with
+//! `hearth_sim::prefetch::Setup::explain`): context begins and ends, each
+//! read with the cache's class and the oracle's verdict, what the
+//! prefetcher's lookup at that read saw ([`Lookup`], from
+//! [`crate::Prefetcher::last_lookup`]), the prefetches issued and their
+//! outcomes. The definitions, fixed before any workload was measured:
+//!
+//! A counted read miss of block `b` in context `c`, predictable in context,
+//! gets the first reason that holds:
+//! 1. **pollution**: `b` was prefetched since its last demand and dropped
+//!    from the prefetch partition unused before this read.
+//! 2. `b` was a candidate of one of `c`'s lookups at its last
+//!    [`WINDOW`] reads (the oracle's lookahead; the ranked list before the
+//!    degree cut):
+//!    - **outranked**: at a lookup that ran (a miss or promote triggered it)
+//!      with a degree above 0, and `b` was not cached then: the blocks
+//!      ranked above it filled the degree (or the partition had no room);
+//!    - **cached then**: it was cached at that lookup (so not asked for) and
+//!      evicted before this read;
+//!    - **throttled**: the lookup ran with degree 0 (its template's
+//!      prefetching was off);
+//!    - **no lookup**: the reads were hits, which trigger no lookup.
+//! 3. **evicted**: a rule from one of those lookups' keys to `b` had been
+//!    mined before the lookup, but was no longer in the rule cache.
+//! 4. **mispredicted**: the lookups had candidates, none of them `b`, and
+//!    no rule from their keys to `b` had been mined (the scheme's rules,
+//!    keyed more narrowly than the oracle's, predicted other blocks).
+//! 5. **cold**: the lookups had no candidates at all (no rule for these
+//!    keys, or too short a history to have keys).
+//!
+//! Reasons 2-5 need the prefetcher to report its lookups; for one that does
+//! not, those misses are **unexplained**.
+//!
+//! **Too late** counts the promotes after the warm-up whose prefetch the
+//! device had not started by the demand (the simulator's timing model then
+//! reads the block on demand); they are promotes in the cache's counters,
+//! misses to the client, so the account's total is the predictable misses
+//! plus these. Without a device model it is 0.
+//!
+//! A wasted prefetch (issued after the warm-up, dropped from the partition
+//! unused) is **dropped before use** if the context that asked for it read
+//! it after the drop, else **mispredicted**: its context ended (or the
+//! trace did) without reading it.
+
+use std::collections::VecDeque;
+
+use hearth_core::{Key, KeyMap};
+use serde::Serialize;
+
+use crate::ceiling::Predictable;
+use crate::rules::PrefixKey;
+use crate::{Class, Prefetcher};
+
+/// Reads back a lookup can have predicted a miss from: the ceiling's
+/// default lookahead.
+pub const WINDOW: usize = 3;
+
+/// What a prefetcher's lookup at one read saw.
+#[derive(Clone, Debug, Default)]
+pub struct Lookup {
+    /// Whether the read triggered a lookup; if not, the candidates are what
+    /// one would have found (computed for the account only).
+    pub triggered: bool,
+    /// The degree the lookup ran with (0: throttled off).
+    pub degree: usize,
+    /// Every candidate, best first, and whether it was cached then.
+    pub candidates: Vec<(Key, bool)>,
+    /// The rule keys looked up.
+    pub keys: Vec<PrefixKey>,
+    /// The rule table's clock at the lookup ([`crate::rules::RuleCache::clock`]).
+    pub clock: u64,
+}
+
+/// Why the predictable misses were missed: the rows of the account.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MissReasons {
+    pub cold: u64,
+    pub evicted: u64,
+    pub mispredicted: u64,
+    pub outranked: u64,
+    pub cached_then: u64,
+    pub throttled: u64,
+    pub no_lookup: u64,
+    pub pollution: u64,
+    pub too_late: u64,
+    pub unexplained: u64,
+}
+
+impl MissReasons {
+    /// `(name, count)` of every reason, in the table's order.
+    pub fn rows(&self) -> [(&'static str, u64); 10] {
+        [
+            ("cold", self.cold),
+            ("evicted", self.evicted),
+            ("mispredicted", self.mispredicted),
+            ("outranked", self.outranked),
+            ("cached then", self.cached_then),
+            ("throttled", self.throttled),
+            ("no lookup", self.no_lookup),
+            ("pollution", self.pollution),
+            ("too late", self.too_late),
+            ("unexplained", self.unexplained),
+        ]
+    }
+    pub fn total(&self) -> u64 {
+        self.rows().iter().map(|r| r.1).sum()
+    }
+}
+
+/// Why wasted prefetches were wasted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WasteReasons {
+    pub dropped_before_use: u64,
+    pub mispredicted: u64,
+}
+
+/// The account of one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Account {
+    /// Read misses after the warm-up that the oracle calls predictable in context.
+    pub predictable_misses: u64,
+    pub misses: MissReasons,
+    pub wasted: WasteReasons,
+}
+
+/// Builds an [`Account`] from a run's events.
+#[derive(Default)]
+pub struct Accountant {
+    account: Account,
+    /// The last [`WINDOW`] lookups of each open context, newest last.
+    lookups: KeyMap<VecDeque<Lookup>>,
+    /// Prefetched blocks awaiting an outcome: the asking context, and
+    /// whether the prefetch was issued after the warm-up.
+    waiting: KeyMap<(u32, bool)>,
+    /// Blocks dropped unused since their last demand.
+    dropped: KeyMap<()>,
+    /// Wasted prefetches per asking context, not yet judged.
+    wasted: KeyMap<Vec<Key>>,
+    /// Whether the prefetcher reports its lookups.
+    explained: bool,
+}
+
+impl Accountant {
+    /// Asks `prefetcher` to report its lookups (see [`Prefetcher::explain`]).
+    pub fn new(prefetcher: &mut dyn Prefetcher) -> Accountant {
+        Accountant { explained: prefetcher.explain(), ..Accountant::default() }
+    }
+
+    pub fn begin(&mut self, ctx: u32) {
+        self.lookups.insert(u64::from(ctx), VecDeque::with_capacity(WINDOW));
+    }
+
+    pub fn end(&mut self, ctx: u32) {
+        self.lookups.remove(&u64::from(ctx));
+        if let Some(left) = self.wasted.remove(&u64::from(ctx)) {
+            self.account.wasted.mispredicted += left.len() as u64;
+        }
+    }
+
+    /// A read of `block` by `ctx`, classed `class` by the cache, with the
+    /// oracle's verdict if it is a counted miss; `late` if it is a counted
+    /// promote the device had not started. Call before the read's lookup.
+    pub fn read(
+        &mut self,
+        ctx: u32,
+        block: Key,
+        class: Class,
+        verdict: Option<Predictable>,
+        late: bool,
+        prefetcher: &dyn Prefetcher,
+    ) {
+        let was_dropped = self.dropped.remove(&block).is_some();
+        if let Some(pending) = self.wasted.get_mut(&u64::from(ctx)) {
+            if let Some(at) = pending.iter().position(|&b| b == block) {
+                pending.swap_remove(at);
+                self.account.wasted.dropped_before_use += 1;
+            }
+        }
+        if late {
+            self.account.misses.too_late += 1;
+        }
+        if class != Class::Miss || verdict != Some(Predictable::InContext) {
+            return;
+        }
+        self.account.predictable_misses += 1;
+        let m = &mut self.account.misses;
+        if was_dropped {
+            m.pollution += 1;
+            return;
+        }
+        if !self.explained {
+            m.unexplained += 1;
+            return;
+        }
+        let empty = VecDeque::new();
+        let window = self.lookups.get(&u64::from(ctx)).unwrap_or(&empty);
+        let known: Vec<(&Lookup, bool)> =
+            window.iter().filter_map(|l| l.candidates.iter().find(|c| c.0 == block).map(|c| (l, c.1))).collect();
+        let ran = |l: &Lookup| l.triggered && l.degree > 0;
+        if known.iter().any(|&(l, cached)| ran(l) && !cached) {
+            m.outranked += 1;
+        } else if known.iter().any(|&(l, _)| ran(l)) {
+            m.cached_then += 1;
+        } else if known.iter().any(|&(l, _)| l.triggered) {
+            m.throttled += 1;
+        } else if !known.is_empty() {
+            m.no_lookup += 1;
+        } else if window
+            .iter()
+            .any(|l| l.keys.iter().any(|k| prefetcher.first_mined(k, block).is_some_and(|at| at <= l.clock)))
+        {
+            m.evicted += 1;
+        } else if window.iter().any(|l| !l.candidates.is_empty()) {
+            m.mispredicted += 1;
+        } else {
+            m.cold += 1;
+        }
+    }
+
+    /// The lookup the prefetcher made at `ctx`'s read just accounted.
+    pub fn lookup(&mut self, ctx: u32, prefetcher: &dyn Prefetcher) {
+        let Some(l) = prefetcher.last_lookup() else { return };
+        let window = self.lookups.entry(u64::from(ctx)).or_default();
+        if window.len() == WINDOW {
+            window.pop_front();
+        }
+        window.push_back(l.clone());
+    }
+
+    /// `ctx` had `block` prefetched (a backend read was issued).
+    pub fn issued(&mut self, ctx: u32, block: Key, counted: bool) {
+        self.waiting.insert(block, (ctx, counted));
+    }
+
+    /// A prefetched block was demanded (`used`) or dropped unused.
+    pub fn outcome(&mut self, block: Key, used: bool) {
+        let asked = self.waiting.remove(&block);
+        if used {
+            return;
+        }
+        self.dropped.insert(block, ());
+        if let Some((ctx, true)) = asked {
+            match self.wasted.get_mut(&u64::from(ctx)) {
+                Some(pending) => pending.push(block),
+                // Its context has ended: nobody there will read it.
+                None if !self.lookups.contains_key(&u64::from(ctx)) => self.account.wasted.mispredicted += 1,
+                None => {
+                    self.wasted.insert(u64::from(ctx), vec![block]);
+                }
+            }
+        }
+    }
+
+    /// The account, judging the wasted prefetches of contexts still open.
+    pub fn finish(mut self) -> Account {
+        let left: usize = self.wasted.values().map(Vec::len).sum();
+        self.account.wasted.mispredicted += left as u64;
+        self.account
+    }
+}

@@ -1,0 +1,231 @@
+//! The miss account (`hearth_prefetch::account`) on tiny traces built so
+//! that each reason is forced, and on a generated workload where the
+//! reasons must add up.
+
+use hearth_core::Op;
+use hearth_prefetch::account::Account;
+use hearth_sim::device::Device;
+use hearth_sim::prefetch::{simulate, Outcome, Setup};
+use hearth_trace::ctx::CtxEvent;
+use hearth_trace::workload::{generate, Kind, WorkloadConfig};
+
+/// Builds traces context by context, one event per millisecond.
+#[derive(Default)]
+struct Trace {
+    events: Vec<CtxEvent>,
+    next_ctx: u32,
+    fresh: u64,
+    t: u64,
+}
+
+/// Templates of the helpers' contexts, apart from the ones under test.
+const FILLER: u32 = 99;
+
+impl Trace {
+    fn tick(&mut self) -> u64 {
+        self.t += 1_000_000;
+        self.t
+    }
+    fn begin(&mut self, template: u32) -> u32 {
+        let ctx = self.next_ctx;
+        self.next_ctx += 1;
+        let time_ns = self.tick();
+        self.events.push(CtxEvent::Begin { time_ns, ctx, class: template });
+        ctx
+    }
+    fn read(&mut self, ctx: u32, block: u64) {
+        let time_ns = self.tick();
+        self.events.push(CtxEvent::Io { time_ns, ctx, op: Op::Read, block });
+    }
+    fn end(&mut self, ctx: u32) {
+        let time_ns = self.tick();
+        self.events.push(CtxEvent::End { time_ns, ctx });
+    }
+    /// One whole context of `template` reading `blocks`.
+    fn ctx(&mut self, template: u32, blocks: &[u64]) -> &mut Self {
+        let ctx = self.begin(template);
+        blocks.iter().for_each(|&b| self.read(ctx, b));
+        self.end(ctx);
+        self
+    }
+    /// A context reading `n` blocks never read before: pushes everything
+    /// else out of a cache of fewer blocks.
+    fn filler(&mut self, n: u64) -> &mut Self {
+        let ctx = self.begin(FILLER);
+        for _ in 0..n {
+            self.fresh += 1;
+            self.read(ctx, 1_000_000 + self.fresh);
+        }
+        self.end(ctx);
+        self
+    }
+}
+
+/// A cache of `blocks` one-byte blocks, `fraction` of it for prefetches,
+/// everything counted.
+fn setup(blocks: u64, fraction: f64) -> Setup {
+    Setup {
+        cache_bytes: blocks,
+        prefetch_fraction: fraction,
+        block_size: 1,
+        main_policy: "lru".parse().unwrap(),
+        warmup: 0.0,
+        device: None,
+        explain: true,
+    }
+}
+
+fn account(trace: &Trace, spec: &str, setup: &Setup) -> (Outcome, Account) {
+    let o = simulate(&trace.events, spec, setup).unwrap();
+    let a = o.account.clone().expect("explain asks for the account");
+    assert_eq!(a.misses.total() - a.misses.too_late, a.predictable_misses, "{a:?}");
+    assert_eq!(a.wasted.dropped_before_use + a.wasted.mispredicted, o.stats.wasted, "{a:?}");
+    (o, a)
+}
+
+/// A template's first reads have no two-block prefix, so the paper's
+/// QuickMine never has a rule for them, though the oracle (which counts a
+/// context's start as a history entry) has seen them.
+#[test]
+fn reads_with_no_rule_at_all_are_cold() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2]).filler(10).ctx(0, &[1, 2]);
+    let (_, a) = account(&t, "quickmine", &setup(4, 0.5));
+    assert_eq!((a.predictable_misses, a.misses.cold), (2, 2), "{a:?}");
+}
+
+/// With room for one prefix, a later template's rule pushes out the one
+/// that would have predicted 3.
+#[test]
+fn a_rule_pushed_out_of_the_rule_cache_is_evicted() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3]).ctx(0, &[7, 8, 9]).filler(10).ctx(0, &[1, 2, 3]);
+    let (_, a) = account(&t, "quickmine:prefixes=1", &setup(4, 0.5));
+    assert_eq!((a.misses.evicted, a.misses.cold), (1, 2), "{a:?}");
+    let (_, roomy) = account(&t, "quickmine", &setup(4, 0.5));
+    assert_eq!(roomy.misses.evicted, 0, "{roomy:?}");
+}
+
+/// 1 2 was followed by 4 three times and by 3 once: with degree 1 the
+/// lookup asks for 4 only.
+#[test]
+fn a_candidate_below_the_degree_is_outranked() {
+    let mut t = Trace::default();
+    for _ in 0..3 {
+        t.ctx(0, &[1, 2, 4]);
+    }
+    t.ctx(0, &[1, 2, 3]).filler(20).ctx(0, &[1, 2, 3]);
+    let last = account(&t, "quickmine:degree=1", &setup(8, 0.25)).1;
+    let mut without_last = Trace::default();
+    for _ in 0..3 {
+        without_last.ctx(0, &[1, 2, 4]);
+    }
+    without_last.ctx(0, &[1, 2, 3]).filler(20);
+    let before = account(&without_last, "quickmine:degree=1", &setup(8, 0.25)).1;
+    assert_eq!(last.misses.outranked - before.misses.outranked, 1, "{last:?}");
+    let wide = account(&t, "quickmine:degree=2", &setup(8, 0.25)).1;
+    assert_eq!(wide.misses.outranked, before.misses.outranked, "with degree 2 both are asked for: {wide:?}");
+}
+
+/// A one-block partition: 4 pushes 3 out before its read.
+#[test]
+fn a_prefetch_dropped_before_its_read_is_pollution() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3, 4]).filler(40).ctx(0, &[1, 2, 3, 4]);
+    let (o, a) = account(&t, "quickmine", &setup(25, 0.04));
+    assert_eq!(a.misses.pollution, 1, "{a:?}");
+    assert_eq!(a.wasted.dropped_before_use, 1, "{a:?}");
+    assert!(o.stats.promotes >= 1, "4 was waiting when read");
+}
+
+/// 2 was read just before by another template, so it hits and triggers no
+/// lookup, though the rule 1 2 -> 3 is there.
+#[test]
+fn a_rule_behind_a_hit_is_no_lookup() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3]).filler(20).ctx(5, &[2]).ctx(0, &[1, 2, 3]);
+    let (_, a) = account(&t, "quickmine", &setup(8, 0.25));
+    assert_eq!(a.misses.no_lookup, 1, "{a:?}");
+}
+
+/// 3 is read at the third position of template 0 (the oracle's position
+/// fact), but after 1 2 only 4 ever came: the lookup asks for 4, which
+/// its context never reads.
+#[test]
+fn a_known_prefix_that_predicts_other_blocks_is_mispredicted() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 4]).ctx(0, &[5, 6, 3]).filler(20).ctx(0, &[1, 2, 3]).filler(20);
+    let (_, a) = account(&t, "quickmine", &setup(8, 0.25));
+    assert_eq!(a.misses.mispredicted, 1, "{a:?}");
+    assert!(a.wasted.mispredicted >= 1, "4 was prefetched and never read: {a:?}");
+}
+
+/// 3 was cached when the lookup at 2 predicted it, so not asked for, and
+/// another context's reads pushed it out before its read.
+#[test]
+fn a_candidate_cached_at_the_lookup_and_evicted_after_is_cached_then() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3]).filler(20).ctx(7, &[3]);
+    let ctx = t.begin(0);
+    t.read(ctx, 1);
+    t.read(ctx, 2);
+    t.filler(20);
+    t.read(ctx, 3);
+    t.end(ctx);
+    let (_, a) = account(&t, "quickmine", &setup(8, 0.25));
+    assert_eq!(a.misses.cached_then, 1, "{a:?}");
+}
+
+/// Template 0's prefetches of 3..7 are never used, so it is throttled off;
+/// later contexts that do read 3 find the rule but prefetch nothing
+/// (except the one in 16 that probes).
+#[test]
+fn a_rule_of_a_template_throttled_off_is_throttled() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3, 4, 5, 6, 7]);
+    for _ in 0..150 {
+        t.ctx(0, &[1, 2]).filler(50);
+    }
+    for _ in 0..5 {
+        t.ctx(0, &[1, 2, 3]).filler(50);
+    }
+    let (_, a) = account(&t, "quickmine", &setup(40, 0.25));
+    assert!(a.misses.throttled >= 4, "{a:?}");
+    let (_, free) = account(&t, "quickmine:throttle=false", &setup(40, 0.25));
+    assert_eq!(free.misses.throttled, 0, "{free:?}");
+}
+
+/// With a device, a prefetch asked for at the read just before its own
+/// has not started when it is demanded: a promote that waits.
+#[test]
+fn a_prefetch_not_started_by_its_demand_is_too_late() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3]).filler(20).ctx(0, &[1, 2, 3]);
+    let device = Device { latency_ns: 1_000_000, bytes_per_sec: u64::MAX };
+    let (o, a) = account(&t, "quickmine", &Setup { device: Some(device), ..setup(8, 0.25) });
+    assert_eq!((o.stats.promotes, a.misses.too_late), (1, 1), "{a:?}");
+    let (_, untimed) = account(&t, "quickmine", &setup(8, 0.25));
+    assert_eq!(untimed.misses.too_late, 0);
+}
+
+/// On a generated workload: every predictable miss gets one reason (the
+/// `account` helper checks the sums), keeping the account changes nothing
+/// in the run, and a scheme that does not report its lookups leaves every
+/// reason but pollution unexplained.
+#[test]
+fn on_a_workload_the_reasons_add_up_and_change_nothing() {
+    let events = generate(&WorkloadConfig { kind: Kind::Rubis, clients: 20, transactions: 600, seed: 1 }).unwrap();
+    let s = Setup { block_size: 4096, cache_bytes: 4096 * 400, prefetch_fraction: 0.04, warmup: 0.3, ..setup(0, 0.0) };
+    let t = Trace { events, ..Trace::default() };
+    for spec in ["quickmine", "qm-position", "qm-select"] {
+        let (o, a) = account(&t, spec, &s);
+        assert!(a.predictable_misses > 100, "{spec}: {a:?}");
+        assert_eq!(a.predictable_misses, o.remaining.in_context_dropped + o.remaining.in_context_not_prefetched);
+        assert_eq!(a.misses.unexplained, 0, "{spec}");
+        let plain = simulate(&t.events, spec, &Setup { explain: false, ..s.clone() }).unwrap();
+        assert_eq!(plain.stats, o.stats, "{spec}: the account changed the run");
+        assert!(plain.account.is_none());
+    }
+    let (_, borg) = account(&t, "borg", &s);
+    assert_eq!(borg.misses.unexplained + borg.misses.pollution, borg.predictable_misses, "{borg:?}");
+}
