@@ -240,7 +240,7 @@ impl TraceSource {
         let reader = hearth_trace::open_with(&self.trace, self.format, self.columns.as_ref())?;
         let format = reader.format();
         let mode = match self.mode {
-            None => Mode::for_format(format, block_size),
+            None => format.mode(block_size),
             Some(ModeChoice::Object) => Mode::Object,
             Some(ModeChoice::Block) if format.is_object_trace() => {
                 return Err(SourceError::ObjectTraceInBlockMode {
