@@ -125,7 +125,7 @@ fn drain(mut reader: TraceReader, path: &Path, bounds: Option<&Bounds>) {
     }
     // Requests to accesses, as `hearth sim` does.
     let block_size = 4096u32;
-    let mode = Mode::for_format(format, block_size);
+    let mode = format.mode(block_size);
     let mut vtime = 0;
     for a in accesses(reqs.iter().copied().map(Ok), mode).take(MAX_ACCESSES) {
         let a = a.expect("no errors were fed in");

@@ -9,7 +9,10 @@ mod plots;
 pub use hist::Log2Hist;
 pub use plots::write_plots;
 
-use hearth_core::{key_map, Access, Fenwick, Op};
+use hearth_core::{key_map, Access, Op};
+// Stack distances are an estimator, shared with warmup; re-exported where
+// this crate always had them.
+pub use hearth_estimate::for_each_reuse;
 use hearth_trace::{Mode, Request, TraceError};
 use serde::Serialize;
 
@@ -72,28 +75,6 @@ where
     }
     distances(&counted, &mut r);
     Ok(r)
-}
-
-/// Calls `on_access(i, reuse)` for every access in order, where `reuse` is
-/// `Some((stack_distance, temporal_distance))` for a re-access and `None` for
-/// a first access. The stack distance counts the distinct other keys used
-/// since the previous use, so an LRU cache of `c` unit items hits exactly the
-/// re-accesses with stack distance `< c`.
-pub fn for_each_reuse(accesses: &[Access], mut on_access: impl FnMut(usize, Option<(u64, u64)>)) {
-    let mut last = key_map::<u64>(accesses.len() / 4);
-    // A 1 at position t marks "t is the latest access of its key"; the marks
-    // strictly between two uses of a key count the distinct keys in between.
-    let mut marks = Fenwick::new(accesses.len());
-    for (i, a) in accesses.iter().enumerate() {
-        let t = i as u64;
-        let reuse = last.insert(a.key, t).map(|prev| {
-            let between = marks.prefix(t) - marks.prefix(prev + 1);
-            marks.add(prev, -1);
-            (between, t - prev)
-        });
-        marks.add(t, 1);
-        on_access(i, reuse);
-    }
 }
 
 /// Fills the per-access parts of the report.

@@ -4,6 +4,7 @@
 //!
 //! - [`mrc`]: one-pass LRU miss-ratio curves from stack distances, and
 //!   SHARDS's sampled ones ([`mrc::Shards`]);
+//! - [`for_each_reuse`]: every access's exact stack and temporal distance;
 //! - [`sample`]: the key hash and thresholds spatial sampling decides on;
 //! - [`device`]: the timing model of a storage device and its queue;
 //! - [`parallel_map`]: items over threads, results in item order.
@@ -16,11 +17,13 @@ pub mod device;
 mod error;
 pub mod mrc;
 mod parallel;
+mod reuse;
 pub mod sample;
 mod stack_slots;
 
 pub use error::SettingError;
 pub use parallel::parallel_map;
+pub use reuse::for_each_reuse;
 
 use serde::Serialize;
 

@@ -445,7 +445,7 @@ fn mrc<'py>(
             };
             let seconds = started.elapsed().as_secs_f64();
             if results.first().is_some_and(|r| r.requests == 0) {
-                return Err(SourceError::NoRequests(trace.path().to_path_buf()).into());
+                return Err(SourceError::NoRequests(trace.trace().clone()).into());
             }
             for points in results.chunks(cache_bytes.len()) {
                 curves.push((method.clone(), r, seconds, points.to_vec()));

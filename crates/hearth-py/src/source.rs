@@ -4,12 +4,11 @@
 //! that is restated here; this only turns keyword arguments into a
 //! `TraceSource` whose passes stop on Ctrl-C.
 
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use hearth_sim::source::{ModeChoice, OptionNames};
-use hearth_sim::{SourceError, TraceSource};
+use hearth_sim::{SourceError, TraceInput, TraceSource};
 use hearth_trace::Format;
 
 /// Why a call failed: what the libraries refused (a trace problem names its
@@ -70,7 +69,7 @@ pub fn trace_source(
     let mode = mode.map(str::parse::<ModeChoice>).transpose()?;
     let block_size = hearth_core::parse_bytes(block_size).map_err(|m| arg(format!("block_size: {m}")))?;
     Ok(TraceSource {
-        trace: PathBuf::from(trace),
+        trace: TraceInput::from(trace),
         format,
         columns: None,
         ignore_obj_size: false,

@@ -34,7 +34,7 @@ pub use error::HierarchyError;
 pub use hearth_estimate::{device, parallel_map, SettingError, SimResult};
 pub use run::{simulate, Simulation, TraceRun};
 pub use size::{mrc_grid, parse_sizes, CacheSize, DEFAULT_SIZES, MRC_SIZES};
-pub use source::{SourceError, TraceSource};
+pub use source::{SourceError, TraceInput, TraceSource};
 
 use hearth_core::{key_map, Access, Key, Policy};
 use hearth_policy::PolicySpec;

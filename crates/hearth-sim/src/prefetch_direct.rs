@@ -130,7 +130,7 @@ pub fn simulate(
         })
         .collect();
     if runs.first().is_none_or(|r| r.result.requests == 0 && warmup == 0) {
-        return Err(SourceError::NoRequests(prepared.trace.path().to_path_buf()).into());
+        return Err(SourceError::NoRequests(prepared.trace.trace().clone()).into());
     }
     Ok(runs)
 }

@@ -106,7 +106,7 @@ impl Prepared<'_> {
     /// Fails when the trace held no requests to count.
     pub fn check(&self, results: &[SimResult]) -> Result<(), SourceError> {
         if results.first().is_none_or(|r| r.requests == 0 && self.counting.warmup == 0) {
-            return Err(SourceError::NoRequests(self.trace.path().to_path_buf()));
+            return Err(SourceError::NoRequests(self.trace.trace().clone()));
         }
         Ok(())
     }

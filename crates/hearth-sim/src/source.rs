@@ -5,6 +5,8 @@
 //! next uses for offline policies), then as many fresh passes as the caller
 //! wants (a file is read again, a generator re-run from its seed).
 
+use std::ffi::OsString;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,8 +43,8 @@ pub enum SourceError {
     IgnoreSizeInBlockMode { flag: &'static str, object_mode: &'static str },
     #[error("{} is an object trace ({format}): its ids are not byte offsets, so use {flag}", trace.display())]
     ObjectTraceInBlockMode { trace: PathBuf, format: Format, flag: &'static str },
-    #[error("{} holds no requests", .0.display())]
-    NoRequests(PathBuf),
+    #[error("{0} holds no requests")]
+    NoRequests(TraceInput),
     /// A sweep file that cannot be read or used; `error` says why.
     #[error("{}: {error}", file.display())]
     SweepFile { file: PathBuf, error: Box<SourceError> },
@@ -62,11 +64,8 @@ pub enum SourceError {
     SweepBlockSize(hearth_core::ValueError),
     #[error("workers: at least one")]
     NoWorkers,
-    #[error(
-        "traces: {} is a synthetic workload, a block trace; drop mode = \"object\" or sweep it in another file",
-        .0.display()
-    )]
-    SynthInObjectSweep(PathBuf),
+    #[error("traces: {0} is a synthetic workload, a block trace; drop mode = \"object\" or sweep it in another file")]
+    SynthInObjectSweep(TraceInput),
 }
 
 impl From<StreamError> for SourceError {
@@ -124,12 +123,102 @@ pub const DEFAULT_SEED: u64 = 42;
 /// Block size in block mode unless told otherwise.
 pub const DEFAULT_BLOCK_SIZE: u64 = 4096;
 
+/// Where a trace's requests come from: a file, or a generator. Told apart
+/// once, where the user names the trace (`synth:SPEC` is a generator), so
+/// nothing downstream looks at the prefix again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceInput {
+    /// A trace file in any format `hearth_trace` reads.
+    File(PathBuf),
+    /// A synthetic workload: the SPEC of `synth:SPEC` (`oltp`,
+    /// `zipf:BLOCKS:ALPHA`, `uniform:BLOCKS`, `loop:BLOCKS`, `scan`; the
+    /// tiering and warmup commands have their own). The generator parses it
+    /// when the trace is opened, so a bad one is reported as before.
+    Synth(String),
+}
+
+impl TraceInput {
+    const SYNTH: &'static str = "synth:";
+
+    /// The trace file, unless a generator.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            TraceInput::File(path) => Some(path),
+            TraceInput::Synth(_) => None,
+        }
+    }
+
+    /// The generator's spec, without `synth:`.
+    pub fn synth(&self) -> Option<&str> {
+        match self {
+            TraceInput::File(_) => None,
+            TraceInput::Synth(spec) => Some(spec),
+        }
+    }
+
+    /// A file named relative to `dir` (a sweep file's directory) as seen from here.
+    pub fn beside(self, dir: &Path) -> TraceInput {
+        match self {
+            TraceInput::File(path) => TraceInput::File(dir.join(path)),
+            synth => synth,
+        }
+    }
+
+    /// As `Path::display`: the file's path, or `synth:SPEC`.
+    pub fn display(&self) -> &Self {
+        self
+    }
+}
+
+impl fmt::Display for TraceInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceInput::File(path) => path.display().fmt(f),
+            TraceInput::Synth(spec) => write!(f, "{}{spec}", Self::SYNTH),
+        }
+    }
+}
+
+/// Every way a trace is named ends here: `synth:SPEC` is a generator,
+/// anything else a file (whose name need not be UTF-8).
+impl From<OsString> for TraceInput {
+    fn from(name: OsString) -> TraceInput {
+        match name.to_str().and_then(|s| s.strip_prefix(Self::SYNTH)) {
+            Some(spec) => TraceInput::Synth(spec.to_string()),
+            None => TraceInput::File(name.into()),
+        }
+    }
+}
+
+impl From<PathBuf> for TraceInput {
+    fn from(path: PathBuf) -> TraceInput {
+        path.into_os_string().into()
+    }
+}
+
+impl From<&Path> for TraceInput {
+    fn from(path: &Path) -> TraceInput {
+        path.as_os_str().to_owned().into()
+    }
+}
+
+impl From<&PathBuf> for TraceInput {
+    fn from(path: &PathBuf) -> TraceInput {
+        path.as_path().into()
+    }
+}
+
+impl From<&str> for TraceInput {
+    fn from(name: &str) -> TraceInput {
+        OsString::from(name).into()
+    }
+}
+
 /// A trace and how to read it.
 #[derive(Clone, Debug)]
 pub struct TraceSource {
-    /// A trace file, or a synthetic workload: `synth:oltp`,
-    /// `synth:zipf:BLOCKS:ALPHA`, `synth:uniform:BLOCKS`, `synth:loop:BLOCKS`, `synth:scan`.
-    pub trace: PathBuf,
+    /// A trace file, or a synthetic workload.
+    pub trace: TraceInput,
     /// The file's format when its name does not tell.
     pub format: Option<Format>,
     /// Which columns hold what, for a CSV or binary trace of any layout.
@@ -158,7 +247,7 @@ pub type AccessStream<'a> = Box<dyn Iterator<Item = Result<Access, TraceError>> 
 
 impl TraceSource {
     /// `trace` with the default settings.
-    pub fn new(trace: impl Into<PathBuf>) -> TraceSource {
+    pub fn new(trace: impl Into<TraceInput>) -> TraceSource {
         TraceSource {
             trace: trace.into(),
             format: None,
@@ -174,13 +263,13 @@ impl TraceSource {
     }
 
     /// The same settings for another trace.
-    pub fn with_trace(&self, trace: impl Into<PathBuf>) -> TraceSource {
+    pub fn with_trace(&self, trace: impl Into<TraceInput>) -> TraceSource {
         TraceSource { trace: trace.into(), ..self.clone() }
     }
 
     /// The workload of a `synth:` trace.
     pub fn synth(&self) -> Option<&str> {
-        self.trace.to_str().and_then(|s| s.strip_prefix("synth:"))
+        self.trace.synth()
     }
 
     /// A synthetic workload (a block trace) asked for in object mode: refused.
@@ -191,11 +280,9 @@ impl TraceSource {
     /// The trace file's format, as given or as its name tells (`None` for a
     /// synthetic workload or a name that does not tell).
     pub fn format(&self) -> Option<Format> {
-        if self.synth().is_some() {
-            return None;
-        }
+        let file = self.trace.file()?;
         let by_columns = self.columns.as_ref().map(|c| if c.layout.is_some() { Format::Binary } else { Format::Csv });
-        self.format.or(by_columns).or_else(|| Format::detect(&self.trace))
+        self.format.or(by_columns).or_else(|| Format::detect(file))
     }
 
     /// Whether every object of the trace has size 1 in `mode`, so that cache
@@ -222,29 +309,18 @@ impl TraceSource {
             .ok()
             .filter(|&b| b > 0)
             .ok_or(SourceError::BlockSize { flag: self.names.block_size })?;
-        if let Some(spec) = self.synth() {
-            if self.synth_in_object_mode() {
-                return Err(SourceError::SynthInObjectMode { flag: self.names.object_mode });
-            }
-            let n = self.requests;
-            let requests: Requests = if spec == "oltp" {
-                let cfg = OltpConfig { seed: self.seed, ..OltpConfig::default() };
-                Box::new(Oltp::new(cfg)?.take(n).map(Ok))
-            } else {
-                let pattern: Pattern = spec.parse()?;
-                let synth = Synth::new(pattern, self.seed)?.block_size(block_size);
-                Box::new(synth.take(n).map(Ok))
-            };
-            return Ok((requests, Mode::Block { block_size }));
-        }
-        let reader = hearth_trace::open_with(&self.trace, self.format, self.columns.as_ref())?;
+        let file = match &self.trace {
+            TraceInput::File(file) => file,
+            TraceInput::Synth(spec) => return self.open_synth(spec, block_size),
+        };
+        let reader = hearth_trace::open_with(file, self.format, self.columns.as_ref())?;
         let format = reader.format();
         let mode = match self.mode {
-            None => Mode::for_format(format, block_size),
+            None => format.mode(block_size),
             Some(ModeChoice::Object) => Mode::Object,
             Some(ModeChoice::Block) if format.is_object_trace() => {
                 return Err(SourceError::ObjectTraceInBlockMode {
-                    trace: self.trace.clone(),
+                    trace: file.clone(),
                     format,
                     flag: self.names.object_mode,
                 })
@@ -259,6 +335,22 @@ impl TraceSource {
             return Ok((Box::new(reader.map(|r| r.map(|r| Request { len: 1, ..r }))), mode));
         }
         Ok((Box::new(reader), mode))
+    }
+
+    fn open_synth(&self, spec: &str, block_size: u32) -> Result<(Requests, Mode), SourceError> {
+        if self.synth_in_object_mode() {
+            return Err(SourceError::SynthInObjectMode { flag: self.names.object_mode });
+        }
+        let n = self.requests;
+        let requests: Requests = if spec == "oltp" {
+            let cfg = OltpConfig { seed: self.seed, ..OltpConfig::default() };
+            Box::new(Oltp::new(cfg)?.take(n).map(Ok))
+        } else {
+            let pattern: Pattern = spec.parse()?;
+            let synth = Synth::new(pattern, self.seed)?.block_size(block_size);
+            Box::new(synth.take(n).map(Ok))
+        };
+        Ok((requests, Mode::Block { block_size }))
     }
 
     /// oracleGeneral and lcs traces carry each request's next use; in object
@@ -373,8 +465,9 @@ impl<'a> Streamed<'a> {
     /// As [`sampled_accesses`](Self::sampled_accesses), also keeping
     /// `always`'s keys (a stratified sample's exact stratum).
     pub fn sampled_accesses_with(&self, threshold: u64, always: AlwaysKept) -> Result<SampledStream<'_>, SourceError> {
-        let from = if self.source.decodes_oracle_in_place(self.mode) {
-            let oracle = SampledOracle::open(&self.source.trace, threshold, self.renaming)?;
+        let in_place = self.source.trace.file().filter(|_| self.source.decodes_oracle_in_place(self.mode));
+        let from = if let Some(file) = in_place {
+            let oracle = SampledOracle::open(file, threshold, self.renaming)?;
             Sampling::Oracle(oracle.always_keeping(always))
         } else {
             Sampling::Filtered { accesses: self.accesses()?, threshold, always, skipped: Skipped::default() }
@@ -416,7 +509,7 @@ impl<'a> Streamed<'a> {
         self.source
     }
 
-    pub fn path(&self) -> &Path {
+    pub fn trace(&self) -> &TraceInput {
         &self.source.trace
     }
 }
@@ -534,6 +627,32 @@ mod tests {
 
     fn python_names() -> OptionNames {
         OptionNames { block_size: "block_size", object_mode: "mode='object'", ignore_obj_size: "ignore_obj_size" }
+    }
+
+    #[test]
+    fn a_trace_is_told_apart_once_and_names_itself_as_given() {
+        let synth = TraceInput::from("synth:zipf:1000:0.9");
+        assert_eq!(synth, TraceInput::Synth("zipf:1000:0.9".into()));
+        assert_eq!(synth.to_string(), "synth:zipf:1000:0.9");
+        assert_eq!((synth.file(), synth.synth()), (None, Some("zipf:1000:0.9")));
+        let file = TraceInput::from(Path::new("dir/synth:x.csv"));
+        assert_eq!(file, TraceInput::File("dir/synth:x.csv".into()), "only a leading synth: is a generator");
+        assert_eq!(file.to_string(), "dir/synth:x.csv");
+        assert_eq!(file.clone().beside(Path::new("/d")), TraceInput::File("/d/dir/synth:x.csv".into()));
+        assert_eq!(synth.clone().beside(Path::new("/d")), synth);
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStringExt;
+            let raw = OsString::from_vec(b"synth:\xff".to_vec());
+            assert_eq!(TraceInput::from(raw.clone()), TraceInput::File(raw.into()), "not UTF-8: a file name");
+        }
+    }
+
+    #[test]
+    fn a_bad_synthetic_spec_is_reported_when_opened() {
+        let err = TraceSource::new("synth:zipf:x").open().err().expect("refused");
+        let from_generator = "synth:zipf:x".strip_prefix("synth:").unwrap().parse::<Pattern>().unwrap_err();
+        assert_eq!(err.to_string(), from_generator.to_string());
     }
 
     #[test]

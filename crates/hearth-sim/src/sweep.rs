@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use crate::run::{simulate, Row, Simulation, Warmup};
 use crate::size::parse_sizes;
-use crate::source::{ModeChoice, OptionNames, Progress, SourceError, TraceSource};
+use crate::source::{ModeChoice, OptionNames, Progress, SourceError, TraceInput, TraceSource};
 use crate::SimResult;
 
 /// A string or a list of strings.
@@ -104,14 +104,9 @@ pub struct Sweep {
 const NAMES: OptionNames =
     OptionNames { block_size: "block_size", object_mode: "mode = \"object\"", ignore_obj_size: "ignore_obj_size" };
 
-/// `path` as seen from the directory the sweep file is read from, unless
-/// absolute or a synthetic workload.
+/// `path` as seen from the directory the sweep file is read from, unless absolute.
 fn beside(dir: &Path, path: &str) -> PathBuf {
-    if path.starts_with("synth:") || Path::new(path).is_absolute() {
-        PathBuf::from(path)
-    } else {
-        dir.join(path)
-    }
+    dir.join(path)
 }
 
 impl Sweep {
@@ -152,7 +147,8 @@ impl Sweep {
             return Err(SourceError::NoWorkers);
         }
         let output = file.output.as_deref().map(|o| beside(dir, o));
-        let sources: Vec<TraceSource> = traces.iter().map(|t| base.with_trace(beside(dir, t))).collect();
+        let sources: Vec<TraceSource> =
+            traces.iter().map(|t| base.with_trace(TraceInput::from(t.as_str()).beside(dir))).collect();
         // Refused here, not when its task comes up after every other trace has run.
         if let Some(synth) = sources.iter().find(|s| s.synth_in_object_mode()) {
             return Err(SourceError::SynthInObjectSweep(synth.trace.clone()));
@@ -242,11 +238,13 @@ output = "out/sweep.csv"
         assert_eq!(sweep.sizes, "5%,100blocks");
         assert_eq!(sweep.sim.warmup, Some(Warmup::Accesses(1000)));
         assert_eq!(sweep.output, Some(PathBuf::from("/data/out/sweep.csv")));
-        assert_eq!(sweep.sources[1].trace, PathBuf::from("synth:loop:500"));
+        assert_eq!(sweep.sources[0].trace, TraceInput::Synth("zipf:3000:0.8".into()));
+        assert_eq!(sweep.sources[1].trace, TraceInput::Synth("loop:500".into()));
         assert_eq!((sweep.sources[0].requests, sweep.sources[0].seed), (20000, 7));
         assert_eq!(sweep.tasks(), vec![(0, 0), (0, 1), (1, 0), (1, 1)]);
-        let relative = Sweep::parse("traces = \"a.bin\"\npolicies = \"lru\"\nsizes = \"1%\"", Path::new("")).unwrap();
-        assert_eq!(relative.sources[0].trace, PathBuf::from("a.bin"));
+        let relative =
+            Sweep::parse("traces = \"a.bin\"\npolicies = \"lru\"\nsizes = \"1%\"", Path::new("/data")).unwrap();
+        assert_eq!(relative.sources[0].trace, TraceInput::File("/data/a.bin".into()));
 
         for (bad, says) in [
             ("traces = []\npolicies = \"lru\"\nsizes = \"1%\"", "no traces"),

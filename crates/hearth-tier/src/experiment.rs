@@ -115,7 +115,7 @@ mod tests {
     fn long_range_history_beats_recency_on_the_chains_workload() {
         let cfg = ChainsConfig { chains: 500, ..ChainsConfig::default() };
         let requests = chains(&cfg, 20_000).unwrap();
-        let extents = crate::extents(requests.into_iter().map(Ok), 4096).unwrap();
+        let extents = crate::extents(requests.into_iter().map(Ok::<_, std::convert::Infallible>), 4096).unwrap();
         let exp = Experiment::new(extents, 0.5, 4).unwrap();
         let base = TierConfig { os_cache_bytes: 1 << 20, prefetch_cache_bytes: 1 << 20, ..TierConfig::new(4096) };
         let capacity = exp.footprint_blocks / 10;

@@ -1,8 +1,7 @@
 //! Trace requests as runs of whole blocks, the unit the tiering simulator,
 //! the partitioners and the prefetcher work in.
 
-use hearth_core::Op;
-use hearth_trace::{Request, TraceError};
+use hearth_core::{Op, Request};
 
 /// One request: `blocks` consecutive blocks from `start`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,11 +20,9 @@ impl Extent {
 
 /// Reads requests into extents of `block_size`-byte blocks. Zero-length
 /// requests touch no block and are dropped; requests other than reads and
-/// writes (trim, flush) too, since they move no data.
-pub fn extents(
-    requests: impl Iterator<Item = Result<Request, TraceError>>,
-    block_size: u32,
-) -> Result<Vec<Extent>, TraceError> {
+/// writes (trim, flush) too, since they move no data. The first error of
+/// `requests` (a reader's) ends it.
+pub fn extents<E>(requests: impl Iterator<Item = Result<Request, E>>, block_size: u32) -> Result<Vec<Extent>, E> {
     assert!(block_size > 0, "block size must be positive");
     let bs = u64::from(block_size);
     let mut out = Vec::new();
@@ -57,7 +54,7 @@ mod tests {
 
     #[test]
     fn unaligned_requests_cover_every_block_they_touch() {
-        let req = |offset, len, op| Ok(Request { time_ns: 5, offset, len, op, ..Request::default() });
+        let req = |offset, len, op| Ok::<_, String>(Request { time_ns: 5, offset, len, op, ..Request::default() });
         let got = extents(
             vec![req(4095, 2, Op::Read), req(8192, 4096, Op::Write), req(0, 0, Op::Read), req(0, 512, Op::Other)]
                 .into_iter(),

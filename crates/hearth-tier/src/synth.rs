@@ -7,7 +7,7 @@
 //! `noise` share) pollute recency-based caches but not a partition.
 
 use hearth_core::Op;
-use hearth_trace::Request;
+use hearth_core::Request;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use hearth_trace::{accesses, open, Mode};
+use hearth_trace::{accesses, open};
 
 fn main() -> Result<(), hearth_trace::TraceError> {
     for arg in std::env::args().skip(1) {
@@ -20,7 +20,7 @@ fn main() -> Result<(), hearth_trace::TraceError> {
         }
         let read_time = start.elapsed();
         let start = Instant::now();
-        let mode = Mode::for_format(format, 4096);
+        let mode = format.mode(4096);
         let blocks = accesses(open(path, None)?, mode).try_fold(0u64, |n, a| a.map(|_| n + 1))?;
         println!(
             "{arg}: {format}, {requests} requests, {bytes} bytes; read in {:.2} ms; {blocks} accesses ({mode:?}) in {:.2} ms",

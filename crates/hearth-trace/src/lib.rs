@@ -1,7 +1,8 @@
 //! Block and object I/O traces for Hearth: streaming, constant-memory readers
 //! for the common trace formats (plain, `.gz` or `.zst`), the step that turns
-//! requests into cache [`Access`](hearth_core::Access)es, writers, and
-//! synthetic generators.
+//! requests into cache [`Access`](hearth_core::Access)es (from hearth-core,
+//! with the [`Request`] record, re-exported here), writers, and synthetic
+//! generators.
 //!
 //! ```no_run
 //! use hearth_trace::{accesses, open, Mode};
@@ -17,7 +18,7 @@
 //! Object traces ([`Format::is_object_trace`]: oracleGeneral, text, lcs,
 //! twr, valpin, and CSV or binary traces read through [`Columns`]) name
 //! objects rather than byte ranges; read them with [`Mode::Object`]
-//! ([`Mode::for_format`] picks the mode).
+//! ([`Format::mode`] picks the mode).
 //!
 //! Every reader stops at the first error, which names the file and the line
 //! (text formats) or byte offset (binary formats) and the offending field.
@@ -32,7 +33,6 @@ pub mod next_access;
 pub mod oltp;
 mod readers;
 pub mod sample;
-mod split;
 pub mod synth;
 pub mod workload;
 mod write;
@@ -45,30 +45,17 @@ pub use columns::{Columns, Layout};
 pub use error::{CtxOrderError, Place, SettingError, TraceError};
 pub use hearth_core::fill_next_access;
 pub use next_access::{NextAccessFile, NextAccessReader};
-pub use split::{accesses, Accesses, Mode};
+// The record types and the request-to-access step are sans-I/O and live in
+// hearth-core; re-exported where this crate always had them.
+pub use hearth_core::{Accesses, Mode, Request};
 pub use write::{write_oracle_general, write_text};
 
 use input::{compression_of, open_input, Lines};
 
-/// One request as a trace records it.
-///
-/// For block traces `offset` and `len` are a byte offset and a byte length.
-/// For object traces (oracleGeneral, text) `offset` is the object id and
-/// `len` the object size.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Request {
-    /// The trace's timestamp in nanoseconds (relative to the trace's own
-    /// epoch; 0 when the format has none).
-    pub time_ns: u64,
-    /// Client, host/disk, ASU or process the request came from (0 when the
-    /// format has none).
-    pub client: u32,
-    pub op: hearth_core::Op,
-    pub offset: u64,
-    pub len: u32,
-    /// 0-based index of the next request for the same object, when the trace
-    /// records it (oracleGeneral); `None` for never or unknown.
-    pub next_access: Option<u64>,
+/// [`hearth_core::accesses`] with the readers' error: requests from a
+/// generator (`gen.map(Ok)`) then need no annotation of their error type.
+pub fn accesses<I: Iterator<Item = Result<Request, TraceError>>>(reqs: I, mode: Mode) -> Accesses<I> {
+    hearth_core::accesses(reqs, mode)
 }
 
 /// A trace format. How each maps to [`Request`] fields:
@@ -180,6 +167,16 @@ impl Format {
     /// Whether requests name objects (id and size) rather than byte ranges.
     pub fn is_object_trace(self) -> bool {
         !matches!(self, Format::MsrCsv | Format::Blkparse | Format::Vscsi | Format::Spc | Format::CloudPhysicsCsv)
+    }
+
+    /// The natural mode for this format: [`Mode::Object`] for object traces,
+    /// blocks of `block_size` bytes otherwise.
+    pub fn mode(self, block_size: u32) -> Mode {
+        if self.is_object_trace() {
+            Mode::Object
+        } else {
+            Mode::Block { block_size }
+        }
     }
 
     /// Whether every request's size is 1 (the format records none), so that

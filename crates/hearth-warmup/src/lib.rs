@@ -64,13 +64,14 @@ pub use error::WarmupError;
 pub use select::Method;
 pub use sim::{Experiment, Outcome, TimedAccess};
 
-use hearth_trace::{Mode, Request, TraceError};
+use hearth_core::{Mode, Request};
 
 /// Splits a block trace's requests into timed block accesses, sorted by time
-/// (stable, so equal times keep trace order).
-pub fn timed_accesses<I>(requests: I, block_size: u32) -> Result<Vec<TimedAccess>, TraceError>
+/// (stable, so equal times keep trace order). The first error of `requests`
+/// (a reader's) ends it.
+pub fn timed_accesses<I, E>(requests: I, block_size: u32) -> Result<Vec<TimedAccess>, E>
 where
-    I: Iterator<Item = Result<Request, TraceError>>,
+    I: Iterator<Item = Result<Request, E>>,
 {
     // `accesses` emits every block of a request before reading the next one,
     // so the last request read is the one each access came from.
@@ -81,7 +82,7 @@ where
         }
     });
     let mut out = Vec::new();
-    for a in hearth_trace::accesses(requests, Mode::Block { block_size }) {
+    for a in hearth_core::accesses(requests, Mode::Block { block_size }) {
         out.push(TimedAccess { time_ns: time.get(), block: a?.key });
     }
     if out.windows(2).any(|w| w[0].time_ns > w[1].time_ns) {
@@ -98,7 +99,7 @@ mod tests {
     #[test]
     fn timed_accesses_carry_each_requests_time_and_sort() {
         let req = |t: u64, offset: u64, len: u32| {
-            Ok(Request { time_ns: t, client: 0, op: Op::Read, offset, len, next_access: None })
+            Ok::<_, String>(Request { time_ns: t, client: 0, op: Op::Read, offset, len, next_access: None })
         };
         let reqs = vec![req(50, 0, 8192), req(10, 4096 * 7, 4096)];
         let got = timed_accesses(reqs.into_iter(), 4096).unwrap();

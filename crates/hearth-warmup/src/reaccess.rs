@@ -81,7 +81,7 @@ pub fn analyze(trace: &[TimedAccess], block_size: u32, region_bytes: u64) -> Rea
     // Blocks re-accessed per category: (category, block) -> (), then counted per region.
     let mut reaccessed = [key_map::<()>(0), key_map::<()>(0), key_map::<()>(0)];
     let mut last_time = key_map::<u64>(trace.len() / 4);
-    hearth_analyze::for_each_reuse(&as_access, |i, reuse| {
+    hearth_estimate::for_each_reuse(&as_access, |i, reuse| {
         let a = trace[i];
         let previous = last_time.insert(a.block, a.time_ns);
         let (Some((stack, _)), Some(prev)) = (reuse, previous) else { return };

@@ -1,7 +1,7 @@
 //! `hearth sim`: replay a trace against policies at cache sizes.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,7 +13,9 @@ use hearth_sim::device::Device;
 use hearth_sim::hierarchy::{BufferedFile, HierarchyConfig, HierarchyResult, StorageReplay, Timing};
 use hearth_sim::run::{Row, Warmup};
 use hearth_sim::source::{Needs, Streamed};
-use hearth_sim::{parse_sizes, simulate, Job, SimResult, Simulation, TraceRun, TraceSource, DEFAULT_SIZES, MRC_SIZES};
+use hearth_sim::{
+    parse_sizes, simulate, Job, SimResult, Simulation, TraceInput, TraceRun, TraceSource, DEFAULT_SIZES, MRC_SIZES,
+};
 
 use crate::out_paths;
 use crate::output_args::{JsonCsv, Quiet, Threads};
@@ -28,7 +30,7 @@ pub struct SimArgs {
     /// More traces to run the same policies and sizes on (same format options); results are tagged
     /// with their trace.
     #[arg(value_name = "MORE_TRACES")]
-    more_traces: Vec<PathBuf>,
+    more_traces: Vec<TraceInput>,
     /// Policies to run, comma-separated, with optional parameters (`lfu:aging=1000`) and admission
     /// (`lru+tinylfu`); `classic`, `modern` and `all` stand for groups (see `hearth policies`).
     #[arg(short, long, default_value = "all")]
@@ -128,13 +130,13 @@ struct HierarchyArgs {
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let threads = args.threads.count();
+    let buffered = args.trace.trace.file().filter(|f| hearth_trace::buffered::is_buffered_trace(f));
     anyhow::ensure!(
-        args.prefetch.is_none()
-            || (args.hierarchy.client_cache.is_none() && !hearth_trace::buffered::is_buffered_trace(&args.trace.trace)),
+        args.prefetch.is_none() || (args.hierarchy.client_cache.is_none() && buffered.is_none()),
         "--prefetch runs one cache level: drop --client-cache (or use a trace without buffer addresses)"
     );
-    if hearth_trace::buffered::is_buffered_trace(&args.trace.trace) {
-        return run_storage_level(&args, threads);
+    if let Some(buffered) = buffered {
+        return run_storage_level(&args, buffered, threads);
     }
     if let Some(client) = &args.hierarchy.client_cache {
         return run_hierarchy(&args, client, threads);
@@ -435,9 +437,8 @@ fn run_hierarchy(args: &SimArgs, (size, client_policy): &(String, PolicySpec), t
 /// A storage-level trace with client buffer addresses (`hearth_trace::buffered`):
 /// the clients' caches are already in the trace, so only the storage cache
 /// runs. Streamed: a first pass counts the accesses and distinct blocks.
-fn run_storage_level(args: &SimArgs, threads: usize) -> anyhow::Result<()> {
-    let path = &args.trace.trace;
-    let trace = BufferedFile(path.clone());
+fn run_storage_level(args: &SimArgs, path: &Path, threads: usize) -> anyhow::Result<()> {
+    let trace = BufferedFile(path.to_path_buf());
     let mut blocks = hearth_core::key_map::<()>(1 << 16);
     let mut accesses = 0u64;
     for a in trace.pass()? {

@@ -156,10 +156,10 @@ fn load(setup: &Setup) -> anyhow::Result<Loaded> {
         .ok()
         .filter(|&b| b > 0)
         .context("--block-size must be between 1 B and 4 GiB")?;
-    let extents: Vec<Extent> = if setup.trace.trace.as_os_str() == "synth:chains" {
+    let extents: Vec<Extent> = if setup.trace.trace.synth() == Some("chains") {
         let cfg = ChainsConfig { block_size, seed: setup.trace.seed, ..ChainsConfig::default() };
         let requests = chains(&cfg, setup.trace.requests)?;
-        extents(requests.into_iter().map(Ok), block_size)?
+        extents(requests.into_iter().map(Ok::<_, std::convert::Infallible>), block_size)?
     } else {
         let (requests, mode) = setup.trace.open()?;
         if mode == hearth_trace::Mode::Object {

@@ -1,10 +1,8 @@
 //! Trace options shared by every subcommand that reads a trace: the command
 //! line's spelling of `hearth_sim::source::TraceSource`, which opens it.
 
-use std::path::PathBuf;
-
 use clap::{Args, ValueEnum};
-use hearth_sim::source::{ModeChoice, OptionNames, Requests, TraceSource, DEFAULT_REQUESTS, DEFAULT_SEED};
+use hearth_sim::source::{ModeChoice, OptionNames, Requests, TraceInput, TraceSource, DEFAULT_REQUESTS, DEFAULT_SEED};
 use hearth_trace::{Columns, Format, Mode};
 
 /// How errors name the options below.
@@ -34,7 +32,7 @@ pub struct TraceArgs {
     /// CloudPhysics .csv, libCacheSim's .lcs (versions 1-8), Twitter's .twr and .twrNS, .valpin, or any
     /// CSV or binary layout with --columns; .gz and .zst are read transparently. Or a synthetic workload:
     /// synth:oltp, synth:zipf:BLOCKS:ALPHA, synth:uniform:BLOCKS, synth:loop:BLOCKS, synth:scan.
-    pub trace: PathBuf,
+    pub trace: TraceInput,
     /// Requests to generate for a synth: workload.
     #[arg(long, default_value_t = DEFAULT_REQUESTS)]
     pub requests: usize,
@@ -82,7 +80,7 @@ impl TraceArgs {
 
     /// The trace as a plot's title names it: a file's name, a generator's spec.
     pub fn name(&self) -> String {
-        short_name(&self.trace.to_string_lossy())
+        short_name(&self.trace.to_string())
     }
 
     /// Opens the trace or generator (detecting a file's format unless given)

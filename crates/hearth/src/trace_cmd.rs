@@ -196,7 +196,7 @@ fn stats(args: &StatsArgs) -> anyhow::Result<()> {
     };
     if args.json.json {
         let report = json!({
-            "trace": args.trace.trace,
+            "trace": args.trace.trace.to_string(),
             "mode": if block_size.is_some() { "block" } else { "object" },
             "block_size": block_size,
             "requests": req.requests,

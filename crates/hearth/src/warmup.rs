@@ -190,7 +190,7 @@ fn inspect(args: WarmupInspectArgs) -> anyhow::Result<()> {
 
 /// Loads a block trace with its timestamps, or generates `synth:bonfire`.
 pub fn load_timed(trace: &TraceArgs, days: u32) -> anyhow::Result<(Vec<TimedAccess>, u32)> {
-    if trace.trace.to_str() == Some(BONFIRE_SYNTH) {
+    if trace.trace.synth() == BONFIRE_SYNTH.strip_prefix("synth:") {
         let w = DailyZipf { days, seed: trace.seed, ..DailyZipf::default() };
         if u64::from(w.block_size) != trace.block_size {
             anyhow::bail!("{BONFIRE_SYNTH} uses {}-byte blocks; drop --block-size", w.block_size);

@@ -1,4 +1,4 @@
-//! The analyzer's stack distances and the LRU policy are written
+//! `for_each_reuse`'s stack distances and the LRU policy are written
 //! independently; Mattson's stack property ties them together, so each checks
 //! the other: LRU with c unit slots hits exactly the re-accesses whose stack
 //! distance is below c.
@@ -18,7 +18,7 @@ proptest! {
     fn lru_hits_equal_reuses_within_capacity(keys in prop::collection::vec(0u64..40, 1..600), cap in 1u64..48) {
         let acc = accesses(&keys);
         let mut predicted = 0;
-        hearth_analyze::for_each_reuse(&acc, |_, reuse| {
+        hearth_estimate::for_each_reuse(&acc, |_, reuse| {
             if matches!(reuse, Some((d, _)) if d < cap) {
                 predicted += 1;
             }

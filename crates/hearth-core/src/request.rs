@@ -1,8 +1,30 @@
-//! From trace requests to the [`Access`]es a policy sees.
+//! What a trace records of one request, and the step that turns requests
+//! into the [`Access`]es a policy sees. Sans-I/O: the readers live in
+//! `hearth-trace`, and every crate that only needs the records (tiering,
+//! warmup) takes them from here.
 
-use hearth_core::{Access, NEVER};
+use crate::{Access, NEVER};
 
-use crate::{Request, TraceError};
+/// One request as a trace records it.
+///
+/// For block traces `offset` and `len` are a byte offset and a byte length.
+/// For object traces (oracleGeneral, text) `offset` is the object id and
+/// `len` the object size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// The trace's timestamp in nanoseconds (relative to the trace's own
+    /// epoch; 0 when the format has none).
+    pub time_ns: u64,
+    /// Client, host/disk, ASU or process the request came from (0 when the
+    /// format has none).
+    pub client: u32,
+    pub op: crate::Op,
+    pub offset: u64,
+    pub len: u32,
+    /// 0-based index of the next request for the same object, when the trace
+    /// records it (oracleGeneral); `None` for never or unknown.
+    pub next_access: Option<u64>,
+}
 
 /// How requests map to cache items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,28 +38,16 @@ pub enum Mode {
     Object,
 }
 
-impl Mode {
-    /// The natural mode for a format: [`Mode::Object`] for object traces,
-    /// blocks of `block_size` bytes otherwise.
-    pub fn for_format(format: crate::Format, block_size: u32) -> Mode {
-        if format.is_object_trace() {
-            Mode::Object
-        } else {
-            Mode::Block { block_size }
-        }
-    }
-}
-
 /// Turns requests into accesses; see [`Mode`]. Accesses get `vtime` 0, 1, 2,
 /// ... in the order emitted, `ctx` = the request's client, and `next_access`
 /// = the trace's own record of it in object mode (oracleGeneral), otherwise
-/// [`NEVER`] (run [`fill_next_access`](hearth_core::fill_next_access) for
+/// [`NEVER`] (run [`fill_next_access`](crate::fill_next_access) for
 /// OPT). A zero-length request touches no block and emits nothing in block
-/// mode.
+/// mode. An error of the requests (a reader's) passes through as it is.
 ///
 /// # Panics
 /// If `mode` is `Block` with a block size of 0.
-pub fn accesses<I: Iterator<Item = Result<Request, TraceError>>>(reqs: I, mode: Mode) -> Accesses<I> {
+pub fn accesses<I: Iterator<Item = Result<Request, E>>, E>(reqs: I, mode: Mode) -> Accesses<I> {
     if let Mode::Block { block_size } = mode {
         assert!(block_size > 0, "block size must be positive");
     }
@@ -67,8 +77,8 @@ impl<I> Accesses<I> {
     }
 }
 
-impl<I: Iterator<Item = Result<Request, TraceError>>> Iterator for Accesses<I> {
-    type Item = Result<Access, TraceError>;
+impl<I: Iterator<Item = Result<Request, E>>, E> Iterator for Accesses<I> {
+    type Item = Result<Access, E>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -112,13 +122,13 @@ impl<I: Iterator<Item = Result<Request, TraceError>>> Iterator for Accesses<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hearth_core::Op;
+    use crate::Op;
 
-    fn req(offset: u64, len: u32) -> Result<Request, TraceError> {
+    fn req(offset: u64, len: u32) -> Result<Request, String> {
         Ok(Request { time_ns: 7, client: 3, op: Op::Write, offset, len, next_access: None })
     }
 
-    fn keys(reqs: Vec<Result<Request, TraceError>>, mode: Mode) -> Vec<(u64, u32, u64)> {
+    fn keys(reqs: Vec<Result<Request, String>>, mode: Mode) -> Vec<(u64, u32, u64)> {
         accesses(reqs.into_iter(), mode).map(|a| a.unwrap()).map(|a| (a.key, a.size, a.vtime)).collect()
     }
 
@@ -164,9 +174,8 @@ mod tests {
 
     #[test]
     fn errors_pass_through() {
-        let err = TraceError::new(std::path::Path::new("t"), crate::Place::Line(9), "boom");
-        let mut it = accesses(vec![req(0, 1), Err(err)].into_iter(), Mode::Object);
+        let mut it = accesses(vec![req(0, 1), Err("t:9: boom".to_string())].into_iter(), Mode::Object);
         assert!(it.next().unwrap().is_ok());
-        assert_eq!(it.next().unwrap().unwrap_err().to_string(), "t:9: boom");
+        assert_eq!(it.next().unwrap().unwrap_err(), "t:9: boom");
     }
 }
