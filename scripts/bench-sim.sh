@@ -124,7 +124,8 @@ measure() {
     local tool=$1 trace=$2 policy=$3 mib=$4 params=${5:-} out miss
     if [[ $tool == hearth ]]; then
         out=$(run "$hearth" sim "$trace" -p "$policy" -s "${mib}MiB" --threads 1 -q --csv)
-        miss=$(echo "$out" | awk -F, '$2 ~ /^[A-Z0-9]+$/ && $4 > 0 {printf "%.4f", 1 - $6}')
+        miss=$(echo "$out" | awk -F, '$1 == "trace" {for (c = 1; c <= NF; c++) if ($c == "miss_ratio") col = c; next}
+            col && NF > 1 {printf "%.4f", $col}')
     else
         # cachesim writes a result/ directory into its working directory.
         out=$(cd "$WORK" && run "$cachesim" "$trace" oracleGeneralBin "$policy" "${mib}MB" ${params:+-e "$params"})
@@ -139,7 +140,13 @@ printf '%-28s %-32s %7s %2s | %-17s %-17s %6s | %-10s %-10s | %-8s %-8s\n' \
     trace "policy (hearth @ cachesim)" cache n "hearth cpu min/med" "cachesim cpu min/med" ratio \
     "hearth RSS" "cs RSS" "miss" "cs miss"
 for trace in "${traces[@]}"; do
-    footprint=$("$hearth" trace stats "$trace" --json -q | python3 -c 'import json,sys; print(json.load(sys.stdin)["footprint_bytes"])')
+    # A 50 M-request trace's stats pass takes minutes: its footprint is kept in $WORK.
+    cached="$WORK/$(basename "$trace").footprint"
+    if [[ ! -s "$cached" || "$trace" -nt "$cached" ]]; then
+        "$hearth" trace stats "$trace" --json -q |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["footprint_bytes"])' >"$cached"
+    fi
+    footprint=$(cat "$cached")
     mib=$(python3 -c "print(max(1, round($footprint * $SIZE_SHARE / 2**20)))")
     : >"$WORK/ratios.txt"
     for entry in $POLICIES; do
