@@ -124,8 +124,10 @@ measure() {
     local tool=$1 trace=$2 policy=$3 mib=$4 params=${5:-} out miss
     if [[ $tool == hearth ]]; then
         out=$(run "$hearth" sim "$trace" -p "$policy" -s "${mib}MiB" --threads 1 -q --csv)
-        miss=$(echo "$out" | awk -F, '$1 == "trace" {for (c = 1; c <= NF; c++) if ($c == "miss_ratio") col = c; next}
-            col && NF > 1 {printf "%.4f", $col}')
+        # A spec's label may hold commas (quoted): read it as CSV.
+        miss=$(echo "$out" | grep -v '^TIME' | python3 -c 'import csv, sys
+row = list(csv.DictReader(sys.stdin))[-1]
+print("%.4f" % float(row["miss_ratio"]))')
     else
         # cachesim writes a result/ directory into its working directory.
         out=$(cd "$WORK" && run "$cachesim" "$trace" oracleGeneralBin "$policy" "${mib}MB" ${params:+-e "$params"})
