@@ -20,7 +20,7 @@
 #             Default: every policy both tools have (see ALL below).
 #   TOP       the ten most used policies, which get ROUNDS_TOP rounds
 #             (default "lru fifo clock arc lfu s3fifo sieve 2q slru lirs",
-#             matched against the policy's name before any ':')
+#             matched against the policy's name before any ':'; empty: none)
 #   ROUNDS_TOP  rounds for TOP policies (default 3)
 #   ROUNDS_REST rounds for the others (default 1)
 #   TRACES    which traces: "bundled", "zipf" or both (default "bundled zipf")
@@ -61,7 +61,7 @@ ALL="lru fifo clock arc lfu s3fifo sieve 2q:sizing=bytes@twoq slru lirs
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="${WORK:-/tmp/hearth-bench-sim}"
 POLICIES="${POLICIES:-$ALL}"
-TOP="${TOP:-lru fifo clock arc lfu s3fifo sieve 2q slru lirs}"
+TOP="${TOP-lru fifo clock arc lfu s3fifo sieve 2q slru lirs}"
 ROUNDS_TOP="${ROUNDS_TOP:-3}"
 ROUNDS_REST="${ROUNDS_REST:-1}"
 TRACES="${TRACES:-bundled zipf}"
