@@ -169,6 +169,7 @@ impl Policy for Car {
     fn contains(&self, key: Key) -> bool {
         self.index.get(&key).is_some_and(|&i| matches!(self.slab.get(i).at, Where::T1 | Where::T2))
     }
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&i) = self.index.get(&a.key) else { return false };
         let b1 = self.bytes[Where::B1 as usize];

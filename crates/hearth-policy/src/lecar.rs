@@ -183,6 +183,13 @@ impl Policy for LeCaR {
     fn contains(&self, key: Key) -> bool {
         matches!(self.index.get(&key), Some(Slot::Resident(_)))
     }
+    fn warm(&self, key: Key) {
+        match self.index.get(&key) {
+            Some(&Slot::Resident(i)) => self.items.prefetch(i),
+            Some(&Slot::Ghost(g)) => self.ghosts.prefetch(g),
+            None => {}
+        }
+    }
     fn lookup(&mut self, a: &Access) -> bool {
         match self.index.get(&a.key).copied() {
             None => false,

@@ -24,17 +24,20 @@
 //! popularity. The sweep is O(n) once per N requests: pick N at least the
 //! number of items the cache holds to keep it O(1) amortized.
 //!
-//! Items sit in a binary min-heap keyed by (priority, stamp). A hit pushes a
-//! fresh entry instead of moving the old one; stale entries are recognised by
-//! their stamp and skipped, and the heap is compacted in place when stale
-//! entries outnumber live ones. That keeps every request O(log n) amortized
-//! with no allocation once the heap has grown.
+//! Items sit in FIFO lists, one per priority (a "bucket"), oldest first, as
+//! libCacheSim's per-frequency lists; a map finds a priority's bucket and a
+//! min-heap of bucket priorities finds the lowest. A hit moves its item from
+//! one bucket's list to the tail of another's: O(1), plus O(log b) to queue
+//! a new priority, b the buckets (a few thousand where items number
+//! millions, so the heap stays in the CPU cache). A bucket leaves the map when
+//! it empties; its heap entry is skipped when it surfaces, and the heap is
+//! rebuilt from the map when stale entries outnumber live ones.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, Policy, Slab};
+use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
 
 /// How counts lose weight over time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,17 +69,15 @@ impl std::str::FromStr for Aging {
     }
 }
 
-/// Stamp of a slab slot that is free: matches no heap entry.
-const FREED: u64 = u64::MAX;
-
 #[derive(Clone, Copy)]
 struct Entry {
     key: Key,
     size: u32,
     count: u64,
-    /// What eviction orders by (see [`Aging`]).
+    /// What eviction orders by (see [`Aging`]); names the item's bucket.
     priority: u64,
-    /// Identifies the one heap entry that is current for this item.
+    /// When the item reached its priority: orders a bucket's list, and the
+    /// merged buckets after a halving.
     stamp: u64,
 }
 
@@ -93,8 +94,11 @@ pub struct Lfu {
     until_halving: u64,
     index: KeyMap<u32>,
     slab: Slab<Entry>,
-    /// (priority, stamp, slot), smallest first.
-    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Each priority held by a resident item: its items, oldest first.
+    buckets: KeyMap<List>,
+    /// Priorities of `buckets`, smallest first; also stale ones of buckets
+    /// that emptied since, skipped when they surface.
+    priorities: BinaryHeap<Reverse<u64>>,
 }
 
 impl Lfu {
@@ -112,72 +116,97 @@ impl Lfu {
             },
             index: key_map(1024),
             slab: Slab::default(),
-            heap: BinaryHeap::new(),
+            buckets: key_map(64),
+            priorities: BinaryHeap::new(),
         }
     }
 
-    /// The lowest resident priority (the last victim's in an empty cache),
-    /// dropping stale heap entries on the way.
-    fn lowest_priority(&mut self) -> u64 {
-        while let Some(&Reverse((priority, stamp, i))) = self.heap.peek() {
-            if self.slab.get(i).stamp == stamp {
-                return priority;
+    /// The lowest priority a resident item has, dropping stale heap entries
+    /// on the way; `None` in an empty cache.
+    fn lowest_bucket(&mut self) -> Option<u64> {
+        while let Some(&Reverse(priority)) = self.priorities.peek() {
+            if self.buckets.contains_key(&priority) {
+                return Some(priority);
             }
-            self.heap.pop();
+            self.priorities.pop();
         }
-        self.floor
+        None
     }
 
-    /// The priority of slot `i` after an insert (`hit` false) or a hit.
-    fn reprioritise(&mut self, i: u32, hit: bool) {
-        let priority = match self.aging {
+    /// The priority of slot `i` after an insert (`hit` false) or a hit,
+    /// worked out while a hit item still sits in its bucket (the additive
+    /// floor may be its own priority).
+    fn next_priority(&mut self, i: u32, hit: bool) -> u64 {
+        match self.aging {
             Aging::None | Aging::Halve(_) => self.slab.get(i).count,
             Aging::Dynamic => self.floor + self.slab.get(i).count,
             Aging::DynamicAdditive => {
                 // A hit on the lowest item doubles it: priorities can grow
                 // exponentially, so they saturate.
-                let floor = if self.has_evicted { self.lowest_priority() } else { 0 };
+                let floor = if self.has_evicted { self.lowest_bucket().unwrap_or(self.floor) } else { 0 };
                 if hit {
                     self.slab.get(i).priority.saturating_add(floor)
                 } else {
                     floor.saturating_add(1)
                 }
             }
-        };
-        self.slab.get_mut(i).priority = priority;
-    }
-
-    /// Halves every resident count and rebuilds the heap in place; items
-    /// keep their stamps, so ties still go to the longest-standing entry.
-    fn halve_counts(&mut self) {
-        let mut entries = std::mem::take(&mut self.heap).into_vec();
-        entries.retain_mut(|Reverse((priority, stamp, i))| {
-            let e = self.slab.get_mut(*i);
-            if e.stamp != *stamp {
-                return false;
-            }
-            e.count = (e.count / 2).max(1);
-            e.priority = e.count;
-            *priority = e.count;
-            true
-        });
-        self.heap = BinaryHeap::from(entries);
-    }
-
-    /// Gives slot `i` a new heap entry for its current count.
-    fn enqueue(&mut self, i: u32) {
-        let stamp = self.next_stamp;
-        self.next_stamp += 1;
-        self.slab.get_mut(i).stamp = stamp;
-        self.heap.push(Reverse((self.slab.get(i).priority, stamp, i)));
-        if self.heap.len() > 2 * self.index.len() + 64 {
-            let slab = &self.slab;
-            self.heap.retain(|Reverse((_, stamp, i))| slab.get(*i).stamp == *stamp);
         }
     }
 
+    /// Halves every resident count and rebuilds the buckets; items keep
+    /// their stamps, so ties still go to the longest-standing one. O(n log n)
+    /// once per halving period.
+    fn halve_counts(&mut self) {
+        let mut residents: Vec<(u64, u64, u32)> = self
+            .index
+            .values()
+            .map(|&i| {
+                let e = self.slab.get_mut(i);
+                e.count = (e.count / 2).max(1);
+                e.priority = e.count;
+                (e.count, e.stamp, i)
+            })
+            .collect();
+        residents.sort_unstable();
+        self.buckets.clear();
+        self.priorities.clear();
+        for (_, _, i) in residents {
+            self.append(i);
+        }
+    }
+
+    /// Puts slot `i` at the tail of its priority's bucket.
+    fn append(&mut self, i: u32) {
+        let priority = self.slab.get(i).priority;
+        let bucket = self.buckets.entry(priority).or_insert_with(|| {
+            self.priorities.push(Reverse(priority));
+            List::new()
+        });
+        self.slab.push_back(bucket, i);
+        if self.priorities.len() > 2 * self.buckets.len() + 64 {
+            self.priorities = self.buckets.keys().map(|&p| Reverse(p)).collect();
+        }
+    }
+
+    /// Takes slot `i` out of its bucket, dropping the bucket if it empties.
+    fn detach(&mut self, i: u32) {
+        let priority = self.slab.get(i).priority;
+        let bucket = self.buckets.get_mut(&priority).expect("a resident item's bucket exists");
+        self.slab.unlink(bucket, i);
+        if bucket.is_empty() {
+            self.buckets.remove(&priority);
+        }
+    }
+
+    /// Gives slot `i` its place for its current priority, as the newest there.
+    fn enqueue(&mut self, i: u32) {
+        self.slab.get_mut(i).stamp = self.next_stamp;
+        self.next_stamp += 1;
+        self.append(i);
+    }
+
     fn release(&mut self, i: u32) -> Entry {
-        self.slab.get_mut(i).stamp = FREED;
+        self.detach(i);
         let e = self.slab.release(i);
         self.used -= u64::from(e.size);
         e
@@ -194,6 +223,7 @@ impl Policy for Lfu {
         }
     }
     indexed_residency!();
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         if let Aging::Halve(every) = self.aging {
             self.until_halving -= 1;
@@ -204,32 +234,31 @@ impl Policy for Lfu {
         }
         let Some(&i) = self.index.get(&a.key) else { return false };
         self.slab.get_mut(i).count += 1;
-        self.reprioritise(i, true);
+        let priority = self.next_priority(i, true);
+        self.detach(i);
+        self.slab.get_mut(i).priority = priority;
         self.enqueue(i);
         true
     }
     fn insert(&mut self, a: &Access, evicted: &mut Vec<Key>) {
         self.make_room(a, evicted);
-        let i = self.slab.alloc(Entry { key: a.key, size: a.size, count: 1, priority: 0, stamp: FREED });
-        self.reprioritise(i, false);
+        let i = self.slab.alloc(Entry { key: a.key, size: a.size, count: 1, priority: 0, stamp: 0 });
+        let priority = self.next_priority(i, false);
+        self.slab.get_mut(i).priority = priority;
         self.index.insert(a.key, i);
         self.used += u64::from(a.size);
         self.enqueue(i);
     }
     fn evict(&mut self, _now: &Access) -> Option<Key> {
-        while let Some(Reverse((priority, stamp, i))) = self.heap.pop() {
-            if self.slab.get(i).stamp != stamp {
-                continue; // superseded by a later hit, or already gone
-            }
-            if matches!(self.aging, Aging::Dynamic | Aging::DynamicAdditive) {
-                self.floor = priority;
-            }
-            self.has_evicted = true;
-            let e = self.release(i);
-            self.index.remove(&e.key);
-            return Some(e.key);
+        let priority = self.lowest_bucket()?;
+        let i = self.buckets[&priority].head().expect("buckets in the map are not empty");
+        if matches!(self.aging, Aging::Dynamic | Aging::DynamicAdditive) {
+            self.floor = priority;
         }
-        None
+        self.has_evicted = true;
+        let e = self.release(i);
+        self.index.remove(&e.key);
+        Some(e.key)
     }
     fn remove(&mut self, key: Key) -> bool {
         let Some(i) = self.index.remove(&key) else { return false };

@@ -118,6 +118,7 @@ impl Policy for Slru {
         format!("SLRU-{}", self.segments.len())
     }
     indexed_residency!();
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&i) = self.index.get(&a.key) else { return false };
         let top = self.segments.len() - 1;
