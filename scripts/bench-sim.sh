@@ -56,7 +56,7 @@ ALL="lru fifo clock arc lfu s3fifo sieve 2q:sizing=bytes@twoq slru lirs
      lfuda:formula=additive@lfuda opt@belady qdlp clock2qplus random gdsf
      hyperbolic beladysize@beladySize lruk@lru-k wtinylfu:freq=exact@wtinyLFU
      lhd cacheus clockpro lruprob@lru-prob size randomtwo@randomTwo
-     randomlru@RandomLRU"
+     randomlru@RandomLRU fifomerge@fifo-merge s3fifod"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="${WORK:-/tmp/hearth-bench-sim}"
