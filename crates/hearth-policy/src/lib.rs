@@ -105,6 +105,7 @@ mod fifo;
 mod fifomerge;
 mod gdsf;
 mod hyperbolic;
+mod learned;
 mod lecar;
 mod lfu;
 mod lhd;
@@ -142,6 +143,9 @@ pub use fifo::Fifo;
 pub use fifomerge::{FifoMerge, Retain as FifoMergeRetain};
 pub use gdsf::Gdsf;
 pub use hyperbolic::Hyperbolic;
+pub use learned::glcache::GlCache;
+pub use learned::lrb::{Lrb, Objective as LrbObjective, Window as LrbWindow};
+pub use learned::Training;
 pub use lecar::LeCaR;
 pub use lfu::{Aging, Lfu};
 pub use lhd::Lhd;
@@ -193,8 +197,10 @@ enum Group {
     /// this rank's order.
     Classic(u8),
     Modern,
+    /// Trains a model while it runs (see [`learned`]).
+    Learned,
 }
-use Group::{Classic, Modern};
+use Group::{Classic, Learned, Modern};
 
 /// Families of policies, for grouping results (one panel each in a crowded
 /// miss-ratio plot), in the order they are best shown.
@@ -202,8 +208,9 @@ const RECENCY: &str = "Recency: LRU and kin";
 const FREQUENCY: &str = "Frequency";
 const FIFO_BASED: &str = "FIFO-based: quick demotion, lazy promotion";
 const ADAPTIVE: &str = "Adaptive";
+const LEARNED: &str = "Learned: models trained during the run";
 const OFFLINE_BOUNDS: &str = "Offline bounds";
-const FAMILIES: &[&str] = &[RECENCY, FREQUENCY, FIFO_BASED, ADAPTIVE, OFFLINE_BOUNDS];
+const FAMILIES: &[&str] = &[RECENCY, FREQUENCY, FIFO_BASED, ADAPTIVE, LEARNED, OFFLINE_BOUNDS];
 
 const REGISTRY: &[Entry] = &[
     Entry { name: "lru", params: &[], group: Classic(1), family: RECENCY, offline: false, about: "least recently used", build: |c, _| Ok(Box::new(Lru::new(c))) },
@@ -242,6 +249,8 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "crlfu", params: &[], group: Modern, family: FREQUENCY, offline: false, about: "CR-LFU (libCacheSim's, Cacheus' churn-resistant expert): least frequently used, the newest arrival at the lowest count first, O(1)", build: |c, _| Ok(Box::new(CrLfu::new(c))) },
     Entry { name: "fifomerge", params: &["exam", "keep", "retain", "seed"], group: Modern, family: FIFO_BASED, offline: false, about: "FIFO-Merge (libCacheSim's): a FIFO whose evictions examine exam items (100) at a time from where the last stopped and evict all but the keep + 1 (50) worth most; retain=freq (hits + a seeded tie-breaking draw, per byte; default) or recency, seed=S as libCacheSim", build: |c, p| Ok(Box::new(FifoMerge::new(c, p.get("exam", 100)?, p.get("keep", 50)?, p.get("retain", FifoMergeRetain::Frequency)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     Entry { name: "s3fifod", params: &["small", "threshold"], group: Modern, family: FIFO_BASED, offline: false, about: "S3-FIFO-d (libCacheSim's): S3-FIFO whose small (small x capacity, 0.1) and main 2-bit CLOCK queues trade bytes by which one's recent victims are requested again; threshold small-queue hits promote (1)", build: |c, p| Ok(Box::new(S3FifoD::new(c, p.get("small", 0.1)?, p.get("threshold", 1)?)?)) },
+    Entry { name: "glcache", params: &["segment", "rank", "retrain"], group: Learned, family: LEARNED, offline: false, about: "GL-Cache (Yang et al.): objects written in segments of segment objects (100); gradient-boosted trees learn segment utility from sampled segments, retrained after every retrain x capacity bytes evicted (1); eviction merges the lowest predicted segment with the next, keeping half their objects, re-ranked after rank of the segments (0.02); FIFO merges before the first model", build: |c, p| Ok(Box::new(GlCache::new(c, p.get("segment", 100)?, p.get("rank", 0.02)?, p.get("retrain", 1.0)?)?)) },
+    Entry { name: "lrb", params: &["window", "batch", "objective", "seed"], group: Learned, family: LEARNED, offline: false, about: "LRB (Song et al.): gradient-boosted trees predict each object's next-request distance from its past gaps, trained every batch labelled samples (16384); evict the furthest of 64 sampled residents, or the LRU one once unrequested for the memory window (window=N requests, or auto: 4 x the requests to fill the cache); LRU before the first model; objective=bytes (libCacheSim's) or objects (x size); seeded (seed=S)", build: |c, p| Ok(Box::new(Lrb::new(c, p.get("window", LrbWindow::Auto)?, p.get("batch", 16384)?, p.get("objective", LrbObjective::Bytes)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     // registry: add policies above this line
 ];
 
@@ -326,10 +335,12 @@ mod tests {
     fn groups_partition_the_registry() {
         let classic = specs("classic");
         let modern = specs("modern");
+        let learned = specs("learned");
         assert_eq!(classic, ["lru", "fifo", "clock", "lfu", "slru", "2q", "arc", "lirs", "fbr", "mq", "opt"]);
+        assert_eq!(learned, ["glcache", "lrb"]);
         assert_eq!(specs("ALL"), names());
-        assert_eq!(classic.len() + modern.len(), names().len());
-        assert!(modern.iter().all(|n| !classic.contains(n)));
+        assert_eq!(classic.len() + modern.len() + learned.len(), names().len());
+        assert!(modern.iter().all(|n| !classic.contains(n) && !learned.contains(n)));
         for n in
             ["s3fifo", "sieve", "wtinylfu", "lruk", "gdsf", "mru", "lfuda", "clock2qplus", "beladysize", "clockpro"]
         {

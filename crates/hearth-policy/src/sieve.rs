@@ -125,7 +125,7 @@ mod tests {
         assert_eq!(request(&mut sieve, 4).1, vec![2]);
         assert!(sieve.remove(3));
         // It moved on to 4, which is unvisited.
-        assert_eq!(request(&mut sieve, 5).1, vec![]);
+        assert_eq!(request(&mut sieve, 5).1, Vec::<Key>::new());
         assert_eq!(request(&mut sieve, 6).1, vec![4]);
     }
 }

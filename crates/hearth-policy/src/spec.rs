@@ -9,7 +9,7 @@
 //! `name[:key=value,...][+admission[:key=value,...]]`, names case-blind. In a
 //! list, a piece with `=` but no `:` is one more parameter of the part before
 //! it when that part has a `:` (`lru,mq:m=8,lifetime=5000` is `lru` and
-//! `mq:m=8,lifetime=5000`), and a group name (`classic`, `modern`, `all`)
+//! `mq:m=8,lifetime=5000`), and a group name (`classic`, `modern`, `learned`, `all`)
 //! stands for its policies.
 
 use std::fmt;
@@ -315,7 +315,7 @@ impl PolicyList {
 
 /// The groups a policy list may name, each with its policies in order.
 pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
-    ["classic", "modern", "all"]
+    ["classic", "modern", "learned", "all"]
         .into_iter()
         .map(|group| {
             let rows = group_rows(group).expect("a known group");
@@ -325,8 +325,9 @@ pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
 }
 
 /// The rows of a group, in the order it lists them: `classic` (LRU … MQ,
-/// then OPT, as Hearth started), `modern` (every other policy, registry
-/// order), `all` (registry order).
+/// then OPT, as Hearth started), `modern` (every other policy that does not
+/// learn, registry order), `learned` (those that train a model), `all`
+/// (registry order).
 fn group_rows(name: &str) -> Option<Vec<usize>> {
     let rows = 0..REGISTRY.len();
     match name {
@@ -334,13 +335,14 @@ fn group_rows(name: &str) -> Option<Vec<usize>> {
             let mut classic: Vec<(u8, usize)> = rows
                 .filter_map(|row| match REGISTRY[row].group {
                     Group::Classic(rank) => Some((rank, row)),
-                    Group::Modern => None,
+                    Group::Modern | Group::Learned => None,
                 })
                 .collect();
             classic.sort_unstable();
             Some(classic.into_iter().map(|(_, row)| row).collect())
         }
         "modern" => Some(rows.filter(|&row| REGISTRY[row].group == Group::Modern).collect()),
+        "learned" => Some(rows.filter(|&row| REGISTRY[row].group == Group::Learned).collect()),
         "all" => Some(rows.collect()),
         _ => None,
     }

@@ -270,7 +270,7 @@ mod tests {
         assert_eq!((place(&c, 1), c.slab.get(c.index[&1]).demoted), (Place::Sr, true));
         assert_eq!(c.demoted, 1);
         // 4, 5 and 6 enter SR, pushing 1 (demoted) then 4 (new) out to H.
-        assert_eq!(request(&mut c, 4).1, vec![]);
+        assert_eq!(request(&mut c, 4).1, Vec::<Key>::new());
         assert_eq!(request(&mut c, 5).1, vec![1]);
         assert_eq!(c.demoted, 0);
         assert_eq!(request(&mut c, 6).1, vec![4]);

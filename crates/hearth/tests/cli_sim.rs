@@ -362,7 +362,8 @@ fn policies_lists_the_groups_a_policy_list_may_name() {
     };
     let all = group("all");
     assert_eq!(all, names.iter().filter(|n| !n.starts_with('+')).map(|n| n.to_string()).collect::<Vec<_>>());
-    let (classic, modern) = (group("classic"), group("modern"));
+    let (classic, modern, learned) = (group("classic"), group("modern"), group("learned"));
     assert!(classic.iter().any(|p| p == "lru") && modern.iter().any(|p| p == "s3fifo"), "{groups}");
-    assert_eq!(classic.len() + modern.len(), all.len(), "classic and modern partition all");
+    assert_eq!(learned, ["glcache", "lrb"], "{groups}");
+    assert_eq!(classic.len() + modern.len() + learned.len(), all.len(), "classic, modern and learned partition all");
 }
