@@ -66,10 +66,10 @@ pub struct SimArgs {
     #[arg(long, hide = true, conflicts_with = "window_plot",
           value_parser = units::renamed_plot("--interval-plot", "--window-plot"))]
     interval_plot: Option<PathBuf>,
-    /// Prefetch with SPEC (`obl`, `pg`, `mithril`, or another of `hearth prefetch schemes`),
+    /// Prefetch with SCHEME (`obl`, `pg`, `mithril`, or another of `hearth prefetch schemes`),
     /// inserting prefetched objects into the cache itself as libCacheSim's `cachesim --prefetch`
     /// does (a hit on one is a hit); the results add prefetch counts.
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SCHEME")]
     prefetch: Option<String>,
     #[command(flatten)]
     quiet: Quiet,
