@@ -85,14 +85,14 @@ fn guarded_crates_reach_neither_the_simulator_nor_the_trace_readers() {
 }
 
 /// The check can fail: it sees direct edges (the simulator reads traces)
-/// and edges through other crates (the CLI reaches the NBD codec only
-/// through the client and the server).
+/// and edges through other crates (the CLI reaches the estimators only
+/// through the simulator and the crates that use them).
 #[test]
 fn the_graph_has_direct_and_transitive_edges() {
     let graph = workspace_graph();
     let from_sim = reachable(&graph, "hearth-sim");
     assert_eq!(from_sim.get("hearth-trace").map(Vec::len), Some(2), "hearth-sim -> hearth-trace");
     let from_cli = reachable(&graph, "hearth");
-    let to_nbd = from_cli.get("hearth-nbd").expect("the CLI reaches hearth-nbd");
-    assert!(to_nbd.len() > 2, "through another crate: {to_nbd:?}");
+    let to_estimate = from_cli.get("hearth-estimate").expect("the CLI reaches hearth-estimate");
+    assert!(to_estimate.len() > 2, "through another crate: {to_estimate:?}");
 }
