@@ -168,7 +168,7 @@ def policies() -> "pd.DataFrame":
 
 def sim(
     trace: Union[TraceLike, Sequence[TraceLike]],
-    policies: Union[PolicyLike, Sequence[PolicyLike]] = "all",
+    policies: Union[PolicyLike, Sequence[PolicyLike]] = "classic,modern",
     sizes: SizesLike = "1%,5%,10%,25%",
     *,
     mode: Optional[str] = None,
@@ -194,6 +194,9 @@ def sim(
             file first, in pieces), a ``synth:`` workload, or a list of them.
         policies: spec strings (``"lru"``, ``"lru,arc"``, ``"mq:m=8"``,
             ``"all"``) and/or Python policy classes (see :class:`hearth.Policy`).
+            The default, ``"classic,modern"``, is every policy but the
+            ``learned`` ones, which train models during the run (minutes
+            on the bundled trace).
         sizes: ``"1%,5%"`` (share of footprint), ``"64MiB"``, ``"5000blocks"``,
             ``"128MiB..1GiB/128MiB"``, ints (bytes), floats in (0, 1] (shares),
             or a list of these.
