@@ -41,7 +41,10 @@ fn main() {
     }
     let footprint: u64 = footprint.values().sum();
     println!("{path}: {} requests, footprint {footprint} bytes", trace.len());
-    println!("{:<10} {:>12} {:>10} {:>7} {:>9} {:>10} {:>8}", "policy", "cache bytes", "miss ratio", "models", "rows", "training s", "run s");
+    println!(
+        "{:<10} {:>12} {:>10} {:>7} {:>9} {:>10} {:>8}",
+        "policy", "cache bytes", "miss ratio", "models", "rows", "training s", "run s"
+    );
     for size in sizes {
         let capacity = match size.strip_suffix('%') {
             Some(p) => (footprint as f64 * p.parse::<f64>().expect("a share") / 100.0) as u64,
@@ -50,7 +53,13 @@ fn main() {
         for name in ["lru", "arc"] {
             let started = Instant::now();
             let ratio = run(&mut *hearth_policy::build(name, capacity).unwrap(), &trace);
-            println!("{name:<10} {capacity:>12} {ratio:>10.4} {:>7} {:>9} {:>10} {:>8.2}", "-", "-", "-", started.elapsed().as_secs_f64());
+            println!(
+                "{name:<10} {capacity:>12} {ratio:>10.4} {:>7} {:>9} {:>10} {:>8.2}",
+                "-",
+                "-",
+                "-",
+                started.elapsed().as_secs_f64()
+            );
         }
         let report = |name: &str, ratio: f64, t: Training, started: Instant| {
             println!(
@@ -66,7 +75,9 @@ fn main() {
         let ratio = run(&mut gl, &trace);
         report("glcache", ratio, gl.training(), started);
         let started = Instant::now();
-        let mut lrb = Lrb::new(capacity, LrbWindow::Auto, 16384, LrbObjective::Bytes, hearth_policy::admission::DEFAULT_SEED).unwrap();
+        let mut lrb =
+            Lrb::new(capacity, LrbWindow::Auto, 16384, LrbObjective::Bytes, hearth_policy::admission::DEFAULT_SEED)
+                .unwrap();
         let ratio = run(&mut lrb, &trace);
         report("lrb", ratio, lrb.training(), started);
     }

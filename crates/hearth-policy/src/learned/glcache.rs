@@ -153,13 +153,19 @@ impl GlCache {
     /// bytes are evicted (1).
     pub fn new(capacity: u64, segment: usize, rank: f64, retrain: f64) -> Result<Self, SpecError> {
         if !(MERGED..=1 << 20).contains(&segment) {
-            return Err(SpecError::range("glcache", format!("segment must be between {MERGED} and 1048576 objects, got {segment}")));
+            return Err(SpecError::range(
+                "glcache",
+                format!("segment must be between {MERGED} and 1048576 objects, got {segment}"),
+            ));
         }
         if !(rank > 0.0 && rank <= 1.0) {
             return Err(SpecError::range("glcache", format!("rank must be in (0, 1], got {rank}")));
         }
         if !(retrain > 0.0 && retrain.is_finite()) {
-            return Err(SpecError::range("glcache", format!("retrain must be a positive number of cache sizes, got {retrain}")));
+            return Err(SpecError::range(
+                "glcache",
+                format!("retrain must be a positive number of cache sizes, got {retrain}"),
+            ));
         }
         Ok(GlCache {
             capacity,
@@ -178,7 +184,15 @@ impl GlCache {
             ranked_next: 0,
             fifo_next: None,
             snapshot: None,
-            model: Model::new(TreeParams { iterations: 20, max_depth: 6, learning_rate: 0.3, bins: 64, subsample: 1.0, colsample: 1.0, seed: 0 }),
+            model: Model::new(TreeParams {
+                iterations: 20,
+                max_depth: 6,
+                learning_rate: 0.3,
+                bins: 64,
+                subsample: 1.0,
+                colsample: 1.0,
+                seed: 0,
+            }),
             now: 0,
             window_requests: 0,
             window_misses: 0,
@@ -205,7 +219,15 @@ impl GlCache {
         let generation = s.generation.wrapping_add(1);
         let mut objects = std::mem::take(&mut s.objects);
         objects.clear();
-        *s = Segment { objects, created: self.now, miss_ratio: self.miss_ratio, prev: NIL, next: NIL, generation, ..Segment::default() };
+        *s = Segment {
+            objects,
+            created: self.now,
+            miss_ratio: self.miss_ratio,
+            prev: NIL,
+            next: NIL,
+            generation,
+            ..Segment::default()
+        };
         self.segment_count += 1;
         id
     }
@@ -313,7 +335,9 @@ impl GlCache {
     /// the FIFO hand's, else the oldest.
     fn next_victim(&mut self) -> u32 {
         let fifo = match self.fifo_next {
-            Some((id, generation)) if self.segments[id as usize].generation == generation && self.starts_group(id) => id,
+            Some((id, generation)) if self.segments[id as usize].generation == generation && self.starts_group(id) => {
+                id
+            }
             _ => self.head,
         };
         if !self.model.is_trained() {
@@ -480,7 +504,14 @@ impl Policy for GlCache {
         }
         let s = &mut self.segments[self.tail as usize];
         self.index.insert(a.key, Slot { segment: self.tail, position: s.objects.len() as u32 });
-        s.objects.push(Object { key: a.key, size: a.size, last_request: self.now, dead: false, active: false, credited: false });
+        s.objects.push(Object {
+            key: a.key,
+            size: a.size,
+            last_request: self.now,
+            dead: false,
+            active: false,
+            credited: false,
+        });
         s.live += 1;
         s.bytes += u64::from(a.size);
         self.used += u64::from(a.size);
@@ -575,7 +606,10 @@ mod tests {
         let untrained = ratio(misses(&mut GlCache::new(1000, 10, 0.02, 1e9).unwrap(), &keys));
         assert!((lru - 0.75).abs() < 0.01, "LRU {lru}");
         assert!(learned.training().models >= 10, "{:?}", learned.training());
-        assert!(learned_ratio < 0.65 && learned_ratio < untrained - 0.05, "learned {learned_ratio}, untrained {untrained}, LRU {lru}");
+        assert!(
+            learned_ratio < 0.65 && learned_ratio < untrained - 0.05,
+            "learned {learned_ratio}, untrained {untrained}, LRU {lru}"
+        );
     }
 
     #[test]

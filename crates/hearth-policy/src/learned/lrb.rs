@@ -143,7 +143,13 @@ pub struct Lrb {
 }
 
 impl Lrb {
-    pub fn new(capacity: u64, window: Window, batch: usize, objective: Objective, seed: u64) -> Result<Self, SpecError> {
+    pub fn new(
+        capacity: u64,
+        window: Window,
+        batch: usize,
+        objective: Objective,
+        seed: u64,
+    ) -> Result<Self, SpecError> {
         if seed == 0 {
             return Err(SpecError::range("lrb", "seed must not be 0 (the generator would stay at 0)"));
         }

@@ -143,7 +143,11 @@ impl Model {
             .chunks_exact(x.features)
             .map(|row| {
                 booster.base_score
-                    + booster.trees.iter().map(|tree| tree.predict_row_from_row_slice(row, &booster.missing)).sum::<f64>()
+                    + booster
+                        .trees
+                        .iter()
+                        .map(|tree| tree.predict_row_from_row_slice(row, &booster.missing))
+                        .sum::<f64>()
             })
             .collect()
     }
