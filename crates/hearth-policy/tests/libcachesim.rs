@@ -294,6 +294,23 @@ fn miss_counts_match_libcachesim() {
 
 /// The specs named in HEARTH_LIBCACHESIM_ONLY (`;`-separated), each checked
 /// against both tests' lists: a typo fails rather than comparing nothing.
+/// The (Hearth spec, libCacheSim name) pairs of `compared` that
+/// HEARTH_LIBCACHESIM_ONLY selects (all without it); `None`, said on
+/// stdout, when it selects none of them.
+fn selected(compared: &[(&'static str, &'static str)]) -> Option<Vec<(&'static str, &'static str)>> {
+    let only = only();
+    let specs: Vec<_> = compared
+        .iter()
+        .copied()
+        .filter(|(spec, _)| only.as_ref().is_none_or(|only| only.iter().any(|o| o == spec)))
+        .collect();
+    if specs.is_empty() {
+        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs");
+        return None;
+    }
+    Some(specs)
+}
+
 fn only() -> Option<Vec<String>> {
     let only = std::env::var("HEARTH_LIBCACHESIM_ONLY").ok()?;
     let specs: Vec<String> = only.split(';').map(str::to_string).collect();
@@ -379,16 +396,7 @@ fn cachesim_ratios(bin: &Path, policy: &str, sizes: &str) -> Vec<f64> {
 /// it fails (.ci/run builds cachesim with scripts/build-cachesim.sh).
 #[test]
 fn miss_counts_match_libcachesim_cachesim() {
-    let only = only();
-    let specs: Vec<(&str, &str)> = CLI_COMPARED
-        .iter()
-        .copied()
-        .filter(|(spec, _)| only.as_ref().is_none_or(|only| only.iter().any(|o| o == spec)))
-        .collect();
-    if specs.is_empty() {
-        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs");
-        return;
-    }
+    let Some(specs) = selected(CLI_COMPARED) else { return };
     let Some(bin) = cachesim_binary() else { return };
     let sizes: Vec<u64> = (1..=8).map(|i| i * 128 * MIB).collect();
     let trace = load_oracle_general(&trace_path());
@@ -430,16 +438,7 @@ const STANDALONE_COMPARED: &[(&str, &str)] = &[("crlfu", "CR_LFU"), ("srlru", "S
 
 #[test]
 fn miss_counts_match_libcachesim_library() {
-    let only = only();
-    let specs: Vec<(&str, &str)> = STANDALONE_COMPARED
-        .iter()
-        .copied()
-        .filter(|(spec, _)| only.as_ref().is_none_or(|only| only.iter().any(|o| o == spec)))
-        .collect();
-    if specs.is_empty() {
-        println!("HEARTH_LIBCACHESIM_ONLY selects none of these specs");
-        return;
-    }
+    let Some(specs) = selected(STANDALONE_COMPARED) else { return };
     let Some(bin) = cachesim_binary() else { return };
     // .../src/libCacheSim/_build/bin/cachesim
     let build = bin.parent().and_then(Path::parent).expect("cachesim sits in _build/bin");
