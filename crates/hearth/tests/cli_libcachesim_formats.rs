@@ -16,49 +16,11 @@ mod cli_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cli_support::{hearth, path, shared, stdout};
+use cli_support::{cachesim, cachesim_lru_miss_ratios, hearth, path, shared, stdout};
 use hearth_trace::{open, Format, Request};
 use tempfile::TempDir;
 
 const MIB: u64 = 1 << 20;
-
-/// cachesim's path, or `None` (skipped) outside CI when it is not built.
-fn cachesim() -> Option<PathBuf> {
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    match std::env::var("LIBCACHESIM_CACHESIM") {
-        Ok(bin) => Some(PathBuf::from(bin)),
-        Err(_) => {
-            assert!(
-                !in_ci,
-                "LIBCACHESIM_CACHESIM is not set (CI=true requires it; scripts/build-cachesim.sh builds cachesim)"
-            );
-            println!("skipped: LIBCACHESIM_CACHESIM is not set (scripts/build-cachesim.sh builds cachesim)");
-            None
-        }
-    }
-}
-
-/// cachesim's LRU miss ratios for `trace` read as `trace_type` at `sizes`.
-fn theirs(cachesim: &Path, trace: &Path, trace_type: &str, sizes: &[u64], extra: &[&str]) -> Vec<f64> {
-    let scratch = TempDir::new().unwrap(); // cachesim writes a result/ directory where it runs
-    let sizes_arg = sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-    let out = Command::new(cachesim)
-        .current_dir(scratch.path())
-        .arg(trace)
-        .args([trace_type, "lru", &sizes_arg, "--num-thread", "1"])
-        .args(extra)
-        .output()
-        .expect("running cachesim");
-    assert!(out.status.success(), "cachesim failed: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let ratios: Vec<f64> = text
-        .lines()
-        .filter_map(|l| l.split("miss ratio ").nth(1))
-        .map(|r| r.split(',').next().unwrap().trim().parse().unwrap())
-        .collect();
-    assert_eq!(ratios.len(), sizes.len(), "cachesim output:\n{text}");
-    ratios
-}
 
 /// `hearth sim`'s LRU miss ratios for `trace` at `sizes` (with `extra` options).
 fn ours(trace: &Path, sizes: &[String], extra: &[&str]) -> Vec<f64> {
@@ -86,7 +48,7 @@ fn compare(
     sizes: &[u64],
     our_sizes: &[String],
 ) -> Vec<String> {
-    let theirs = theirs(cachesim, trace, trace_type, sizes, their_extra);
+    let theirs = cachesim_lru_miss_ratios(cachesim, trace, trace_type, sizes, their_extra);
     let ours = ours(trace, our_sizes, our_extra);
     assert_eq!(ours.len(), theirs.len(), "{label}");
     let mut failures = Vec::new();

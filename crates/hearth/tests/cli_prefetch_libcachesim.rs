@@ -15,11 +15,9 @@
 
 mod cli_support;
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::Path;
 
-use cli_support::{hearth, repo_file, stdout};
-use tempfile::TempDir;
+use cli_support::{cachesim, cachesim_lru_miss_ratios, hearth, repo_file, stdout};
 
 const MIB: u64 = 1 << 20;
 
@@ -36,39 +34,6 @@ const COMPARED: &[(&str, &str, &str)] = &[
         "rec-trigger=each_req,pf-list-size=3,cycle-time=1",
     ),
 ];
-
-fn cachesim() -> Option<PathBuf> {
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    match std::env::var("LIBCACHESIM_CACHESIM") {
-        Ok(bin) => Some(PathBuf::from(bin)),
-        Err(_) => {
-            assert!(
-                !in_ci,
-                "LIBCACHESIM_CACHESIM is not set (CI=true requires it; scripts/build-cachesim.sh builds cachesim)"
-            );
-            println!("skipped: LIBCACHESIM_CACHESIM is not set (scripts/build-cachesim.sh builds cachesim)");
-            None
-        }
-    }
-}
-
-/// cachesim's LRU miss ratios with `prefetcher` at `sizes`.
-fn theirs(cachesim: &PathBuf, trace: &str, sizes: &str, prefetcher: &str, params: &str) -> Vec<f64> {
-    let scratch = TempDir::new().unwrap(); // cachesim writes a result/ directory where it runs
-    let mut cmd = Command::new(cachesim);
-    cmd.current_dir(scratch.path()).args([trace, "oracleGeneral", "lru", sizes, "--num-thread", "1"]);
-    cmd.args(["--prefetch", prefetcher]);
-    if !params.is_empty() {
-        cmd.args(["--prefetch-params", params]);
-    }
-    let out = cmd.output().expect("running cachesim");
-    assert!(out.status.success(), "cachesim failed: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .filter_map(|l| l.split("miss ratio ").nth(1))
-        .map(|r| r.split(',').next().unwrap().trim().parse().unwrap())
-        .collect()
-}
 
 /// `hearth sim --prefetch`'s (miss ratio, prefetches) at `sizes`.
 fn ours(trace: &str, sizes: &str, spec: &str) -> Vec<(f64, u64)> {
@@ -92,7 +57,11 @@ fn prefetchers_match_libcachesims_cachesim() {
     let mut failures = Vec::new();
     println!("{:<58} {:>6} {:>8} {:>8} {:>10}", "prefetcher", "MiB", "hearth", "cachesim", "prefetches");
     for &(spec, name, params) in COMPARED {
-        let theirs = theirs(&cachesim, &trace, &sizes_arg, name, params);
+        let mut prefetcher = vec!["--prefetch", name];
+        if !params.is_empty() {
+            prefetcher.extend(["--prefetch-params", params]);
+        }
+        let theirs = cachesim_lru_miss_ratios(&cachesim, Path::new(&trace), "oracleGeneral", &sizes, &prefetcher);
         let ours = ours(&trace, &sizes_arg, spec);
         assert_eq!((theirs.len(), ours.len()), (sizes.len(), sizes.len()), "{spec}: one result per size");
         for ((&size, &their), &(our, prefetches)) in sizes.iter().zip(&theirs).zip(&ours) {

@@ -48,3 +48,50 @@ pub fn svg_texts(file: &Path) -> Vec<String> {
 pub fn float_ticks(texts: &[String]) -> Vec<&String> {
     texts.iter().filter(|t| t.parse::<f64>().is_ok() && t.contains('.') && t.ends_with('0')).collect()
 }
+
+/// libCacheSim's `cachesim` (a libCacheSim 0.3.5 build, scripts/build-cachesim.sh; path in
+/// `LIBCACHESIM_CACHESIM`), or `None` (skipped) outside CI when it is not built; under
+/// `CI=true` a missing one fails.
+pub fn cachesim() -> Option<PathBuf> {
+    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    match std::env::var("LIBCACHESIM_CACHESIM") {
+        Ok(bin) => Some(PathBuf::from(bin)),
+        Err(_) => {
+            assert!(
+                !in_ci,
+                "LIBCACHESIM_CACHESIM is not set (CI=true requires it; scripts/build-cachesim.sh builds cachesim)"
+            );
+            println!("skipped: LIBCACHESIM_CACHESIM is not set (scripts/build-cachesim.sh builds cachesim)");
+            None
+        }
+    }
+}
+
+/// cachesim's LRU miss ratios, one per size of `sizes`, for `trace` read as `trace_type`,
+/// with `extra` arguments (a prefetcher, trace options).
+pub fn cachesim_lru_miss_ratios(
+    cachesim: &Path,
+    trace: &Path,
+    trace_type: &str,
+    sizes: &[u64],
+    extra: &[&str],
+) -> Vec<f64> {
+    let scratch = tempfile::TempDir::new().unwrap(); // cachesim writes a result/ directory where it runs
+    let sizes_arg = sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let out = Command::new(cachesim)
+        .current_dir(scratch.path())
+        .arg(trace)
+        .args([trace_type, "lru", &sizes_arg, "--num-thread", "1"])
+        .args(extra)
+        .output()
+        .expect("running cachesim");
+    assert!(out.status.success(), "cachesim failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ratios: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split("miss ratio ").nth(1))
+        .map(|r| r.split(',').next().unwrap().trim().parse().unwrap())
+        .collect();
+    assert_eq!(ratios.len(), sizes.len(), "cachesim output:\n{text}");
+    ratios
+}
