@@ -95,22 +95,11 @@ impl Listener for UnixListener {
 /// TCP has), so a large reply took five waits for room, each a wake-up of
 /// the writer task and a short read for the client. The kernel doubles the
 /// value and caps it at net.core.wmem_max; TCP keeps its autotuning.
-const UNIX_SEND_BUFFER: libc::c_int = 1 << 20;
+const UNIX_SEND_BUFFER: usize = 1 << 20;
 
 fn widen_send_buffer(stream: &UnixStream) {
-    use std::os::fd::AsRawFd;
-    let size = UNIX_SEND_BUFFER;
-    // SAFETY: the descriptor is the open socket `stream` owns; the option's
-    // value is a c_int read for its size.
-    let _ = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    // Best effort, as before: a refused size leaves the default.
+    let _ = socket2::SockRef::from(stream).set_send_buffer_size(UNIX_SEND_BUFFER);
 }
 
 /// Binds a Unix socket at `path`. A socket file left by a server that has
