@@ -44,6 +44,17 @@ pub struct SimResult {
 }
 
 impl SimResult {
+    /// Counts one request of `size` bytes, a hit or a miss.
+    #[inline]
+    pub fn count(&mut self, size: u32, hit: bool) {
+        let size = u64::from(size);
+        self.requests += 1;
+        self.bytes += size;
+        if hit {
+            self.hits += 1;
+            self.hit_bytes += size;
+        }
+    }
     pub fn misses(&self) -> u64 {
         self.requests - self.hits
     }

@@ -101,13 +101,7 @@ pub fn simulate(
                 r.at_warmup = r.cache.stats().clone();
             }
             if seen > warmup {
-                let size = u64::from(a.size);
-                r.result.requests += 1;
-                r.result.bytes += size;
-                if hit {
-                    r.result.hits += 1;
-                    r.result.hit_bytes += size;
-                }
+                r.result.count(a.size, hit);
             }
         }
         if seen.is_multiple_of(1 << 16) {

@@ -96,14 +96,8 @@ impl Replayer {
             if self.seen <= self.counting.warmup {
                 continue;
             }
-            let size = u64::from(a.size);
             let r = &mut self.result;
-            r.requests += 1;
-            r.bytes += size;
-            if hit {
-                r.hits += 1;
-                r.hit_bytes += size;
-            }
+            r.count(a.size, hit);
             if let Some(every) = self.counting.interval {
                 self.window.0 += 1;
                 self.window.1 += u64::from(hit);
