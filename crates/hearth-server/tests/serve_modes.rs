@@ -8,8 +8,9 @@ mod serve_support;
 
 use std::io::{Read, Write};
 
+use hearth_core::Op;
 use serve_support::raw::*;
-use serve_support::{metric, scrape, start_disk};
+use serve_support::{metric, scrape, start_disk, start_disk_with};
 
 #[test]
 fn write_around_writes_drop_the_cached_block() {
@@ -55,14 +56,14 @@ fn the_access_log_records_every_client_request() {
     assert_eq!(metric(&page, "hearth_cache_hits_total{export=\"disk\"}"), 2.0, "two of the reads were hits");
     request(&mut s, 0, CMD_FLUSH, 3, 0, 0);
     assert_eq!(simple_reply(&mut s), (0, 3));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(["trace", "head", log.to_str().unwrap(), "-n", "10"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let requests: Vec<_> = text.lines().skip(1).map(|l| l.split_whitespace().nth(3).unwrap()).collect();
-    assert_eq!(requests, ["write", "read", "read", "read"], "every request, hits included:\n{text}");
+    // Read back by the trace reader `hearth trace head` uses.
+    let records: Vec<_> = hearth_trace::open(&log, None).unwrap().collect::<Result<_, _>>().unwrap();
+    let requests: Vec<_> = records.iter().map(|r| (r.op, r.offset)).collect();
+    assert_eq!(
+        requests,
+        [(Op::Write, 8192), (Op::Read, 8192), (Op::Read, 8192), (Op::Read, 1 << 20)],
+        "every request, hits included"
+    );
 }
 
 /// `POST /mode?{query}` on the metrics address: (status line, body).
@@ -104,7 +105,7 @@ fn pass_through_leaves_the_cache_empty() {
 #[test]
 fn switching_out_of_write_back_writes_dirty_data_back_first() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, disk) = start_disk(dir.path(), "4MiB", &["--write-back", "--admin"]);
+    let (server, disk) = start_disk_with(dir.path(), "4MiB", &["--write-back"], |s| s.admin = true);
     let url = server.metrics.clone().unwrap();
     let mut s = hello(server.tcp.unwrap(), 3);
     go(&mut s);
