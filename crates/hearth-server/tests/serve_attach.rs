@@ -9,9 +9,10 @@ mod serve_support;
 use std::path::Path;
 use std::process::Command;
 
+use hearth_server::config::{Config, ServerConfig, TlsMode};
 use rcgen::ExtendedKeyUsagePurpose;
 use serve_support::pki::Authority;
-use serve_support::{have, Server};
+use serve_support::{export, have, Server};
 
 /// The commands of the page's tested blocks, continuation lines joined.
 fn tested_commands(page: &str) -> Vec<String> {
@@ -50,14 +51,23 @@ fn the_attach_pages_commands_work_as_written() {
     ca.issue(&client_pki, "client", &["attach-client"], ExtendedKeyUsagePurpose::ClientAuth);
     let socket = dir.path().join("hearth.sock");
     let disk = dir.path().join("disk.img");
-    let export = ["--name", "disk", "--backend", "sparse", "--size", "16MiB", "--path", disk.to_str().unwrap()];
-    let listen = ["--listen", "127.0.0.1:0", "--unix", socket.to_str().unwrap()];
-    let plain = Server::start(&[&export[..], &listen[..]].concat(), &dir.path().join("plain.log"));
-    let tls_flags = ["--tls", "require", "--tls-verify-peer", "--tls-certificates", server_pki.to_str().unwrap()];
-    let tls = Server::start(
-        &[&export[..], &["--listen", "127.0.0.1:0"], &tls_flags[..]].concat(),
-        &dir.path().join("tls.log"),
-    );
+    let exports =
+        || vec![export("disk", &["--backend", "sparse", "--size", "16MiB", "--path", disk.to_str().unwrap()])];
+    let listen = vec!["127.0.0.1:0".to_string()];
+    let plain = Server::start(Config {
+        server: ServerConfig { listen: listen.clone(), unix: vec![socket.clone()], ..Default::default() },
+        exports: exports(),
+    });
+    let tls = Server::start(Config {
+        server: ServerConfig {
+            listen,
+            tls: TlsMode::Require,
+            tls_verify_peer: true,
+            tls_certificates: Some(server_pki.clone()),
+            ..Default::default()
+        },
+        exports: exports(),
+    });
 
     let mut ran = 0;
     for command in &commands {

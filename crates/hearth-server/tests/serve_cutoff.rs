@@ -6,8 +6,9 @@ mod serve_support;
 
 use std::net::TcpStream;
 
+use hearth_server::Config;
 use serve_support::raw::*;
-use serve_support::{metric, scrape, Server};
+use serve_support::{export, loopback, metric, scrape, Server};
 
 const MIB: u64 = 1 << 20;
 const HOT_START: u64 = 1024 * MIB;
@@ -23,11 +24,9 @@ fn read_hot_set(s: &mut TcpStream) {
 
 /// Misses of the hot set read again after a sequential pass over the export.
 fn hot_misses_after_a_scan(extra: &[&str]) -> (f64, f64) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = vec!["--name", "disk", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"];
-    args.extend(["--backend", "memory", "--size", "2GiB", "--cache-size", "128MiB", "--policy", "lru"]);
-    args.extend(extra);
-    let server = Server::start(&args, &dir.path().join("log"));
+    let mut flags = vec!["--backend", "memory", "--size", "2GiB", "--cache-size", "128MiB", "--policy", "lru"];
+    flags.extend(extra);
+    let server = Server::start(Config { server: loopback(), exports: vec![export("disk", &flags)] });
     let url = server.metrics.clone().unwrap();
     let misses = || metric(&scrape(&url), "hearth_cache_misses_total{export=\"disk\"}");
     let mut s = hello(server.tcp.unwrap(), 3);

@@ -10,7 +10,8 @@ mod serve_support;
 use std::path::Path;
 use std::process::Command;
 
-use serve_support::{metric, run, scrape, Server};
+use hearth_server::config::{Config, ServerConfig};
+use serve_support::{export, metric, run, scrape, Server};
 
 const SCRIPT: &str = r#"
 import json, sys, time
@@ -66,27 +67,24 @@ print(json.dumps({"client_misses": misses}))
 fn python_client_hints_drive_eviction_based_placement() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("nbd.sock");
-    let server = Server::start(
-        &[
-            "--backend",
-            "memory",
-            "--size",
-            "8MiB",
-            "--cache-size",
-            "256KiB",
-            "--placement",
-            "ev",
-            "--policy",
-            "lru",
-            "--name",
+    let server = Server::start(Config {
+        server: ServerConfig { unix: vec![sock.clone()], metrics: Some("127.0.0.1:0".into()), ..Default::default() },
+        exports: vec![export(
             "disk",
-            "--unix",
-            sock.to_str().unwrap(),
-            "--metrics",
-            "127.0.0.1:0",
-        ],
-        &dir.path().join("log"),
-    );
+            &[
+                "--backend",
+                "memory",
+                "--size",
+                "8MiB",
+                "--cache-size",
+                "256KiB",
+                "--placement",
+                "ev",
+                "--policy",
+                "lru",
+            ],
+        )],
+    });
     let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python");
     let out = run(Command::new("python3").args(["-c", SCRIPT, sock.to_str().unwrap(), clients.to_str().unwrap()]));
     let misses: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -102,5 +100,5 @@ fn python_client_hints_drive_eviction_based_placement() {
     assert!(m("hearth_placements_total") >= reloads, "{page}");
     // Evicted blocks were placed and reloaded, so later client misses hit.
     assert!(m("hearth_cache_hits_total") > 50.0, "{page}");
-    server.stop("TERM");
+    assert!(server.stop(), "the server shuts down cleanly");
 }
