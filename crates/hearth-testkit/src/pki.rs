@@ -64,3 +64,12 @@ impl Authority {
         std::fs::write(dir.join("ca-cert.pem"), self.cert.pem()).unwrap();
     }
 }
+
+/// Writes `lines` (`user:hexkey`) as `dir/keys.psk`, the name qemu's
+/// `tls-creds-psk` reads; its path.
+pub fn psk_key_file(dir: &Path, lines: &[&str]) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("keys.psk");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
 use serve_support::pki::Authority;
-use serve_support::{have, qemu_io_tls, run, Server};
+use serve_support::{have, qemu_io_tls, refused_at_start, refused_in_one_line, run, Server};
 
 /// Certificate directories in qemu/nbdkit/libnbd layout.
 struct Pki {
@@ -138,20 +138,9 @@ fn verify_peer_with_optional_tls_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let args = ["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0", "--tls", "on", "--tls-verify-peer"];
     let log = dir.path().join("log");
-    match Server::try_start(&[&args[..], &["--tls-certificates", pki.server.to_str().unwrap()]].concat(), &log) {
-        Ok(server) => {
-            let plain = nbdinfo(&format!("nbd://{}/hearth", server.tcp.unwrap()));
-            panic!(
-                "started with --tls on --tls-verify-peer; a plain-text client without a certificate {}",
-                if plain.status.success() { "was served" } else { "was refused" }
-            );
-        }
-        Err(log) => {
-            let lines: Vec<_> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-            assert_eq!(lines.len(), 1, "one line:\n{log}");
-            assert!(lines[0].contains("--tls on --tls-verify-peer") && lines[0].contains("require"), "{log}");
-        }
-    }
+    let args = [&args[..], &["--tls-certificates", pki.server.to_str().unwrap()]].concat();
+    let line = refused_in_one_line(&args, &log, "--tls on --tls-verify-peer");
+    assert!(line.contains("--tls on --tls-verify-peer") && line.contains("require"), "{line}");
 }
 
 #[test]
@@ -183,13 +172,7 @@ fn an_export_serves_only_the_tls_identities_it_names() {
 #[test]
 fn tls_settings_are_checked_before_serving() {
     let pki = pki();
-    let hearth = env!("CARGO_BIN_EXE_hearth");
-    let base = ["serve", "--backend", "memory", "--size", "1MiB", "--listen", "127.0.0.1:0"];
-    let fails = |extra: &[&str], want: &str| {
-        let out = Command::new(hearth).args(base).args(extra).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(want), "{extra:?}: want {want:?} in:\n{err}");
-    };
+    let fails = refused_at_start;
     fails(&["--tls", "require"], "server.tls_certificates: required");
     fails(&["--tls", "sometimes"], "is not off, on or require");
     fails(&["--tls-verify-peer", "--tls-certificates", pki.server.to_str().unwrap()], "server.tls is \"off\"");

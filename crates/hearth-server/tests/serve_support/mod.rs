@@ -68,6 +68,11 @@ impl Server {
         nbd_uri(self.unix.as_deref(), self.tcp, export)
     }
 
+    /// Whether the server is still serving (its task has not ended).
+    pub fn alive(&mut self) -> bool {
+        self.served.as_ref().is_some_and(|served| !served.is_finished())
+    }
+
     /// What the server has logged so far, as `hearth serve --log info`
     /// writes it (without colours).
     pub fn log_text(&self) -> String {

@@ -105,3 +105,31 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// `hearth serve ARGS` (export "hearth", on TCP), which must refuse to
+/// start: its error, checked to be one line. Should it start, the test
+/// fails saying whether a plain-text client (nbdinfo) got served despite
+/// `flags`.
+pub fn refused_in_one_line(args: &[&str], log: &Path, flags: &str) -> String {
+    match Server::try_start(args, log) {
+        Ok(server) => {
+            let plain = Command::new("nbdinfo").arg(format!("nbd://{}/hearth", server.tcp.unwrap())).output().unwrap();
+            let served = if plain.status.success() { "was served" } else { "was refused" };
+            panic!("started with {flags}; a plain-text client {served}");
+        }
+        Err(log) => {
+            let lines: Vec<_> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+            assert_eq!(lines.len(), 1, "one line:\n{log}");
+            lines[0].to_string()
+        }
+    }
+}
+
+/// `hearth serve` of a 1 MiB memory export on a free port, plus `extra`,
+/// must exit unsuccessfully with `want` on stderr.
+pub fn refused_at_start(extra: &[&str], want: &str) {
+    let base = ["serve", "--backend", "memory", "--size", "1MiB", "--listen", "127.0.0.1:0"];
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth")).args(base).args(extra).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(want), "{extra:?}: want {want:?} in:\n{err}");
+}
