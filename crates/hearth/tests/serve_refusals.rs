@@ -47,3 +47,22 @@ fn psk_settings_are_checked_before_serving() {
     std::fs::create_dir_all(&dir).unwrap();
     fails(&["--tls", "require", "--tls-psk", good, "--tls-certificates", dir.to_str().unwrap()], "cannot be used with");
 }
+
+/// Admin on a metrics address that is not loopback needs a token: without
+/// one the server does not start (one line naming the flag), nor with an
+/// empty token file.
+#[test]
+fn admin_beyond_loopback_without_a_token_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0", "--write-back"];
+    args.extend(["--metrics", "0.0.0.0:0", "--admin", "--allow", "127.0.0.1"]);
+    let line = refused_in_one_line(&args, &dir.path().join("log"), "--admin on 0.0.0.0 without a token");
+    assert!(line.contains("not loopback") && line.contains("--admin-token-file"), "{line}");
+
+    let empty = dir.path().join("empty.token");
+    std::fs::write(&empty, "\n").unwrap();
+    refused_at_start(
+        &["--metrics", "0.0.0.0:0", "--admin", "--admin-token-file", empty.to_str().unwrap()],
+        "empty.token: empty",
+    );
+}

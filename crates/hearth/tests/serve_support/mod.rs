@@ -107,15 +107,15 @@ impl Drop for Server {
 }
 
 /// `hearth serve ARGS` (export "hearth", on TCP), which must refuse to
-/// start: its error, checked to be one line. Should it start, the test
-/// fails saying whether a plain-text client (nbdinfo) got served despite
-/// `flags`.
+/// start because of `flags`: its error, checked to be one line. Should it
+/// start, the test fails, saying whether a plain-text client (nbdinfo) got
+/// served.
 pub fn refused_in_one_line(args: &[&str], log: &Path, flags: &str) -> String {
     match Server::try_start(args, log) {
         Ok(server) => {
             let plain = Command::new("nbdinfo").arg(format!("nbd://{}/hearth", server.tcp.unwrap())).output().unwrap();
             let served = if plain.status.success() { "was served" } else { "was refused" };
-            panic!("started with {flags}; a plain-text client {served}");
+            panic!("started despite {flags}; a plain-text nbdinfo {served}");
         }
         Err(log) => {
             let lines: Vec<_> = log.lines().filter(|l| !l.trim().is_empty()).collect();
