@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use hearth_server::config::{Config, ServerConfig};
-use serve_support::{export, metric, run, scrape, Server};
+use serve_support::{export, metric, on_unix, run, scrape, Server};
 
 const SCRIPT: &str = r#"
 import json, sys, time
@@ -68,7 +68,7 @@ fn python_client_hints_drive_eviction_based_placement() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("nbd.sock");
     let server = Server::start(Config {
-        server: ServerConfig { unix: vec![sock.clone()], metrics: Some("127.0.0.1:0".into()), ..Default::default() },
+        server: ServerConfig { metrics: Some("127.0.0.1:0".into()), ..on_unix(&sock) },
         exports: vec![export(
             "disk",
             &[

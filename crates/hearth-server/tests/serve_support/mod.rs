@@ -169,6 +169,11 @@ pub fn loopback() -> ServerConfig {
     }
 }
 
+/// The server table of a test server on the Unix socket `path` alone.
+pub fn on_unix(path: &Path) -> ServerConfig {
+    ServerConfig { unix: vec![path.to_path_buf()], ..ServerConfig::default() }
+}
+
 /// A 16 MiB sparse export "disk", backed by `dir/disk.img`, with a cache of
 /// `cache_size`, on a free TCP port with /metrics, plus the export flags
 /// `extra`. Returns the server and the backing file.
