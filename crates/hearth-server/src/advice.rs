@@ -329,7 +329,11 @@ impl Advisor {
                 // The newest snapshot at least `span` old, else the first (the advisor's start).
                 let start =
                     history.iter().rev().find(|c| now.saturating_duration_since(c.at) >= span).or(history.front());
-                counts.window(start.expect("the advisor's start is kept until a day has passed"), last, self.shadow_rate)
+                counts.window(
+                    start.expect("the advisor's start is kept until a day has passed"),
+                    last,
+                    self.shadow_rate,
+                )
             })
             .collect();
         Advice {

@@ -49,15 +49,21 @@ impl BlockCache {
     /// not copied), or does nothing and returns false if any block is missing.
     pub fn read_cached(&self, offset: u64, len: usize, out: &mut Vec<CachedSlice>) -> bool {
         let range = self.block_range(offset, len as u64);
+        let start = out.len();
         let mut inner = self.lock();
-        if !range.clone().all(|b| inner.blocks.contains_key(&b)) {
-            return false;
+        // One lookup per block: the slices are taken as the blocks are
+        // found, and given back if one is missing (before the policy hears of any).
+        for b in range.clone() {
+            let Some(block) = inner.blocks.get(&b) else {
+                out.truncate(start);
+                return false;
+            };
+            let (in_block, _, n) = self.overlap(b, offset, len as u64);
+            out.push(CachedSlice { block: block.clone(), range: in_block..in_block + n });
         }
         for b in range.clone() {
             let a = Self::access(&mut inner, b, self.block_size, Op::Read);
             inner.core.demand(&a);
-            let (in_block, _, n) = self.overlap(b, offset, len as u64);
-            out.push(CachedSlice { block: inner.blocks[&b].clone(), range: in_block..in_block + n });
         }
         self.stats.hits.fetch_add(range.end - range.start, Ordering::Relaxed);
         true
