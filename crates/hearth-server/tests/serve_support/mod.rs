@@ -36,11 +36,12 @@ impl Server {
     }
 
     /// As `start`, but a configuration the server refuses is an `Err` with
-    /// its message.
+    /// its message and causes, on one line as `hearth serve` prints them.
     pub fn try_start(config: Config) -> Result<Server, String> {
-        let settings = config.validate().map_err(|e| e.to_string())?;
         let log = Log::default();
         let dispatch = log.dispatch();
+        // Validation loads the TLS certificates and warns about their dates in the server's log.
+        let settings = tracing::dispatcher::with_default(&dispatch, || config.validate()).map_err(|e| causes(&e))?;
         let on_start = dispatch.clone();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -52,7 +53,7 @@ impl Server {
         let bound = tracing::dispatcher::with_default(&dispatch, || {
             runtime.block_on(hearth_server::Server::bind(&settings, Vec::new()))
         });
-        let server = bound.map_err(|e| e.to_string())?;
+        let server = bound.map_err(|e| causes(&e))?;
         let tcp = server.tcp_addrs().first().copied();
         let unix = server.unix_paths().first().cloned();
         let metrics = server.metrics_addr().map(|a| format!("http://{a}/metrics"));
@@ -116,6 +117,17 @@ impl Drop for Server {
             }
         }
     }
+}
+
+/// `error` and its sources joined by ": ", as anyhow's `{:#}` in `hearth`'s main.
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }
 
 thread_local! {

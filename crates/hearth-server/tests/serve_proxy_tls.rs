@@ -1,9 +1,11 @@
-//! `hearth serve --backend nbd` in front of a real TLS upstream
+//! `--backend nbd` in front of a real TLS upstream
 //! (`nbdkit --tls=require`): `nbds://` and `nbds+unix://` with libnbd's
 //! `tls-certificates=DIR` (a CA, and a client certificate when the upstream
 //! verifies peers) or `tls-psk-file=FILE` serve, and every combination that
 //! must not is refused at start in one line naming the upstream. The
-//! certificates are made for each test (rcgen) in nbdkit's layout.
+//! certificates are made for each test (rcgen) in nbdkit's layout. An
+//! upstream without a user to name, which depends on `hearth`'s
+//! environment, is refused in crates/hearth/tests/serve_refusals.rs.
 
 mod serve_support;
 
@@ -12,9 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hearth_server::config::Config;
 use rcgen::ExtendedKeyUsagePurpose;
 use serve_support::pki::Authority;
-use serve_support::{have, qemu_io_tls, run, Server};
+use serve_support::{export, have, qemu_io_tls, run, Server};
 
 const ALICE_KEY: &str = "5f0c0d8e2b7a41c39e6d1f2a8b4c7e90d3a5b6c7e8f90123456789abcdef0011";
 const BOB_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
@@ -85,15 +88,22 @@ impl Drop for Nbdkit {
     }
 }
 
-/// Starts the proxy in front of `upstream`; `Err` is its log if it did not start.
-fn proxy(upstream: &str, log: &Path) -> Result<Server, String> {
-    let args = ["--backend", "nbd", "--upstream", upstream, "--cache-size", "0", "--listen", "127.0.0.1:0"];
-    Server::try_start(&args, log)
+/// Starts the proxy in front of `upstream`; `Err` is its refusal if it did not start.
+fn proxy(upstream: &str) -> Result<Server, String> {
+    proxy_with(upstream, &[])
+}
+
+fn proxy_with(upstream: &str, extra: &[&str]) -> Result<Server, String> {
+    let mut flags = vec!["--backend", "nbd", "--upstream", upstream, "--cache-size", "0"];
+    flags.extend(extra);
+    let mut server = serve_support::loopback();
+    server.metrics = None;
+    Server::try_start(Config { server, exports: vec![export("hearth", &flags)] })
 }
 
 /// The proxy refuses to start, in one line naming the upstream and `why`.
-fn refused(upstream: &str, log: &Path, why: &str) {
-    match proxy(upstream, log) {
+fn refused(upstream: &str, why: &str) {
+    match proxy(upstream) {
         Ok(_) => panic!("served {upstream}"),
         Err(log) => {
             let lines: Vec<_> = log.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -106,8 +116,8 @@ fn refused(upstream: &str, log: &Path, why: &str) {
 
 /// The proxy serves the upstream's 1 MiB to nbdinfo, and a write through it
 /// reaches the upstream (read back from nbdkit directly by qemu-io over TLS).
-fn serves(upstream: &str, log: &Path, qemu_creds: Option<(SocketAddr, String)>) {
-    let server = proxy(upstream, log).unwrap_or_else(|log| panic!("{upstream} refused:\n{log}"));
+fn serves(upstream: &str, qemu_creds: Option<(SocketAddr, String)>) {
+    let server = proxy(upstream).unwrap_or_else(|log| panic!("{upstream} refused:\n{log}"));
     let out = run(Command::new("nbdinfo").arg(server.uri("hearth")));
     assert!(out.contains("export-size: 1048576"), "{out}");
     let addr = server.tcp.unwrap();
@@ -124,7 +134,6 @@ fn certificate_upstreams_are_verified() {
         return;
     }
     let pki = pki();
-    let log = |name: &str| pki.root.path().join(format!("{name}.log"));
     let dir = pki.upstream.to_str().unwrap();
     let nbdkit = Nbdkit::start(&["--tls=require", &format!("--tls-certificates={dir}")], None);
     let addr = nbdkit.addr;
@@ -133,14 +142,13 @@ fn certificate_upstreams_are_verified() {
     };
 
     let creds = format!("tls-creds-x509,id=tls0,endpoint=client,dir={}", pki.trusting.display());
-    serves(&uri("127.0.0.1", &pki.trusting), &log("good"), Some((addr, creds)));
-    refused(&uri("127.0.0.1", &pki.rogue), &log("rogue"), "TLS handshake: invalid peer certificate: UnknownIssuer");
+    serves(&uri("127.0.0.1", &pki.trusting), Some((addr, creds)));
+    refused(&uri("127.0.0.1", &pki.rogue), "TLS handshake: invalid peer certificate: UnknownIssuer");
     refused(
         &uri("localhost", &pki.trusting),
-        &log("name"),
         "TLS handshake: invalid peer certificate: certificate not valid for name",
     );
-    refused(&format!("nbd://{addr}/"), &log("plain"), "the server requires TLS");
+    refused(&format!("nbd://{addr}/"), "the server requires TLS");
 
     // An upstream verifying its peers takes the proxy's client certificate, and only that.
     let socket = pki.root.path().join("verifying.sock");
@@ -149,9 +157,9 @@ fn certificate_upstreams_are_verified() {
     let unix = |certificates: &Path| {
         format!("nbds+unix:///?socket={}&tls-certificates={}", socket.display(), certificates.display())
     };
-    serves(&unix(&pki.certified), &log("certified"), None);
-    refused(&unix(&pki.trusting), &log("uncertified"), "refuses the client's certificate or the lack of one");
-    refused(&unix(&pki.rogue), &log("rogue-unix"), "UnknownIssuer");
+    serves(&unix(&pki.certified), None);
+    refused(&unix(&pki.trusting), "refuses the client's certificate or the lack of one");
+    refused(&unix(&pki.rogue), "UnknownIssuer");
 
     // An upstream whose certificate (from the trusted CA, for the right name) has expired.
     let expired = pki.root.path().join("expired");
@@ -159,17 +167,12 @@ fn certificate_upstreams_are_verified() {
     let stale = Nbdkit::start(&["--tls=require", &format!("--tls-certificates={}", expired.display())], None);
     refused(
         &format!("nbds://{}/?tls-certificates={}", stale.addr, pki.trusting.display()),
-        &log("expired"),
         "invalid peer certificate: certificate expired",
     );
 
     // nbds:// to an upstream without TLS.
     let plain = Nbdkit::start(&["--tls=off"], None);
-    refused(
-        &format!("nbds://{}/?tls-certificates={}", plain.addr, pki.trusting.display()),
-        &log("notls"),
-        "does not offer TLS",
-    );
+    refused(&format!("nbds://{}/?tls-certificates={}", plain.addr, pki.trusting.display()), "does not offer TLS");
 }
 
 fn key_file(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
@@ -184,7 +187,6 @@ fn psk_upstreams_take_the_key_and_nothing_else() {
         return;
     }
     let root = tempfile::tempdir().unwrap();
-    let log = |name: &str| root.path().join(format!("{name}.log"));
     let server_keys = key_file(root.path(), "server.psk", &[format!("alice:{ALICE_KEY}")]);
     let nbdkit = Nbdkit::start(&["--tls=require", &format!("--tls-psk={}", server_keys.display())], None);
     let port = nbdkit.addr.port();
@@ -195,25 +197,17 @@ fn psk_upstreams_take_the_key_and_nothing_else() {
     key_file(&root.path().join("qemu"), "keys.psk", &[format!("alice:{ALICE_KEY}")]);
     let creds =
         format!("tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice", root.path().join("qemu").display());
-    serves(&uri("alice", &alice), &log("good"), Some((nbdkit.addr, creds)));
+    serves(&uri("alice", &alice), Some((nbdkit.addr, creds)));
     // tls-username= names the user as well as the URI's user part.
     let named = format!("nbds://127.0.0.1:{port}/?tls-psk-file={}&tls-username=alice", alice.display());
-    serves(&named, &log("named"), None);
+    serves(&named, None);
 
     let wrong = key_file(root.path(), "wrong.psk", &[format!("alice:{BOB_KEY}")]);
-    refused(&uri("alice", &wrong), &log("wrong"), "TLS handshake: the server hung up");
+    refused(&uri("alice", &wrong), "TLS handshake: the server hung up");
     let bob = key_file(root.path(), "bob.psk", &[format!("bob:{BOB_KEY}")]);
-    refused(&uri("bob", &bob), &log("unknown"), "does not know user \"bob\"");
-    refused(&uri("carol", &alice), &log("nokey"), "no key for user \"carol\"");
-    refused(&format!("nbd://127.0.0.1:{port}/"), &log("plain"), "the server requires TLS");
-
-    // No user at all: none in the URI, no tls-username=, no login name to fall back on.
-    let mut nameless = Command::new(env!("CARGO_BIN_EXE_hearth"));
-    nameless.args(["serve", "--backend", "nbd", "--listen", "127.0.0.1:0", "--upstream"]);
-    nameless.arg(format!("nbds://127.0.0.1:{port}/?tls-psk-file={}", alice.display()));
-    let out = nameless.env_remove("LOGNAME").env_remove("USER").output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.lines().count() == 1 && err.contains("no user for tls-psk-file="), "{err}");
+    refused(&uri("bob", &bob), "does not know user \"bob\"");
+    refused(&uri("carol", &alice), "no key for user \"carol\"");
+    refused(&format!("nbd://127.0.0.1:{port}/"), "the server requires TLS");
 }
 
 /// The deadline holds through TLS (the socket under the session carries
@@ -228,11 +222,8 @@ fn a_stopped_tls_upstream_costs_eio_at_the_deadline_then_serves_again() {
     let keys = key_file(root.path(), "keys.psk", &[format!("alice:{ALICE_KEY}")]);
     let nbdkit = Nbdkit::start(&["--tls=require", &format!("--tls-psk={}", keys.display())], None);
     let upstream = format!("nbds://alice@{}/?tls-psk-file={}", nbdkit.addr, keys.display());
-    let args = ["--backend", "nbd", "--upstream", &upstream, "--upstream-connections", "1", "--upstream-timeout", "1s"];
-    let server = Server::start(
-        &[&args[..], &["--cache-size", "0", "--listen", "127.0.0.1:0"]].concat(),
-        &root.path().join("log"),
-    );
+    let server = proxy_with(&upstream, &["--upstream-connections", "1", "--upstream-timeout", "1s"])
+        .unwrap_or_else(|e| panic!("{upstream} refused:\n{e}"));
     let mut client = hearth_client::Client::connect_tcp(&server.tcp.unwrap().to_string(), "hearth").unwrap();
     client.write(0, &[0x42; 4096], false).unwrap();
     let signal = |name: &str| run(Command::new("kill").arg(format!("-{name}")).arg(nbdkit.child.id().to_string()));
@@ -245,4 +236,8 @@ fn a_stopped_tls_upstream_costs_eio_at_the_deadline_then_serves_again() {
     assert!(waited >= Duration::from_millis(900) && waited < Duration::from_secs(5), "EIO after {waited:?}");
     // The stopped connection was dropped: the next read dials TLS again.
     assert_eq!(client.read(0, 4096).unwrap(), [0x42; 4096]);
+    // The write was never flushed on the dropped connection, so the shutdown's
+    // flush reports it may be lost (serve_proxy's flush test): not asserted here.
+    drop(client);
+    let _ = server.stop();
 }

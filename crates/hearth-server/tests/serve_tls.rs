@@ -3,15 +3,18 @@
 //! refusals an operator relies on — a plain-text client when TLS is
 //! required, a client without a certificate or with one from another CA
 //! when peers are verified. Certificates are made for each test (rcgen).
+//! Settings refused at start are the binary's:
+//! crates/hearth/tests/serve_refusals.rs.
 
 mod serve_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use hearth_server::config::{Config, ExportConfig, ServerConfig, SizeValue, TlsMode};
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
 use serve_support::pki::Authority;
-use serve_support::{have, qemu_io_tls, refused_at_start, refused_in_one_line, run, Server};
+use serve_support::{export, have, qemu_io_tls, run, Server};
 
 /// Certificate directories in qemu/nbdkit/libnbd layout.
 struct Pki {
@@ -48,11 +51,22 @@ impl Pki {
     }
 }
 
-fn start(pki: &Pki, log_dir: &Path, extra: &[&str]) -> Server {
-    let mut args = vec!["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0"];
-    args.extend(["--tls-certificates", pki.server.to_str().unwrap()]);
-    args.extend(extra);
-    Server::start(&args, &log_dir.join("log"))
+/// A 4 MiB export "hearth" on a free loopback port, TLS `mode` with the
+/// server certificates of `certificates`, `adjust`ed for the test.
+fn start_tls(certificates: &Path, mode: TlsMode, adjust: impl FnOnce(&mut ServerConfig, &mut ExportConfig)) -> Server {
+    let mut server = ServerConfig {
+        listen: vec!["127.0.0.1:0".to_string()],
+        tls: mode,
+        tls_certificates: Some(certificates.to_path_buf()),
+        ..Default::default()
+    };
+    let mut export = export("hearth", &["--backend", "memory", "--size", "4MiB"]);
+    adjust(&mut server, &mut export);
+    Server::start(Config { server, exports: vec![export] })
+}
+
+fn start(pki: &Pki, mode: TlsMode, verify_peer: bool) -> Server {
+    start_tls(&pki.server, mode, |server, _| server.tls_verify_peer = verify_peer)
 }
 
 fn tls_uri(server: &Server, certificates: &Path) -> String {
@@ -69,8 +83,7 @@ fn required_tls_serves_real_clients_and_refuses_plain_text() {
         return;
     }
     let pki = pki();
-    let dir = tempfile::tempdir().unwrap();
-    let mut server = start(&pki, dir.path(), &["--tls", "require"]);
+    let mut server = start(&pki, TlsMode::Require, false);
 
     let out = run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.anonymous)));
     assert!(out.contains("export-size: 4194304"), "{out}");
@@ -100,8 +113,7 @@ fn optional_tls_lets_the_client_choose() {
         return;
     }
     let pki = pki();
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(&pki, dir.path(), &["--tls", "on"]);
+    let server = start(&pki, TlsMode::On, false);
     let addr = server.tcp.unwrap();
     assert!(run(Command::new("nbdinfo").arg(format!("nbd://{addr}/hearth"))).contains("export-size: 4194304"));
     assert!(run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.anonymous))).contains("export-size: 4194304"));
@@ -113,8 +125,7 @@ fn verified_peers_need_a_certificate_from_the_servers_ca() {
         return;
     }
     let pki = pki();
-    let dir = tempfile::tempdir().unwrap();
-    let mut server = start(&pki, dir.path(), &["--tls", "require", "--tls-verify-peer"]);
+    let mut server = start(&pki, TlsMode::Require, true);
     let out = run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.client)));
     assert!(out.contains("export-size: 4194304"), "{out}");
     for (who, certificates) in [("no certificate", &pki.anonymous), ("another CA's certificate", &pki.rogue)] {
@@ -126,23 +137,6 @@ fn verified_peers_need_a_certificate_from_the_servers_ca() {
     assert!(log.contains("TLS handshake"), "the refusal is logged:\n{log}");
 }
 
-/// Optional TLS would let a plain-text client skip the certificate check,
-/// so verify-peer with `--tls on` is refused at start, in one line naming
-/// the flags (issue 42).
-#[test]
-fn verify_peer_with_optional_tls_is_refused_at_start() {
-    if !have("nbdinfo") {
-        return;
-    }
-    let pki = pki();
-    let dir = tempfile::tempdir().unwrap();
-    let args = ["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0", "--tls", "on", "--tls-verify-peer"];
-    let log = dir.path().join("log");
-    let args = [&args[..], &["--tls-certificates", pki.server.to_str().unwrap()]].concat();
-    let line = refused_in_one_line(&args, &log, "--tls on --tls-verify-peer");
-    assert!(line.contains("--tls on --tls-verify-peer") && line.contains("require"), "{line}");
-}
-
 #[test]
 fn an_export_serves_only_the_tls_identities_it_names() {
     if !have("nbdinfo") {
@@ -152,9 +146,10 @@ fn an_export_serves_only_the_tls_identities_it_names() {
     // A second client of the same CA, under another name.
     let bob = pki._root.path().join("bob");
     pki.issue_client(&bob, "bob");
-    let dir = tempfile::tempdir().unwrap();
-    let mut server =
-        start(&pki, dir.path(), &["--tls", "require", "--tls-verify-peer", "--tls-identity", "CN=hearth-test-client"]);
+    let mut server = start_tls(&pki.server, TlsMode::Require, |server, export| {
+        server.tls_verify_peer = true;
+        export.tls_identities = vec!["CN=hearth-test-client".to_string()];
+    });
     let out = run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.client)));
     assert!(out.contains("export-size: 4194304"), "{out}");
     let refused = nbdinfo(&tls_uri(&server, &bob));
@@ -167,48 +162,6 @@ fn an_export_serves_only_the_tls_identities_it_names() {
     assert!(server.alive());
     let log = server.log_text();
     assert!(log.contains("identity=CN=hearth-test-client") && log.contains("identity=CN=bob"), "{log}");
-}
-
-#[test]
-fn tls_settings_are_checked_before_serving() {
-    let pki = pki();
-    let fails = refused_at_start;
-    fails(&["--tls", "require"], "server.tls_certificates: required");
-    fails(&["--tls", "sometimes"], "is not off, on or require");
-    fails(&["--tls-verify-peer", "--tls-certificates", pki.server.to_str().unwrap()], "server.tls is \"off\"");
-    fails(&["--tls-verify-peer"], "server.tls_verify_peer: needs server.tls = \"require\"");
-    let empty = tempfile::tempdir().unwrap();
-    fails(&["--tls", "on", "--tls-certificates", empty.path().to_str().unwrap()], "server-cert.pem");
-    // A certificate without its key, with another certificate's key, and verify-peer without a CA.
-    let partial = |name: &str, files: &[(&str, &Path)]| {
-        let dir = empty.path().join(name);
-        std::fs::create_dir(&dir).unwrap();
-        for (file, from) in files {
-            std::fs::copy(from.join(file), dir.join(file)).unwrap();
-        }
-        dir
-    };
-    let keyless = partial("keyless", &[("server-cert.pem", &pki.server)]);
-    fails(&["--tls", "require", "--tls-certificates", keyless.to_str().unwrap()], "keyless/server-key.pem");
-    let mismatched = partial("mismatched", &[("server-cert.pem", &pki.server)]);
-    std::fs::copy(pki.client.join("client-key.pem"), mismatched.join("server-key.pem")).unwrap();
-    fails(
-        &["--tls", "require", "--tls-certificates", mismatched.to_str().unwrap()],
-        "mismatched/server-cert.pem: with",
-    );
-    let no_ca = partial("no-ca", &[("server-cert.pem", &pki.server), ("server-key.pem", &pki.server)]);
-    let no_ca_flags = ["--tls", "require", "--tls-verify-peer", "--tls-certificates", no_ca.to_str().unwrap()];
-    fails(&no_ca_flags, "no-ca/ca-cert.pem");
-    let certificates = ["--tls", "require", "--tls-certificates", pki.server.to_str().unwrap()];
-    fails(
-        &[&certificates[..], &["--tls-identity", "CN=alice"]].concat(),
-        "tls_identities: needs server.tls_verify_peer",
-    );
-    let verified = [&certificates[..], &["--tls-verify-peer"]].concat();
-    fails(
-        &[&verified[..], &["--tls-identity", "alice"]].concat(),
-        "tls_identities[0]: \"alice\" is not a distinguished name",
-    );
 }
 
 /// A certificate valid from 60 days ago until `days_left` days from now
@@ -253,9 +206,10 @@ fn certificates_near_their_end_are_warned_about_at_start() {
     let warnings = |ca_days: i64, server_days: i64| {
         let dir = root.path().join(format!("pki{ca_days}_{server_days}"));
         let ends = dated_pki(&dir, ca_days, server_days);
-        let args = ["--backend", "memory", "--size", "1MiB", "--listen", "127.0.0.1:0", "--tls", "require"];
-        let certificates = ["--tls-verify-peer", "--tls-certificates", dir.to_str().unwrap()];
-        let server = Server::start(&[&args[..], &certificates[..]].concat(), &dir.join("log"));
+        let server = start_tls(&dir, TlsMode::Require, |server, export| {
+            server.tls_verify_peer = true;
+            export.size = Some(SizeValue::Text("1MiB".to_string()));
+        });
         let log = server.log_text();
         let lines: Vec<String> = log.lines().filter(|l| l.contains("TLS certificate")).map(String::from).collect();
         (lines, ends)
@@ -294,8 +248,7 @@ fn verified_peers_refuse_expired_and_server_only_client_certificates() {
     pki.ca.issue_expired(&expired, "client", &["late-client"], ExtendedKeyUsagePurpose::ClientAuth);
     let server_only = pki._root.path().join("server-only");
     pki.ca.issue(&server_only, "client", &["misused"], ExtendedKeyUsagePurpose::ServerAuth);
-    let dir = tempfile::tempdir().unwrap();
-    let mut server = start(&pki, dir.path(), &["--tls", "require", "--tls-verify-peer"]);
+    let mut server = start(&pki, TlsMode::Require, true);
     for (who, certificates, why) in [
         ("an expired certificate", &expired, "xpired"),
         ("a server-only certificate", &server_only, "extended key usage for client authentication"),
@@ -351,9 +304,11 @@ fn clients_offering_only_tls_1_0_or_1_1_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys.psk");
     std::fs::write(&keys, "alice:00112233445566778899aabbccddeeff\n").unwrap();
-    let certificates = start(&pki, dir.path(), &["--tls", "require"]);
-    let args = ["--backend", "memory", "--size", "4MiB", "--listen", "127.0.0.1:0", "--tls", "require"];
-    let psk = Server::start(&[&args[..], &["--tls-psk", keys.to_str().unwrap()]].concat(), &dir.path().join("psk.log"));
+    let certificates = start(&pki, TlsMode::Require, false);
+    let psk = start_tls(&pki.server, TlsMode::Require, |server, _| {
+        server.tls_certificates = None;
+        server.tls_psk = Some(keys.clone());
+    });
     // rustls refuses a hello without TLS 1.2's signature_algorithms extension.
     for (kind, server, why) in
         [("certificates", &certificates, "peer is incompatible"), ("PSK", &psk, "unsupported protocol")]
