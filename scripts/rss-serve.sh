@@ -5,11 +5,13 @@
 # shows whether the export's bytes live in RAM once or twice.
 #
 #   scripts/rss-serve.sh [SIZE_MIB] [HEARTH_BINARY...]
+#   BS=6k scripts/rss-serve.sh 256   # unaligned writes: half the blocks written in part
 # Each binary (default: this tree's release build) is measured in turn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SIZE_MIB=${1:-256}
+BS=${BS:-1M}
 shift $(($# > 0 ? 1 : 0))
 command -v fio >/dev/null || { echo "rss-serve: fio is not installed" >&2; exit 1; }
 if [ $# -eq 0 ]; then
@@ -34,10 +36,10 @@ for hearth in "$@"; do
     for _ in $(seq 100); do [ -S "$WORK/s.sock" ] && break; sleep 0.1; done
     [ -S "$WORK/s.sock" ] || { echo "rss-serve: $hearth did not start" >&2; cat "$WORK/log" >&2; exit 1; }
     idle=$(rss_mib "$PID")
-    fio --name=fill --ioengine=nbd --uri="nbd+unix:///disk?socket=$WORK/s.sock" --rw=write --bs=1M \
+    fio --name=fill --ioengine=nbd --uri="nbd+unix:///disk?socket=$WORK/s.sock" --rw=write --bs="$BS" \
         --iodepth=8 --size="${SIZE_MIB}M" --output=/dev/null
     full=$(rss_mib "$PID")
-    echo "$hearth: RSS ${idle} MiB idle, ${full} MiB after writing the ${SIZE_MIB} MiB export"
+    echo "$hearth: RSS ${idle} MiB idle, ${full} MiB after writing the ${SIZE_MIB} MiB export in ${BS} writes"
     kill "$PID"
     wait "$PID" 2>/dev/null || true
     PID=

@@ -174,6 +174,11 @@ impl Backend for MemoryBackend {
         Some(self.block_size as u64)
     }
 
+    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
+        let blocks = self.blocks.read().unwrap_or_else(|p| p.into_inner());
+        blocks.get(usize::try_from(block).ok()?)?.clone()
+    }
+
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         let bs = self.block_size;
         let mut blocks = self.blocks.write().unwrap_or_else(|p| p.into_inner());

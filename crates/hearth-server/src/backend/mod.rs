@@ -63,6 +63,14 @@ pub trait Backend: Send + Sync {
     fn block_buffer_size(&self) -> Option<u64> {
         None
     }
+    /// The buffer this backend keeps for block `block` (of
+    /// [`block_buffer_size`](Self::block_buffer_size) bytes), shared: a
+    /// cache may hold it instead of a copy of the same bytes. `None` if it
+    /// keeps none for that block (the default; absent, reading as zeroes).
+    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
+        let _ = block;
+        None
+    }
     /// Makes the range read as zeroes; `may_punch` allows deallocating it.
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         let _ = may_punch;
@@ -343,6 +351,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     fn block_buffer_size(&self) -> Option<u64> {
         (**self).block_buffer_size()
     }
+    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
+        (**self).block_buffer(block)
+    }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         (**self).write_zeroes(offset, len, may_punch)
     }
@@ -422,6 +433,9 @@ impl<B: Backend + ?Sized> Backend for SlowBackend<B> {
     }
     fn block_buffer_size(&self) -> Option<u64> {
         self.inner.block_buffer_size()
+    }
+    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
+        self.inner.block_buffer(block)
     }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         self.delay(0);

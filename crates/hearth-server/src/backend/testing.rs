@@ -119,6 +119,9 @@ impl Backend for TestBackend {
     fn block_buffer_size(&self) -> Option<u64> {
         self.memory.block_buffer_size()
     }
+    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
+        self.memory.block_buffer(block)
+    }
     fn flush(&self) -> io::Result<()> {
         self.before(false);
         Ok(())

@@ -62,7 +62,7 @@ fn whole_block_writes_are_shared_and_survive_eviction_and_partial_rewrites() {
     want[..4].copy_from_slice(b"head");
     assert_eq!(read(&cache, 0, 3 * BSU), want);
     assert_eq!(backend.snapshot()[..3 * BSU], want[..]);
-    assert_eq!(holders(&cache, 0), 1, "the partial write gave each side its own copy");
+    assert_eq!(holders(&cache, 0), 2, "after the partial write the cache holds the backend's new buffer: one copy");
 }
 
 #[test]
@@ -197,4 +197,55 @@ fn filled_write_buffers_are_shared_and_survive_a_mode_switch() {
     let mut stored = vec![0u8; 2 * BSU];
     backend.read_at(&mut stored, 10 * u64::from(BS)).unwrap();
     assert_eq!(stored, data, "written back after the switch");
+}
+
+#[test]
+fn unaligned_writes_through_hold_the_backends_buffers_and_stay_exact() {
+    let bs = u64::from(BS);
+    let (backend, cache) = setup(64, 4, CacheMode::Through);
+    let mut want = vec![0u8; 64 * BSU];
+    // Writes through the cache and into `want`, the bytes the export must hold.
+    let write = |cache: &BlockCache, want: &mut Vec<u8>, offset: u64, data: &[u8]| {
+        cache.write(offset, data, false).unwrap();
+        want[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+    };
+    write(&cache, &mut want, 0, &pattern(3 * BSU, 1));
+    let mut reply = Vec::new();
+    assert!(cache.read_cached(0, 3 * BSU, &mut reply), "cached whole");
+    let sent_before: Vec<u8> = reply.iter().flat_map(|s| s.iter().copied()).collect();
+
+    // Rewrite across all three cached blocks, unaligned: each now holds the
+    // buffer the backend keeps (one copy in RAM), and a reply still sending
+    // the old data sees it unchanged.
+    write(&cache, &mut want, 100, &pattern(2 * BSU, 2));
+    for b in 0..3 {
+        assert_eq!(holders(&cache, b), 2, "block {b}: the cache and the backend hold one buffer");
+    }
+    assert_eq!(reply.iter().flat_map(|s| s.iter().copied()).collect::<Vec<u8>>(), sent_before);
+    drop(reply);
+    assert_eq!(read(&cache, 0, 3 * BSU), want[..3 * BSU]);
+
+    // An unaligned write whose inner blocks are whole: those are cached from the backend's buffers.
+    write(&cache, &mut want, 8 * bs + 10, &pattern(3 * BSU, 3));
+    for b in 9..11 {
+        assert_eq!(holders(&cache, b), 2, "block {b}: write-allocated without a second copy");
+    }
+    assert_eq!(backend.stored_bytes(), 7 * bs, "blocks 0-2 and 8-11, each stored once");
+
+    // Eviction drops the cache's hold only: the backend still has every byte.
+    for b in 20..30 {
+        read(&cache, b * bs, BSU);
+    }
+    for b in [0, 1, 2, 9, 10] {
+        assert!(!cache.lock().blocks.contains_key(&b), "block {b} evicted");
+    }
+    assert_eq!(backend.snapshot(), want, "nothing lost on eviction");
+    // Read back through the cache (misses now), rewrite one block in part, and flush.
+    assert_eq!(read(&cache, 0, 12 * BSU), want[..12 * BSU]);
+    write(&cache, &mut want, 9 * bs + 7, b"after eviction");
+    let flushes = backend.flushes();
+    cache.flush().unwrap();
+    assert_eq!(backend.flushes(), flushes + 1, "the flush reached the backend");
+    assert_eq!(backend.snapshot(), want);
+    assert_eq!(read(&cache, 0, 64 * BSU), want);
 }

@@ -91,11 +91,19 @@ impl BlockCache {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let raced = inner.stripes.end(range.clone());
+        // Bytes written through to a backend that keeps block buffers: the
+        // cache holds the buffer the backend now keeps for each block (its
+        // truth, this write included) instead of a second copy of it.
+        let hold_theirs = !share && self.share_blocks && mode == CacheMode::Through && result.is_ok() && !raced;
         let mut fresh = fresh.into_iter();
         for b in range {
             let mut mine = fresh.next();
+            if hold_theirs {
+                mine = self.backend.block_buffer(b);
+            }
             let (in_block, in_req, n) = self.overlap(b, offset, len);
-            // A shared write's bytes are in its block buffer (`mine`), not in `data`.
+            // A shared write's bytes are in its block buffer (`mine`), not in `data`
+            // (held from the backend, `mine` is the whole block as it now stands).
             let part = if mine.is_some() { &[][..] } else { &data[in_req..in_req + n] };
             let whole = in_block == 0 && n as u64 == self.block_len(b);
             if raced || result.is_err() || matches!(mode, CacheMode::Around | CacheMode::PassThrough) {
