@@ -8,6 +8,7 @@
 pub mod ctx_event;
 pub mod error;
 pub mod fenwick;
+pub mod key_index;
 pub mod list;
 pub mod request;
 pub mod runs;
@@ -17,6 +18,7 @@ pub mod units;
 pub use ctx_event::CtxEvent;
 pub use error::ValueError;
 pub use fenwick::Fenwick;
+pub use key_index::KeyIndex;
 pub use list::{List, Slab, NIL};
 pub use request::{accesses, Accesses, Mode, Request};
 pub use runs::{block_of, run_keyed, RunHash, RunMap, RunSet};
@@ -122,6 +124,12 @@ pub trait Policy: Send {
     /// ahead of each access; a big cache's metadata misses the CPU cache on
     /// nearly every request.)
     fn warm(&self, _key: Key) {}
+
+    /// `key` is requested some way further ahead than [`Policy::warm`]'s:
+    /// a policy may ask for the memory its index probes first for `key`
+    /// without reading anything (a prefetch that waits on nothing), so that
+    /// `warm`'s lookup then finds it in the CPU cache.
+    fn warm_index(&self, _key: Key) {}
 
     /// Evicts until `a` fits, pushing victims to `evicted`: the first step
     /// of most `insert` implementations.

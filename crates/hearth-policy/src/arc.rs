@@ -20,7 +20,7 @@
 //!   all four lists reach twice the capacity, then calls REPLACE.
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 /// How far one ghost hit moves the target `p`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub struct Arc {
     /// Target byte size of T1.
     p: f64,
     /// Residents and ghosts alike; `Entry::at` tells which list a key is in.
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// MRU at the head of each list.
     lists: [List; 4],
@@ -85,7 +85,7 @@ impl Arc {
             capacity,
             step,
             p: 0.0,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             lists: [List::new(); 4],
             bytes: [0; 4],

@@ -24,7 +24,7 @@
 //! within 0.4% on synth:oltp and 0.03% on cloudPhysicsIO by objects. The
 //! "came from a ghost" flag set by a lookup is consumed by the next insert.
 
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 use crate::SpecError;
 
@@ -67,7 +67,7 @@ impl std::str::FromStr for B2 {
 pub struct Car {
     capacity: u64,
     b2: B2,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// Indexed by `Where`. T1/T2: oldest at the head, new at the tail; B1/B2:
     /// newest at the head, dropped from the tail.
@@ -84,7 +84,7 @@ impl Car {
         Car {
             capacity,
             b2,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             lists: [List::new(); 4],
             bytes: [0; 4],

@@ -8,7 +8,7 @@
 //! reinsertion consumes one earlier hit, so eviction is amortized O(1).
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -21,7 +21,7 @@ pub struct Clock {
     capacity: u64,
     used: u64,
     max_refs: u8,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// Newest (or most recently reinserted) at the head; the hand is the tail.
     queue: List,
@@ -34,7 +34,7 @@ impl Clock {
             return Err(SpecError::range("clock", format!("bits must be between 1 and 8, got {bits}")));
         }
         let max_refs = ((1u16 << bits) - 1) as u8;
-        Ok(Clock { capacity, used: 0, max_refs, index: key_map(1024), slab: Slab::default(), queue: List::new() })
+        Ok(Clock { capacity, used: 0, max_refs, index: KeyIndex::with_capacity(1024), slab: Slab::default(), queue: List::new() })
     }
 }
 
@@ -47,6 +47,7 @@ impl Policy for Clock {
         }
     }
     indexed_residency!();
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&i) = self.index.get(&a.key) else { return false };
         let e = self.slab.get_mut(i);

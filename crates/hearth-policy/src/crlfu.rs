@@ -14,7 +14,7 @@
 //! the first. libCacheSim keeps a hash table of every count ever reached and
 //! scans counts upward for the lowest non-empty one.
 
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 #[derive(Clone, Copy)]
 struct Item {
@@ -34,7 +34,7 @@ struct Bucket {
 pub struct CrLfu {
     capacity: u64,
     used: u64,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Item>,
     buckets: Slab<Bucket>,
     /// Non-empty count lists, lowest count at the head.
@@ -46,7 +46,7 @@ impl CrLfu {
         CrLfu {
             capacity,
             used: 0,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             buckets: Slab::default(),
             counts: List::new(),

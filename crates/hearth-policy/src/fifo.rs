@@ -1,7 +1,7 @@
 //! First in, first out: evict the item inserted longest ago; hits change
 //! nothing. Mirrors libCacheSim's `FIFO` (insert at the head, evict the tail).
 
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -12,7 +12,7 @@ struct Entry {
 pub struct Fifo {
     capacity: u64,
     used: u64,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// Newest at the head, oldest at the tail.
     queue: List,
@@ -20,7 +20,7 @@ pub struct Fifo {
 
 impl Fifo {
     pub fn new(capacity: u64) -> Self {
-        Fifo { capacity, used: 0, index: key_map(1024), slab: Slab::default(), queue: List::new() }
+        Fifo { capacity, used: 0, index: KeyIndex::with_capacity(1024), slab: Slab::default(), queue: List::new() }
     }
 }
 
@@ -29,6 +29,7 @@ impl Policy for Fifo {
         "FIFO".into()
     }
     indexed_residency!();
+    warm_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         self.index.contains_key(&a.key)
     }

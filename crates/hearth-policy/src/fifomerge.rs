@@ -15,7 +15,7 @@
 //! is, so the miss counts are libCacheSim's. libCacheSim's `retain=belady`
 //! (next use, offline) and `retain=none` (which aborts) are not offered.
 
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 use crate::admission::Lehmer64;
 use crate::SpecError;
@@ -55,7 +55,7 @@ pub struct FifoMerge {
     exam: usize,
     keep: usize,
     retain: Retain,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Item>,
     /// Newest at the head.
     queue: List,
@@ -87,7 +87,7 @@ impl FifoMerge {
             exam,
             keep,
             retain,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             queue: List::new(),
             next_to_exam: None,

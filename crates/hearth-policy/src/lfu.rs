@@ -37,7 +37,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{key_map, Access, Key, KeyIndex, KeyMap, List, Policy, Slab};
 
 /// How counts lose weight over time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +92,7 @@ pub struct Lfu {
     next_stamp: u64,
     /// Requests (lookups) left before the next halving, for `Aging::Halve`.
     until_halving: u64,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// Each priority held by a resident item: its items, oldest first.
     buckets: KeyMap<List>,
@@ -114,7 +114,7 @@ impl Lfu {
                 Aging::Halve(every) => every,
                 _ => 0,
             },
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             buckets: key_map(64),
             priorities: BinaryHeap::new(),

@@ -38,6 +38,17 @@ macro_rules! warm_by_index {
                 self.slab.prefetch(i);
             }
         }
+        warm_index!();
+    };
+}
+
+/// `warm_index` (`hearth_core::Policy::warm_index`) for a policy whose
+/// `index` is a `hearth_core::KeyIndex`.
+macro_rules! warm_index {
+    () => {
+        fn warm_index(&self, key: hearth_core::Key) {
+            self.index.prefetch(key);
+        }
     };
 }
 

@@ -12,7 +12,7 @@
 //! promotes one hit in 3, and only hits draw: with the same seed the two
 //! tools promote the same hits.
 
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 use crate::admission::Lehmer64;
 use crate::SpecError;
@@ -26,7 +26,7 @@ struct Entry {
 pub struct Lru {
     capacity: u64,
     used: u64,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// Most recently used at the front.
     stack: List,
@@ -47,7 +47,7 @@ impl Lru {
         Lru {
             capacity,
             used: 0,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             stack: List::new(),
             evict_most_recent: false,

@@ -33,7 +33,7 @@
 //! checks; histogram decay is 64 halvings every [`DECAY_EVERY`] requests.
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 /// Queue number marking a block that is in Qout (history) rather than resident.
 const IN_QOUT: u8 = u8::MAX;
@@ -118,7 +118,7 @@ pub struct Mq {
     /// `lifetime=N` override; adaptive when `None`.
     fixed_lifetime: Option<u64>,
     distances: DistanceHistogram,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Block>,
     /// Q0..Q(m-1), most recently used at each head.
     queues: Vec<List>,
@@ -149,7 +149,7 @@ impl Mq {
             qout_bytes: 0,
             fixed_lifetime: lifetime,
             distances: DistanceHistogram { buckets: [0; 64], peak: 0, observed: 0, until_decay: DECAY_EVERY },
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             queues: vec![List::new(); m],
             qout: List::new(),
@@ -257,6 +257,7 @@ impl Policy for Mq {
         self.index.get(&key).is_some_and(|&i| self.slab.get(i).queue != IN_QOUT)
     }
 
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&i) = self.index.get(&a.key) else { return false };
         let b = *self.slab.get(i);

@@ -9,7 +9,7 @@
 //! new items sit between the hand and the head and are judged quickly, while
 //! items that keep proving useful stay behind the hand.
 
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -21,7 +21,7 @@ struct Entry {
 pub struct Sieve {
     capacity: u64,
     used: u64,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// Newest at the head, oldest at the tail.
     queue: List,
@@ -31,7 +31,7 @@ pub struct Sieve {
 
 impl Sieve {
     pub fn new(capacity: u64) -> Self {
-        Sieve { capacity, used: 0, index: key_map(1024), slab: Slab::default(), queue: List::new(), hand: None }
+        Sieve { capacity, used: 0, index: KeyIndex::with_capacity(1024), slab: Slab::default(), queue: List::new(), hand: None }
     }
 
     /// Unlinks and frees slot `i`, first stepping the hand off it.
@@ -51,6 +51,7 @@ impl Policy for Sieve {
         "SIEVE".into()
     }
     indexed_residency!();
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&i) = self.index.get(&a.key) else { return false };
         self.slab.get_mut(i).visited = true;

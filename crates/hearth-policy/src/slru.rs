@@ -19,7 +19,7 @@
 //! counts by up to 0.7% on cloudPhysicsIO.)
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -38,7 +38,7 @@ struct Segment {
 pub struct Slru {
     capacity: u64,
     used: u64,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// Segment 0 is probationary, the last one the most protected.
     segments: Vec<Segment>,
@@ -62,7 +62,7 @@ impl Slru {
         Ok(Slru {
             capacity,
             used: 0,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             segments,
             evicted_by_hits: Vec::new(),

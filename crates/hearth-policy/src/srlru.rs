@@ -27,7 +27,7 @@
 //! excess at once, so that it never does. On the bundled trace that changes
 //! no miss count.
 
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Place {
@@ -58,7 +58,7 @@ pub struct SrLru {
     demoted: u64,
     new: u64,
     /// Residents and H, by key.
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
 }
 
@@ -71,7 +71,7 @@ impl SrLru {
             bytes: [0; 3],
             demoted: 0,
             new: 0,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
         }
     }

@@ -25,7 +25,7 @@
 //! admits them in both sizings.)
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Place {
@@ -76,7 +76,7 @@ pub struct TwoQ {
     resident: usize,
     /// Most items resident at once so far: the cache's size in "slots".
     peak_resident: usize,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// Newest at the head.
     a1in: List,
@@ -111,7 +111,7 @@ impl TwoQ {
             a1out_bytes: 0,
             resident: 0,
             peak_resident: 0,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             a1in: List::new(),
             am: List::new(),
@@ -186,6 +186,7 @@ impl Policy for TwoQ {
         self.index.get(&key).is_some_and(|&i| self.slab.get(i).place != Place::A1out)
     }
 
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&i) = self.index.get(&a.key) else { return false };
         match self.slab.get(i).place {

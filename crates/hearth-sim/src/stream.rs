@@ -49,6 +49,10 @@ pub struct Counting {
 /// How many accesses ahead a replayer lets the policy warm its entry
 /// ([`Policy::warm`]).
 const WARM_AHEAD: usize = 8;
+/// How many accesses ahead it lets the policy prefetch the index line that
+/// `warm` will then read ([`Policy::warm_index`]): far enough that the line
+/// has arrived by then.
+const WARM_INDEX_AHEAD: usize = 2 * WARM_AHEAD;
 
 /// One policy replaying a stream, counting hits as it goes.
 pub struct Replayer {
@@ -87,6 +91,9 @@ impl Replayer {
     /// Replays `accesses` in order.
     pub fn feed(&mut self, accesses: &[Access]) {
         for (i, a) in accesses.iter().enumerate() {
+            if let Some(ahead) = accesses.get(i + WARM_INDEX_AHEAD) {
+                self.policy.warm_index(ahead.key);
+            }
             if let Some(ahead) = accesses.get(i + WARM_AHEAD) {
                 self.policy.warm(ahead.key);
             }
