@@ -5,6 +5,9 @@
 //! policy is (offline, its family) and whose parameters were checked when it
 //! was parsed, so building it cannot fail.
 //!
+//! Prefetcher specs (`hearth_prefetch::PrefetchSpec`) are split here too,
+//! by [`split_single`].
+//!
 //! Grammar: a list is comma-separated specs; a spec is
 //! `name[:key=value,...][+admission[:key=value,...]]`, names case-blind. In a
 //! list, a piece with `=` but no `:` is one more parameter of the part before
@@ -43,8 +46,8 @@ impl Params {
 
     /// Adds one `key=value` piece.
     fn push(&mut self, piece: &str) -> Result<(), SpecError> {
-        let (k, v) = piece.split_once('=').ok_or_else(|| SpecError::NotKeyValue { piece: piece.to_string() })?;
-        self.pairs.push((k.trim().to_string(), v.trim().to_string()));
+        let pair = key_value(piece).ok_or_else(|| SpecError::NotKeyValue { piece: piece.to_string() })?;
+        self.pairs.push(pair);
         Ok(())
     }
 
@@ -114,6 +117,24 @@ impl Part {
         }
         Ok((part, first.is_some()))
     }
+}
+
+/// `key=value` as (key, value), each trimmed.
+fn key_value(piece: &str) -> Option<(String, String)> {
+    let (k, v) = piece.split_once('=')?;
+    Some((k.trim().to_string(), v.trim().to_string()))
+}
+
+/// A spec with no list or admission grammar around it, `name[:key=value,...]`
+/// (a prefetcher's, `quickmine:g=5,degree=3`): its name (trimmed, lower
+/// case) and its `key=value` pairs (trimmed), for crates whose registries
+/// are not policies' to split their specs here too. `Err` holds the piece
+/// that is not `key=value`.
+pub fn split_single(text: &str) -> Result<(String, Vec<(String, String)>), String> {
+    let (name, rest) = split_name(text);
+    let pieces = rest.unwrap_or("").split(',').filter(|piece| !piece.trim().is_empty());
+    let pairs = pieces.map(|piece| key_value(piece).ok_or_else(|| piece.to_string())).collect::<Result<_, _>>()?;
+    Ok((name, pairs))
 }
 
 /// `name` (trimmed, lower case) and what follows its `:`, if any.

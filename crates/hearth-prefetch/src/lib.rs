@@ -43,11 +43,13 @@ pub mod rules;
 pub mod run;
 pub mod select;
 pub mod seq;
+mod spec;
 mod throttle;
 
 pub use cache::{CacheShape, Class, PrefetchCache, Stats};
 pub use error::PrefetchError;
 pub use partition::Partition;
+pub use spec::PrefetchSpec;
 
 use hearth_core::{CtxEvent, Key, Op};
 
@@ -161,38 +163,23 @@ impl Prefetcher for NoPrefetch {
     fn access(&mut self, _: &Demand, _: &dyn Fn(Key) -> bool, _: &mut Vec<Key>) {}
 }
 
-/// Parameters parsed from a spec's `name:key=value,...` tail.
+/// The parameters of a [`PrefetchSpec`], as its builder reads them.
 pub struct Params<'a> {
-    scheme: &'a str,
-    pairs: Vec<(&'a str, &'a str)>,
+    /// The spec as written back, for messages.
+    scheme: String,
+    pairs: &'a [(String, String)],
 }
 
-impl<'a> Params<'a> {
-    fn parse(scheme: &'a str, rest: &'a str, known: &[&str]) -> Result<Params<'a>, PrefetchError> {
-        let mut pairs = Vec::new();
-        for kv in rest.split(',').filter(|s| !s.trim().is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| PrefetchError::NotKeyValue { piece: kv.to_string() })?;
-            let k = k.trim();
-            if !known.contains(&k) {
-                return Err(PrefetchError::UnknownParameter {
-                    scheme: scheme.to_string(),
-                    key: k.to_string(),
-                    known: known.join(", "),
-                });
-            }
-            pairs.push((k, v.trim()));
-        }
-        Ok(Params { scheme, pairs })
-    }
+impl Params<'_> {
     /// Whether the spec sets `key`.
     pub fn has(&self, key: &str) -> bool {
-        self.pairs.iter().any(|(k, _)| *k == key)
+        self.pairs.iter().any(|(k, _)| k == key)
     }
     pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, PrefetchError> {
-        match self.pairs.iter().find(|(k, _)| *k == key) {
+        match self.pairs.iter().find(|(k, _)| k == key) {
             None => Ok(default),
             Some((_, v)) => v.parse().map_err(|_| PrefetchError::BadValue {
-                scheme: self.scheme.to_string(),
+                scheme: self.scheme.clone(),
                 key: key.to_string(),
                 value: v.to_string(),
             }),
@@ -240,22 +227,24 @@ const VARIANT_PARAMS: &[&str] = &[
     "late_us",
 ];
 
-/// Builds a prefetcher from a spec like `"seq"` or `"quickmine:g=5"`.
+/// Builds a prefetcher from a spec written in code, like `"seq"` or
+/// `"quickmine:g=5"`; input from outside is parsed once into a
+/// [`PrefetchSpec`] at the edge instead.
 /// `training` is the warm-up part of the trace (offline miners learn from it).
 pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<dyn Prefetcher>, PrefetchError> {
-    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
-    let name = name.trim().to_ascii_lowercase();
-    let known = SCHEMES
-        .iter()
-        .find(|s| s.0 == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = SCHEMES.iter().map(|s| s.0).collect();
-            PrefetchError::UnknownPrefetcher { name: name.clone(), known: names.join(", ") }
-        })?
-        .1;
-    let p = Params::parse(spec, rest, known)?;
+    spec.parse::<PrefetchSpec>()?.build(block_size, training)
+}
+
+/// The prefetcher `name` (a row of [`SCHEMES`]) with the parameters `p`,
+/// whose names were checked against that row.
+fn build_scheme(
+    name: &str,
+    p: &Params,
+    block_size: u32,
+    training: &[CtxEvent],
+) -> Result<Box<dyn Prefetcher>, PrefetchError> {
     let bs = u64::from(block_size.max(1));
-    Ok(match name.as_str() {
+    Ok(match name {
         "none" => Box::new(NoPrefetch),
         "seq" => Box::new(seq::Seq::new((p.get("max", 131_072u64)? / bs).max(1))),
         "run" => Box::new(run::RunPrefetcher::new(
@@ -284,7 +273,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
         "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account" => {
-            Box::new(quickmine::QuickMine::new(quickmine_config(&name, &p)?)?)
+            Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?)
         }
         "qm-guarded" => {
             let mut base = quickmine::Config::paper(p.get("g", 5)?);
@@ -302,7 +291,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             p.get("max-metadata-size", 0.1)?,
             p.get("prefetch-threshold", 0.05)?,
         )?),
-        "mithril" => Box::new(mithril::Mithril::new(mithril_config(&p)?)?),
+        "mithril" => Box::new(mithril::Mithril::new(mithril_config(p)?)?),
         "qm-select" => Box::new(select::Select::new(select_experts()?)?),
         _ => unreachable!("every SCHEMES entry has a builder"),
     })
@@ -311,7 +300,10 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
 /// The selecting QuickMine's experts ([`select::EXPERTS`]), each as its
 /// own scheme is built with no parameters.
 fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchError> {
-    select::EXPERTS.iter().map(|&v| Ok((v, quickmine_config(v, &Params { scheme: v, pairs: Vec::new() })?))).collect()
+    select::EXPERTS
+        .iter()
+        .map(|&v| Ok((v, quickmine_config(v, &Params { scheme: v.to_string(), pairs: &[] })?)))
+        .collect()
 }
 
 /// The configuration of `quickmine` or one of its variants `qm-*`. The
