@@ -1,4 +1,5 @@
-//! What a registry row says about each parameter it takes: its name and the
+//! What a registry row (a policy's, an admission policy's, a prefetcher's
+//! in `hearth_prefetch::SCHEMES`) says about each parameter it takes: its name and the
 //! values it accepts. A spec is checked by reading its rows
 //! ([`PolicySpec`](crate::PolicySpec) when parsed), without building the
 //! policy; the constructors keep their own guards for callers in code, and
@@ -6,7 +7,7 @@
 
 use std::fmt;
 
-/// One parameter of a policy or admission policy.
+/// One parameter of a policy, admission policy or prefetcher.
 #[derive(Debug, Clone, Copy)]
 pub struct Param {
     pub name: &'static str,
@@ -30,6 +31,8 @@ pub enum Accepts {
     Seed,
     /// A size in bytes (`1MiB`).
     Bytes,
+    /// `true` or `false`.
+    Flag,
 }
 
 /// One end of a [`Accepts::Number`] range.
@@ -71,9 +74,50 @@ impl Param {
     pub const fn bytes(name: &'static str) -> Param {
         Param::of(name, Accepts::Bytes)
     }
+    pub const fn flag(name: &'static str) -> Param {
+        Param::of(name, Accepts::Flag)
+    }
+    /// The same values under another name.
+    pub const fn named(self, name: &'static str) -> Param {
+        Param { name, ..self }
+    }
     /// The same parameter counting `unit` (`samples`), for messages.
     pub const fn counting(self, unit: &'static str) -> Param {
         Param { unit, ..self }
+    }
+
+    /// Values that exercise this declaration, for tests holding a registry
+    /// row and its constructor in agreement: the bounds and just past them,
+    /// each word, and some values of every type. Not infinities: rows refuse
+    /// them everywhere, where a few constructors take an infinite ghost.
+    pub fn probes(&self) -> Vec<String> {
+        let mut probes: Vec<String> =
+            ["0", "1", "2", "-1", "0.5", "1.5", "255", "256", "4294967296", "1e30", "x", "NaN"]
+                .map(String::from)
+                .to_vec();
+        let mut near = |b: f64| probes.extend([b - 1e-3, b, b + 1e-3].map(|x| x.to_string()));
+        match self.accepts {
+            Accepts::Whole { min, max } => {
+                probes.extend([min, max].map(|n| n.to_string()));
+                probes.extend(min.checked_sub(1).into_iter().chain(max.checked_add(1)).map(|n| n.to_string()));
+            }
+            Accepts::Number { low, high } => {
+                for bound in [low, high] {
+                    if let Bound::Inclusive(b) | Bound::Exclusive(b) = bound {
+                        near(b);
+                    }
+                }
+            }
+            Accepts::Word(words) => probes.extend(words.iter().map(|w| w.to_string())),
+            Accepts::WordOrWhole { words, min } => {
+                probes.extend(words.iter().map(|w| w.to_string()));
+                probes.extend([min.saturating_sub(1), min].map(|n| n.to_string()));
+            }
+            Accepts::Seed => {}
+            Accepts::Bytes => probes.extend(["1MiB", "4096", "1.5KiB"].map(String::from)),
+            Accepts::Flag => probes.extend(["true", "false", "yes"].map(String::from)),
+        }
+        probes
     }
 
     /// Whether `value` (trimmed, as written) is one this parameter accepts.
@@ -127,6 +171,7 @@ impl Param {
                 _ => Ok(()),
             },
             Accepts::Bytes => hearth_core::parse_bytes(value).map(drop).map_err(|_| Refusal::NotOfType),
+            Accepts::Flag => value.parse::<bool>().map(drop).map_err(|_| Refusal::NotOfType),
         }
     }
 }

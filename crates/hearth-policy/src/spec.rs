@@ -384,39 +384,6 @@ fn group_rows(name: &str) -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::param::{Accepts, Bound};
-
-    /// Values to try on `param`: its bounds and just past them, each word,
-    /// and some of every type. Not infinities: rows refuse them everywhere,
-    /// where a few constructors take an infinite ghost or window.
-    fn probes(param: &Param) -> Vec<String> {
-        let mut probes: Vec<String> =
-            ["0", "1", "2", "-1", "0.5", "1.5", "255", "256", "4294967296", "1e30", "x", "NaN"]
-                .map(String::from)
-                .to_vec();
-        let mut near = |b: f64| probes.extend([b - 1e-3, b, b + 1e-3].map(|x| x.to_string()));
-        match param.accepts {
-            Accepts::Whole { min, max } => {
-                probes.extend([min, max].map(|n| n.to_string()));
-                probes.extend(min.checked_sub(1).into_iter().chain(max.checked_add(1)).map(|n| n.to_string()));
-            }
-            Accepts::Number { low, high } => {
-                for bound in [low, high] {
-                    if let Bound::Inclusive(b) | Bound::Exclusive(b) = bound {
-                        near(b);
-                    }
-                }
-            }
-            Accepts::Word(words) => probes.extend(words.iter().map(|w| w.to_string())),
-            Accepts::WordOrWhole { words, min } => {
-                probes.extend(words.iter().map(|w| w.to_string()));
-                probes.extend([min.saturating_sub(1), min].map(|n| n.to_string()));
-            }
-            Accepts::Seed => {}
-            Accepts::Bytes => probes.extend(["1MiB", "4096", "1.5KiB"].map(String::from)),
-        }
-        probes
-    }
 
     /// What a row accepts is what the constructor accepts, so that
     /// [`PolicySpec::build`] never meets a refusal the parse let through.
@@ -436,7 +403,7 @@ mod tests {
         for (row, entry) in REGISTRY.iter().enumerate() {
             agree(PolicySpec::of_row(row));
             for param in entry.params {
-                for value in probes(param) {
+                for value in param.probes() {
                     let mut spec = PolicySpec::of_row(row);
                     spec.eviction.params.pairs.push((param.name.to_string(), value));
                     agree(spec);
@@ -445,7 +412,7 @@ mod tests {
         }
         for (row, entry) in ADMISSIONERS.iter().enumerate() {
             for param in entry.params {
-                for value in probes(param) {
+                for value in param.probes() {
                     let pairs = vec![(param.name.to_string(), value)];
                     let admission = Part { row, params: Params { owner: entry.plus, pairs } };
                     agree(PolicySpec { admission: Some(Box::new(admission)), ..PolicySpec::of_row(0) });

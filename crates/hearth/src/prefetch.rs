@@ -299,6 +299,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
         PrefetchCmd::Replay(args) => crate::replay::run(args),
         PrefetchCmd::Schemes => {
             for (name, params, about) in hearth_prefetch::SCHEMES {
+                let params: Vec<&str> = params.iter().map(|p| p.name).collect();
                 println!("{name:<10} [{}] {about}", params.join(","));
             }
             Ok(())
@@ -363,10 +364,6 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         explain: false,
     };
     let schemes = args.schemes();
-    // Check every scheme's values before the long runs.
-    for spec in schemes {
-        spec.build(block_size, &[])?;
-    }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let outcomes: Vec<Outcome> = hearth_sim::parallel_map(schemes, threads, |spec| simulate(events, spec, &setup))
         .into_iter()

@@ -58,7 +58,6 @@ impl ExplainArgs {
         block_size: u32,
     ) -> anyhow::Result<Vec<Explained>> {
         let Some(spec) = &self.explain else { return Ok(Vec::new()) };
-        spec.build(block_size, &[])?;
         let device =
             self.device_latency.map(|l| Device { latency_ns: l.as_nanos() as u64, bytes_per_sec: 500_000_000 });
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());

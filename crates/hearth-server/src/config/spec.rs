@@ -320,9 +320,6 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         Ok(spec) => spec.filter(|spec| spec.name() != "none"),
         Err(m) => return Err(invalid(at("prefetch"), m)),
     };
-    if let Some(spec) = &prefetch {
-        spec.build(4096, &[]).map_err(|m| invalid(at("prefetch"), m))?;
-    }
     let what_if = match &e.what_if {
         None => Some(crate::advice::default_what_if()),
         Some(list) if list.is_empty() => None,
