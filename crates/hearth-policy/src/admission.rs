@@ -27,6 +27,8 @@
 
 use hearth_core::{key_map, Access, Key, KeyMap, Policy};
 
+use crate::param::Bound::{Exclusive, Inclusive};
+use crate::param::Param;
 use crate::Params;
 use crate::SpecError;
 
@@ -60,16 +62,16 @@ pub(crate) struct AdmitEntry {
     /// `+name`, as `hearth policies` lists it.
     pub plus: &'static str,
     pub aliases: &'static [&'static str],
-    pub params: &'static [&'static str],
+    pub params: &'static [Param],
     pub about: &'static str,
 }
 
 pub(crate) const ADMISSIONERS: &[AdmitEntry] = &[
     AdmitEntry { name: "tinylfu", plus: "+tinylfu", aliases: &["bloom", "bloomfilter"], params: &[], about: "admission (lru+tinylfu, alias +bloom): one-hit-wonder rejection, admit an object from its second miss on (libCacheSim's BloomFilter: exact, never aged)" },
-    AdmitEntry { name: "size", plus: "+size", aliases: &[], params: &["max"], about: "admission (lru+size:max=1MiB): admit objects smaller than max (libCacheSim's Size)" },
-    AdmitEntry { name: "prob", plus: "+prob", aliases: &[], params: &["p", "seed"], about: "admission (lru+prob:p=0.5,seed=S): admit with probability p, seeded Lehmer64 as libCacheSim's Prob" },
-    AdmitEntry { name: "sizeprob", plus: "+sizeprob", aliases: &[], params: &["exponent", "seed"], about: "admission (lru+sizeprob:exponent=1e-6,seed=S): admit with probability e^(-exponent x size) (libCacheSim's SizeProbabilistic)" },
-    AdmitEntry { name: "adaptsize", plus: "+adaptsize", aliases: &[], params: &["iterations", "interval", "seed"], about: "admission (lru+adaptsize:iterations=15,interval=30000,seed=S): AdaptSize (Berger et al.), admit with probability e^(-size/c), c tuned by its hit-ratio model" },
+    AdmitEntry { name: "size", plus: "+size", aliases: &[], params: &[Param::bytes("max")], about: "admission (lru+size:max=1MiB): admit objects smaller than max (libCacheSim's Size)" },
+    AdmitEntry { name: "prob", plus: "+prob", aliases: &[], params: &[Param::number("p", Exclusive(0.0), Inclusive(1.0)), Param::seed()], about: "admission (lru+prob:p=0.5,seed=S): admit with probability p, seeded Lehmer64 as libCacheSim's Prob" },
+    AdmitEntry { name: "sizeprob", plus: "+sizeprob", aliases: &[], params: &[Param::number("exponent", Exclusive(0.0), Inclusive(1.0)), Param::seed()], about: "admission (lru+sizeprob:exponent=1e-6,seed=S): admit with probability e^(-exponent x size) (libCacheSim's SizeProbabilistic)" },
+    AdmitEntry { name: "adaptsize", plus: "+adaptsize", aliases: &[], params: &[Param::whole("iterations", 0, u64::MAX), Param::whole("interval", 1, u64::MAX), Param::seed()], about: "admission (lru+adaptsize:iterations=15,interval=30000,seed=S): AdaptSize (Berger et al.), admit with probability e^(-size/c), c tuned by its hit-ratio model" },
 ];
 
 /// The decision of one admission policy.

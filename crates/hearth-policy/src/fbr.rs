@@ -47,9 +47,6 @@ struct Block {
     entered_old: u64,
 }
 
-/// Largest `cmax`: the old section keeps a list per count (24 bytes each).
-const MAX_CMAX: u32 = 1 << 20;
-
 pub struct Fbr {
     capacity: u64,
     used: u64,
@@ -73,9 +70,12 @@ pub struct Fbr {
 }
 
 impl Fbr {
-    /// An FBR cache of `capacity` bytes; `new` and `old` are the sections'
-    /// shares of the capacity.
-    pub fn new(capacity: u64, new: f64, old: f64, amax: u32, cmax: u32) -> Result<Self, SpecError> {
+    /// Largest `cmax`: the old section keeps a list per count (24 bytes each).
+    pub const MAX_CMAX: u32 = 1 << 20;
+
+    /// Refuses section shares and count limits FBR cannot run with; the
+    /// registry row checks a spec's through this too.
+    pub fn check(new: f64, old: f64, amax: u32, cmax: u32) -> Result<(), SpecError> {
         if !(new > 0.0 && old > 0.0 && new + old <= 1.0) {
             return Err(SpecError::range(
                 "fbr",
@@ -86,9 +86,16 @@ impl Fbr {
             return Err(SpecError::range("fbr", format!("needs 1 <= amax < cmax, got amax={amax}, cmax={cmax}")));
         }
         // One list per count: a count limit is a memory limit.
-        if cmax > MAX_CMAX {
-            return Err(SpecError::range("fbr", format!("cmax is at most {MAX_CMAX}, got {cmax}")));
+        if cmax > Self::MAX_CMAX {
+            return Err(SpecError::range("fbr", format!("cmax is at most {}, got {cmax}", Self::MAX_CMAX)));
         }
+        Ok(())
+    }
+
+    /// An FBR cache of `capacity` bytes; `new` and `old` are the sections'
+    /// shares of the capacity.
+    pub fn new(capacity: u64, new: f64, old: f64, amax: u32, cmax: u32) -> Result<Self, SpecError> {
+        Self::check(new, old, amax, cmax)?;
         let new_limit = (new * capacity as f64) as u64;
         let middle_limit = ((1.0 - new - old).max(0.0) * capacity as f64) as u64;
         Ok(Fbr {

@@ -71,13 +71,27 @@ pub struct FifoMerge {
 }
 
 impl FifoMerge {
-    pub fn new(capacity: u64, exam: usize, keep: usize, retain: Retain, seed: u64) -> Result<Self, SpecError> {
+    /// Most items one eviction may examine.
+    pub const MAX_EXAM: usize = 1 << 20;
+
+    /// Refuses an examination window that keeps all it examines; the
+    /// registry row checks a spec's through this too.
+    pub fn check(exam: usize, keep: usize) -> Result<(), SpecError> {
+        // The examined items are gathered into a buffer of exam entries.
+        if exam > Self::MAX_EXAM {
+            return Err(SpecError::range("fifomerge", format!("exam must be at most {}, got {exam}", Self::MAX_EXAM)));
+        }
         if exam == 0 || keep >= exam {
             return Err(SpecError::range(
                 "fifomerge",
                 format!("exam must be at least 1 and keep below it, got exam={exam}, keep={keep}"),
             ));
         }
+        Ok(())
+    }
+
+    pub fn new(capacity: u64, exam: usize, keep: usize, retain: Retain, seed: u64) -> Result<Self, SpecError> {
+        Self::check(exam, keep)?;
         if seed == 0 {
             return Err(SpecError::range("fifomerge", "seed must not be 0 (the generator would stay at 0)"));
         }

@@ -5,6 +5,9 @@
 //! policy is (offline, its family) and whose parameters were checked when it
 //! was parsed, so building it cannot fail.
 //!
+//! Prefetcher specs (`hearth_prefetch::PrefetchSpec`) are split here too,
+//! by [`split_single`].
+//!
 //! Grammar: a list is comma-separated specs; a spec is
 //! `name[:key=value,...][+admission[:key=value,...]]`, names case-blind. In a
 //! list, a piece with `=` but no `:` is one more parameter of the part before
@@ -18,6 +21,7 @@ use std::str::FromStr;
 use hearth_core::Policy;
 
 use crate::admission::{self, AdmitEntry, ADMISSIONERS};
+use crate::param::{Param, Refusal};
 use crate::{Entry, Group, SpecError, REGISTRY};
 
 /// The `key=value` parameters of one part of a spec, as written (trimmed).
@@ -43,24 +47,32 @@ impl Params {
 
     /// Adds one `key=value` piece.
     fn push(&mut self, piece: &str) -> Result<(), SpecError> {
-        let (k, v) = piece.split_once('=').ok_or_else(|| SpecError::NotKeyValue { piece: piece.to_string() })?;
-        self.pairs.push((k.trim().to_string(), v.trim().to_string()));
+        let pair = key_value(piece).ok_or_else(|| SpecError::NotKeyValue { piece: piece.to_string() })?;
+        self.pairs.push(pair);
         Ok(())
     }
 
-    /// Refuses a key `policy` does not take.
-    pub(crate) fn check_known(&self, policy: &str, known: &[&str]) -> Result<(), SpecError> {
-        for (k, _) in &self.pairs {
-            if known.is_empty() {
-                return Err(SpecError::TakesNoParameters { policy: policy.to_string(), key: k.clone() });
-            }
-            if !known.contains(&k.as_str()) {
+    /// Refuses a key `policy`'s row does not declare, and a value the
+    /// declaration does not accept.
+    fn check(&self, policy: &str, declared: &[Param]) -> Result<(), SpecError> {
+        for (key, value) in &self.pairs {
+            let Some(param) = declared.iter().find(|p| p.name == key) else {
+                if declared.is_empty() {
+                    return Err(SpecError::TakesNoParameters { policy: policy.to_string(), key: key.clone() });
+                }
+                let known: Vec<&str> = declared.iter().map(|p| p.name).collect();
                 return Err(SpecError::UnknownParameter {
                     policy: policy.to_string(),
-                    key: k.clone(),
+                    key: key.clone(),
                     known: known.join(", "),
                 });
-            }
+            };
+            param.check(value).map_err(|refusal| match refusal {
+                Refusal::NotOfType => {
+                    SpecError::BadValue { owner: self.owner.to_string(), key: key.clone(), value: value.clone() }
+                }
+                Refusal::OutOfRange(reason) => SpecError::OutOfRange { policy: self.owner, reason },
+            })?;
         }
         Ok(())
     }
@@ -114,6 +126,24 @@ impl Part {
         }
         Ok((part, first.is_some()))
     }
+}
+
+/// `key=value` as (key, value), each trimmed.
+fn key_value(piece: &str) -> Option<(String, String)> {
+    let (k, v) = piece.split_once('=')?;
+    Some((k.trim().to_string(), v.trim().to_string()))
+}
+
+/// A spec with no list or admission grammar around it, `name[:key=value,...]`
+/// (a prefetcher's, `quickmine:g=5,degree=3`): its name (trimmed, lower
+/// case) and its `key=value` pairs (trimmed), for crates whose registries
+/// are not policies' to split their specs here too. `Err` holds the piece
+/// that is not `key=value`.
+pub fn split_single(text: &str) -> Result<(String, Vec<(String, String)>), String> {
+    let (name, rest) = split_name(text);
+    let pieces = rest.unwrap_or("").split(',').filter(|piece| !piece.trim().is_empty());
+    let pairs = pieces.map(|piece| key_value(piece).ok_or_else(|| piece.to_string())).collect::<Result<_, _>>()?;
+    Ok((name, pairs))
 }
 
 /// `name` (trimmed, lower case) and what follows its `:`, if any.
@@ -184,15 +214,18 @@ impl PolicySpec {
         }
     }
 
-    /// Refuses unknown parameters and values out of range, by building the
-    /// policy at no capacity: the constructors check before they size
-    /// anything, so this allocates no cache.
+    /// Refuses unknown parameters and values out of range by reading the
+    /// registry rows, without building anything.
     fn check(&self) -> Result<(), SpecError> {
-        self.eviction.params.check_known(self.entry().name, self.entry().params)?;
-        if let Some((entry, params)) = self.admitter() {
-            params.check_known(entry.name, entry.params)?;
+        let entry = self.entry();
+        self.eviction.params.check(entry.name, entry.params)?;
+        if let Some(relation) = entry.relation {
+            relation(&self.eviction.params)?;
         }
-        self.try_build(0).map(drop)
+        if let Some((entry, params)) = self.admitter() {
+            params.check(entry.name, entry.params)?;
+        }
+        Ok(())
     }
 
     /// How a result row names this policy, given `built`, the name of the
@@ -345,5 +378,59 @@ fn group_rows(name: &str) -> Option<Vec<usize>> {
         "learned" => Some(rows.filter(|&row| REGISTRY[row].group == Group::Learned).collect()),
         "all" => Some(rows.collect()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a row accepts is what the constructor accepts, so that
+    /// [`PolicySpec::build`] never meets a refusal the parse let through.
+    #[test]
+    fn rows_accept_what_the_constructors_accept() {
+        let mut tried = 0;
+        let mut agree = |spec: PolicySpec| {
+            let (by_row, by_constructor) = (spec.check(), spec.try_build(0));
+            assert_eq!(
+                by_row.is_ok(),
+                by_constructor.is_ok(),
+                "{spec}: row {by_row:?}, constructor {by_constructor:?}",
+                by_constructor = by_constructor.as_ref().err()
+            );
+            tried += 1;
+        };
+        for (row, entry) in REGISTRY.iter().enumerate() {
+            agree(PolicySpec::of_row(row));
+            for param in entry.params {
+                for value in param.probes() {
+                    let mut spec = PolicySpec::of_row(row);
+                    spec.eviction.params.pairs.push((param.name.to_string(), value));
+                    agree(spec);
+                }
+            }
+        }
+        for (row, entry) in ADMISSIONERS.iter().enumerate() {
+            for param in entry.params {
+                for value in param.probes() {
+                    let pairs = vec![(param.name.to_string(), value)];
+                    let admission = Part { row, params: Params { owner: entry.plus, pairs } };
+                    agree(PolicySpec { admission: Some(Box::new(admission)), ..PolicySpec::of_row(0) });
+                }
+            }
+        }
+        assert!(tried > 1000, "{tried} specs tried");
+    }
+
+    #[test]
+    fn relations_across_parameters_are_checked_with_defaults_filled_in() {
+        let err = |text: &str| text.parse::<PolicySpec>().unwrap_err().to_string();
+        assert_eq!(err("fbr:new=0.9"), "fbr: needs new > 0, old > 0 and new + old <= 1, got new=0.9, old=0.25");
+        assert_eq!(
+            err("fifomerge:keep=100"),
+            "fifomerge: exam must be at least 1 and keep below it, got exam=100, keep=100"
+        );
+        assert_eq!(err("arc:step=bytes"), "arc: step must be \"byte\" or \"size\", got \"bytes\"");
+        assert!("fbr:new=0.5,old=0.5,amax=9,cmax=10".parse::<PolicySpec>().is_ok());
     }
 }

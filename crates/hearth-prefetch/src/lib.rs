@@ -43,13 +43,17 @@ pub mod rules;
 pub mod run;
 pub mod select;
 pub mod seq;
+mod spec;
 mod throttle;
 
 pub use cache::{CacheShape, Class, PrefetchCache, Stats};
 pub use error::PrefetchError;
 pub use partition::Partition;
+pub use spec::PrefetchSpec;
 
 use hearth_core::{CtxEvent, Key, Op};
+use hearth_policy::param::Bound::{Exclusive, Unbounded};
+use hearth_policy::param::Param;
 
 /// A demand access as a prefetcher sees it, after the cache classified it.
 #[derive(Clone, Copy, Debug)]
@@ -161,38 +165,23 @@ impl Prefetcher for NoPrefetch {
     fn access(&mut self, _: &Demand, _: &dyn Fn(Key) -> bool, _: &mut Vec<Key>) {}
 }
 
-/// Parameters parsed from a spec's `name:key=value,...` tail.
+/// The parameters of a [`PrefetchSpec`], as its builder reads them.
 pub struct Params<'a> {
-    scheme: &'a str,
-    pairs: Vec<(&'a str, &'a str)>,
+    /// The spec as written back, for messages.
+    scheme: String,
+    pairs: &'a [(String, String)],
 }
 
-impl<'a> Params<'a> {
-    fn parse(scheme: &'a str, rest: &'a str, known: &[&str]) -> Result<Params<'a>, PrefetchError> {
-        let mut pairs = Vec::new();
-        for kv in rest.split(',').filter(|s| !s.trim().is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| PrefetchError::NotKeyValue { piece: kv.to_string() })?;
-            let k = k.trim();
-            if !known.contains(&k) {
-                return Err(PrefetchError::UnknownParameter {
-                    scheme: scheme.to_string(),
-                    key: k.to_string(),
-                    known: known.join(", "),
-                });
-            }
-            pairs.push((k, v.trim()));
-        }
-        Ok(Params { scheme, pairs })
-    }
+impl Params<'_> {
     /// Whether the spec sets `key`.
     pub fn has(&self, key: &str) -> bool {
-        self.pairs.iter().any(|(k, _)| *k == key)
+        self.pairs.iter().any(|(k, _)| k == key)
     }
     pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, PrefetchError> {
-        match self.pairs.iter().find(|(k, _)| *k == key) {
+        match self.pairs.iter().find(|(k, _)| k == key) {
             None => Ok(default),
             Some((_, v)) => v.parse().map_err(|_| PrefetchError::BadValue {
-                scheme: self.scheme.to_string(),
+                scheme: self.scheme.clone(),
                 key: key.to_string(),
                 value: v.to_string(),
             }),
@@ -200,62 +189,93 @@ impl<'a> Params<'a> {
     }
 }
 
-/// `(name, parameters, description)` of every scheme [`build`] knows.
-pub const SCHEMES: &[(&str, &[&str], &str)] = &[
+/// `(name, parameters, description)` of every scheme [`build`] knows; a
+/// spec's parameters are checked against its row when it is parsed.
+pub const SCHEMES: &[(&str, &[Param], &str)] = &[
     ("none", &[], "no prefetching"),
-    ("seq", &["max"], "Linux-style read-ahead: current and ahead windows doubling up to max bytes (128KiB)"),
-    ("run", &["trigger", "depth", "jump"], "run-based: prefetch depth blocks (16) once a run spans trigger bytes (32KiB); jumps of up to jump blocks (4)"),
-    ("cminer", &["segment", "gap", "support", "confidence", "degree"], "C-Miner*: closed frequent sequences mined offline from the warm-up part"),
-    ("borg", &["weight", "depth", "window"], "BORG-style correlation graph: weight=freq|time, chain depth (3), window of predecessors (2)"),
+    ("seq", &[Param::whole("max", 0, u64::MAX)], "Linux-style read-ahead: current and ahead windows doubling up to max bytes (128KiB)"),
+    ("run", &[Param::whole("trigger", 0, u64::MAX), Param::whole("depth", 0, u64::MAX), Param::whole("jump", 0, u64::MAX)], "run-based: prefetch depth blocks (16) once a run spans trigger bytes (32KiB); jumps of up to jump blocks (4)"),
+    ("cminer", &[Param::whole("segment", 0, usize::MAX as u64), Param::whole("gap", 0, usize::MAX as u64), Param::whole("support", 0, u32::MAX as u64), Param::number("confidence", Unbounded, Unbounded), Param::whole("degree", 0, usize::MAX as u64)], "C-Miner*: closed frequent sequences mined offline from the warm-up part"),
+    ("borg", &[Param::word("weight", &["freq", "time"]), Param::whole("depth", 0, usize::MAX as u64), Param::whole("window", 0, usize::MAX as u64)], "BORG-style correlation graph: weight=freq|time, chain depth (3), window of predecessors (2)"),
     ("quickmine", QUICKMINE_PARAMS, "QuickMine: per-context rules a&b->c, lookahead g (5), rule cache of prefixes (16384) x suffixes (8), grace (4), degree (5), throttle (true), context (true), lookups on promotes too (true)"),
     ("qm-orders", VARIANT_PARAMS, "QuickMine with variable-order rules: prefixes of 1..=orders (3) blocks, the longest first, shorter ones fill the degree"),
     ("qm-position", VARIANT_PARAMS, "QuickMine with rules keyed by template + position as well (position=true)"),
     ("qm-ahead", VARIANT_PARAMS, "QuickMine looking up ahead (2) steps along the guessed next reads, degree blocks each"),
     ("qm-timely", VARIANT_PARAMS, "QuickMine counting a prefetch demanded within late_us (100) µs of its issue as wasted when throttling"),
     ("qm-best", VARIANT_PARAMS, "the four QuickMine variants together: orders 1-3, position, ahead 2, late_us 100"),
-    ("obl", &["sequential-confidence-k", "block-size"], "one-block lookahead (libCacheSim's OBL): the next block once the last sequential-confidence-k (4) requests ran up to this one; block-size (512) bytes per prefetched object in an object cache"),
-    ("pg", &["lookahead-range", "block-size", "max-metadata-size", "prefetch-threshold"], "probability graph (libCacheSim's PG): successors within lookahead-range (20) requests whose share passes prefetch-threshold (0.05); graph up to max-metadata-size (0.1) x block-size (1) x cache bytes"),
+    ("obl", &[Param::whole("sequential-confidence-k", 1, usize::MAX as u64), Param::whole("block-size", 1, u32::MAX as u64)], "one-block lookahead (libCacheSim's OBL): the next block once the last sequential-confidence-k (4) requests ran up to this one; block-size (512) bytes per prefetched object in an object cache"),
+    ("pg", &[Param::whole("lookahead-range", 1, 100), Param::whole("block-size", 1, u64::MAX), SHARE.named("max-metadata-size"), SHARE.named("prefetch-threshold")], "probability graph (libCacheSim's PG): successors within lookahead-range (20) requests whose share passes prefetch-threshold (0.05); graph up to max-metadata-size (0.1) x block-size (1) x cache bytes"),
     ("mithril", MITHRIL_PARAMS, "Mithril (libCacheSim's): blocks recurring at nearby times (lookahead-range 20, min-support 2, max-support 8, confidence 1), mined every mining-threshold (5120) / min-support blocks, pf-list-size (2) per block, rec-trigger miss|each_req, cycle-time (2)"),
     ("qm-account", VARIANT_PARAMS, "QuickMine with the remedies the miss account chose (docs/dev/prefetch-miss-account-remedies.md): orders 1-3, position rules, lookups on hits, 65536 prefixes per rule kind x 32 suffixes"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
 
-const MITHRIL_PARAMS: &[&str] = &[
-    "lookahead-range",
-    "max-support",
-    "min-support",
-    "confidence",
-    "pf-list-size",
-    "rec-trigger",
-    "block-size",
-    "max-metadata-size",
-    "cycle-time",
-    "mining-threshold",
+/// A share strictly between 0 and 1.
+const SHARE: Param = Param::number("share", Exclusive(0.0), Exclusive(1.0));
+const MITHRIL_PARAMS: &[Param] = &[
+    Param::whole("lookahead-range", 1, 100),
+    Param::whole("max-support", 0, i32::MAX as u64),
+    Param::whole("min-support", 1, i32::MAX as u64),
+    Param::whole("confidence", 1, 100),
+    Param::whole("pf-list-size", 1, 100),
+    Param::word("rec-trigger", &["miss", "each_req"]),
+    Param::whole("block-size", 1, u64::MAX),
+    SHARE.named("max-metadata-size"),
+    Param::whole("cycle-time", 1, 100),
+    Param::whole("mining-threshold", 0, i32::MAX as u64),
 ];
-const QUICKMINE_PARAMS: &[&str] = &["g", "prefixes", "suffixes", "grace", "degree", "throttle", "context", "promote"];
-const GUARDED_PARAMS: &[&str] = &["g", "prefixes", "suffixes", "grace", "degree", "late_us"];
-const VARIANT_PARAMS: &[&str] = &[
-    "g", "prefixes", "suffixes", "grace", "degree", "throttle", "context", "promote", "orders", "position", "ahead",
-    "late_us",
+const G: Param = Param::whole("g", 1, usize::MAX as u64);
+const PREFIXES: Param = Param::whole("prefixes", 0, usize::MAX as u64);
+const SUFFIXES: Param = Param::whole("suffixes", 0, usize::MAX as u64);
+const GRACE: Param = Param::whole("grace", 0, u32::MAX as u64);
+const DEGREE: Param = Param::whole("degree", 0, usize::MAX as u64);
+const LATE_US: Param = Param::whole("late_us", 0, u64::MAX);
+const QUICKMINE_PARAMS: &[Param] =
+    &[G, PREFIXES, SUFFIXES, GRACE, DEGREE, Param::flag("throttle"), Param::flag("context"), Param::flag("promote")];
+const GUARDED_PARAMS: &[Param] = &[G, PREFIXES, SUFFIXES, GRACE, DEGREE, LATE_US];
+const VARIANT_PARAMS: &[Param] = &[
+    G,
+    PREFIXES,
+    SUFFIXES,
+    GRACE,
+    DEGREE,
+    Param::flag("throttle"),
+    Param::flag("context"),
+    Param::flag("promote"),
+    Param::whole("orders", 1, 3),
+    Param::flag("position"),
+    Param::whole("ahead", 1, usize::MAX as u64),
+    LATE_US,
 ];
 
-/// Builds a prefetcher from a spec like `"seq"` or `"quickmine:g=5"`.
+/// Checks across one scheme's parameters, with defaults filled in
+/// (Mithril's supports and mining threshold), without building it.
+fn relation(name: &str, p: &Params) -> Result<(), PrefetchError> {
+    match name {
+        "mithril" => mithril_config(p)?.check(),
+        _ => Ok(()),
+    }
+}
+
+/// Builds a prefetcher from a spec written in code, like `"seq"` or
+/// `"quickmine:g=5"`; input from outside is parsed once into a
+/// [`PrefetchSpec`] at the edge instead.
 /// `training` is the warm-up part of the trace (offline miners learn from it).
 pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<dyn Prefetcher>, PrefetchError> {
-    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
-    let name = name.trim().to_ascii_lowercase();
-    let known = SCHEMES
-        .iter()
-        .find(|s| s.0 == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = SCHEMES.iter().map(|s| s.0).collect();
-            PrefetchError::UnknownPrefetcher { name: name.clone(), known: names.join(", ") }
-        })?
-        .1;
-    let p = Params::parse(spec, rest, known)?;
+    spec.parse::<PrefetchSpec>()?.build(block_size, training)
+}
+
+/// The prefetcher `name` (a row of [`SCHEMES`]) with the parameters `p`,
+/// whose names were checked against that row.
+fn build_scheme(
+    name: &str,
+    p: &Params,
+    block_size: u32,
+    training: &[CtxEvent],
+) -> Result<Box<dyn Prefetcher>, PrefetchError> {
     let bs = u64::from(block_size.max(1));
-    Ok(match name.as_str() {
+    Ok(match name {
         "none" => Box::new(NoPrefetch),
         "seq" => Box::new(seq::Seq::new((p.get("max", 131_072u64)? / bs).max(1))),
         "run" => Box::new(run::RunPrefetcher::new(
@@ -284,7 +304,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
         "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account" => {
-            Box::new(quickmine::QuickMine::new(quickmine_config(&name, &p)?)?)
+            Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?)
         }
         "qm-guarded" => {
             let mut base = quickmine::Config::paper(p.get("g", 5)?);
@@ -302,7 +322,7 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
             p.get("max-metadata-size", 0.1)?,
             p.get("prefetch-threshold", 0.05)?,
         )?),
-        "mithril" => Box::new(mithril::Mithril::new(mithril_config(&p)?)?),
+        "mithril" => Box::new(mithril::Mithril::new(mithril_config(p)?)?),
         "qm-select" => Box::new(select::Select::new(select_experts()?)?),
         _ => unreachable!("every SCHEMES entry has a builder"),
     })
@@ -311,7 +331,10 @@ pub fn build(spec: &str, block_size: u32, training: &[CtxEvent]) -> Result<Box<d
 /// The selecting QuickMine's experts ([`select::EXPERTS`]), each as its
 /// own scheme is built with no parameters.
 fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchError> {
-    select::EXPERTS.iter().map(|&v| Ok((v, quickmine_config(v, &Params { scheme: v, pairs: Vec::new() })?))).collect()
+    select::EXPERTS
+        .iter()
+        .map(|&v| Ok((v, quickmine_config(v, &Params { scheme: v.to_string(), pairs: &[] })?)))
+        .collect()
 }
 
 /// The configuration of `quickmine` or one of its variants `qm-*`. The
@@ -405,15 +428,16 @@ mod tests {
         assert!(err_text("nope").contains("unknown prefetcher \"nope\""));
         assert!(err_text("seq:depth=3").contains("has no parameter \"depth\""));
         assert!(err_text("run:depth=x").contains("bad value \"x\" for \"depth\""));
-        assert!(err_text("borg:weight=size").contains("freq or time"));
+        assert!(err_text("borg:weight=size").contains("\"freq\" or \"time\""));
         assert!(err_text("quickmine:g=0").contains("at least 1"));
         assert!(err_text("seq:max").contains("not key=value"));
         assert!(err_text("quickmine:orders=3").contains("has no parameter \"orders\""));
-        assert!(err_text("qm-orders:orders=4").contains("prefix lengths must lie in 1..=3"));
+        assert_eq!(err_text("qm-orders:orders=4"), "qm-orders: orders must be between 1 and 3, got 4");
         assert!(err_text("qm-ahead:ahead=0").contains("ahead must be at least 1"));
         assert!(err_text("obl:sequential-confidence-k=0").contains("at least 1"));
         assert!(err_text("pg:prefetch-threshold=1.5").contains("prefetch-threshold"));
-        assert!(err_text("mithril:rec-trigger=evict").contains("miss or each_req"));
+        assert!(err_text("mithril:rec-trigger=evict").contains("\"miss\" or \"each_req\""));
+        assert_eq!(err_text("mithril:min-support=9"), "mithril: max-support must be at least min-support");
         assert_eq!(build("mithril:min-support=3,max-support=9", 4096, &[]).unwrap().name(), "Mithril");
     }
 }

@@ -73,7 +73,7 @@ impl Config {
         }
     }
 
-    fn check(&self) -> Result<(), PrefetchError> {
+    pub(crate) fn check(&self) -> Result<(), PrefetchError> {
         let rules: [(bool, &str); 9] = [
             ((1..=100).contains(&self.lookahead), "lookahead-range must lie in 1..=100"),
             (self.min_support >= 1, "min-support must be at least 1"),

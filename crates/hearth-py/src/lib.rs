@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hearth_core::{Access, Key, Op, Policy, NEVER};
+use hearth_policy::{PolicyList, PolicySpec};
 use hearth_sim::mrc::{exact_pass, shards_pass, ShardsMode, HOT_KEYS, TRUSTED_SAMPLE_KEYS};
-use hearth_policy::PolicySpec;
 use hearth_sim::run::{Prepared, Warmup};
 use hearth_sim::source::{ModeChoice, Needs, Streamed};
 use hearth_sim::stream::{run_streaming, Counting, Replayer};
@@ -401,7 +401,11 @@ fn mrc<'py>(
         Some(s) => parse_sizes(s).map_err(|m| fail(arg(format!("sizes: {m}"))))?,
         None => mrc_grid(),
     };
-    let policies = hearth_policy::parse_list(&policies.join(",")).map_err(|m| fail(m.into()))?;
+    let mut lists = Vec::with_capacity(policies.len());
+    for text in &policies {
+        lists.push(text.parse::<PolicyList>().map_err(|m| fail(m.into()))?);
+    }
+    let policies = PolicyList::concat(&lists);
     for m in &methods {
         if !["exact", "shards", "mini", "full"].contains(&m.as_str()) {
             return Err(fail(arg(format!("unknown method {m:?} (known: exact, shards, mini, full)"))));
@@ -551,7 +555,8 @@ impl Cache {
         }
         let error: ErrorSlot = Arc::new(Mutex::new(None));
         let policy: Box<dyn Policy> = if let Ok(spec) = policy.cast::<PyString>() {
-            let spec: PolicySpec = spec.to_str()?.parse().map_err(|m: hearth_policy::SpecError| to_pyerr(py, m.into()))?;
+            let spec: PolicySpec =
+                spec.to_str()?.parse().map_err(|m: hearth_policy::SpecError| to_pyerr(py, m.into()))?;
             spec.build(capacity)
         } else if policy.is_instance_of::<PyType>() || (policy.is_callable() && !policy.hasattr("hit")?) {
             let obj = policy.call1((capacity,))?;

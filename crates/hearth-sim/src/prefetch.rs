@@ -13,7 +13,7 @@ use hearth_prefetch::account::{Account, Accountant};
 use hearth_prefetch::ceiling::{Oracle, Predictable};
 use hearth_prefetch::cminer;
 use hearth_prefetch::quickmine::{self, QuickMine};
-use hearth_prefetch::{Class, Demand, PrefetchCache, PrefetchError, Prefetcher, Stats};
+use hearth_prefetch::{Class, Demand, PrefetchCache, PrefetchError, PrefetchSpec, Prefetcher, Stats};
 use hearth_trace::ctx::CtxEvent;
 use serde::Serialize;
 
@@ -93,10 +93,10 @@ pub fn warmup_split(events: &[CtxEvent], share: f64) -> usize {
     events.len()
 }
 
-/// Replays `events` with the prefetcher `spec` (see `hearth_prefetch::build`).
-pub fn simulate(events: &[CtxEvent], spec: &str, setup: &Setup) -> Result<Outcome, PrefetchError> {
+/// Replays `events` with the prefetcher `spec`.
+pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Result<Outcome, PrefetchError> {
     let split = warmup_split(events, setup.warmup);
-    let mut prefetcher = hearth_prefetch::build(spec, setup.block_size, &events[..split])?;
+    let mut prefetcher = spec.build(setup.block_size, &events[..split])?;
     let shape = hearth_prefetch::CacheShape {
         policy: setup.main_policy.clone(),
         total_bytes: setup.cache_bytes,
@@ -348,13 +348,13 @@ mod tests {
     #[test]
     fn remaining_misses_are_sorted_by_predictability_and_drops() {
         let events = three_repeating_classes();
-        let none = simulate(&events, "none", &setup(4096 * 100)).unwrap();
+        let none = simulate(&events, &"none".parse().unwrap(), &setup(4096 * 100)).unwrap();
         let r = &none.remaining;
         assert_eq!(r.in_context_dropped, 0);
         assert_eq!(r.in_context_not_prefetched + r.not_in_context, none.stats.misses);
         assert!(r.in_context_not_prefetched > 9 * r.not_in_context, "{r:?}");
         let tight = Setup { prefetch_fraction: 0.01, ..setup(4096 * 100) };
-        let qm = simulate(&events, "quickmine", &tight).unwrap();
+        let qm = simulate(&events, &"quickmine".parse().unwrap(), &tight).unwrap();
         let r = &qm.remaining;
         assert!(r.in_context_dropped > 0, "{r:?}");
         assert_eq!(r.in_context_dropped + r.in_context_not_prefetched + r.not_in_context, qm.stats.misses);
@@ -367,8 +367,8 @@ mod tests {
         // A 20-block prefetch partition (20%): three clients with five blocks
         // ahead each fit.
         let s = Setup { device: Some(device), prefetch_fraction: 0.2, ..setup(4096 * 100) };
-        let none = simulate(&events, "none", &s).unwrap();
-        let qm = simulate(&events, "quickmine", &s).unwrap();
+        let none = simulate(&events, &"none".parse().unwrap(), &s).unwrap();
+        let qm = simulate(&events, &"quickmine".parse().unwrap(), &s).unwrap();
         assert!(none.stats.miss_rate() > 0.9, "the cache is far smaller than the 120 distinct blocks per 5 rounds");
         assert!(qm.stats.miss_rate() < none.stats.miss_rate() / 2.0, "{:?} vs {:?}", qm.stats, none.stats);
         assert!(qm.stats.accuracy() > 0.5, "{:?}", qm.stats);
@@ -382,7 +382,7 @@ mod tests {
         let cfg = WorkloadConfig { kind: Kind::Rubis, clients: 20, transactions: 400, seed: 1 };
         let events = generate(&cfg).unwrap();
         for spec in ["none", "seq", "run", "cminer", "borg", "quickmine"] {
-            let o = simulate(&events, spec, &setup(4096 * 500)).unwrap();
+            let o = simulate(&events, &spec.parse().unwrap(), &setup(4096 * 500)).unwrap();
             let s = &o.stats;
             assert_eq!(s.hits + s.promotes + s.misses, s.accesses, "{spec}");
             assert!(s.used <= s.issued && s.wasted <= s.issued, "{spec}");
@@ -414,8 +414,9 @@ mod tests {
         for (kind, least) in [(Kind::TpcW, 0.2), (Kind::Rubis, 0.1)] {
             let events = generate(&WorkloadConfig { kind, clients: 100, transactions: 3000, seed: 1 }).unwrap();
             let s = setup(footprint_bytes(&events) / 4);
-            let none = simulate(&events, "none", &s).unwrap().stats.miss_rate();
-            let cut = |spec: &str| (none - simulate(&events, spec, &s).unwrap().stats.miss_rate()) / none;
+            let none = simulate(&events, &"none".parse().unwrap(), &s).unwrap().stats.miss_rate();
+            let cut =
+                |spec: &str| (none - simulate(&events, &spec.parse().unwrap(), &s).unwrap().stats.miss_rate()) / none;
             let quickmine = cut("quickmine");
             assert!(quickmine > least, "{kind:?}: QuickMine cut {quickmine}");
             for spec in ["seq", "run", "cminer", "borg"] {
@@ -429,8 +430,8 @@ mod tests {
     fn quickmine_does_no_harm_on_dbt2() {
         let events = generate(&WorkloadConfig { kind: Kind::Dbt2, clients: 100, transactions: 1500, seed: 1 }).unwrap();
         let s = setup(footprint_bytes(&events) / 10);
-        let none = simulate(&events, "none", &s).unwrap().stats.miss_rate();
-        let quickmine = simulate(&events, "quickmine", &s).unwrap().stats.miss_rate();
+        let none = simulate(&events, &"none".parse().unwrap(), &s).unwrap().stats.miss_rate();
+        let quickmine = simulate(&events, &"quickmine".parse().unwrap(), &s).unwrap().stats.miss_rate();
         assert!(quickmine <= none * 1.01, "QuickMine {quickmine} vs none {none}");
     }
 }

@@ -4,7 +4,7 @@
 //! object is a hit. One pass over the trace feeds every (policy, size) run.
 
 use hearth_prefetch::direct::DirectCache;
-use hearth_prefetch::{CacheShape, PrefetchError, Prefetcher, Stats};
+use hearth_prefetch::{CacheShape, PrefetchError, PrefetchSpec, Prefetcher, Stats};
 use hearth_trace::TraceError;
 use serde::Serialize;
 
@@ -53,18 +53,17 @@ struct Runner {
 pub fn simulate(
     source: &TraceSource,
     sim: &Simulation,
-    spec: &str,
+    spec: &PrefetchSpec,
     progress: &dyn Progress,
 ) -> Result<Vec<DirectRun>, DirectError> {
-    let name = spec.split(':').next().unwrap_or(spec).trim().to_ascii_lowercase();
-    if name == "cminer" || name == "qm-select" {
-        return Err(DirectError::NotDirect(name));
+    if matches!(spec.name(), "cminer" | "qm-select") {
+        return Err(DirectError::NotDirect(spec.name().to_string()));
     }
     let prepared = sim.prepare(source, progress)?;
     let block_size = prepared.trace.block_size();
     let mut runners = Vec::new();
     for job in prepared.jobs(&sim.policies) {
-        let mut prefetcher = hearth_prefetch::build(spec, block_size.unwrap_or(OBJECT_UNIT), &[])?;
+        let mut prefetcher = spec.build(block_size.unwrap_or(OBJECT_UNIT), &[])?;
         prefetcher.shape_cache(&CacheShape {
             policy: job.policy.clone(),
             total_bytes: job.cache_bytes,

@@ -76,7 +76,7 @@ fn setup(blocks: u64, fraction: f64) -> Setup {
 }
 
 fn account(trace: &Trace, spec: &str, setup: &Setup) -> (Outcome, Account) {
-    let o = simulate(&trace.events, spec, setup).unwrap();
+    let o = simulate(&trace.events, &spec.parse().unwrap(), setup).unwrap();
     let a = o.account.clone().expect("explain asks for the account");
     assert_eq!(a.misses.total() - a.misses.too_late, a.predictable_misses, "{a:?}");
     assert_eq!(a.wasted.dropped_before_use + a.wasted.mispredicted, o.stats.wasted, "{a:?}");
@@ -222,7 +222,7 @@ fn on_a_workload_the_reasons_add_up_and_change_nothing() {
         assert!(a.predictable_misses > 100, "{spec}: {a:?}");
         assert_eq!(a.predictable_misses, o.remaining.in_context_dropped + o.remaining.in_context_not_prefetched);
         assert_eq!(a.misses.unexplained, 0, "{spec}");
-        let plain = simulate(&t.events, spec, &Setup { explain: false, ..s.clone() }).unwrap();
+        let plain = simulate(&t.events, &spec.parse().unwrap(), &Setup { explain: false, ..s.clone() }).unwrap();
         assert_eq!(plain.stats, o.stats, "{spec}: the account changed the run");
         assert!(plain.account.is_none());
     }

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use hearth_core::{format_bytes, KeyMap};
 use hearth_policy::PolicySpec;
-use hearth_prefetch::cminer;
+use hearth_prefetch::{cminer, PrefetchSpec};
 use hearth_sim::device::Device;
 use hearth_sim::parse_sizes;
 use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup, REMAINING_LOOKAHEAD};
@@ -196,11 +196,10 @@ pub struct SimArgs {
     source: Source,
     /// Prefetchers to compare, separated by `;` (see `hearth prefetch schemes`).
     #[arg(long, value_delimiter = ';', default_value = "none;seq;run;cminer;borg;quickmine")]
-    schemes: Vec<String>,
+    schemes: Vec<PrefetchSpec>,
     /// Old spelling of --schemes (-s is --sizes elsewhere).
-    #[arg(short = 's', hide = true, conflicts_with = "schemes",
-          value_parser = units::renamed::<String>("-s", "--schemes"))]
-    schemes_short: Option<String>,
+    #[arg(short = 's', hide = true, conflicts_with = "schemes", value_delimiter = ';')]
+    schemes_short: Vec<PrefetchSpec>,
     /// Cache size: bytes (64MiB), blocks (5000blocks) or share of the footprint (10%).
     #[arg(long, value_name = "SIZE", default_value = "10%", allow_hyphen_values = true)]
     cache_size: String,
@@ -237,12 +236,14 @@ impl SimArgs {
         self.cache.as_deref().unwrap_or(&self.cache_size)
     }
 
-    /// The schemes, by either spelling.
-    fn schemes(&self) -> Vec<String> {
-        match &self.schemes_short {
-            Some(list) => list.split(';').map(str::to_string).collect(),
-            None => self.schemes.clone(),
+    /// The schemes, by either spelling (noting the old one once: clap
+    /// parses each of its `;`-separated specs on its own).
+    fn schemes(&self) -> &[PrefetchSpec] {
+        if self.schemes_short.is_empty() {
+            return &self.schemes;
         }
+        units::note("-s is deprecated: use --schemes");
+        &self.schemes_short
     }
 }
 
@@ -298,6 +299,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
         PrefetchCmd::Replay(args) => crate::replay::run(args),
         PrefetchCmd::Schemes => {
             for (name, params, about) in hearth_prefetch::SCHEMES {
+                let params: Vec<&str> = params.iter().map(|p| p.name).collect();
                 println!("{name:<10} [{}] {about}", params.join(","));
             }
             Ok(())
@@ -362,12 +364,8 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         explain: false,
     };
     let schemes = args.schemes();
-    // Validate every spec before the long runs.
-    for spec in &schemes {
-        hearth_prefetch::build(spec, block_size, &[])?;
-    }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let outcomes: Vec<Outcome> = hearth_sim::parallel_map(&schemes, threads, |spec| simulate(events, spec, &setup))
+    let outcomes: Vec<Outcome> = hearth_sim::parallel_map(schemes, threads, |spec| simulate(events, spec, &setup))
         .into_iter()
         .collect::<Result<_, _>>()?;
     Ok((footprint, cache_bytes, outcomes))

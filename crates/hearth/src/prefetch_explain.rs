@@ -21,7 +21,7 @@ pub struct ExplainArgs {
     /// Account for why SCHEME missed each miss the ceiling calls predictable in context, at each
     /// size of --ceiling (see `hearth prefetch schemes`).
     #[arg(long, value_name = "SCHEME", requires = "ceiling")]
-    pub explain: Option<String>,
+    pub explain: Option<hearth_prefetch::PrefetchSpec>,
     /// With --explain: share of the cache for prefetched blocks.
     #[arg(long, value_name = "PERCENT", default_value = "4%",
           value_parser = units::share("--prefetch-fraction", units::BareShare::Fraction))]
@@ -58,7 +58,6 @@ impl ExplainArgs {
         block_size: u32,
     ) -> anyhow::Result<Vec<Explained>> {
         let Some(spec) = &self.explain else { return Ok(Vec::new()) };
-        hearth_prefetch::build(spec, block_size, &[])?;
         let device =
             self.device_latency.map(|l| Device { latency_ns: l.as_nanos() as u64, bytes_per_sec: 500_000_000 });
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());

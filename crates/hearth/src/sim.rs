@@ -72,7 +72,7 @@ pub struct SimArgs {
     /// inserting prefetched objects into the cache itself as libCacheSim's `cachesim --prefetch`
     /// does (a hit on one is a hit); the results add prefetch counts.
     #[arg(long, value_name = "SCHEME")]
-    prefetch: Option<String>,
+    prefetch: Option<hearth_prefetch::PrefetchSpec>,
     #[command(flatten)]
     quiet: Quiet,
     #[command(flatten)]

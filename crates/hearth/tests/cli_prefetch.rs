@@ -103,7 +103,7 @@ fn new_workloads_and_quickmine_variants_run() {
         }
     }
     let o = hearth(&["prefetch", "sim", "--transactions", "10", "--schemes", "qm-orders:orders=5"]);
-    assert!(failure(&o).contains("prefix lengths must lie in 1..=3"));
+    assert!(failure(&o).contains("qm-orders: orders must be between 1 and 3, got 5"));
     let o = hearth(&["prefetch", "gen", "--workload", "mailserver", "-o", "x.ctx"]);
     assert!(failure(&o).contains("docstore, fileserver, lsm, mailstore"));
 }

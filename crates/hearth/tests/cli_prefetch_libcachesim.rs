@@ -81,7 +81,7 @@ fn bad_prefetch_specs_say_what_is_wrong() {
     let err =
         |spec: &str| cli_support::failure(&hearth(&["sim", &trace, "-p", "lru", "-s", "10KiB", "--prefetch", spec]));
     assert!(err("nope").contains("unknown prefetcher \"nope\""));
-    assert!(err("pg:prefetch-threshold=2").contains("prefetch-threshold must lie strictly between 0 and 1"));
+    assert!(err("pg:prefetch-threshold=2").contains("pg: prefetch-threshold must be in (0, 1), got 2"));
     assert!(err("obl:depth=2").contains("has no parameter \"depth\""));
     assert!(err("cminer").contains("use `hearth prefetch sim`"));
     assert!(err("mithril").contains("too small"), "10 KiB leaves Mithril's prefetch table no room");

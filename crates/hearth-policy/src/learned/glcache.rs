@@ -148,14 +148,18 @@ pub struct GlCache {
 }
 
 impl GlCache {
+    /// The fewest and most objects a segment may hold.
+    pub const MIN_SEGMENT: usize = MERGED;
+    pub const MAX_SEGMENT: usize = 1 << 20;
+
     /// `segment` objects per segment (100), re-ranking after `rank` of the
     /// segments are evicted (0.02), training after `retrain` x capacity
     /// bytes are evicted (1).
     pub fn new(capacity: u64, segment: usize, rank: f64, retrain: f64) -> Result<Self, SpecError> {
-        if !(MERGED..=1 << 20).contains(&segment) {
+        if !(Self::MIN_SEGMENT..=Self::MAX_SEGMENT).contains(&segment) {
             return Err(SpecError::range(
                 "glcache",
-                format!("segment must be between {MERGED} and 1048576 objects, got {segment}"),
+                format!("segment must be between {MERGED} and {} objects, got {segment}", Self::MAX_SEGMENT),
             ));
         }
         if !(rank > 0.0 && rank <= 1.0) {
@@ -657,7 +661,7 @@ mod tests {
         let err = |text: &str| text.parse::<crate::PolicySpec>().unwrap_err().to_string();
         assert_eq!(err("glcache:segment=1"), "glcache: segment must be between 2 and 1048576 objects, got 1");
         assert_eq!(err("glcache:rank=0"), "glcache: rank must be in (0, 1], got 0");
-        assert_eq!(err("glcache:retrain=-1"), "glcache: retrain must be a positive number of cache sizes, got -1");
+        assert_eq!(err("glcache:retrain=-1"), "glcache: retrain must be a number of cache sizes > 0, got -1");
         assert!(err("glcache:segment=x").starts_with("glcache: bad value \"x\""));
     }
 }

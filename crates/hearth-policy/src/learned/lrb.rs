@@ -143,6 +143,10 @@ pub struct Lrb {
 }
 
 impl Lrb {
+    /// The fewest and most labelled samples a training batch may hold.
+    pub const MIN_BATCH: usize = 2;
+    pub const MAX_BATCH: usize = 1 << 24;
+
     pub fn new(
         capacity: u64,
         window: Window,
@@ -156,7 +160,7 @@ impl Lrb {
         if window == Window::Requests(0) {
             return Err(SpecError::range("lrb", "window must be at least 1 request, or auto"));
         }
-        if !(2..=1 << 24).contains(&batch) {
+        if !(Self::MIN_BATCH..=Self::MAX_BATCH).contains(&batch) {
             return Err(SpecError::range("lrb", format!("batch must be between 2 and 16777216 samples, got {batch}")));
         }
         Ok(Lrb {
@@ -533,10 +537,10 @@ mod tests {
     #[test]
     fn bad_parameters_are_refused() {
         let err = |text: &str| text.parse::<crate::PolicySpec>().unwrap_err().to_string();
-        assert_eq!(err("lrb:window=0"), "lrb: window must be at least 1 request, or auto");
+        assert_eq!(err("lrb:window=0"), "lrb: window must be \"auto\" or a whole number >= 1, got \"0\"");
         assert_eq!(err("lrb:batch=1"), "lrb: batch must be between 2 and 16777216 samples, got 1");
         assert_eq!(err("lrb:seed=0"), "lrb: seed must not be 0 (the generator would stay at 0)");
-        assert!(err("lrb:objective=hits").starts_with("lrb: bad value \"hits\" for parameter \"objective\""));
-        assert!(err("lrb:window=soon").starts_with("lrb: bad value \"soon\""));
+        assert_eq!(err("lrb:objective=hits"), "lrb: objective must be \"bytes\" or \"objects\", got \"hits\"");
+        assert_eq!(err("lrb:window=soon"), "lrb: window must be \"auto\" or a whole number >= 1, got \"soon\"");
     }
 }

@@ -301,8 +301,8 @@ def mrc(
     """
     methods = [method] if isinstance(method, str) else list(method)
     methods = [m.strip() for ms in methods for m in ms.split(",") if m.strip()]
+    # Each string is a policy list, parsed (split) on the Rust side as ``sim`` does.
     pols = [policies] if isinstance(policies, str) else list(policies)
-    pols = [p for ps in pols for p in ps.split(",")]
     name = os.fspath(trace)
     with _local_traces([name]) as (local,):
         rows = _native.mrc(

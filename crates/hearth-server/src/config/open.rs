@@ -93,7 +93,7 @@ impl ExportSpec {
     /// training trace in the server and start empty.
     pub(crate) fn prefetcher(&self) -> Result<Option<Box<dyn hearth_prefetch::Prefetcher>>, OpenError> {
         let Some(spec) = &self.prefetch else { return Ok(None) };
-        let mut prefetcher = hearth_prefetch::build(spec, self.block_size, &[])?;
+        let mut prefetcher = spec.build(self.block_size, &[])?;
         prefetcher.shape_cache(&hearth_prefetch::CacheShape {
             policy: self.policy.clone(),
             total_bytes: self.cache_bytes,

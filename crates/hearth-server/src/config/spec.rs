@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use hearth_placement::Placement;
 use hearth_policy::PolicySpec;
+use hearth_prefetch::PrefetchSpec;
 
 use super::{
     default_policy, parse_duration, BackendKind, Config, ConfigError, ExportConfig, ServerConfig, SizeValue,
@@ -90,8 +91,8 @@ pub struct ExportSpec {
     /// Online (not an offline bound).
     pub policy: PolicySpec,
     pub placement: Placement,
-    /// A prefetcher spec `hearth_prefetch::build` accepts; `None` for none.
-    pub prefetch: Option<String>,
+    /// The prefetcher; `None` for none.
+    pub prefetch: Option<PrefetchSpec>,
     /// Policies the live advice shadows beside `policy`; `None`: no advice.
     pub what_if: Option<Vec<PolicySpec>>,
     /// 1 to 256.
@@ -315,10 +316,10 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         ));
     }
     let placement = placement(e.placement.as_deref(), at("placement"))?;
-    let prefetch = e.prefetch.clone().filter(|p| p != "none");
-    if let Some(spec) = &prefetch {
-        hearth_prefetch::build(spec, 4096, &[]).map_err(|m| invalid(at("prefetch"), m))?;
-    }
+    let prefetch = match e.prefetch.as_deref().map(str::parse::<PrefetchSpec>).transpose() {
+        Ok(spec) => spec.filter(|spec| spec.name() != "none"),
+        Err(m) => return Err(invalid(at("prefetch"), m)),
+    };
     let what_if = match &e.what_if {
         None => Some(crate::advice::default_what_if()),
         Some(list) if list.is_empty() => None,

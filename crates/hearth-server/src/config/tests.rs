@@ -85,6 +85,24 @@ fn fuzzed_configs_are_errors_not_panics() {
     }
 }
 
+/// The prefetcher is parsed and its values checked by its registry row
+/// when the file is validated, without building one.
+#[test]
+fn a_prefetcher_is_checked_when_the_file_is_validated() {
+    let export = "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n";
+    let validate = |prefetch: &str| Config::parse(&format!("{export}prefetch = \"{prefetch}\"\n")).unwrap().validate();
+    let error = |prefetch: &str| validate(prefetch).unwrap_err().to_string();
+    assert_eq!(error("quickmine:g=0"), "export[0] (\"a\").prefetch: quickmine: g must be at least 1, got 0");
+    assert_eq!(
+        error("mithril:min-support=9"),
+        "export[0] (\"a\").prefetch: mithril: max-support must be at least min-support"
+    );
+    assert!(error("seq:depth=3").ends_with("prefetcher seq:depth=3 has no parameter \"depth\" (known: max)"));
+    let settings = validate(" QuickMine : g=3").unwrap();
+    assert_eq!(settings.exports[0].prefetch.as_ref().map(ToString::to_string).as_deref(), Some("quickmine:g=3"));
+    assert_eq!(validate("none").unwrap().exports[0].prefetch, None);
+}
+
 #[test]
 fn dirty_max_age_defaults_for_write_back_and_is_refused_for_write_through() {
     let export = "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\n";
