@@ -123,6 +123,13 @@ pub trait Policy: Send {
     /// nearly every request.)
     fn warm(&self, _key: Key) {}
 
+    /// Wall-clock time spent training models so far, for a policy that
+    /// learns while it runs (reports only: no decision reads it); `None`
+    /// for one that does not.
+    fn training_time(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Evicts until `a` fits, pushing victims to `evicted`: the first step
     /// of most `insert` implementations.
     fn make_room(&mut self, a: &Access, evicted: &mut Vec<Key>) {

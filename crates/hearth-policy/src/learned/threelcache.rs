@@ -533,6 +533,10 @@ impl Policy for ThreeLCache {
         self.index.get(&key).is_some_and(|&id| self.slab.get(id).resident)
     }
 
+    fn training_time(&self) -> Option<std::time::Duration> {
+        Some(self.training().time)
+    }
+
     fn lookup(&mut self, a: &Access) -> bool {
         self.now += 1;
         if self.history_full {
