@@ -461,7 +461,16 @@ mod tests {
             }
             let requests = accesses.len() as u64;
             let policy = lru.name();
-            SimResult { policy, cache_bytes, requests, hits, bytes, hit_bytes, interval_miss_ratios: Vec::new(), train_seconds: None }
+            SimResult {
+                policy,
+                cache_bytes,
+                requests,
+                hits,
+                bytes,
+                hit_bytes,
+                interval_miss_ratios: Vec::new(),
+                train_seconds: None,
+            }
         };
         sizes.iter().map(|&cache_bytes| run(cache_bytes)).collect()
     }

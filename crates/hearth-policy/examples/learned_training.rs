@@ -77,8 +77,7 @@ fn main() {
         let ratio = run(&mut gl, &trace);
         report("glcache", ratio, gl.training(), started);
         let started = Instant::now();
-        let mut lrb =
-            Lrb::new(capacity, LrbWindow::Auto, 16384, LrbObjective::Bytes, DEFAULT_SEED).unwrap();
+        let mut lrb = Lrb::new(capacity, LrbWindow::Auto, 16384, LrbObjective::Bytes, DEFAULT_SEED).unwrap();
         let ratio = run(&mut lrb, &trace);
         report("lrb", ratio, lrb.training(), started);
         // Hearth's batch, then libCacheSim's.

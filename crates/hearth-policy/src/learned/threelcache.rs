@@ -92,10 +92,7 @@ struct Candidate {
 
 impl Ord for Candidate {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.priority
-            .total_cmp(&other.priority)
-            .then(other.round.cmp(&self.round))
-            .then(other.node.cmp(&self.node))
+        self.priority.total_cmp(&other.priority).then(other.round.cmp(&self.round)).then(other.node.cmp(&self.node))
     }
 }
 impl PartialOrd for Candidate {
