@@ -364,7 +364,7 @@ fn policies_lists_the_groups_a_policy_list_may_name() {
     assert_eq!(all, names.iter().filter(|n| !n.starts_with('+')).map(|n| n.to_string()).collect::<Vec<_>>());
     let (classic, modern, learned) = (group("classic"), group("modern"), group("learned"));
     assert!(classic.iter().any(|p| p == "lru") && modern.iter().any(|p| p == "s3fifo"), "{groups}");
-    assert_eq!(learned, ["glcache", "lrb"], "{groups}");
+    assert_eq!(learned, ["glcache", "lrb", "3lcache"], "{groups}");
     assert_eq!(classic.len() + modern.len() + learned.len(), all.len(), "classic, modern and learned partition all");
 }
 

@@ -296,6 +296,9 @@ impl ThreeLCache {
 
     /// Samples one remembered object for training, unless it has a sample.
     fn sample(&mut self) {
+        if self.remembered.is_empty() {
+            return;
+        }
         let id = self.remembered[(self.rng.next_u64() % self.remembered.len() as u64) as usize];
         let m = self.slab.get_mut(id);
         if m.sampled == UNSAMPLED {
