@@ -131,6 +131,13 @@ pub trait Policy: Send {
     /// `warm`'s lookup then finds it in the CPU cache.
     fn warm_index(&self, _key: Key) {}
 
+    /// Wall-clock time spent training models so far, for a policy that
+    /// learns while it runs (reports only: no decision reads it); `None`
+    /// for one that does not.
+    fn training_time(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Evicts until `a` fits, pushing victims to `evicted`: the first step
     /// of most `insert` implementations.
     fn make_room(&mut self, a: &Access, evicted: &mut Vec<Key>) {

@@ -41,6 +41,9 @@ pub struct SimResult {
     /// Miss ratio of each successive interval, when asked for
     /// (`hearth_sim::stream::Counting::interval`).
     pub interval_miss_ratios: Vec<f64>,
+    /// Seconds (wall clock) the policy spent training models, for a policy
+    /// that learns while it runs (`hearth_core::Policy::training_time`).
+    pub train_seconds: Option<f64>,
 }
 
 impl SimResult {
@@ -76,7 +79,8 @@ impl Serialize for SimResult {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let intervals = !self.interval_miss_ratios.is_empty();
-        let mut r = s.serialize_struct("SimResult", 10 + usize::from(intervals))?;
+        let fields = 10 + usize::from(intervals) + usize::from(self.train_seconds.is_some());
+        let mut r = s.serialize_struct("SimResult", fields)?;
         r.serialize_field("policy", &self.policy)?;
         r.serialize_field("cache_bytes", &self.cache_bytes)?;
         r.serialize_field("requests", &self.requests)?;
@@ -90,6 +94,10 @@ impl Serialize for SimResult {
         if intervals {
             // Miss ratio of each successive window (`hearth sim --window`).
             r.serialize_field("interval_miss_ratios", &self.interval_miss_ratios)?;
+        }
+        if let Some(seconds) = self.train_seconds {
+            // Only for a policy that learns (`hearth sim --json`).
+            r.serialize_field("train_seconds", &seconds)?;
         }
         r.end()
     }

@@ -422,6 +422,7 @@ fn estimated(policy: &str, cache_bytes: u64, (requests, bytes): (f64, f64), miss
         bytes: bytes.round() as u64,
         hit_bytes: (bytes - missed.1).max(0.0).round() as u64,
         interval_miss_ratios: Vec::new(),
+        train_seconds: None,
     }
 }
 
@@ -460,7 +461,16 @@ mod tests {
             }
             let requests = accesses.len() as u64;
             let policy = lru.name();
-            SimResult { policy, cache_bytes, requests, hits, bytes, hit_bytes, interval_miss_ratios: Vec::new() }
+            SimResult {
+                policy,
+                cache_bytes,
+                requests,
+                hits,
+                bytes,
+                hit_bytes,
+                interval_miss_ratios: Vec::new(),
+                train_seconds: None,
+            }
         };
         sizes.iter().map(|&cache_bytes| run(cache_bytes)).collect()
     }

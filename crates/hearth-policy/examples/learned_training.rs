@@ -1,6 +1,7 @@
 //! Miss ratios of the learned policies beside LRU and ARC on an uncompressed
 //! oracleGeneral trace (object mode, every request counted, as `hearth sim
-//! --mode object`), with how often and how long each learned policy trained.
+//! --mode object`), with how often and how long each learned policy trained
+//! (`3lcache65k` is 3L-Cache with libCacheSim's batch of 65,536 samples).
 //!
 //! Usage: cargo run --release -p hearth-policy --example learned_training -- TRACE SIZE...
 //! where SIZE is bytes (`128MiB`) or a share of the footprint (`5%`).
@@ -8,7 +9,8 @@
 use std::time::Instant;
 
 use hearth_core::{parse_bytes, Access, Key, Policy};
-use hearth_policy::{GlCache, Lrb, LrbObjective, LrbWindow, Training};
+use hearth_policy::admission::DEFAULT_SEED;
+use hearth_policy::{GlCache, Lrb, LrbObjective, LrbWindow, ThreeLCache, Training};
 
 fn read_oracle_general(path: &str) -> Vec<Access> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -75,10 +77,15 @@ fn main() {
         let ratio = run(&mut gl, &trace);
         report("glcache", ratio, gl.training(), started);
         let started = Instant::now();
-        let mut lrb =
-            Lrb::new(capacity, LrbWindow::Auto, 16384, LrbObjective::Bytes, hearth_policy::admission::DEFAULT_SEED)
-                .unwrap();
+        let mut lrb = Lrb::new(capacity, LrbWindow::Auto, 16384, LrbObjective::Bytes, DEFAULT_SEED).unwrap();
         let ratio = run(&mut lrb, &trace);
         report("lrb", ratio, lrb.training(), started);
+        // Hearth's batch, then libCacheSim's.
+        for (name, batch) in [("3lcache", 16384), ("3lcache65k", 65536)] {
+            let started = Instant::now();
+            let mut cache = ThreeLCache::new(capacity, batch, LrbObjective::Bytes, DEFAULT_SEED).unwrap();
+            let ratio = run(&mut cache, &trace);
+            report(name, ratio, cache.training(), started);
+        }
     }
 }

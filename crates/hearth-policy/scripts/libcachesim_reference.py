@@ -65,6 +65,8 @@ CLASSES = {
     "lruprob:prob=0.3": ("LRUProb", {"prob": 0.3}),
     # libCacheSim's counting, which Hearth's default sketch does not follow.
     "wtinylfu:freq=exact": "WTinyLFU",
+    # libCacheSim's batch, with which neither tool trains on the bundled trace.
+    "3lcache:batch=65536": "ThreeLCache",
 }
 
 # Hearth policy spec -> (the package's low-level init function, libCacheSim's

@@ -207,6 +207,9 @@ impl Policy for Admitted {
     fn remove(&mut self, key: Key) -> bool {
         self.inner.remove(key)
     }
+    fn training_time(&self) -> Option<std::time::Duration> {
+        self.inner.training_time()
+    }
     fn observe_next_access(&mut self, a: &Access) {
         self.inner.observe_next_access(a)
     }

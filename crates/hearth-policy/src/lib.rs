@@ -157,6 +157,7 @@ pub use gdsf::Gdsf;
 pub use hyperbolic::Hyperbolic;
 pub use learned::glcache::GlCache;
 pub use learned::lrb::{Lrb, Objective as LrbObjective, Window as LrbWindow};
+pub use learned::threelcache::ThreeLCache;
 pub use learned::Training;
 pub use lecar::LeCaR;
 pub use lfu::{Aging, Lfu};
@@ -276,6 +277,7 @@ const REGISTRY: &[Entry] = &[
     Entry { name: "s3fifod", params: &[SMALL, Param::whole("threshold", 0, u8::MAX as u64)], group: Modern, family: FIFO_BASED, offline: false, about: "S3-FIFO-d (libCacheSim's): S3-FIFO whose small (small x capacity, 0.1) and main 2-bit CLOCK queues trade bytes by which one's recent victims are requested again; threshold small-queue hits promote (1)", relation: None, build: |c, p| Ok(Box::new(S3FifoD::new(c, p.get("small", 0.1)?, p.get("threshold", 1)?)?)) },
     Entry { name: "glcache", params: &[Param::whole("segment", GlCache::MIN_SEGMENT as u64, GlCache::MAX_SEGMENT as u64).counting("objects"), Param::number("rank", Exclusive(0.0), Inclusive(1.0)), Param::number("retrain", Exclusive(0.0), Unbounded).counting("cache sizes")], group: Learned, family: LEARNED, offline: false, about: "GL-Cache (Yang et al.): objects written in segments of segment objects (100); gradient-boosted trees learn segment utility from sampled segments, retrained after every retrain x capacity bytes evicted (1); eviction merges the lowest predicted segment with the next, keeping half their objects, re-ranked after rank of the segments (0.02); FIFO merges before the first model", relation: None, build: |c, p| Ok(Box::new(GlCache::new(c, p.get("segment", 100)?, p.get("rank", 0.02)?, p.get("retrain", 1.0)?)?)) },
     Entry { name: "lrb", params: &[Param::word_or_whole("window", &["auto"], 1), Param::whole("batch", Lrb::MIN_BATCH as u64, Lrb::MAX_BATCH as u64).counting("samples"), Param::word("objective", &["bytes", "objects"]), Param::seed()], group: Learned, family: LEARNED, offline: false, about: "LRB (Song et al.): gradient-boosted trees predict each object's next-request distance from its past gaps, trained every batch labelled samples (16384); evict the furthest of 64 sampled residents, or the LRU one once unrequested for the memory window (window=N requests, or auto: 4 x the requests to fill the cache); LRU before the first model; objective=bytes (libCacheSim's) or objects (x size); seeded (seed=S)", relation: None, build: |c, p| Ok(Box::new(Lrb::new(c, p.get("window", LrbWindow::Auto)?, p.get("batch", 16384)?, p.get("objective", LrbObjective::Bytes)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
+    Entry { name: "3lcache", params: &[Param::whole("batch", Lrb::MIN_BATCH as u64, Lrb::MAX_BATCH as u64).counting("samples"), Param::word("objective", &["bytes", "objects"]), Param::seed()], group: Learned, family: LEARNED, offline: false, about: "3L-Cache (Zhou et al.): gradient-boosted trees predict each object's next request from its age, last 3 gaps, size and count, trained every batch sampled labels (16384); each round ranks new objects beyond a reserved share and the next 1% met by a hand from the LRU end (low-count ones past its first part), and evicts the half predicted furthest; LRU before the first model; objective=bytes (libCacheSim's) or objects (x size); seeded (seed=S)", relation: None, build: |c, p| Ok(Box::new(ThreeLCache::new(c, p.get("batch", 16384)?, p.get("objective", LrbObjective::Bytes)?, p.get("seed", admission::DEFAULT_SEED)?)?)) },
     // registry: add policies above this line
 ];
 
@@ -373,7 +375,7 @@ mod tests {
         let modern = specs("modern");
         let learned = specs("learned");
         assert_eq!(classic, ["lru", "fifo", "clock", "lfu", "slru", "2q", "arc", "lirs", "fbr", "mq", "opt"]);
-        assert_eq!(learned, ["glcache", "lrb"]);
+        assert_eq!(learned, ["glcache", "lrb", "3lcache"]);
         assert_eq!(specs("ALL"), names());
         assert_eq!(classic.len() + modern.len() + learned.len(), names().len());
         assert!(modern.iter().all(|n| !classic.contains(n) && !learned.contains(n)));

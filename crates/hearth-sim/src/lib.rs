@@ -113,6 +113,7 @@ pub fn replay(
         bytes,
         hit_bytes,
         interval_miss_ratios: Vec::new(),
+        train_seconds: policy.training_time().map(|t| t.as_secs_f64()),
     }
 }
 

@@ -79,6 +79,7 @@ pub fn simulate(
             bytes: 0,
             hit_bytes: 0,
             interval_miss_ratios: Vec::new(),
+            train_seconds: None,
         };
         runners.push(Runner {
             cache: DirectCache::new(policy, block_size),

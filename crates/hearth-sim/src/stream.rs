@@ -84,6 +84,7 @@ impl Replayer {
             bytes: 0,
             hit_bytes: 0,
             interval_miss_ratios: Vec::new(),
+            train_seconds: None,
         };
         Replayer { policy, evicted: Vec::with_capacity(64), counting, seen: 0, result, window: (0, 0) }
     }
@@ -121,6 +122,7 @@ impl Replayer {
         if self.window.0 > 0 {
             self.result.interval_miss_ratios.push(1.0 - self.window.1 as f64 / self.window.0 as f64);
         }
+        self.result.train_seconds = self.policy.training_time().map(|t| t.as_secs_f64());
         self.result
     }
 }

@@ -364,6 +364,37 @@ fn policies_lists_the_groups_a_policy_list_may_name() {
     assert_eq!(all, names.iter().filter(|n| !n.starts_with('+')).map(|n| n.to_string()).collect::<Vec<_>>());
     let (classic, modern, learned) = (group("classic"), group("modern"), group("learned"));
     assert!(classic.iter().any(|p| p == "lru") && modern.iter().any(|p| p == "s3fifo"), "{groups}");
-    assert_eq!(learned, ["glcache", "lrb"], "{groups}");
+    assert_eq!(learned, ["glcache", "lrb", "3lcache"], "{groups}");
     assert_eq!(classic.len() + modern.len() + learned.len(), all.len(), "classic, modern and learned partition all");
+}
+
+#[test]
+fn sim_json_reports_training_time_for_learned_policies_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("hot-between-scans.txt");
+    // 200 hot blocks, each between two blocks of a scan: enough evictions
+    // for small batches to train several models.
+    let mut lines = String::new();
+    for round in 0..30 {
+        for i in 0..200 {
+            lines += &format!("{i}\n{}\n{}\n", 10_000 + round * 400 + 2 * i, 10_001 + round * 400 + 2 * i);
+        }
+    }
+    std::fs::write(&trace, lines).unwrap();
+    let policies = "lru,arc+tinylfu,3lcache:batch=256,lrb:batch=256,lrb:batch=256+tinylfu,glcache";
+    let out = stdout(&hearth(&["sim", trace.to_str().unwrap(), "-q", "-p", policies, "-s", "400", "--json"]));
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for row in &rows[..2] {
+        assert!(row.get("train_seconds").is_none(), "not a learned policy: {row}");
+    }
+    for row in &rows[2..] {
+        let seconds = row["train_seconds"].as_f64().unwrap_or_else(|| panic!("no train_seconds: {row}"));
+        assert!(seconds >= 0.0, "{row}");
+    }
+    // These two trained (a model takes a measurable time); GL-Cache's
+    // first training needs a capacity's worth of evictions.
+    assert!(rows[2]["train_seconds"].as_f64().unwrap() > 0.0, "{}", rows[2]);
+    assert!(rows[3]["train_seconds"].as_f64().unwrap() > 0.0, "{}", rows[3]);
 }

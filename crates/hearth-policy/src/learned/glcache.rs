@@ -467,6 +467,10 @@ impl Policy for GlCache {
     }
     indexed_residency!();
 
+    fn training_time(&self) -> Option<std::time::Duration> {
+        Some(self.training().time)
+    }
+
     fn lookup(&mut self, a: &Access) -> bool {
         if let Some(row) = self.snapshot.as_mut().and_then(|s| s.ghosts.remove(&a.key)) {
             self.credit(row, a.size);

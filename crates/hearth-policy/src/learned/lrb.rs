@@ -373,6 +373,10 @@ impl Policy for Lrb {
         self.index.get(&key).is_some_and(|&id| self.slab.get(id).resident != NIL)
     }
 
+    fn training_time(&self) -> Option<std::time::Duration> {
+        Some(self.training().time)
+    }
+
     fn lookup(&mut self, a: &Access) -> bool {
         self.now += 1;
         self.forget_old();

@@ -1,8 +1,8 @@
-//! Policies that learn while they run: GL-Cache and LRB. Each gathers its
+//! Policies that learn while they run: GL-Cache, LRB and 3L-Cache. Each gathers its
 //! own training data from the requests it sees, trains a gradient-boosted
 //! tree model on it from time to time and evicts by the model's predictions,
 //! as the papers do; until the first model they evict by a fixed rule (FIFO
-//! merges for GL-Cache, LRU for LRB).
+//! merges for GL-Cache, LRU for LRB and 3L-Cache).
 //!
 //! The model is forust-ml's gradient booster (XGBoost's histogram
 //! algorithm, pure Rust), trained single-threaded so that training neither
@@ -17,6 +17,7 @@ use forust_ml::{GradientBooster, Matrix};
 
 pub mod glcache;
 pub mod lrb;
+pub mod threelcache;
 
 /// How often and how long a policy trained, for reports. Wall-clock time
 /// is measured only: no decision reads it.

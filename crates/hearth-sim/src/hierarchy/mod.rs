@@ -338,6 +338,7 @@ impl StorageSide {
             bytes: self.bytes,
             hit_bytes: self.hit_bytes,
             interval_miss_ratios: Vec::new(),
+            train_seconds: None,
         };
         let device = self.device.map(|mut d| {
             d.drain();
