@@ -28,7 +28,7 @@ import os
 import subprocess
 import sys
 
-WORKLOADS = os.environ.get("WORKLOADS", "tpcw;rubis;dbt2;docstore;fileserver;lsm;mailstore").split(";")
+WORKLOADS = os.environ.get("WORKLOADS", "tpcw;rubis;dbt2;docstore;fileserver;lsm;mailstore;graph").split(";")
 SIZES = ["10%", "25%"]
 SCHEMES = os.environ.get(
     "SCHEMES", "none;quickmine;qm-orders;qm-position;qm-ahead;qm-timely;qm-best;qm-guarded;qm-select").split(";")

@@ -207,6 +207,7 @@ pub const SCHEMES: &[(&str, &[Param], &str)] = &[
     ("pg", &[Param::whole("lookahead-range", 1, 100), Param::whole("block-size", 1, u64::MAX), SHARE.named("max-metadata-size"), SHARE.named("prefetch-threshold")], "probability graph (libCacheSim's PG): successors within lookahead-range (20) requests whose share passes prefetch-threshold (0.05); graph up to max-metadata-size (0.1) x block-size (1) x cache bytes"),
     ("mithril", MITHRIL_PARAMS, "Mithril (libCacheSim's): blocks recurring at nearby times (lookahead-range 20, min-support 2, max-support 8, confidence 1), mined every mining-threshold (5120) / min-support blocks, pf-list-size (2) per block, rec-trigger miss|each_req, cycle-time (2)"),
     ("qm-account", VARIANT_PARAMS, "QuickMine with the remedies the miss account chose (docs/dev/prefetch-miss-account-remedies.md): orders 1-3, position rules, lookups on hits, 65536 prefixes per rule kind x 32 suffixes"),
+    ("qm-fallback", VARIANT_PARAMS, "QuickMine with the second-round remedies (docs/dev/prefetch-fallback-remedies.md): one-block, then position rules only where the two-block rule has no candidate, support >= 2, each throttled on its own; 65536 prefixes per rule kind x 32 suffixes"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
@@ -303,9 +304,8 @@ fn build_scheme(
             };
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
-        "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account" => {
-            Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?)
-        }
+        "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account"
+        | "qm-fallback" => Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?),
         "qm-guarded" => {
             let mut base = quickmine::Config::paper(p.get("g", 5)?);
             base.max_prefixes = p.get("prefixes", base.max_prefixes)?;
@@ -347,6 +347,7 @@ fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchEr
 fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, PrefetchError> {
     let variant = name.strip_prefix("qm-");
     let account = variant == Some("account");
+    let fallback = variant == Some("fallback");
     let on = |feature: &str| {
         variant == Some("best") || variant == Some(feature) || (account && matches!(feature, "orders" | "position"))
     };
@@ -358,11 +359,20 @@ fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, Prefetc
         cfg.max_suffixes *= 4;
         cfg.on_hit = true;
     }
+    if fallback {
+        // The second round's remedies (docs/dev/prefetch-fallback-remedies.md),
+        // fixed before any run: the 4x rule table, one-block and position
+        // rules as fallbacks with their own throttles.
+        cfg.max_prefixes *= 4;
+        cfg.max_suffixes *= 4;
+        cfg.min_order = 1;
+        cfg.fallback = true;
+    }
     if on("orders") || p.has("orders") {
         cfg.min_order = 1;
         cfg.max_order = p.get("orders", 3)?;
     }
-    cfg.by_position = p.get("position", on("position"))?;
+    cfg.by_position = p.get("position", on("position") || fallback)?;
     cfg.ahead = p.get("ahead", if on("ahead") { 2 } else { 1 })?;
     cfg.late_ns = p.get("late_us", if on("timely") { 100u64 } else { 0 })?.saturating_mul(1000);
     cfg.max_prefixes = p.get("prefixes", cfg.max_prefixes * cfg.rule_kinds())?;
@@ -423,6 +433,7 @@ mod tests {
         assert_eq!(build("quickmine:g=3,context=false", 4096, &[]).unwrap().name(), "QuickMine(no context)");
         assert_eq!(build("qm-best", 4096, &[]).unwrap().name(), "QuickMine(orders 1-3, position, ahead 2, timely)");
         assert_eq!(build("qm-account", 4096, &[]).unwrap().name(), "QuickMine(orders 1-3, position, lookups on hits)");
+        assert_eq!(build("qm-fallback", 4096, &[]).unwrap().name(), "QuickMine(orders 1-2, position, fallback)");
         assert_eq!(build("qm-position:orders=2", 4096, &[]).unwrap().name(), "QuickMine(orders 1-2, position)");
         let err_text = |spec: &str| build(spec, 4096, &[]).err().unwrap().to_string();
         assert!(err_text("nope").contains("unknown prefetcher \"nope\""));

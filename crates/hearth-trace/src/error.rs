@@ -112,7 +112,7 @@ impl std::error::Error for TraceError {}
 pub enum SettingError {
     #[error("unknown trace format {name:?}; known formats: {known}")]
     UnknownFormat { name: String, known: String },
-    #[error("unknown workload {name:?} (known: tpcw, rubis, dbt2, docstore, fileserver, lsm, mailstore)")]
+    #[error("unknown workload {name:?} (known: tpcw, rubis, dbt2, docstore, fileserver, lsm, mailstore, graph)")]
     UnknownWorkload { name: String },
     #[error("a workload needs at least one client")]
     NoClients,

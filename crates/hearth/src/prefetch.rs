@@ -70,7 +70,7 @@ pub struct Source {
     #[arg(long = "trace", hide = true, conflicts_with = "trace",
           value_parser = units::renamed::<PathBuf>("--trace", "the TRACE argument"))]
     trace_flag: Option<PathBuf>,
-    /// Generate this workload: tpcw, rubis, dbt2, docstore, fileserver, lsm or mailstore.
+    /// Generate this workload: tpcw, rubis, dbt2, docstore, fileserver, lsm, mailstore or graph.
     #[arg(long, default_value = "tpcw")]
     workload: Kind,
     /// Concurrent clients of the generated workload.

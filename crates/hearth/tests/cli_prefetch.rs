@@ -81,7 +81,7 @@ fn the_ceiling_sorts_the_misses_prefetch_sim_counts() {
 /// their names show where they are chosen.
 #[test]
 fn new_workloads_and_quickmine_variants_run() {
-    for (workload, template) in [("docstore", "by_owner"), ("fileserver", "grep_project")] {
+    for (workload, template) in [("docstore", "by_owner"), ("fileserver", "grep_project"), ("graph", "fof_expand")] {
         let args = ["--workload", workload, "--clients", "20", "--transactions", "300", "--seed", "2"];
         let analyze = stdout(&hearth(&[&["prefetch", "analyze"][..], &args[..]].concat()));
         assert!(analyze.contains(template), "{analyze}");
@@ -105,7 +105,7 @@ fn new_workloads_and_quickmine_variants_run() {
     let o = hearth(&["prefetch", "sim", "--transactions", "10", "--schemes", "qm-orders:orders=5"]);
     assert!(failure(&o).contains("qm-orders: orders must be between 1 and 3, got 5"));
     let o = hearth(&["prefetch", "gen", "--workload", "mailserver", "-o", "x.ctx"]);
-    assert!(failure(&o).contains("docstore, fileserver, lsm, mailstore"));
+    assert!(failure(&o).contains("docstore, fileserver, lsm, mailstore, graph"));
 }
 
 /// `analyze --explain` prints the account beside the ceiling, its JSON's

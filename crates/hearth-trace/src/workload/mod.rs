@@ -8,7 +8,8 @@
 //! [`lsm`] (an LSM-tree key-value store: point lookups through filter,
 //! index and data blocks of each level, flushes and compactions) and
 //! [`mailstore`] (an IMAP mail store: per-mailbox index and header-cache
-//! files, bodies in a shared store, sessions that stay on one mailbox).
+//! files, bodies in a shared store, sessions that stay on one mailbox) and
+//! [`graph`] (a property-graph store: traversals one hop per context).
 //!
 //! The database model below:
 //! The model, fixed before any prefetcher was compared on it:
@@ -57,6 +58,7 @@ use crate::SettingError;
 
 pub mod docstore;
 pub mod fileserver;
+pub mod graph;
 pub mod lsm;
 pub mod mailstore;
 
@@ -75,6 +77,7 @@ pub enum Kind {
     FileServer,
     Lsm,
     MailStore,
+    Graph,
 }
 
 impl FromStr for Kind {
@@ -88,6 +91,7 @@ impl FromStr for Kind {
             "fileserver" => Ok(Kind::FileServer),
             "lsm" => Ok(Kind::Lsm),
             "mailstore" => Ok(Kind::MailStore),
+            "graph" => Ok(Kind::Graph),
             _ => Err(SettingError::UnknownWorkload { name: s.to_string() }),
         }
     }
@@ -197,6 +201,11 @@ pub(crate) trait Model {
     fn templates(&self) -> Vec<(&'static str, f64)>;
     /// Appends the I/Os of one execution of template `class` by `client`.
     fn execute(&mut self, class: usize, client: u32, rng: &mut Xoshiro256PlusPlus, out: &mut VecDeque<(Op, u64)>);
+    /// The class of `client`'s next context when it is in the middle of a
+    /// multi-step query (instead of a draw from the mix).
+    fn continuation(&mut self, _client: u32) -> Option<usize> {
+        None
+    }
 }
 
 fn model(kind: Kind) -> Box<dyn Model> {
@@ -210,6 +219,7 @@ fn model(kind: Kind) -> Box<dyn Model> {
         Kind::FileServer => Box::new(fileserver::FileServer::new()),
         Kind::Lsm => Box::new(lsm::Lsm::new()),
         Kind::MailStore => Box::new(mailstore::MailStore::new()),
+        Kind::Graph => Box::new(graph::Graph::new()),
     }
 }
 
@@ -571,6 +581,16 @@ impl Db {
     }
 }
 
+/// A template drawn from the mix by weight.
+fn pick_class(templates: &[(&'static str, f64)], total_weight: f64, rng: &mut Xoshiro256PlusPlus) -> usize {
+    let mut pick = rng.random_range(0.0..total_weight);
+    let class = templates.iter().position(|t| {
+        pick -= t.1;
+        pick < 0.0
+    });
+    class.unwrap_or(templates.len() - 1)
+}
+
 /// Generates the interleaved, context-tagged trace of `cfg`.
 pub fn generate(cfg: &WorkloadConfig) -> Result<Vec<CtxEvent>, SettingError> {
     if cfg.clients == 0 {
@@ -600,12 +620,10 @@ pub fn generate(cfg: &WorkloadConfig) -> Result<Vec<CtxEvent>, SettingError> {
                 continue; // this client retires
             }
             started += 1;
-            let mut pick = rng.random_range(0.0..total_weight);
-            let class = templates.iter().position(|t| {
-                pick -= t.1;
-                pick < 0.0
-            });
-            let class = class.unwrap_or(templates.len() - 1);
+            let class = match model.continuation(c) {
+                Some(class) => class,
+                None => pick_class(&templates, total_weight, &mut rng),
+            };
             model.execute(class, c, &mut rng, &mut client.pending);
             client.ctx = next_ctx;
             next_ctx = next_ctx.wrapping_add(1);
@@ -632,8 +650,16 @@ mod tests {
 
     #[test]
     fn generated_traces_are_well_bracketed_and_repeatable() {
-        for kind in [Kind::TpcW, Kind::Rubis, Kind::Dbt2, Kind::DocStore, Kind::FileServer, Kind::Lsm, Kind::MailStore]
-        {
+        for kind in [
+            Kind::TpcW,
+            Kind::Rubis,
+            Kind::Dbt2,
+            Kind::DocStore,
+            Kind::FileServer,
+            Kind::Lsm,
+            Kind::MailStore,
+            Kind::Graph,
+        ] {
             let cfg = WorkloadConfig { kind, clients: 10, transactions: 300, seed: 3 };
             let events = generate(&cfg).unwrap();
             let mut checker = CtxChecker::default();
