@@ -45,7 +45,13 @@ fn streamed_results_equal_in_memory_for_every_policy_and_size() {
     let column = first.next_access.as_ref().unwrap();
     let got =
         run_streaming(with_next_access(prefix(mode), column).unwrap(), &jobs, Counting::default(), 2, &|_| {}).unwrap();
-    assert_eq!(got, want);
+    // Training time is wall clock: only whether a result has one must agree.
+    let counts = |rows: Vec<hearth_estimate::SimResult>| {
+        rows.into_iter()
+            .map(|r| hearth_estimate::SimResult { train_seconds: r.train_seconds.map(|_| 0.0), ..r })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(got), counts(want));
 }
 
 #[test]
