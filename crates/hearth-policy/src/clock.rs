@@ -34,7 +34,14 @@ impl Clock {
             return Err(SpecError::range("clock", format!("bits must be between 1 and 8, got {bits}")));
         }
         let max_refs = ((1u16 << bits) - 1) as u8;
-        Ok(Clock { capacity, used: 0, max_refs, index: KeyIndex::with_capacity(1024), slab: Slab::default(), queue: List::new() })
+        Ok(Clock {
+            capacity,
+            used: 0,
+            max_refs,
+            index: KeyIndex::with_capacity(1024),
+            slab: Slab::default(),
+            queue: List::new(),
+        })
     }
 }
 

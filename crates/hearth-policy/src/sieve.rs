@@ -31,7 +31,14 @@ pub struct Sieve {
 
 impl Sieve {
     pub fn new(capacity: u64) -> Self {
-        Sieve { capacity, used: 0, index: KeyIndex::with_capacity(1024), slab: Slab::default(), queue: List::new(), hand: None }
+        Sieve {
+            capacity,
+            used: 0,
+            index: KeyIndex::with_capacity(1024),
+            slab: Slab::default(),
+            queue: List::new(),
+            hand: None,
+        }
     }
 
     /// Unlinks and frees slot `i`, first stepping the hand off it.
