@@ -29,21 +29,6 @@ fn start(extra: &[&str], adjust: impl FnOnce(&mut ServerConfig, &mut ExportConfi
     (s, addr)
 }
 
-fn session(addr: SocketAddr) -> TcpStream {
-    let mut s = hello(addr, 3);
-    go(&mut s);
-    s
-}
-
-/// A session with the hint extension negotiated.
-fn hint_session(addr: SocketAddr) -> TcpStream {
-    let mut s = hello(addr, 3);
-    send_option(&mut s, OPT_HEARTH_HINTS, &[]);
-    assert_eq!(option_reply(&mut s).1, REP_ACK);
-    go(&mut s);
-    s
-}
-
 #[test]
 fn idle_sessions_time_out_and_connections_are_limited() {
     let (mut server, addr) = start(&[], |server, _| {

@@ -8,11 +8,11 @@ mod serve_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hearth_client::Client;
 use hearth_server::config::{Config, ExportConfig};
-use serve_support::{export, metric, on_unix, pattern, run, scrape, Server};
+use serve_support::{export, free_port, metric, on_unix, pattern, run, scrape, wait_for_port, Server};
 
 const SIZE: usize = 4 << 20;
 
@@ -26,19 +26,6 @@ fn have_nginx() -> bool {
         eprintln!("skipped: nginx not installed");
     }
     found
-}
-
-/// Waits up to 10 s for a listener on loopback `port`; `what` says what failed to start.
-fn wait_for_port(port: u16, what: impl Fn() -> String) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{}", what());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// nginx in the foreground, one process, serving `root` on `port`.

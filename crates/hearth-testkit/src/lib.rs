@@ -143,3 +143,17 @@ pub fn log_once(log: impl Fn() -> String, done: impl Fn(&str) -> bool) -> String
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A free TCP port on loopback (bound, then released for whoever listens next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits up to 10 s for a listener on loopback `port`; `what` says what failed to start.
+pub fn wait_for_port(port: u16, what: impl Fn() -> String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "{}", what());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

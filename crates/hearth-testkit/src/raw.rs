@@ -155,3 +155,19 @@ pub fn set_timeout(s: &TcpStream, d: Duration) {
     s.set_read_timeout(Some(d)).unwrap();
     s.set_write_timeout(Some(d)).unwrap();
 }
+
+/// A session in transmission with no extension negotiated.
+pub fn session(addr: SocketAddr) -> TcpStream {
+    let mut s = hello(addr, 3);
+    go(&mut s);
+    s
+}
+
+/// A session with the hint extension negotiated.
+pub fn hint_session(addr: SocketAddr) -> TcpStream {
+    let mut s = hello(addr, 3);
+    send_option(&mut s, OPT_HEARTH_HINTS, &[]);
+    assert_eq!(option_reply(&mut s).1, REP_ACK);
+    go(&mut s);
+    s
+}

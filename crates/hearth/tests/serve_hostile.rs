@@ -29,21 +29,6 @@ fn start(dir: &std::path::Path, extra: &[&str]) -> (Server, SocketAddr) {
     (s, addr)
 }
 
-fn session(addr: SocketAddr) -> TcpStream {
-    let mut s = hello(addr, 3);
-    go(&mut s);
-    s
-}
-
-/// A session with the hint extension negotiated.
-fn hint_session(addr: SocketAddr) -> TcpStream {
-    let mut s = hello(addr, 3);
-    send_option(&mut s, OPT_HEARTH_HINTS, &[]);
-    assert_eq!(option_reply(&mut s).1, REP_ACK);
-    go(&mut s);
-    s
-}
-
 /// Writes requests until the server stops reading them (the socket stays
 /// full for a second) or `limit` requests are sent; returns how many went.
 fn flood(s: &mut TcpStream, limit: u64, mut next: impl FnMut(u64) -> Vec<u8>) -> u64 {

@@ -8,20 +8,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hearth_testkit::{free_port, wait_for_port};
+
 const SIZE: usize = 4 << 20;
-
-/// Waits up to 10 s for a listener on loopback `port`; `what` says what failed to start.
-fn wait_for_port(port: u16, what: impl Fn() -> String) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{}", what());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 struct Setup {
     dir: tempfile::TempDir,

@@ -7,7 +7,7 @@ mod serve_support;
 
 use std::process::Command;
 
-use serve_support::{have, run, Server};
+use serve_support::{free_port, have, run, Server};
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -125,11 +125,6 @@ fn a_user_that_cannot_be_taken_is_refused_at_start() {
     unprivileged.args([reuid.as_str(), regid.as_str(), "--clear-groups", copy.to_str().unwrap(), "serve"]);
     unprivileged.args(memory_export()).args(["--user", "nobody"]);
     refused(&mut unprivileged, &format!("--user nobody: changing user or group needs root (running as uid {nobody})"));
-}
-
-/// A free TCP port on loopback (bound, then released for the socket manager).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// `systemd-socket-activate -l ADDR... PROGRAM ARGS...`: it binds, then
