@@ -5,11 +5,14 @@
 //! every block of every reply must hold one version of what each write
 //! wrote, never part of one write and part of another.
 
+mod serve_support;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use hearth_client::Client;
-use hearth_server::{Config, Server};
+use hearth_server::config::Config;
+use serve_support::{export, on_unix, Server};
 
 const BLOCK: usize = 4096;
 const BLOCKS: u64 = 512; // 2 MiB
@@ -27,25 +30,10 @@ fn version(b: u64, v: u8) -> Vec<u8> {
 fn overwrites_during_large_reads_never_tear_a_block() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("nbd.sock");
-    let toml = format!(
-        r#"
-        [server]
-        unix = [{sock:?}]
-
-        [[export]]
-        name = "disk"
-        backend = "memory"
-        size = "2MiB"
-        cache_size = "4MiB"
-        "#
-    );
-    let settings = Config::parse(&toml).unwrap().validate().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let server = rt.block_on(Server::bind(&settings, Vec::new())).unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = rt.spawn(server.run(async {
-        let _ = stopped.await;
-    }));
+    let server = Server::start(Config {
+        server: on_unix(&sock),
+        exports: vec![export("disk", &["--backend", "memory", "--size", "2MiB", "--cache-size", "4MiB"])],
+    });
 
     let mut writer = Client::connect_unix(&sock, "disk").unwrap();
     for b in 0..BLOCKS {
@@ -88,6 +76,5 @@ fn overwrites_during_large_reads_never_tear_a_block() {
     writing.join().unwrap();
     assert_eq!(checked, 200 * 256);
 
-    stop.send(()).unwrap();
-    rt.block_on(served).unwrap().expect("the server stops cleanly");
+    assert!(server.stop(), "the server stops cleanly");
 }

@@ -157,3 +157,19 @@ pub fn wait_for_port(port: u16, what: impl Fn() -> String) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The SHA-256 (hex) of 4 KiB blocks `first..first + count` of the export
+/// at `uri`, read block by block through python3-libnbd.
+pub fn blocks_sha256(uri: &str, first: u64, count: u64) -> String {
+    const READ_ALL: &str = r#"
+import nbd, sys, hashlib
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+first, count = int(sys.argv[2]), int(sys.argv[3])
+digest = hashlib.sha256()
+for b in range(first, first + count):
+    digest.update(h.pread(4096, b * 4096))
+print(digest.hexdigest())
+"#;
+    run(Command::new(PYTHON).args(["-c", READ_ALL, uri, &first.to_string(), &count.to_string()]))
+}

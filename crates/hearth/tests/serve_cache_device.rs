@@ -15,21 +15,9 @@ use std::time::Duration;
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
-use serve_support::{have_python_nbd, metric, run, scrape, Server, PYTHON};
+use serve_support::{blocks_sha256, have_python_nbd, metric, run, scrape, Server, PYTHON};
 
 const BS: usize = 4096;
-
-/// Reads blocks FIRST..FIRST+COUNT and prints the SHA-256 of all of them.
-const READ_ALL: &str = r#"
-import nbd, sys, hashlib
-h = nbd.NBD()
-h.connect_uri(sys.argv[1])
-first, count = int(sys.argv[2]), int(sys.argv[3])
-digest = hashlib.sha256()
-for b in range(first, first + count):
-    digest.update(h.pread(4096, b * 4096))
-print(digest.hexdigest())
-"#;
 
 fn server_args<'a>(dir: &'a Path, device: &'a str, extra: &[&'a str]) -> Vec<String> {
     let disk = dir.join("disk.img");
@@ -51,7 +39,7 @@ fn start(dir: &Path, device: &str, extra: &[&str], log: &str) -> Server {
 }
 
 fn read_all(server: &Server, first: u64, count: u64) -> String {
-    run(Command::new(PYTHON).args(["-c", READ_ALL, &server.uri("disk"), &first.to_string(), &count.to_string()]))
+    blocks_sha256(&server.uri("disk"), first, count)
 }
 
 fn device_metric(server: &Server, name: &str) -> f64 {
