@@ -77,6 +77,7 @@ impl Policy for Clock2QPlus {
         "CLOCK-2Q+".into()
     }
     three_queue_residency!();
+    three_queue_warm!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(i) = self.q.find(a.key) else { return false };
         let (admitted, window) = (self.admitted, self.window);

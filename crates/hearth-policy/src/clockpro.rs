@@ -35,7 +35,7 @@
 //! LRU on cloudPhysicsIO), so its counts are printed, not matched.
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -59,7 +59,7 @@ pub struct ClockPro {
     capacity: u64,
     /// Target bytes of resident cold items (hot items get the rest).
     cold_target: u64,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// One list per kind, newest at the head; each hand is its list's tail.
     hot: List,
@@ -82,7 +82,7 @@ impl ClockPro {
         Ok(ClockPro {
             capacity,
             cold_target: (capacity as f64 * cold) as u64,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             hot: List::new(),
             cold: List::new(),
@@ -217,6 +217,7 @@ impl Policy for ClockPro {
     fn contains(&self, key: Key) -> bool {
         self.index.get(&key).is_some_and(|&i| self.slab.get(i).kind != Kind::NonResident)
     }
+    warm_by_index!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&i) = self.index.get(&a.key) else { return false };
         if self.slab.get(i).kind == Kind::NonResident {

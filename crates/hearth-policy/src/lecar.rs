@@ -14,7 +14,7 @@
 //! O(1) per request except LFU's search for the next non-empty count after
 //! its lowest empties, which walks up to the highest count (as libCacheSim).
 
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab, NIL};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab, NIL};
 
 use crate::admission::Lehmer64;
 use crate::SpecError;
@@ -47,10 +47,37 @@ enum Slot {
     Ghost(u32),
 }
 
+/// In the index, a ghost's slab index carries this bit; a resident's does
+/// not (one `u32` per key keeps the index's slot at 16 bytes).
+const GHOST_BIT: u32 = 1 << 31;
+
+impl Slot {
+    fn encode(self) -> u32 {
+        match self {
+            Slot::Resident(i) => {
+                assert!(i & GHOST_BIT == 0, "LeCaR: over 2^31 items");
+                i
+            }
+            Slot::Ghost(g) => {
+                assert!(g & GHOST_BIT == 0, "LeCaR: over 2^31 ghosts");
+                g | GHOST_BIT
+            }
+        }
+    }
+    fn decode(v: u32) -> Self {
+        if v & GHOST_BIT == 0 {
+            Slot::Resident(v)
+        } else {
+            Slot::Ghost(v & !GHOST_BIT)
+        }
+    }
+}
+
 pub struct LeCaR {
     capacity: u64,
     used: u64,
-    index: KeyMap<Slot>,
+    /// Each key's `Slot::encode`.
+    index: KeyIndex,
     items: Slab<Item>,
     /// Most recent at the head.
     lru: List,
@@ -76,7 +103,7 @@ impl LeCaR {
         Ok(LeCaR {
             capacity,
             used: 0,
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             items: Slab::default(),
             lru: List::new(),
             by_freq: vec![(NIL, NIL); 2],
@@ -156,6 +183,10 @@ impl LeCaR {
         self.ghosts.release(g)
     }
 
+    fn slot(&self, key: Key) -> Option<Slot> {
+        self.index.get(&key).copied().map(Slot::decode)
+    }
+
     /// libCacheSim's `update_weight`: expert `wrong` evicted too early.
     fn penalise(&mut self, wrong: usize, t: u64) {
         let r = self.discount.powf(t as f64);
@@ -181,17 +212,18 @@ impl Policy for LeCaR {
         self.lru.len()
     }
     fn contains(&self, key: Key) -> bool {
-        matches!(self.index.get(&key), Some(Slot::Resident(_)))
+        matches!(self.slot(key), Some(Slot::Resident(_)))
     }
     fn warm(&self, key: Key) {
-        match self.index.get(&key) {
-            Some(&Slot::Resident(i)) => self.items.prefetch(i),
-            Some(&Slot::Ghost(g)) => self.ghosts.prefetch(g),
+        match self.slot(key) {
+            Some(Slot::Resident(i)) => self.items.prefetch(i),
+            Some(Slot::Ghost(g)) => self.ghosts.prefetch(g),
             None => {}
         }
     }
+    warm_index!();
     fn lookup(&mut self, a: &Access) -> bool {
-        match self.index.get(&a.key).copied() {
+        match self.slot(a.key) {
             None => false,
             Some(Slot::Ghost(g)) => {
                 self.index.remove(&a.key);
@@ -221,7 +253,7 @@ impl Policy for LeCaR {
         self.freq_push(i);
         self.min_freq = 1;
         self.used += u64::from(a.size);
-        self.index.insert(a.key, Slot::Resident(i));
+        self.index.insert(a.key, Slot::Resident(i).encode());
     }
     fn evict(&mut self, now: &Access) -> Option<Key> {
         let lru = self.lru.tail()?;
@@ -245,7 +277,7 @@ impl Policy for LeCaR {
         let g = self.ghosts.alloc(Ghost { key: it.key, size: it.size, evicted_at: now.vtime, expert });
         self.ghosts.push_front(&mut self.ghost_lists[e], g);
         self.ghost_bytes[e] += u64::from(it.size);
-        self.index.insert(it.key, Slot::Ghost(g));
+        self.index.insert(it.key, Slot::Ghost(g).encode());
         while self.ghost_bytes[e] > self.capacity / 2 {
             let Some(oldest) = self.ghost_lists[e].tail() else { break };
             let ghost = self.drop_ghost(oldest);
@@ -254,7 +286,7 @@ impl Policy for LeCaR {
         Some(it.key)
     }
     fn remove(&mut self, key: Key) -> bool {
-        match self.index.remove(&key) {
+        match self.index.remove(&key).map(Slot::decode) {
             Some(Slot::Resident(i)) => {
                 self.unlink_item(i);
                 true
@@ -300,7 +332,7 @@ mod tests {
         assert_eq!(ev.len(), 1);
         let gone = ev[0];
         assert!(gone == 2 || gone == 3);
-        assert!(matches!(c.index[&gone], Slot::Ghost(_)));
+        assert!(matches!(c.slot(gone), Some(Slot::Ghost(_))));
         assert_eq!(c.weights, [0.5, 0.5]);
         req(&mut c, gone, &mut ev);
         assert!(c.weights[if gone == 2 { 0 } else { 1 }] < 0.5, "the expert that evicted it loses weight");

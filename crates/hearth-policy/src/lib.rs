@@ -101,6 +101,19 @@ macro_rules! three_queue_residency {
     };
 }
 
+/// `warm` and `warm_index` for a policy built on
+/// [`three_queues::ThreeQueues`] (its `q` field) that looks nothing else up.
+macro_rules! three_queue_warm {
+    () => {
+        fn warm(&self, key: hearth_core::Key) {
+            self.q.warm(key)
+        }
+        fn warm_index(&self, key: hearth_core::Key) {
+            self.q.warm_index(key)
+        }
+    };
+}
+
 pub mod admission;
 mod arc;
 mod beladysize;

@@ -105,6 +105,15 @@ impl Lirs {
         }
     }
 
+    /// Brings `key`'s nodes in S and Q (or the non-resident list) into the
+    /// CPU cache: a hit or a ghost hit moves them.
+    fn prefetch_nodes(&self, key: Key) {
+        if let Some(m) = self.index.get(&key) {
+            self.s_nodes.prefetch(m.s);
+            self.q_nodes.prefetch(m.q);
+        }
+    }
+
     fn meta(&mut self, key: Key) -> &mut Meta {
         self.index.get_mut(&key).expect("every list node has an index entry")
     }
@@ -269,6 +278,15 @@ impl Policy for Lirs {
     }
     fn contains(&self, key: Key) -> bool {
         self.index.get(&key).is_some_and(|m| m.status != Status::HirGhost)
+    }
+
+    fn warm(&self, key: Key) {
+        self.prefetch_nodes(key);
+    }
+    /// A hash map's entry cannot be prefetched without looking it up: the
+    /// lookup 16 requests ahead waits on it then, so `warm`'s finds it cached.
+    fn warm_index(&self, key: Key) {
+        self.prefetch_nodes(key);
     }
 
     fn lookup(&mut self, a: &Access) -> bool {

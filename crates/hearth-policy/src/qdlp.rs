@@ -103,6 +103,7 @@ impl Policy for Qdlp {
         "QD-LP-FIFO".into()
     }
     three_queue_residency!();
+    three_queue_warm!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(i) = self.q.find(a.key) else { return false };
         let e = self.q.slab.get_mut(i);

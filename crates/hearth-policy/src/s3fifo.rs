@@ -68,6 +68,7 @@ impl Policy for S3Fifo {
         "S3-FIFO".into()
     }
     three_queue_residency!();
+    three_queue_warm!();
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(i) = self.q.find(a.key) else { return false };
         let e = self.q.slab.get_mut(i);

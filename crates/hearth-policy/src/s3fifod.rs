@@ -20,7 +20,7 @@
 //!
 //! Deterministic: the miss counts are libCacheSim's.
 
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 use crate::three_queues::{Entry, Queue, ThreeQueues};
 use crate::SpecError;
@@ -32,14 +32,14 @@ const ADAPT_AFTER: i32 = 100;
 struct Evicted {
     budget: u64,
     bytes: u64,
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<(Key, u32)>,
     list: List,
 }
 
 impl Evicted {
     fn new(budget: u64) -> Self {
-        Evicted { budget, bytes: 0, index: key_map(1024), slab: Slab::default(), list: List::new() }
+        Evicted { budget, bytes: 0, index: KeyIndex::with_capacity(1024), slab: Slab::default(), list: List::new() }
     }
 
     fn record(&mut self, key: Key, size: u32) {
@@ -186,6 +186,15 @@ impl Policy for S3FifoD {
         "S3-FIFO-d".into()
     }
     three_queue_residency!();
+    // A miss (and a main-queue hit) also looks the key up in both evicted FIFOs.
+    fn warm(&self, key: Key) {
+        self.q.warm(key);
+    }
+    fn warm_index(&self, key: Key) {
+        self.q.warm_index(key);
+        self.small_evicted.index.prefetch(key);
+        self.main_evicted.index.prefetch(key);
+    }
     fn lookup(&mut self, a: &Access) -> bool {
         self.adapt();
         let found = self.q.find(a.key);

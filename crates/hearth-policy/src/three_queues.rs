@@ -5,7 +5,7 @@
 //! sized as libCacheSim sizes them. The policies differ in what an item keeps
 //! ([`Entry`]), how hits count and how the main queue evicts.
 
-use hearth_core::{key_map, Key, KeyMap, List, Slab};
+use hearth_core::{Key, KeyIndex, List, Slab};
 
 use crate::SpecError;
 
@@ -40,7 +40,7 @@ impl<H: Default, S: Default> Entry<H, S> {
 pub(crate) struct ThreeQueues<H: Copy, S: Copy = ()> {
     /// Byte budgets of the small, main and ghost queues.
     budgets: [u64; 3],
-    index: KeyMap<u32>,
+    index: KeyIndex,
     pub slab: Slab<Entry<H, S>>,
     /// Newest at the head of each queue.
     lists: [List; 3],
@@ -64,7 +64,7 @@ impl<H: Copy + Default + Into<u32>, S: Copy> ThreeQueues<H, S> {
         let ghost_budget = (capacity as f64 * ghost) as u64;
         Ok(ThreeQueues {
             budgets: [small_budget, capacity - small_budget, ghost_budget],
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             lists: [List::new(); 3],
             bytes: [0; 3],
@@ -100,6 +100,19 @@ impl<H: Copy + Default + Into<u32>, S: Copy> ThreeQueues<H, S> {
     }
     pub fn contains(&self, key: Key) -> bool {
         self.index.get(&key).is_some_and(|&i| self.slab.get(i).queue != Queue::Ghost)
+    }
+
+    /// Brings `key`'s node into the CPU cache (see `Policy::warm`).
+    pub fn warm(&self, key: Key) {
+        if let Some(&i) = self.index.get(&key) {
+            self.slab.prefetch(i);
+        }
+    }
+
+    /// Brings the index line `key`'s probe starts at into the CPU cache
+    /// (see `Policy::warm_index`).
+    pub fn warm_index(&self, key: Key) {
+        self.index.prefetch(key);
     }
 
     /// The slot of resident `key`. A ghost of it is forgotten and noted for

@@ -202,16 +202,19 @@ fn report(args: &SimArgs, sim: &Simulation, runs: &[TraceRun]) -> anyhow::Result
     Ok(())
 }
 
-/// The CSV of `sim --csv` and `sweep`: counts, then the ratios as fractions.
+/// The CSV of `sim --csv` and `sweep`: counts, then the ratios as fractions,
+/// then a learned policy's training time in seconds (empty for other
+/// policies, so every row has the same columns).
 pub fn write_csv(out: &mut impl Write, rows: impl IntoIterator<Item = Row>) -> std::io::Result<()> {
     writeln!(
         out,
-        "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio"
+        "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio,train_seconds"
     )?;
     for Row { trace, result: r } in rows {
+        let train_seconds = r.train_seconds.map_or(String::new(), |s| format!("{s:.6}"));
         writeln!(
             out,
-            "{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6}",
+            "{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{}",
             csv_field(&trace),
             csv_field(&r.policy),
             r.cache_bytes,
@@ -222,7 +225,8 @@ pub fn write_csv(out: &mut impl Write, rows: impl IntoIterator<Item = Row>) -> s
             r.hit_ratio(),
             r.miss_ratio(),
             r.byte_hit_ratio(),
-            r.byte_miss_ratio()
+            r.byte_miss_ratio(),
+            train_seconds
         )?;
     }
     Ok(())

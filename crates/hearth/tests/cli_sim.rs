@@ -369,7 +369,7 @@ fn policies_lists_the_groups_a_policy_list_may_name() {
 }
 
 #[test]
-fn sim_json_reports_training_time_for_learned_policies_only() {
+fn sim_json_and_csv_report_training_time_for_learned_policies_only() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("hot-between-scans.txt");
     // 200 hot blocks, each between two blocks of a scan: enough evictions
@@ -397,4 +397,19 @@ fn sim_json_reports_training_time_for_learned_policies_only() {
     // first training needs a capacity's worth of evictions.
     assert!(rows[2]["train_seconds"].as_f64().unwrap() > 0.0, "{}", rows[2]);
     assert!(rows[3]["train_seconds"].as_f64().unwrap() > 0.0, "{}", rows[3]);
+    // The CSV has the column on every row: empty for a policy that does not
+    // learn, the seconds for one that does.
+    let csv = stdout(&hearth(&["sim", trace.to_str().unwrap(), "-q", "-p", policies, "-s", "400", "--csv"]));
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(header.last(), Some(&"train_seconds"), "{csv}");
+    // Quoted policy labels may hold commas: the cell is the row's last.
+    let cells: Vec<&str> = lines.map(|l| l.rsplit(',').next().unwrap()).collect();
+    assert_eq!(cells.len(), 6, "{csv}");
+    assert_eq!(cells[..2], ["", ""], "{csv}");
+    for cell in &cells[2..] {
+        let seconds: f64 = cell.parse().unwrap_or_else(|_| panic!("train_seconds {cell:?}: {csv}"));
+        assert!(seconds >= 0.0, "{csv}");
+    }
+    assert!(cells[2].parse::<f64>().unwrap() > 0.0, "{csv}");
 }

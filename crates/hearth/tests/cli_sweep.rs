@@ -78,7 +78,10 @@ fn sweep_csv_has_the_json_columns_and_numbers() {
     assert!(!dir.path().join("table.csv").exists());
     let csv = std::fs::read_to_string(&csv_path).unwrap();
     let mut lines = csv.lines();
-    assert_eq!(lines.next(), Some("trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio"));
+    assert_eq!(
+        lines.next(),
+        Some("trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio,train_seconds")
+    );
     let want = sim_json(&traces);
     let want = want.as_array().unwrap();
     let rows: Vec<&str> = lines.collect();
@@ -93,7 +96,9 @@ fn sweep_csv_has_the_json_columns_and_numbers() {
         let counts = ["trace", "policy", "cache_bytes", "requests", "hits", "bytes", "hit_bytes"].map(s);
         let ratios = ["hit_ratio", "miss_ratio", "byte_hit_ratio", "byte_miss_ratio"]
             .map(|k| format!("{:.6}", w[k].as_f64().unwrap()));
-        let expect = [counts.join(","), ratios.join(",")].join(",");
+        // No policy here learns: its training-time cell is empty.
+        assert!(w.get("train_seconds").is_none(), "{w}");
+        let expect = [counts.join(","), ratios.join(","), String::new()].join(",");
         assert_eq!(*line, expect);
     }
     // The old name of --threads still works and says so.
@@ -109,8 +114,8 @@ fn sweep_csv_has_the_json_columns_and_numbers() {
     let out = stdout(&hearth(&["sweep", path(&bare), "-q"]));
     assert_eq!(
         out,
-        "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio\n\
-         synth:loop:100,LRU,204800,1000,0,4096000,0,0.000000,1.000000,0.000000,1.000000\n"
+        "trace,policy,cache_bytes,requests,hits,bytes,hit_bytes,hit_ratio,miss_ratio,byte_hit_ratio,byte_miss_ratio,train_seconds\n\
+         synth:loop:100,LRU,204800,1000,0,4096000,0,0.000000,1.000000,0.000000,1.000000,\n"
     );
 }
 
