@@ -6,6 +6,8 @@
 #
 #   scripts/rss-serve.sh [SIZE_MIB] [HEARTH_BINARY...]
 #   BS=6k scripts/rss-serve.sh 256   # unaligned writes: half the blocks written in part
+#   READBACK=1 BS=6k scripts/rss-serve.sh 256 old new   # then read it all back (1 MiB
+#       reads): the blocks partial writes left uncached are read misses, filled into the cache
 # Each binary (default: this tree's release build) is measured in turn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +42,12 @@ for hearth in "$@"; do
         --iodepth=8 --size="${SIZE_MIB}M" --output=/dev/null
     full=$(rss_mib "$PID")
     echo "$hearth: RSS ${idle} MiB idle, ${full} MiB after writing the ${SIZE_MIB} MiB export in ${BS} writes"
+    if [ -n "${READBACK:-}" ]; then
+        fio --name=readback --ioengine=nbd --uri="nbd+unix:///disk?socket=$WORK/s.sock" --rw=read --bs=1M \
+            --iodepth=8 --size="${SIZE_MIB}M" --output=/dev/null
+        back=$(rss_mib "$PID")
+        echo "$hearth: RSS ${back} MiB after reading it back ($(awk -v a="$back" -v b="$full" 'BEGIN {printf "%+.1f", a - b}') MiB)"
+    fi
     kill "$PID"
     wait "$PID" 2>/dev/null || true
     PID=

@@ -31,6 +31,10 @@ pub struct MemoryBackend {
     /// Block `i`'s bytes (always `block_size` long, the last block's tail
     /// past `size` unused), or `None` while it reads as zeroes.
     blocks: RwLock<Vec<Option<Arc<[u8]>>>>,
+    /// One block of zeroes, shared by every block [`Backend::read_blocks`]
+    /// hands out while it reads as zeroes: a cache holding many of them
+    /// holds one buffer.
+    zeroes: Arc<[u8]>,
     reads: AtomicU64,
     flushes: AtomicU64,
 }
@@ -51,12 +55,13 @@ impl MemoryBackend {
             size,
             block_size,
             blocks: RwLock::new(vec![None; count]),
+            zeroes: Arc::from(vec![0u8; block_size]),
             reads: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
         }
     }
 
-    /// `read_at` calls so far.
+    /// `read_at` and `read_blocks` calls so far.
     pub fn reads(&self) -> u64 {
         self.reads.load(Ordering::Relaxed)
     }
@@ -174,9 +179,17 @@ impl Backend for MemoryBackend {
         Some(self.block_size as u64)
     }
 
-    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
         let blocks = self.blocks.read().unwrap_or_else(|p| p.into_inner());
-        blocks.get(usize::try_from(block).ok()?)?.clone()
+        let inside = usize::try_from(first).ok().and_then(|first| blocks.get(first..first.checked_add(count)?));
+        let Some(slots) = inside else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("memory backend: blocks {first}..+{count} lie past its {} blocks", blocks.len()),
+            ));
+        };
+        Ok(Some(slots.iter().map(|slot| slot.as_ref().unwrap_or(&self.zeroes).clone()).collect()))
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {

@@ -63,13 +63,16 @@ pub trait Backend: Send + Sync {
     fn block_buffer_size(&self) -> Option<u64> {
         None
     }
-    /// The buffer this backend keeps for block `block` (of
-    /// [`block_buffer_size`](Self::block_buffer_size) bytes), shared: a
-    /// cache may hold it instead of a copy of the same bytes. `None` if it
-    /// keeps none for that block (the default; absent, reading as zeroes).
-    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
-        let _ = block;
-        None
+    /// Blocks `first..first + count` (of
+    /// [`block_buffer_size`](Self::block_buffer_size) bytes, inside the
+    /// size) as the buffers this backend keeps for them, shared: a cache
+    /// holds them instead of copies of the same bytes (neither side changes
+    /// a shared buffer; see [`write_blocks`](Self::write_blocks)). A block
+    /// it keeps no buffer for (reading as zeroes) comes as a shared block of
+    /// zeroes. `None` when it keeps no buffers (the default): read bytes.
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+        let _ = (first, count);
+        Ok(None)
     }
     /// Makes the range read as zeroes; `may_punch` allows deallocating it.
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
@@ -351,8 +354,8 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     fn block_buffer_size(&self) -> Option<u64> {
         (**self).block_buffer_size()
     }
-    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
-        (**self).block_buffer(block)
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+        (**self).read_blocks(first, count)
     }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         (**self).write_zeroes(offset, len, may_punch)
@@ -434,8 +437,12 @@ impl<B: Backend + ?Sized> Backend for SlowBackend<B> {
     fn block_buffer_size(&self) -> Option<u64> {
         self.inner.block_buffer_size()
     }
-    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
-        self.inner.block_buffer(block)
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+        let r = self.inner.read_blocks(first, count);
+        if let Ok(Some(buffers)) = &r {
+            self.delay(buffers.iter().map(|b| b.len() as u64).sum());
+        }
+        r
     }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         self.delay(0);

@@ -119,8 +119,11 @@ impl Backend for TestBackend {
     fn block_buffer_size(&self) -> Option<u64> {
         self.memory.block_buffer_size()
     }
-    fn block_buffer(&self, block: u64) -> Option<Arc<[u8]>> {
-        self.memory.block_buffer(block)
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+        self.before(false);
+        let r = self.memory.read_blocks(first, count);
+        self.after();
+        r
     }
     fn flush(&self) -> io::Result<()> {
         self.before(false);

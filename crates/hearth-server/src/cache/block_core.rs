@@ -12,6 +12,13 @@ use hearth_placement::{Demand, EvictionAction, Placement, Stats, StorageCache};
 
 pub(super) struct BlockCore(StorageCache);
 
+/// How many blocks ahead of the one a request takes next the policy warms
+/// that block's entry ([`hearth_core::Policy::warm`]), and, twice as far,
+/// the index line `warm` will read ([`hearth_core::Policy::warm_index`]):
+/// the simulator's replayer's distances.
+const WARM_AHEAD: u64 = 8;
+const WARM_INDEX_AHEAD: u64 = 2 * WARM_AHEAD;
+
 fn renamed(a: &Access) -> Access {
     Access { key: run_keyed(a.key), ..*a }
 }
@@ -24,6 +31,24 @@ impl BlockCore {
     /// A demand access of block `a.key`.
     pub(super) fn demand(&mut self, a: &Access) -> Demand {
         self.0.demand(&renamed(a))
+    }
+
+    /// Call before each block of a request over `blocks` is taken, in
+    /// order: the policy brings the entries of the blocks a few places on
+    /// into the CPU cache (no effect on decisions), so that a big cache's
+    /// lookups overlap their waits on memory instead of taking them one by
+    /// one. The first block also warms the index lines of the first few.
+    pub(super) fn warm_ahead(&self, block: u64, blocks: &std::ops::Range<u64>) {
+        let policy = self.0.policy();
+        if block == blocks.start {
+            (block + 1..blocks.end.min(block + WARM_INDEX_AHEAD)).for_each(|b| policy.warm_index(run_keyed(b)));
+        }
+        if block + WARM_INDEX_AHEAD < blocks.end {
+            policy.warm_index(run_keyed(block + WARM_INDEX_AHEAD));
+        }
+        if block + WARM_AHEAD < blocks.end {
+            policy.warm(run_keyed(block + WARM_AHEAD));
+        }
     }
 
     /// Places block `a.key` (see [`StorageCache::place`]).
@@ -105,5 +130,69 @@ mod tests {
         core.demand(&read(12345, 1));
         assert_eq!(core.client_evicted(12345, &read(12345, 2)), EvictionAction::Reload(12345));
         assert!(core.holds(12345));
+    }
+
+    /// A policy that records the keys it is asked to warm.
+    struct Warmed {
+        lru: Box<dyn hearth_core::Policy>,
+        warm: std::sync::Arc<std::sync::Mutex<(Vec<u64>, Vec<u64>)>>,
+    }
+
+    impl hearth_core::Policy for Warmed {
+        fn name(&self) -> String {
+            self.lru.name()
+        }
+        fn capacity(&self) -> u64 {
+            self.lru.capacity()
+        }
+        fn occupancy(&self) -> u64 {
+            self.lru.occupancy()
+        }
+        fn len(&self) -> usize {
+            self.lru.len()
+        }
+        fn contains(&self, key: u64) -> bool {
+            self.lru.contains(key)
+        }
+        fn lookup(&mut self, a: &Access) -> bool {
+            self.lru.lookup(a)
+        }
+        fn insert(&mut self, a: &Access, evicted: &mut Vec<u64>) {
+            self.lru.insert(a, evicted)
+        }
+        fn evict(&mut self, now: &Access) -> Option<u64> {
+            self.lru.evict(now)
+        }
+        fn remove(&mut self, key: u64) -> bool {
+            self.lru.remove(key)
+        }
+        fn warm(&self, key: u64) {
+            self.warm.lock().unwrap().0.push(block_of(key));
+        }
+        fn warm_index(&self, key: u64) {
+            self.warm.lock().unwrap().1.push(block_of(key));
+        }
+    }
+
+    #[test]
+    fn a_request_warms_each_later_block_once_and_nothing_outside_it() {
+        let warm = std::sync::Arc::default();
+        let lru = hearth_policy::build("lru", 64 * 4096).unwrap();
+        let core = BlockCore::new(StorageCache::new(
+            Box::new(Warmed { lru, warm: std::sync::Arc::clone(&warm) }),
+            Placement::Access,
+        ));
+        let request = 100..140u64;
+        request.clone().for_each(|b| core.warm_ahead(b, &request));
+        let (entries, index) = std::mem::take(&mut *warm.lock().unwrap());
+        assert_eq!(
+            index,
+            (101..140).collect::<Vec<_>>(),
+            "every block after the first: its index line, once, in order"
+        );
+        assert_eq!(entries, (108..140).collect::<Vec<_>>(), "its entry eight blocks ahead, once");
+        let one = 7..8u64;
+        core.warm_ahead(7, &one);
+        assert_eq!(*warm.lock().unwrap(), (vec![], vec![]), "a one-block request warms nothing");
     }
 }

@@ -62,6 +62,7 @@ impl BlockCache {
             out.push(CachedSlice { block: block.clone(), range: in_block..in_block + n });
         }
         for b in range.clone() {
+            inner.core.warm_ahead(b, &range);
             let a = Self::access(&mut inner, b, self.block_size, Op::Read);
             inner.core.demand(&a);
         }
@@ -101,7 +102,9 @@ impl BlockCache {
         let mut misses = Vec::new();
         {
             let mut inner = self.lock();
-            for b in self.block_range(offset, len) {
+            let range = self.block_range(offset, len);
+            for b in range.clone() {
+                inner.core.warm_ahead(b, &range);
                 let a = Self::access(&mut inner, b, self.block_size, Op::Read);
                 let demand = inner.core.demand(&a);
                 if demand == Demand::Hit && inner.blocks.contains_key(&b) {
@@ -130,24 +133,44 @@ impl BlockCache {
             let run = 1 + rest.windows(2).take_while(|w| w[1].block == w[0].block + 1).count();
             let (run_misses, tail) = rest.split_at(run);
             rest = tail;
-            let start = first.block * self.block_size;
-            let end = (start + run as u64 * self.block_size).min(self.size);
-            let mut fetched = vec![0u8; (end - start) as usize];
-            self.backend_read(&mut fetched, start)?;
-            for m in run_misses {
+            let fetched = self.fetch(first.block, run as u64)?;
+            for (i, m) in run_misses.iter().enumerate() {
                 let (in_block, in_req, n) = self.overlap(m.block, offset, len);
-                let at = ((m.block - first.block) * self.block_size) as usize;
-                buf[in_req..in_req + n].copy_from_slice(&fetched[at + in_block..at + in_block + n]);
+                buf[in_req..in_req + n].copy_from_slice(&fetched.block(i, self.block_size)[in_block..in_block + n]);
             }
-            self.fill(run_misses, first.block, &fetched);
+            self.fill(run_misses, fetched);
         }
         Ok(())
     }
 
-    /// Inserts blocks a read fetched, unless a write may have raced with it.
-    pub(super) fn fill(&self, misses: &[Miss], first_block: u64, fetched: &[u8]) {
+    /// Reads blocks `first..first + count` from the backend, in one call:
+    /// the backend's own buffers if it keeps buffers of this cache's block
+    /// size (no copy), else their bytes.
+    pub(super) fn fetch(&self, first: u64, count: u64) -> io::Result<Fetched> {
+        let start = first * self.block_size;
+        let end = (start + count * self.block_size).min(self.size);
+        self.stats.backend_reads.fetch_add(1, Ordering::Relaxed);
+        self.stats.backend_read_bytes.fetch_add(end - start, Ordering::Relaxed);
+        if self.share_blocks {
+            if let Some(buffers) = self.backend.read_blocks(first, count as usize)? {
+                return Ok(Fetched::Shared(buffers));
+            }
+        }
+        let mut bytes = vec![0u8; (end - start) as usize];
+        self.backend.read_at(&mut bytes, start)?;
+        Ok(Fetched::Bytes(bytes))
+    }
+
+    /// Inserts blocks a read fetched (`misses`, neighbours in order, as
+    /// [`fetch`](Self::fetch) read them), unless a write may have raced
+    /// with it. The backend's own buffers are kept as they are.
+    pub(super) fn fill(&self, misses: &[Miss], fetched: Fetched) {
+        debug_assert!(misses.windows(2).all(|w| w[1].block == w[0].block + 1), "fill takes neighbours");
+        let (mut shared, bytes) = fetched.into_parts();
+        let bs = self.block_size as usize;
         let mut inner = self.lock();
-        for m in misses {
+        for (i, m) in misses.iter().enumerate() {
+            let theirs = shared.next();
             if !inner.stripes.unchanged_since(m.block, m.glance) {
                 self.stats.fills_skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -155,20 +178,15 @@ impl BlockCache {
             if inner.blocks.contains_key(&m.block) {
                 continue;
             }
-            let at = ((m.block - first_block) * self.block_size) as usize;
-            let data = &fetched[at..at + self.block_len(m.block) as usize];
-            let resident = if inner.core.holds(m.block) {
-                // Placed already (an eviction-based reload in flight): store the data.
-                self.store(&mut inner, m.block, data, false);
-                true
-            } else if m.place {
-                self.insert(&mut inner, m.block, data, false, Victims::WriteBack)
-            } else {
-                false
-            };
-            if resident {
-                self.log_loaded(m.block, data);
+            // Placed already (an eviction-based reload in flight), or placed now.
+            let place = |inner: &mut Inner| m.place && self.place(inner, m.block, Victims::WriteBack);
+            if !inner.core.holds(m.block) && !place(&mut inner) {
+                continue;
             }
+            let len = self.block_len(m.block) as usize;
+            let buf = theirs.unwrap_or_else(|| inner.free.filled(&bytes[i * bs..i * bs + len], bs));
+            self.log_loaded(m.block, &buf[..len]);
+            Self::store_buf(&mut inner, m.block, buf, false);
         }
     }
 
@@ -284,5 +302,34 @@ impl BlockCache {
             return self.backend.extents(offset, len, max);
         }
         self.backend.extents(offset, len, max)
+    }
+}
+
+/// Blocks [`BlockCache::fetch`] read from the backend, neighbours in order.
+pub(super) enum Fetched {
+    /// The backend's own buffers, one per block: the cache keeps them.
+    Shared(Vec<BlockBuf>),
+    /// Their bytes in one buffer (the last block may be short): copied into
+    /// cache buffers when stored.
+    Bytes(Vec<u8>),
+}
+
+impl Fetched {
+    /// The `i`th block's bytes (at least those that exist).
+    fn block(&self, i: usize, block_size: u64) -> &[u8] {
+        let bs = block_size as usize;
+        match self {
+            Fetched::Shared(buffers) => &buffers[i],
+            Fetched::Bytes(bytes) => &bytes[i * bs..((i + 1) * bs).min(bytes.len())],
+        }
+    }
+
+    /// The shared buffers in order (none for bytes), and the bytes (empty
+    /// for shared buffers).
+    pub(super) fn into_parts(self) -> (std::vec::IntoIter<BlockBuf>, Vec<u8>) {
+        match self {
+            Fetched::Shared(buffers) => (buffers.into_iter(), Vec::new()),
+            Fetched::Bytes(bytes) => (Vec::new().into_iter(), bytes),
+        }
     }
 }

@@ -225,8 +225,7 @@ impl BlockCache {
             }
             inner.stripes.glance(block)
         };
-        let mut data = vec![0u8; self.block_len(block) as usize];
-        self.backend_read(&mut data, block * self.block_size)?;
+        let fetched = self.fetch(block, 1)?;
         let mut inner = self.lock();
         if !inner.stripes.unchanged_since(block, glance)
             || inner.blocks.contains_key(&block)
@@ -245,7 +244,9 @@ impl BlockCache {
             return Ok(());
         }
         Self::release_unused(&mut inner, &left);
-        self.store(&mut inner, block, &data, false);
+        let (mut shared, bytes) = fetched.into_parts();
+        let buf = shared.next().unwrap_or_else(|| inner.free.filled(&bytes, self.block_size as usize));
+        Self::store_buf(&mut inner, block, buf, false);
         Ok(())
     }
 
@@ -303,9 +304,8 @@ impl BlockCache {
             }
             Miss { block, glance: inner.stripes.glance(block), place: false }
         };
-        let mut data = vec![0u8; self.block_len(block) as usize];
-        self.backend_read(&mut data, block * self.block_size)?;
-        self.fill(std::slice::from_ref(&miss), block, &data);
+        let fetched = self.fetch(block, 1)?;
+        self.fill(std::slice::from_ref(&miss), fetched);
         Ok(())
     }
 }

@@ -249,3 +249,58 @@ fn unaligned_writes_through_hold_the_backends_buffers_and_stay_exact() {
     assert_eq!(backend.snapshot(), want);
     assert_eq!(read(&cache, 0, 64 * BSU), want);
 }
+
+/// A read miss caches the buffers the backend keeps (no second copy in
+/// RAM; its blocks of zeroes come as one shared buffer), and a write
+/// afterwards copies instead of changing what the backend or a reply holds.
+#[test]
+fn a_read_miss_holds_the_backends_buffers_and_a_write_copies_them() {
+    let bs = u64::from(BS);
+    let (backend, cache) = setup(64, 16, CacheMode::Through);
+    let data = pattern(4 * BSU, 13);
+    backend.write_at(&data, 0).unwrap();
+    let stored = backend.stored_bytes();
+    let mut want = data.clone();
+    want.resize(8 * BSU, 0);
+    assert_eq!(read(&cache, 0, 8 * BSU), want, "blocks 0-3 written, 4-7 zeroes");
+    let theirs = backend.read_blocks(0, 8).unwrap().unwrap();
+    for (b, buf) in (0..8).zip(&theirs) {
+        assert!(Arc::ptr_eq(&cache.lock().blocks[&b], buf), "block {b}: the backend's own buffer, not a copy");
+    }
+    assert!(Arc::ptr_eq(&theirs[4], &theirs[7]), "blocks of zeroes share one buffer");
+    assert_eq!(backend.stored_bytes(), stored, "reading stored nothing new in the backend");
+    drop(theirs);
+    assert_eq!(holders(&cache, 1), 2, "the cache and the backend hold one buffer");
+
+    let mut reply = Vec::new();
+    assert!(cache.read_cached(0, 8 * BSU, &mut reply));
+    // Writes in part (a written block, a block of zeroes) and whole.
+    cache.write(bs + 5, b"part", false).unwrap();
+    cache.write(5 * bs + 5, b"part", false).unwrap();
+    cache.write(2 * bs, &pattern(BSU, 14), false).unwrap();
+    let sent: Vec<u8> = reply.iter().flat_map(|s| s.iter().copied()).collect();
+    assert_eq!(sent, want, "a reply still sending the blocks sends them as read");
+    let zeroes = backend.read_blocks(6, 1).unwrap().unwrap();
+    assert!(zeroes[0].iter().all(|&b| b == 0), "the shared block of zeroes is still zeroes");
+    want[BSU + 5..BSU + 9].copy_from_slice(b"part");
+    want[5 * BSU + 5..5 * BSU + 9].copy_from_slice(b"part");
+    want[2 * BSU..3 * BSU].copy_from_slice(&pattern(BSU, 14));
+    assert_eq!(read(&cache, 0, 8 * BSU), want);
+    assert_eq!(backend.snapshot()[..8 * BSU], want[..]);
+    for b in [1, 2, 5] {
+        assert_eq!(holders(&cache, b), 2, "block {b}: after the write, one buffer again");
+    }
+
+    // Write-back: a write to a block a read miss shares copies it; the
+    // backend's bytes change only when it is written back.
+    cache.set_mode(CacheMode::Back { dirty_limit: 1 << 20 }).unwrap();
+    let block10 = pattern(BSU, 15);
+    backend.write_at(&block10, 10 * bs).unwrap();
+    assert_eq!(read(&cache, 10 * bs, BSU), block10);
+    assert_eq!(holders(&cache, 10), 2);
+    cache.write(10 * bs + 1, b"dirty", false).unwrap();
+    assert_eq!(holders(&cache, 10), 1, "dirty: the cache's own copy");
+    assert_eq!(backend.snapshot()[10 * BSU..11 * BSU], block10[..], "not written back yet");
+    cache.flush().unwrap();
+    assert_eq!(&backend.snapshot()[10 * BSU + 1..10 * BSU + 6], b"dirty");
+}

@@ -95,12 +95,11 @@ impl BlockCache {
         // cache holds the buffer the backend now keeps for each block (its
         // truth, this write included) instead of a second copy of it.
         let hold_theirs = !share && self.share_blocks && mode == CacheMode::Through && result.is_ok() && !raced;
-        let mut fresh = fresh.into_iter();
-        for b in range {
+        let theirs = if hold_theirs { self.backend.read_blocks(range.start, range.clone().count()) } else { Ok(None) };
+        // Without the backend's buffers the bytes are written into the cache's.
+        let mut fresh = theirs.ok().flatten().unwrap_or(fresh).into_iter();
+        for b in range.clone() {
             let mut mine = fresh.next();
-            if hold_theirs {
-                mine = self.backend.block_buffer(b);
-            }
             let (in_block, in_req, n) = self.overlap(b, offset, len);
             // A shared write's bytes are in its block buffer (`mine`), not in `data`
             // (held from the backend, `mine` is the whole block as it now stands).
@@ -110,6 +109,7 @@ impl BlockCache {
                 self.remove(inner, b);
                 self.log_changed(b, None);
             } else {
+                inner.core.warm_ahead(b, &range);
                 let a = Self::access(inner, b, self.block_size, Op::Write);
                 let demand = inner.core.demand(&a);
                 if let Some(cached) = inner.blocks.get_mut(&b) {

@@ -91,7 +91,9 @@ impl BlockCache {
     /// [`Victims::Hold`] held like a dirty victim.
     fn write_blocks(&self, inner: &mut Inner, offset: u64, data: &[u8], victims: Victims) -> io::Result<()> {
         let len = data.len() as u64;
-        for b in self.block_range(offset, len) {
+        let range = self.block_range(offset, len);
+        for b in range.clone() {
+            inner.core.warm_ahead(b, &range);
             let (in_block, in_req, n) = self.overlap(b, offset, len);
             let part = &data[in_req..in_req + n];
             if !inner.core.holds(b) && inner.partition.contains(b) {
