@@ -56,7 +56,7 @@ use std::collections::VecDeque;
 use hearth_core::{Key, KeyMap};
 
 use crate::account::Lookup;
-pub use crate::rules::{PrefixKey, RecentKeys, RuleCache, Suffix};
+pub use crate::rules::{PrefixKey, RuleCache, Suffix};
 use crate::throttle::Throttle;
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
 use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
@@ -105,15 +105,6 @@ pub struct Config {
     /// candidate, with support and throttles of their own (needs orders
     /// 1..=2 and positions).
     pub fallback: bool,
-    /// The paper's rule table, `(prefixes, suffixes)`, beside a larger one:
-    /// a longest-prefix rule seen once is asked for only while a table of
-    /// this size would still hold it (its prefix among the most recently
-    /// used, its suffix within the best by support); others need support
-    /// [`FALLBACK_SUPPORT`] (`qm-admit`).
-    pub paper_table: Option<(usize, usize)>,
-    /// Fallback kinds prefetch only while their template's accuracy is at
-    /// the throttle's full level; at half they are off (probing as off).
-    pub fallback_full_only: bool,
 }
 
 impl Config {
@@ -135,8 +126,6 @@ impl Config {
             late_ns: 0,
             on_hit: false,
             fallback: false,
-            paper_table: None,
-            fallback_full_only: false,
         }
     }
 
@@ -191,8 +180,6 @@ pub struct QuickMine {
     keys: Vec<PrefixKey>,
     /// The last read's lookup, kept for the miss account once asked.
     explained: Option<Lookup>,
-    /// The longest prefixes a table of the paper's size would hold.
-    paper_prefixes: Option<RecentKeys>,
 }
 
 impl QuickMine {
@@ -219,7 +206,6 @@ impl QuickMine {
             history: Vec::new(),
             keys: Vec::new(),
             explained: None,
-            paper_prefixes: cfg.paper_table.map(|(prefixes, _)| RecentKeys::new(prefixes)),
             cfg,
         })
     }
@@ -260,11 +246,7 @@ impl QuickMine {
         let mut fallback_degrees = [0; 2];
         if self.cfg.fallback {
             for (d, t) in fallback_degrees.iter_mut().zip(&mut self.fallback_throttles) {
-                *d = match (self.cfg.throttle, self.cfg.fallback_full_only) {
-                    (false, _) => full,
-                    (true, false) => t.degree(class, full),
-                    (true, true) => t.full_or_probe(class, full),
-                };
+                *d = if self.cfg.throttle { t.degree(class, full) } else { full };
             }
         }
         let mut recent = self.spare.pop().unwrap_or_default();
@@ -279,7 +261,7 @@ impl QuickMine {
 
     /// Mines the prefixes ending at `recent[e]` (each length configured,
     /// and its position) with the `G` blocks after it as suffixes.
-    fn mine_at(rules: &mut RuleCache, paper: &mut Option<RecentKeys>, cfg: &Config, c: &Context, e: usize) {
+    fn mine_at(rules: &mut RuleCache, cfg: &Config, c: &Context, e: usize) {
         let recent = &c.recent;
         // The prefixes ending at `e`, as (key, blocks); one with a repeated
         // block is no prefix.
@@ -306,10 +288,6 @@ impl QuickMine {
             for (key, of) in &prefixes[..count] {
                 if !of[..usize::from(key.order)].contains(&block) {
                     rules.add(*key, block, next);
-                    // The paper's table is used as the rule table is: at each addition.
-                    if let Some(paper) = paper.as_mut().filter(|_| usize::from(key.order) == cfg.max_order) {
-                        paper.touch(*key);
-                    }
                 }
             }
             if cfg.by_position && block != recent[e] {
@@ -322,7 +300,7 @@ impl QuickMine {
     /// recycles the buffer.
     fn close(&mut self, c: Context) {
         for e in c.mined..c.recent.len() {
-            Self::mine_at(&mut self.rules, &mut self.paper_prefixes, &self.cfg, &c, e);
+            Self::mine_at(&mut self.rules, &self.cfg, &c, e);
         }
         self.spare.push(c.recent);
     }
@@ -356,20 +334,6 @@ impl QuickMine {
                 self.kind = kind;
             }
             found.sort_by(|x, y| y.count.cmp(&x.count).then(x.block.cmp(&y.block)));
-            if let (Some((_, paper_suffixes)), Some(paper)) = (self.cfg.paper_table, &mut self.paper_prefixes) {
-                if usize::from(key.order) == self.cfg.max_order {
-                    // What the paper's table would no longer hold needs support.
-                    let held = paper.contains(&key);
-                    if touch {
-                        paper.touch(key);
-                    }
-                    let mut rank = 0;
-                    found.retain(|s| {
-                        rank += 1;
-                        s.count >= FALLBACK_SUPPORT || (held && rank <= paper_suffixes)
-                    });
-                }
-            }
             for s in found {
                 if !self.scratch.iter().any(|t| t.block == s.block) {
                     self.scratch.push(s);
@@ -414,8 +378,6 @@ impl Prefetcher for QuickMine {
             (c.late_ns > 0, "timely"),
             (c.on_hit, "lookups on hits"),
             (c.fallback, "fallback"),
-            (c.paper_table.is_some(), "paper-table admission"),
-            (c.fallback_full_only, "fallback at full accuracy"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
             (!c.on_promote, "miss only"),
@@ -462,7 +424,7 @@ impl Prefetcher for QuickMine {
         c.recent.push_back(d.block);
         if c.recent.len() == window {
             for e in c.mined..max_order {
-                Self::mine_at(&mut self.rules, &mut self.paper_prefixes, &self.cfg, c, e);
+                Self::mine_at(&mut self.rules, &self.cfg, c, e);
             }
             c.mined = max_order;
         }

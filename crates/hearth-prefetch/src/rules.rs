@@ -193,47 +193,6 @@ impl RuleCache {
     }
 }
 
-/// The `capacity` most recently used keys, of those it is told about: which
-/// prefixes a rule table of that many would still hold (LRU), kept beside a
-/// larger one (`qm-admit`: what the paper's table would have kept).
-pub struct RecentKeys {
-    capacity: usize,
-    /// Each key held, with the stamp of its last use.
-    stamps: FxHashMap<PrefixKey, u64>,
-    /// Uses in order, oldest first; an entry whose stamp is no longer its
-    /// key's is stale and skipped.
-    order: std::collections::VecDeque<(u64, PrefixKey)>,
-    now: u64,
-}
-
-impl RecentKeys {
-    pub fn new(capacity: usize) -> Self {
-        RecentKeys { capacity: capacity.max(1), stamps: FxHashMap::default(), order: Default::default(), now: 0 }
-    }
-
-    /// `key` was used (mined or looked up).
-    pub fn touch(&mut self, key: PrefixKey) {
-        self.now += 1;
-        self.stamps.insert(key, self.now);
-        self.order.push_back((self.now, key));
-        while self.stamps.len() > self.capacity {
-            let Some((stamp, old)) = self.order.pop_front() else { break };
-            if self.stamps.get(&old) == Some(&stamp) {
-                self.stamps.remove(&old);
-            }
-        }
-        // Stale entries outnumbering live ones are dropped (amortised O(1)).
-        if self.order.len() > 2 * self.capacity + 16 {
-            let stamps = &self.stamps;
-            self.order.retain(|(stamp, key)| stamps.get(key) == Some(stamp));
-        }
-    }
-
-    pub fn contains(&self, key: &PrefixKey) -> bool {
-        self.stamps.contains_key(key)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,20 +229,5 @@ mod tests {
         let s = c.lookup(&key).to_vec();
         assert_eq!(s.iter().map(|s| (s.block, s.count, s.next)).collect::<Vec<_>>(), vec![(8, 2, 1), (9, 1, 1)]);
         assert!(c.lookup(&PrefixKey::position(3, 7)).is_empty(), "a position key is another key");
-    }
-
-    #[test]
-    fn recent_keys_hold_the_most_recently_used() {
-        let key = |b: Key| PrefixKey::blocks(0, &[b, b + 1]);
-        let mut r = RecentKeys::new(2);
-        for b in [1, 2, 1, 3] {
-            r.touch(key(b));
-        }
-        assert!(r.contains(&key(1)) && r.contains(&key(3)), "1 was used again after 2");
-        assert!(!r.contains(&key(2)), "2 is the least recently used of three in room for two");
-        for _ in 0..100 {
-            r.touch(key(1));
-        }
-        assert!(r.contains(&key(3)), "repeated uses of one key push out no other");
     }
 }

@@ -357,38 +357,3 @@ fn fallback_rules_fill_in_only_where_the_longest_prefix_has_none() {
     assert_eq!(prefetched_along(orders.clone(), seqs, &[1, 2])[1], vec![3, 4, 5]);
     assert_eq!(prefetched_along(orders, seqs, &[6, 2])[1], vec![3, 4, 5]);
 }
-
-/// `qm-admit`'s rule admission, with a "paper's table" of 3 prefixes x 2
-/// suffixes beside a large one: 1 2 was followed by 3 twice and by 4, 5
-/// and 6 once each. Seen once, a rule is asked for only within the paper's
-/// best 2 suffixes (3, then 4); once 1 2 has aged out of the paper's 3
-/// most recent prefixes, only 3 (seen twice) is.
-#[test]
-fn rules_seen_once_are_asked_for_only_while_the_papers_table_would_hold_them() {
-    let admit = Config { paper_table: Some((3, 2)), ..config(1) };
-    let seqs: &[&[Key]] = &[&[1, 2, 3], &[1, 2, 3], &[1, 2, 4], &[1, 2, 5], &[1, 2, 6]];
-    assert_eq!(prefetched_along(config(1), seqs, &[1, 2])[1], vec![3, 4, 5, 6], "the paper asks for all four");
-    assert_eq!(prefetched_along(admit.clone(), seqs, &[1, 2])[1], vec![3, 4]);
-    let mut aged = seqs.to_vec();
-    aged.extend_from_slice(&[&[10, 11, 12], &[20, 21, 22], &[30, 31, 32]]);
-    assert_eq!(prefetched_along(admit.clone(), &aged, &[1, 2])[1], vec![3], "1 2 is no longer among the 3 newest");
-    assert_eq!(prefetched_along(config(1), &aged, &[1, 2])[1], vec![3, 4, 5, 6], "the large table still holds it");
-    // Looking 1 2 up makes it recent again, so the next lookup admits 4 too.
-    let mut q = QuickMine::new(admit).unwrap();
-    let learned: Vec<(u32, &[Key])> = aged.iter().enumerate().map(|(i, s)| (i as u32, *s)).collect();
-    run_contexts(&mut q, &learned, false);
-    let lookups: Vec<Vec<Key>> = (0..2)
-        .map(|i| {
-            let ctx = 100 + i;
-            q.begin(ctx, 0);
-            let mut out = Vec::new();
-            for b in [1, 2] {
-                out.clear();
-                q.access(&demand(ctx, b), &|_| false, &mut out);
-            }
-            q.end(ctx);
-            out
-        })
-        .collect();
-    assert_eq!(lookups, vec![vec![3], vec![3, 4]]);
-}
