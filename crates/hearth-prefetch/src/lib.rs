@@ -208,7 +208,6 @@ pub const SCHEMES: &[(&str, &[Param], &str)] = &[
     ("mithril", MITHRIL_PARAMS, "Mithril (libCacheSim's): blocks recurring at nearby times (lookahead-range 20, min-support 2, max-support 8, confidence 1), mined every mining-threshold (5120) / min-support blocks, pf-list-size (2) per block, rec-trigger miss|each_req, cycle-time (2)"),
     ("qm-account", VARIANT_PARAMS, "QuickMine with the remedies the miss account chose (docs/dev/prefetch-miss-account-remedies.md): orders 1-3, position rules, lookups on hits, 65536 prefixes per rule kind x 32 suffixes"),
     ("qm-fallback", VARIANT_PARAMS, "QuickMine with the second-round remedies (docs/dev/prefetch-fallback-remedies.md): one-block, then position rules only where the two-block rule has no candidate, support >= 2, each throttled on its own; 65536 prefixes per rule kind x 32 suffixes"),
-    ("qm-gate", VARIANT_PARAMS, "qm-fallback with fallback rules only while their template's accuracy is at the throttle's full level, 0.4 (docs/dev/prefetch-admission-remedies.md)"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
@@ -306,7 +305,7 @@ fn build_scheme(
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
         "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account"
-        | "qm-fallback" | "qm-gate" => Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?),
+        | "qm-fallback" => Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?),
         "qm-guarded" => {
             let mut base = quickmine::Config::paper(p.get("g", 5)?);
             base.max_prefixes = p.get("prefixes", base.max_prefixes)?;
@@ -348,8 +347,7 @@ fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchEr
 fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, PrefetchError> {
     let variant = name.strip_prefix("qm-");
     let account = variant == Some("account");
-    let gate = variant == Some("gate");
-    let fallback = variant == Some("fallback") || gate;
+    let fallback = variant == Some("fallback");
     let on = |feature: &str| {
         variant == Some("best") || variant == Some(feature) || (account && matches!(feature, "orders" | "position"))
     };
@@ -369,8 +367,6 @@ fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, Prefetc
         cfg.max_suffixes *= 4;
         cfg.min_order = 1;
         cfg.fallback = true;
-        // Round 3b (docs/dev/prefetch-admission-remedies.md), fixed before any run.
-        cfg.fallback_full_only = gate;
     }
     if on("orders") || p.has("orders") {
         cfg.min_order = 1;
@@ -438,10 +434,6 @@ mod tests {
         assert_eq!(build("qm-best", 4096, &[]).unwrap().name(), "QuickMine(orders 1-3, position, ahead 2, timely)");
         assert_eq!(build("qm-account", 4096, &[]).unwrap().name(), "QuickMine(orders 1-3, position, lookups on hits)");
         assert_eq!(build("qm-fallback", 4096, &[]).unwrap().name(), "QuickMine(orders 1-2, position, fallback)");
-        assert_eq!(
-            build("qm-gate", 4096, &[]).unwrap().name(),
-            "QuickMine(orders 1-2, position, fallback, fallback at full accuracy)"
-        );
         assert_eq!(build("qm-position:orders=2", 4096, &[]).unwrap().name(), "QuickMine(orders 1-2, position)");
         let err_text = |spec: &str| build(spec, 4096, &[]).err().unwrap().to_string();
         assert!(err_text("nope").contains("unknown prefetcher \"nope\""));

@@ -50,9 +50,6 @@
 //!   needs support [`FALLBACK_SUPPORT`], and each fallback kind has its own
 //!   per-template throttle, which never sees the base rules' outcomes nor
 //!   they its own (`docs/dev/prefetch-fallback-remedies.md`).
-//! - **Fallback gate** (`fallback_full_only`, `qm-gate`): a fallback kind
-//!   prefetches only while its template's accuracy is at the throttle's
-//!   full level (`docs/dev/prefetch-admission-remedies.md`).
 
 use std::collections::VecDeque;
 
@@ -108,10 +105,6 @@ pub struct Config {
     /// candidate, with support and throttles of their own (needs orders
     /// 1..=2 and positions).
     pub fallback: bool,
-    /// Fallback kinds prefetch only while their template's accuracy is at
-    /// the throttle's full level; at half they are off, probing as off
-    /// (`qm-gate`).
-    pub fallback_full_only: bool,
 }
 
 impl Config {
@@ -133,7 +126,6 @@ impl Config {
             late_ns: 0,
             on_hit: false,
             fallback: false,
-            fallback_full_only: false,
         }
     }
 
@@ -254,11 +246,7 @@ impl QuickMine {
         let mut fallback_degrees = [0; 2];
         if self.cfg.fallback {
             for (d, t) in fallback_degrees.iter_mut().zip(&mut self.fallback_throttles) {
-                *d = match (self.cfg.throttle, self.cfg.fallback_full_only) {
-                    (false, _) => full,
-                    (true, false) => t.degree(class, full),
-                    (true, true) => t.full_or_probe(class, full),
-                };
+                *d = if self.cfg.throttle { t.degree(class, full) } else { full };
             }
         }
         let mut recent = self.spare.pop().unwrap_or_default();
@@ -390,7 +378,6 @@ impl Prefetcher for QuickMine {
             (c.late_ns > 0, "timely"),
             (c.on_hit, "lookups on hits"),
             (c.fallback, "fallback"),
-            (c.fallback_full_only, "fallback at full accuracy"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
             (!c.on_promote, "miss only"),

@@ -87,22 +87,12 @@ impl Throttle {
 
     /// The degree a new context of `class` prefetches at (of `full`).
     pub(crate) fn degree(&mut self, class: u32, full: usize) -> usize {
-        self.degree_from(class, full, true)
-    }
-
-    /// [`Throttle::degree`] for prefetches admitted only at full accuracy:
-    /// a set at half is treated as off (probing included).
-    pub(crate) fn full_or_probe(&mut self, class: u32, full: usize) -> usize {
-        self.degree_from(class, full, false)
-    }
-
-    fn degree_from(&mut self, class: u32, full: usize, half: bool) -> usize {
         let set = self.set_of(class);
         match self.benefit.get(&set).map_or(Level::Full, |b| b.level) {
             Level::Full => full,
-            Level::Half if half => full.div_ceil(2),
-            Level::Half | Level::Off => {
-                let b = self.benefit.get_mut(&set).expect("Half or Off implies tracked");
+            Level::Half => full.div_ceil(2),
+            Level::Off => {
+                let b = self.benefit.get_mut(&set).expect("Off implies tracked");
                 b.contexts = b.contexts.wrapping_add(1);
                 if b.contexts.is_multiple_of(PROBE_EVERY) {
                     full.div_ceil(2)
@@ -147,26 +137,5 @@ impl Throttle {
             b.used = 0;
             b.wasted = 0;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A class at 25% accuracy prefetches at half degree; prefetches
-    /// admitted only at full accuracy are off for it, but for one probing
-    /// context in [`PROBE_EVERY`], and back once the class reaches 40%.
-    #[test]
-    fn full_only_admission_treats_half_accuracy_as_off() {
-        let mut t = Throttle::default();
-        let window = |t: &mut Throttle, used: u32| (0..WINDOW).for_each(|i| t.outcome(7, i < used));
-        window(&mut t, WINDOW / 4);
-        assert_eq!(t.degree(7, 5), 3);
-        let opened: Vec<usize> = (0..PROBE_EVERY).map(|_| t.full_or_probe(7, 5)).collect();
-        assert_eq!(opened.iter().filter(|&&d| d > 0).count(), 1, "{opened:?}");
-        assert_eq!(t.full_or_probe(8, 5), 5, "a class with no outcomes yet is at full");
-        window(&mut t, WINDOW * 2 / 5 + 1);
-        assert_eq!(t.full_or_probe(7, 5), 5);
     }
 }

@@ -357,38 +357,3 @@ fn fallback_rules_fill_in_only_where_the_longest_prefix_has_none() {
     assert_eq!(prefetched_along(orders.clone(), seqs, &[1, 2])[1], vec![3, 4, 5]);
     assert_eq!(prefetched_along(orders, seqs, &[6, 2])[1], vec![3, 4, 5]);
 }
-
-/// `qm-gate`: once a template's fallback prefetches are used one time in
-/// four (the throttle's half level), the gate stops them but in probing
-/// contexts (one in [`PROBE_EVERY`]), where `qm-fallback` goes on at half
-/// degree in every context.
-#[test]
-fn the_fallback_gate_stops_fallbacks_at_half_accuracy() {
-    let seqs: &[&[Key]] = &[&[1, 2, 3], &[1, 2, 3], &[9, 2, 4], &[9, 2, 4]];
-    let fallback = Config { min_order: 1, max_order: 2, by_position: true, fallback: true, ..config(1) };
-    let contexts_prefetching = |cfg: Config| {
-        let mut q = QuickMine::new(cfg).unwrap();
-        let learned: Vec<(u32, &[Key])> = seqs.iter().enumerate().map(|(i, s)| (i as u32, *s)).collect();
-        run_contexts(&mut q, &learned, false);
-        let (mut outcomes, mut prefetching) = (0, 0);
-        for ctx in 100..400 {
-            q.begin(ctx, 0);
-            let mut out = Vec::new();
-            for b in [6, 2] {
-                q.access(&demand(ctx, b), &|_| false, &mut out);
-            }
-            if ctx >= 200 && !out.is_empty() {
-                prefetching += 1;
-            }
-            for b in out {
-                q.outcome(b, outcomes % 4 == 0);
-                outcomes += 1;
-            }
-            q.end(ctx);
-        }
-        prefetching
-    };
-    assert_eq!(contexts_prefetching(fallback.clone()), 200, "qm-fallback: half degree in every context");
-    let gated = contexts_prefetching(Config { fallback_full_only: true, ..fallback });
-    assert!((1..=200 / PROBE_EVERY as usize + 1).contains(&gated), "{gated} of 200 contexts prefetched");
-}
