@@ -213,7 +213,7 @@ pub fn requests(data: &[u8]) {
                 rest = &rest[payload_len..];
                 let msg =
                     format!("{} of {} bytes at offset {} refused: {errno}", req.command.name(), req.length, req.offset);
-                put_status(&mut out, &session, req.cookie, Err((errno, &msg)));
+                put_status(&mut out, &session, req.command, req.cookie, Err((errno, &msg)));
                 if structured {
                     assert_eq!(be32(&out[16..]) as usize, out.len() - 20, "error chunk length");
                 } else {
@@ -263,8 +263,9 @@ pub fn requests(data: &[u8]) {
                         }
                     }
                 }
-                put_status(&mut out, &session, req.cookie, Ok(()));
-                assert_eq!(out.len(), if structured { 20 } else { 16 });
+                put_status(&mut out, &session, req.command, req.cookie, Ok(()));
+                // A NONE chunk only where the command must answer in chunks.
+                assert_eq!(out.len(), if structured && req.command.answers_in_chunks() { 20 } else { 16 });
             }
         }
     }
@@ -292,9 +293,12 @@ fn check_hints(payload: &[u8], length_validated: bool) {
             assert_eq!(hints::decode(&wire).as_ref(), Ok(&v), "encode/decode round trip");
         }
         Err(e) => {
-            assert!(!e.is_empty());
+            assert!(!e.to_string().is_empty());
             if length_validated {
-                assert!(!e.contains("is not 1..="), "length passed validate() but decode refused it: {e}");
+                assert!(
+                    !matches!(e, hints::DecodeError::Length(_)),
+                    "length passed validate() but decode refused it: {e}"
+                );
             }
         }
     }

@@ -29,7 +29,8 @@ fn scratch_dir() -> PathBuf {
     DIR.with(|d| {
         d.borrow_mut()
             .get_or_insert_with(|| {
-                let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+                let base =
+                    if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
                 let dir = base.join(format!("hearth-fuzz-{}", std::process::id()));
                 std::fs::create_dir_all(&dir).expect("scratch dir");
                 dir
@@ -75,6 +76,11 @@ fn record_len(format: Format) -> Option<u64> {
     match format {
         Format::Vscsi => Some(32),
         Format::OracleGeneral => Some(24),
+        // Records after an 8 KiB header, the shortest (version 1) of 24 bytes.
+        Format::Lcs => Some(24),
+        Format::Twr => Some(20),
+        Format::TwrNs => Some(22),
+        Format::Valpin => Some(8),
         _ => None,
     }
 }
@@ -109,8 +115,8 @@ fn drain(mut reader: TraceReader, path: &Path, bounds: Option<&Bounds>) {
     }
     for (i, r) in reqs.iter().enumerate() {
         match format {
-            Format::Text => assert_eq!((r.len, r.time_ns, r.client), (1, 0, 0)),
-            Format::OracleGeneral => {
+            Format::Text | Format::Valpin => assert_eq!((r.len, r.time_ns, r.client), (1, 0, 0)),
+            Format::OracleGeneral | Format::Lcs => {
                 if let Some(next) = r.next_access {
                     assert!(next > i as u64, "next access {next} not after request {i}");
                 }
@@ -118,8 +124,10 @@ fn drain(mut reader: TraceReader, path: &Path, bounds: Option<&Bounds>) {
             Format::Vscsi | Format::Spc | Format::CloudPhysicsCsv => assert_eq!(r.offset % 512, 0),
             Format::Blkparse => assert_eq!((r.offset % 512, r.len % 512), (0, 0)),
             Format::MsrCsv => assert_eq!(r.time_ns % 100, 0),
+            Format::Twr => assert_eq!(r.client, 0),
+            Format::TwrNs | Format::Csv | Format::Binary => {}
         }
-        if format != Format::OracleGeneral {
+        if !format.records_next_access() {
             assert_eq!(r.next_access, None);
         }
     }
