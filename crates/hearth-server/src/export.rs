@@ -31,8 +31,10 @@ pub(crate) struct Export {
     /// Background reads (eviction reloads, prefetches) for the threads that
     /// issue them, so demand reads go first.
     background: std::sync::mpsc::SyncSender<Background>,
-    /// Eviction reloads dropped: the queue was full or their connection closed.
-    reloads_dropped: AtomicU64,
+    /// Client evictions not acted on past the placement's own skips: the
+    /// reload queue was full, the connection closed, or the connection had
+    /// not earned the placement (see `ClientView::evicted_notice`).
+    evictions_skipped: AtomicU64,
     prefetcher: Option<Mutex<Box<dyn Prefetcher>>>,
     prefetch_stats: PrefetchCounters,
     warmup: Option<Arc<Monitor>>,
@@ -82,7 +84,7 @@ impl Export {
             write_back_limit: parts.write_back_limit,
             metrics: Default::default(),
             background,
-            reloads_dropped: Default::default(),
+            evictions_skipped: Default::default(),
             prefetcher: parts.prefetcher.map(Mutex::new),
             prefetch_stats: Default::default(),
             warmup: parts.warmup,
@@ -179,12 +181,12 @@ impl Export {
         self.background.try_send(job).is_ok()
     }
 
-    pub(crate) fn count_reload_dropped(&self) {
-        self.reloads_dropped.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn count_eviction_skipped(&self) {
+        self.evictions_skipped.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn reloads_dropped(&self) -> u64 {
-        self.reloads_dropped.load(Ordering::Relaxed)
+    pub(crate) fn evictions_skipped(&self) -> u64 {
+        self.evictions_skipped.load(Ordering::Relaxed)
     }
 
     pub(crate) fn warmup(&self) -> Option<&Arc<Monitor>> {

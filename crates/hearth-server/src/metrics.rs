@@ -190,8 +190,8 @@ pub fn render(exports: &[Arc<Export>]) -> String {
         ),
         (
             "hearth_eviction_reloads_skipped_total",
-            "Client-evicted blocks not placed or not reloaded: too rarely accessed, the reload queue was full, or their connection closed.",
-            |e| e.cache().placement_stats().reloads_skipped + e.reloads_dropped(),
+            "Client-evicted blocks not placed or not reloaded: too rarely accessed, named in eviction notices beyond the blocks their connection had read or written, the reload queue was full, or their connection closed.",
+            |e| e.cache().placement_stats().reloads_skipped + e.evictions_skipped(),
         ),
     ];
     for (name, help, get) in counters {

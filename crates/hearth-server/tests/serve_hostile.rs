@@ -1,7 +1,8 @@
 //! Hostile clients against the server in-process: idle sessions time out,
 //! connections past the limit are closed at accept, a read-only export
-//! advertises what `nbdkit -r` does, and a flood of eviction hints queues a
-//! bounded share of reloads, cancelled when its connection leaves. The
+//! advertises what `nbdkit -r` does, and eviction notices place no more
+//! blocks than their connection moved, with a bounded share of reloads
+//! queued and cancelled when it leaves. The
 //! attacks bounded by the server's resident memory run the binary, whose
 //! memory is its own: crates/hearth/tests/serve_hostile.rs.
 
@@ -88,25 +89,89 @@ fn read_only_exports_advertise_what_nbdkit_r_does() {
     assert!(ours.contains(&"can_trim=false".to_string()) && ours.contains(&"can_zero=false".to_string()));
 }
 
+/// Polls `metrics` until `name` reaches `want` (10 s at most); its value.
+fn await_metric(metrics: &str, name: &str, want: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let value = metric(&scrape(metrics), name);
+        if value >= want || Instant::now() > deadline {
+            return value;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Under eviction-based placement a client's EVICTED notice places blocks
+/// in the cache every client shares. A connection may name only as many
+/// blocks as it has read or written: a flood from one that moved nothing
+/// places nothing, one that read 64 blocks places at most 64, and another
+/// client's hot set stays cached through both. A connection's queued
+/// reloads are bounded and cancelled when it leaves.
 #[test]
-fn eviction_hint_floods_queue_a_bounded_share_of_reloads_cancelled_at_disconnect() {
+fn eviction_notices_place_no_more_than_their_connection_moved() {
     let extra = ["--placement", "ev", "--latency", "5ms", "--background-reads", "1"];
     let (mut server, addr) = start(&extra, |server, _| server.metrics = Some("127.0.0.1:0".to_string()));
     let metrics = server.metrics.clone().unwrap();
-    let mut s = hint_session(addr);
-    set_timeout(&s, Duration::from_secs(10));
-    // One record: "I evicted the whole 64 MiB export" — 16,384 reloads asked for.
-    hint(&mut s, 1, &[(2, 0, 64 << 20)]);
-    assert_eq!(simple_reply(&mut s), (0, 1));
-    drop(s);
-    std::thread::sleep(Duration::from_secs(2));
-    let page = scrape(&metrics);
-    let reads = metric(&page, "hearth_backend_reads_total{");
-    let skipped = metric(&page, "hearth_eviction_reloads_skipped_total{");
-    eprintln!("eviction flood: {reads} backend reads, {skipped} reloads dropped or skipped");
-    // At 5 ms a read, one thread would have done ~400 in 2 s had the
-    // connection's queued reloads outlived it.
-    assert!(reads < 100.0, "{reads} reloads ran for a connection that left");
-    assert!(skipped >= 16_384.0 - 2_048.0 - 256.0, "only {skipped} reloads dropped");
+    let value = |name: &str| metric(&scrape(&metrics), name);
+    const HOT: u64 = 256; // blocks: 1 MiB of the 8 MiB cache
+    const EXPORT: u64 = 64 << 20;
+
+    // A client reads its hot set and evicts it from its own cache: the
+    // server places the 256 blocks and reloads them in the background.
+    let mut victim = hint_session(addr);
+    set_timeout(&victim, Duration::from_secs(10));
+    read(&mut victim, 0, (HOT * 4096) as u32);
+    hint(&mut victim, 1, &[(2, 0, HOT * 4096)]);
+    assert_eq!(simple_reply(&mut victim), (0, 1));
+    let resident = await_metric(&metrics, "hearth_cache_blocks{export=\"disk\",state=\"resident\"}", HOT as f64);
+    assert_eq!(resident, HOT as f64, "the hot set was placed and reloaded");
+
+    // A connection that moved nothing says it evicted the whole export.
+    let (placed, skipped) = (value("hearth_placements_total{"), value("hearth_eviction_reloads_skipped_total{"));
+    let mut flood = hint_session(addr);
+    set_timeout(&flood, Duration::from_secs(10));
+    hint(&mut flood, 1, &[(2, 0, EXPORT)]);
+    assert_eq!(simple_reply(&mut flood), (0, 1), "a notice beyond its credit is still a valid hint");
+    assert_eq!(value("hearth_placements_total{"), placed, "a connection that moved nothing placed blocks");
+    assert_eq!(value("hearth_eviction_reloads_skipped_total{"), skipped + (EXPORT / 4096) as f64);
+
+    // One that read 64 blocks (far from the hot set) places at most 64.
+    let mut scanner = hint_session(addr);
+    set_timeout(&scanner, Duration::from_secs(10));
+    read(&mut scanner, EXPORT - (64 << 12), 64 * 4096);
+    hint(&mut scanner, 1, &[(2, 0, EXPORT)]);
+    assert_eq!(simple_reply(&mut scanner), (0, 1));
+    let scanner_placed = value("hearth_placements_total{") - placed;
+    assert!(scanner_placed <= 64.0, "{scanner_placed} blocks placed for 64 moved");
+
+    // The hot set is still cached: reading it again reads no block from the backend.
+    let (hits, misses) = (value("hearth_cache_hits_total{"), value("hearth_cache_misses_total{"));
+    read(&mut victim, 0, (HOT * 4096) as u32);
+    assert_eq!(value("hearth_cache_misses_total{"), misses, "the hot set was evicted by the floods");
+    assert_eq!(value("hearth_cache_hits_total{"), hits + HOT as f64);
+
+    // A connection that read 1,024 blocks and evicts them all has 256
+    // reloads queued (its share) and the rest skipped at once; when it
+    // leaves, the queued ones are cancelled rather than read (5 ms each).
+    const MOVED: u64 = 1024;
+    let mut leaver = hint_session(addr);
+    set_timeout(&leaver, Duration::from_secs(10));
+    read(&mut leaver, EXPORT / 2, (MOVED * 4096) as u32);
+    let (reads, skipped) = (value("hearth_backend_reads_total{"), value("hearth_eviction_reloads_skipped_total{"));
+    hint(&mut leaver, 1, &[(2, EXPORT / 2, MOVED * 4096)]);
+    assert_eq!(simple_reply(&mut leaver), (0, 1));
+    drop(leaver);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (reloaded, dropped) = loop {
+        let reloaded = value("hearth_backend_reads_total{") - reads;
+        let dropped = value("hearth_eviction_reloads_skipped_total{") - skipped;
+        if reloaded + dropped >= MOVED as f64 || Instant::now() > deadline {
+            break (reloaded, dropped);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    eprintln!("eviction notice then disconnect: {reloaded} reloads read, {dropped} skipped or cancelled");
+    assert_eq!(reloaded + dropped, MOVED as f64, "every placed block is reloaded or counted as skipped");
+    assert!(reloaded < 100.0, "{reloaded} reloads ran for a connection that left");
     assert!(server.alive());
 }

@@ -16,38 +16,17 @@ use std::time::{Duration, Instant};
 
 use hearth_server::config::Config;
 use rcgen::ExtendedKeyUsagePurpose;
-use serve_support::pki::Authority;
+use serve_support::pki::Pki;
 use serve_support::{export, have, qemu_io_tls, run, Server};
 
 const ALICE_KEY: &str = "5f0c0d8e2b7a41c39e6d1f2a8b4c7e90d3a5b6c7e8f90123456789abcdef0011";
 const BOB_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
 
-/// Certificate directories: nbdkit's, and the proxy's `tls-certificates=` choices.
-struct Pki {
-    root: tempfile::TempDir,
-    ca: Authority,
-    /// ca-cert.pem, server-cert.pem (for 127.0.0.1 only), server-key.pem.
-    upstream: PathBuf,
-    /// Trusts the upstream's CA.
-    trusting: PathBuf,
-    /// Trusts the CA and holds a client certificate it signed.
-    certified: PathBuf,
-    /// Trusts another CA.
-    rogue: PathBuf,
-}
-
+/// The upstream's certificates: a server certificate for 127.0.0.1 only
+/// (`server`), a directory trusting its CA (`anonymous`), one also holding a
+/// client certificate (`client`), one trusting another CA (`wrong_ca`).
 fn pki() -> Pki {
-    let root = tempfile::tempdir().unwrap();
-    let ca = Authority::new("Upstream CA");
-    let upstream = root.path().join("upstream");
-    ca.issue(&upstream, "server", &["127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth);
-    let trusting = root.path().join("trusting");
-    ca.trust(&trusting);
-    let certified = root.path().join("certified");
-    ca.issue(&certified, "client", &["hearth-proxy"], ExtendedKeyUsagePurpose::ClientAuth);
-    let rogue = root.path().join("rogue");
-    Authority::new("Another CA").trust(&rogue);
-    Pki { root, ca, upstream, trusting, certified, rogue }
+    Pki::new("Upstream CA", &["127.0.0.1"])
 }
 
 /// `nbdkit memory 1M` in the foreground with `args`, on a free port of
@@ -134,18 +113,18 @@ fn certificate_upstreams_are_verified() {
         return;
     }
     let pki = pki();
-    let dir = pki.upstream.to_str().unwrap();
+    let dir = pki.server.to_str().unwrap();
     let nbdkit = Nbdkit::start(&["--tls=require", &format!("--tls-certificates={dir}")], None);
     let addr = nbdkit.addr;
     let uri = |host: &str, certificates: &Path| {
         format!("nbds://{host}:{}/?tls-certificates={}", addr.port(), certificates.display())
     };
 
-    let creds = format!("tls-creds-x509,id=tls0,endpoint=client,dir={}", pki.trusting.display());
-    serves(&uri("127.0.0.1", &pki.trusting), Some((addr, creds)));
-    refused(&uri("127.0.0.1", &pki.rogue), "TLS handshake: invalid peer certificate: UnknownIssuer");
+    let creds = format!("tls-creds-x509,id=tls0,endpoint=client,dir={}", pki.anonymous.display());
+    serves(&uri("127.0.0.1", &pki.anonymous), Some((addr, creds)));
+    refused(&uri("127.0.0.1", &pki.wrong_ca), "TLS handshake: invalid peer certificate: UnknownIssuer");
     refused(
-        &uri("localhost", &pki.trusting),
+        &uri("localhost", &pki.anonymous),
         "TLS handshake: invalid peer certificate: certificate not valid for name",
     );
     refused(&format!("nbd://{addr}/"), "the server requires TLS");
@@ -157,22 +136,22 @@ fn certificate_upstreams_are_verified() {
     let unix = |certificates: &Path| {
         format!("nbds+unix:///?socket={}&tls-certificates={}", socket.display(), certificates.display())
     };
-    serves(&unix(&pki.certified), None);
-    refused(&unix(&pki.trusting), "refuses the client's certificate or the lack of one");
-    refused(&unix(&pki.rogue), "UnknownIssuer");
+    serves(&unix(&pki.client), None);
+    refused(&unix(&pki.anonymous), "refuses the client's certificate or the lack of one");
+    refused(&unix(&pki.wrong_ca), "UnknownIssuer");
 
     // An upstream whose certificate (from the trusted CA, for the right name) has expired.
     let expired = pki.root.path().join("expired");
     pki.ca.issue_expired(&expired, "server", &["127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth);
     let stale = Nbdkit::start(&["--tls=require", &format!("--tls-certificates={}", expired.display())], None);
     refused(
-        &format!("nbds://{}/?tls-certificates={}", stale.addr, pki.trusting.display()),
+        &format!("nbds://{}/?tls-certificates={}", stale.addr, pki.anonymous.display()),
         "invalid peer certificate: certificate expired",
     );
 
     // nbds:// to an upstream without TLS.
     let plain = Nbdkit::start(&["--tls=off"], None);
-    refused(&format!("nbds://{}/?tls-certificates={}", plain.addr, pki.trusting.display()), "does not offer TLS");
+    refused(&format!("nbds://{}/?tls-certificates={}", plain.addr, pki.anonymous.display()), "does not offer TLS");
 }
 
 fn key_file(dir: &Path, name: &str, lines: &[String]) -> PathBuf {

@@ -8,47 +8,17 @@
 
 mod serve_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use hearth_server::config::{Config, ExportConfig, ServerConfig, SizeValue, TlsMode};
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
-use serve_support::pki::Authority;
+use serve_support::pki::Pki;
 use serve_support::{export, have, qemu_io_tls, run, Server};
 
-/// Certificate directories in qemu/nbdkit/libnbd layout.
-struct Pki {
-    _root: tempfile::TempDir,
-    ca: Authority,
-    server: PathBuf,
-    /// A client certificate from the server's CA.
-    client: PathBuf,
-    /// Trusts the server's CA but holds no certificate of its own.
-    anonymous: PathBuf,
-    /// A client certificate from another CA.
-    rogue: PathBuf,
-}
-
+/// The test certificates: a server certificate for 127.0.0.1 and localhost.
 fn pki() -> Pki {
-    let root = tempfile::tempdir().unwrap();
-    let ca = Authority::new("Hearth test CA");
-    let server = root.path().join("server");
-    ca.issue(&server, "server", &["127.0.0.1", "localhost"], ExtendedKeyUsagePurpose::ServerAuth);
-    let client = root.path().join("client");
-    ca.issue(&client, "client", &["hearth-test-client"], ExtendedKeyUsagePurpose::ClientAuth);
-    let anonymous = root.path().join("anonymous");
-    ca.trust(&anonymous);
-    let rogue = root.path().join("rogue");
-    Authority::new("Another CA").issue(&rogue, "client", &["intruder"], ExtendedKeyUsagePurpose::ClientAuth);
-    ca.trust(&rogue); // it trusts the server; the server must not trust it
-    Pki { _root: root, ca, server, client, anonymous, rogue }
-}
-
-impl Pki {
-    /// A client certificate from the server's CA with subject `CN={name}`, in `dir`.
-    fn issue_client(&self, dir: &Path, name: &str) {
-        self.ca.issue(dir, "client", &[name], ExtendedKeyUsagePurpose::ClientAuth);
-    }
+    Pki::new("Hearth test CA", &["127.0.0.1", "localhost"])
 }
 
 /// A 4 MiB export "hearth" on a free loopback port, TLS `mode` with the
@@ -128,7 +98,7 @@ fn verified_peers_need_a_certificate_from_the_servers_ca() {
     let mut server = start(&pki, TlsMode::Require, true);
     let out = run(Command::new("nbdinfo").arg(tls_uri(&server, &pki.client)));
     assert!(out.contains("export-size: 4194304"), "{out}");
-    for (who, certificates) in [("no certificate", &pki.anonymous), ("another CA's certificate", &pki.rogue)] {
+    for (who, certificates) in [("no certificate", &pki.anonymous), ("another CA's certificate", &pki.rogue_client)] {
         let refused = nbdinfo(&tls_uri(&server, certificates));
         assert!(!refused.status.success(), "a client with {who} must be refused");
     }
@@ -144,7 +114,7 @@ fn an_export_serves_only_the_tls_identities_it_names() {
     }
     let pki = pki();
     // A second client of the same CA, under another name.
-    let bob = pki._root.path().join("bob");
+    let bob = pki.root.path().join("bob");
     pki.issue_client(&bob, "bob");
     let mut server = start_tls(&pki.server, TlsMode::Require, |server, export| {
         server.tls_verify_peer = true;
@@ -244,9 +214,9 @@ fn verified_peers_refuse_expired_and_server_only_client_certificates() {
         return;
     }
     let pki = pki();
-    let expired = pki._root.path().join("expired");
+    let expired = pki.root.path().join("expired");
     pki.ca.issue_expired(&expired, "client", &["late-client"], ExtendedKeyUsagePurpose::ClientAuth);
-    let server_only = pki._root.path().join("server-only");
+    let server_only = pki.root.path().join("server-only");
     pki.ca.issue(&server_only, "client", &["misused"], ExtendedKeyUsagePurpose::ServerAuth);
     let mut server = start(&pki, TlsMode::Require, true);
     for (who, certificates, why) in [

@@ -1,7 +1,7 @@
 //! A test certificate authority: certificates and keys in the layout qemu,
 //! nbdkit and libnbd read (`ca-cert.pem`, `PREFIX-cert.pem`, `PREFIX-key.pem`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
@@ -62,6 +62,48 @@ impl Authority {
     pub fn trust(&self, dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("ca-cert.pem"), self.cert.pem()).unwrap();
+    }
+}
+
+/// The certificate directories the TLS tests share, in qemu/nbdkit/libnbd
+/// layout, under one temporary directory.
+pub struct Pki {
+    pub root: tempfile::TempDir,
+    pub ca: Authority,
+    /// The CA, and a server certificate for the names given to [`Pki::new`].
+    pub server: PathBuf,
+    /// Trusts the CA and holds a client certificate it signed
+    /// (`CN=hearth-test-client`).
+    pub client: PathBuf,
+    /// Trusts the CA but holds no certificate of its own.
+    pub anonymous: PathBuf,
+    /// Trusts the CA and holds a client certificate from another CA.
+    pub rogue_client: PathBuf,
+    /// Trusts only another CA, and so no certificate the CA signed.
+    pub wrong_ca: PathBuf,
+}
+
+impl Pki {
+    /// A CA named `ca_name` with a server certificate for `server_names`.
+    pub fn new(ca_name: &str, server_names: &[&str]) -> Pki {
+        let root = tempfile::tempdir().unwrap();
+        let dir = |name: &str| root.path().join(name);
+        let ca = Authority::new(ca_name);
+        let (server, client, anonymous, rogue_client, wrong_ca) =
+            (dir("server"), dir("client"), dir("anonymous"), dir("rogue-client"), dir("wrong-ca"));
+        ca.issue(&server, "server", server_names, ExtendedKeyUsagePurpose::ServerAuth);
+        ca.issue(&client, "client", &["hearth-test-client"], ExtendedKeyUsagePurpose::ClientAuth);
+        ca.trust(&anonymous);
+        let another = Authority::new("Another CA");
+        another.issue(&rogue_client, "client", &["intruder"], ExtendedKeyUsagePurpose::ClientAuth);
+        ca.trust(&rogue_client); // it trusts the server; the server must not trust it
+        another.trust(&wrong_ca);
+        Pki { root, ca, server, client, anonymous, rogue_client, wrong_ca }
+    }
+
+    /// A client certificate from the CA with subject `CN={name}`, in `dir`.
+    pub fn issue_client(&self, dir: &Path, name: &str) {
+        self.ca.issue(dir, "client", &[name], ExtendedKeyUsagePurpose::ClientAuth);
     }
 }
 

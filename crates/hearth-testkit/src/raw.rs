@@ -127,7 +127,6 @@ pub fn memory_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} for process {pid}"))
 }
 
-/// Reads `n` bytes of read-reply data.
 /// NBD_CMD_READ of `len` bytes at `offset`, which must succeed; returns the data.
 pub fn read(s: &mut TcpStream, offset: u64, len: u32) -> Vec<u8> {
     request(s, 0, CMD_READ, 7, offset, len);
@@ -135,6 +134,7 @@ pub fn read(s: &mut TcpStream, offset: u64, len: u32) -> Vec<u8> {
     read_data(s, len as usize)
 }
 
+/// Reads `n` bytes of read-reply data.
 pub fn read_data(s: &mut TcpStream, n: usize) -> Vec<u8> {
     let mut d = vec![0u8; n];
     s.read_exact(&mut d).unwrap();

@@ -3,7 +3,7 @@
 //! tables, endless contexts) leaves the server's resident memory bounded,
 //! other clients served, and SIGTERM prompt. The memory is the server
 //! process's own, so these run the binary; the attacks without a memory
-//! bound (idling, too many connections, eviction hint floods) run
+//! bound (idling, too many connections, eviction notice floods) run
 //! in-process: crates/hearth-server/tests/serve_hostile.rs.
 
 mod serve_support;

@@ -5,10 +5,9 @@
 
 mod serve_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use rcgen::ExtendedKeyUsagePurpose;
-use serve_support::pki::{psk_key_file, Authority};
+use serve_support::pki::{psk_key_file, Pki};
 use std::process::Command;
 
 use serve_support::{have, refused_at_start, refused_in_one_line};
@@ -72,22 +71,8 @@ fn admin_beyond_loopback_without_a_token_is_refused_at_start() {
     );
 }
 
-/// A server's and a client's certificate directories from one CA, in
-/// qemu/nbdkit/libnbd layout.
-struct Pki {
-    _root: tempfile::TempDir,
-    server: PathBuf,
-    client: PathBuf,
-}
-
 fn pki() -> Pki {
-    let root = tempfile::tempdir().unwrap();
-    let ca = Authority::new("Hearth test CA");
-    let server = root.path().join("server");
-    ca.issue(&server, "server", &["127.0.0.1", "localhost"], ExtendedKeyUsagePurpose::ServerAuth);
-    let client = root.path().join("client");
-    ca.issue(&client, "client", &["hearth-test-client"], ExtendedKeyUsagePurpose::ClientAuth);
-    Pki { _root: root, server, client }
+    Pki::new("Hearth test CA", &["127.0.0.1", "localhost"])
 }
 
 /// Optional TLS would let a plain-text client skip the certificate check,

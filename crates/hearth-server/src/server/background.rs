@@ -70,7 +70,7 @@ pub(super) fn queue_background(export: &Export, origin: &Arc<Origin>, kind: Back
 /// claim released (its first demand is then a plain miss).
 pub(super) fn dropped(export: &Export, kind: BackgroundKind, block: u64) {
     match kind {
-        BackgroundKind::Reload => export.count_reload_dropped(),
+        BackgroundKind::Reload => export.count_eviction_skipped(),
         BackgroundKind::Prefetch | BackgroundKind::SparePrefetch => {
             export.cache().cancel_prefetch(block);
             export.prefetch_stats().dropped.fetch_add(1, Ordering::Relaxed);

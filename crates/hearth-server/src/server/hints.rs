@@ -53,6 +53,13 @@ pub(super) struct ClientView {
     buffer_limit: u64,
     /// This connection's background reads.
     origin: Arc<Origin>,
+    /// Blocks this connection may still name in EVICTED notices: one earned
+    /// per block it reads or writes, capped at the client buffers tracked.
+    /// A client cannot evict from its cache more than it moved through it,
+    /// so a notice past its reads and writes cannot flush the cache other
+    /// clients share, no more than a scan of the same size could.
+    eviction_credit: u64,
+    max_eviction_credit: u64,
 }
 
 impl ClientView {
@@ -67,6 +74,8 @@ impl ClientView {
             open_contexts: Default::default(),
             buffer_limit: max_client_buffers.saturating_mul(export.cache().block_size()),
             origin: Default::default(),
+            eviction_credit: 0,
+            max_eviction_credit: max_client_buffers,
         }
     }
 
@@ -83,6 +92,17 @@ impl ClientView {
                 dropped(export, BackgroundKind::Reload, b);
             }
         }
+    }
+
+    /// An EVICTED notice named `block`: acted on while the connection has
+    /// credit from its own reads and writes, skipped (and counted) after.
+    fn evicted_notice(&mut self, export: &Export, block: u64) {
+        if self.eviction_credit == 0 {
+            export.count_eviction_skipped();
+            return;
+        }
+        self.eviction_credit -= 1;
+        self.evicted(export, block);
     }
 
     /// A client-chosen context id, kept clear of the ids connections get.
@@ -144,7 +164,7 @@ impl ClientView {
                         return Err(HintError::EvictionOutside { offset, length });
                     }
                     for block in export.cache().block_range(offset, length) {
-                        self.evicted(export, block);
+                        self.evicted_notice(export, block);
                     }
                 }
                 Hint::Context { ctx } => self.switch_to(ctx)?,
@@ -155,9 +175,12 @@ impl ClientView {
         Ok(())
     }
 
-    /// A READ or WRITE is about to use the hinted buffer (if any); a hint
-    /// that cannot be tracked is ignored, with a warning.
+    /// A READ or WRITE is about to move its blocks (each earns an eviction
+    /// credit) and use the hinted buffer (if any); a hint that cannot be
+    /// tracked is ignored, with a warning.
     pub(super) fn data_request(&mut self, export: &Export, req: &Request) {
+        let moved = export.cache().block_range(req.offset, u64::from(req.length));
+        self.eviction_credit = (self.eviction_credit + (moved.end - moved.start)).min(self.max_eviction_credit);
         if let Err(why) = self.track_buffer(export, req) {
             tracing::warn!(export = %export.name(), error = %why, "buffer hint ignored");
         }
