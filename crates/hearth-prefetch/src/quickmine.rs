@@ -50,6 +50,11 @@
 //!   needs support [`FALLBACK_SUPPORT`], and each fallback kind has its own
 //!   per-template throttle, which never sees the base rules' outcomes nor
 //!   they its own (`docs/dev/prefetch-fallback-remedies.md`).
+//! - **Hit lookups** ([`HitLookups`], issue 46's fourth round,
+//!   `docs/dev/prefetch-hit-lookup-remedies.md`): some hits look rules up
+//!   too: every hit, sharing the throttles (`qm-account`); the first read
+//!   after a promote, if a hit (`qm-after-promote`); or every hit, with its
+//!   prefetches throttled on their own (`qm-hits`).
 
 use std::collections::VecDeque;
 
@@ -67,6 +72,24 @@ pub const FALLBACK_SUPPORT: u32 = 2;
 /// Which rules a lookup's candidates came from: the base (every kind but
 /// the fallbacks), or fallback one-block or position rules.
 const BASE: usize = 0;
+
+/// The kind of the prefetches of hit lookups throttled on their own.
+const HIT: usize = 3;
+
+/// Which hits look rules up (a miss or promote always does, as the paper's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HitLookups {
+    /// None (the paper).
+    Never,
+    /// Every hit, its prefetches throttled with those of misses.
+    Shared,
+    /// The first read of a context after a promote, if a hit: a context
+    /// whose prefetches are being used keeps predicting across the hit.
+    AfterPromote,
+    /// Every hit, its prefetches a kind of their own with their own
+    /// per-template throttle, so a poor hit lookup silences only itself.
+    Throttled,
+}
 
 /// Class of I/O outside any begun context.
 pub const NO_CLASS: u32 = u32::MAX;
@@ -98,9 +121,9 @@ pub struct Config {
     /// A prefetch demanded sooner than this after its issue counts as
     /// wasted (0: off, as in the paper).
     pub late_ns: u64,
-    /// Look rules up on hits too, not only on misses and promotes (off in
+    /// Which hits look rules up too, not only misses and promotes (none in
     /// the paper; the miss account's "no lookup").
-    pub on_hit: bool,
+    pub hit_lookups: HitLookups,
     /// One-block and position rules only where the longest prefix has no
     /// candidate, with support and throttles of their own (needs orders
     /// 1..=2 and positions).
@@ -124,7 +147,7 @@ impl Config {
             by_position: false,
             ahead: 1,
             late_ns: 0,
-            on_hit: false,
+            hit_lookups: HitLookups::Never,
             fallback: false,
         }
     }
@@ -147,6 +170,10 @@ struct Context {
     degree: usize,
     /// The fallback kinds' degrees (one-block, position).
     fallback_degrees: [usize; 2],
+    /// The degree of hit lookups throttled on their own.
+    hit_degree: usize,
+    /// The last read was a promote (arms [`HitLookups::AfterPromote`]).
+    after_promote: bool,
 }
 
 /// A prefetch awaiting its outcome.
@@ -156,7 +183,8 @@ struct Outstanding {
     issued_ns: u64,
     /// Demanded before it could have arrived.
     late: bool,
-    /// The rules it came from ([`BASE`], or 1 + the fallback kind).
+    /// The rules it came from ([`BASE`], or 1 + the fallback kind), or
+    /// [`HIT`] for a hit lookup throttled on its own.
     kind: usize,
 }
 
@@ -168,6 +196,8 @@ pub struct QuickMine {
     throttle: Throttle,
     /// The fallback kinds' own throttles (one-block, position).
     fallback_throttles: [Throttle; 2],
+    /// The throttle of [`HitLookups::Throttled`]'s prefetches.
+    hit_throttle: Throttle,
     /// The rules the last lookup step's candidates came from.
     kind: usize,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
@@ -200,6 +230,7 @@ impl QuickMine {
             spare: Vec::new(),
             throttle: Throttle::default(),
             fallback_throttles: Default::default(),
+            hit_throttle: Throttle::default(),
             kind: BASE,
             outstanding: KeyMap::default(),
             scratch: Vec::new(),
@@ -240,6 +271,15 @@ impl QuickMine {
         }
     }
 
+    /// The throttle prefetches of `kind` count for.
+    fn throttle_of(&mut self, kind: usize) -> &mut Throttle {
+        match kind {
+            BASE => &mut self.throttle,
+            HIT => &mut self.hit_throttle,
+            k => &mut self.fallback_throttles[k - 1],
+        }
+    }
+
     fn open(&mut self, ctx: u32, class: u32) {
         let full = self.cfg.degree;
         let degree = if self.cfg.throttle { self.throttle.degree(class, full) } else { full };
@@ -249,12 +289,17 @@ impl QuickMine {
                 *d = if self.cfg.throttle { t.degree(class, full) } else { full };
             }
         }
+        let hit_degree = match self.cfg.hit_lookups {
+            HitLookups::Throttled if self.cfg.throttle => self.hit_throttle.degree(class, full),
+            HitLookups::Throttled => full,
+            _ => 0,
+        };
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
         let key = self.context_key(ctx);
-        if let Some(old) =
-            self.contexts.insert(key, Context { class, recent, mined: 0, dropped: 0, degree, fallback_degrees })
-        {
+        let c =
+            Context { class, recent, mined: 0, dropped: 0, degree, fallback_degrees, hit_degree, after_promote: false };
+        if let Some(old) = self.contexts.insert(key, c) {
             self.close(old);
         }
     }
@@ -376,7 +421,9 @@ impl Prefetcher for QuickMine {
             (c.by_position, "position"),
             (c.ahead > 1, ahead.as_str()),
             (c.late_ns > 0, "timely"),
-            (c.on_hit, "lookups on hits"),
+            (c.hit_lookups == HitLookups::Shared, "lookups on hits"),
+            (c.hit_lookups == HitLookups::AfterPromote, "lookups on hits after promotes"),
+            (c.hit_lookups == HitLookups::Throttled, "lookups on hits, throttled apart"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
@@ -428,27 +475,34 @@ impl Prefetcher for QuickMine {
             }
             c.mined = max_order;
         }
-        let (class, degree, fallback_degrees) = (c.class, c.degree, c.fallback_degrees);
+        let (class, degree, fallback_degrees, hit_degree) = (c.class, c.degree, c.fallback_degrees, c.hit_degree);
+        let armed = std::mem::replace(&mut c.after_promote, d.class == Class::Promote);
         let position = c.dropped + c.recent.len() as u64 - 1;
         self.history.clear();
         self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
         if d.class == Class::Promote {
             if let Some(o) = self.outstanding.get_mut(&d.block) {
                 o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
-                match o.kind {
-                    BASE => self.throttle.promoted(o.class, class),
-                    k => self.fallback_throttles[k - 1].promoted(o.class, class),
-                }
+                let (issuer, kind) = (o.class, o.kind);
+                self.throttle_of(kind).promoted(issuer, class);
             }
         }
-        let trigger = self.cfg.on_hit || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
-        self.explain_start(trigger, degree);
+        let hit_lookup = d.class == Class::Hit
+            && match self.cfg.hit_lookups {
+                HitLookups::Never => false,
+                HitLookups::Shared | HitLookups::Throttled => true,
+                HitLookups::AfterPromote => armed,
+            };
+        let trigger = hit_lookup || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
+        // A hit lookup throttled apart prefetches at its own degree, whatever rules answer.
+        let own = hit_lookup && self.cfg.hit_lookups == HitLookups::Throttled;
+        self.explain_start(trigger, if own { hit_degree } else { degree });
         // The paper's rules need two blocks; shorter prefixes and positions
         // can predict from the first.
         if self.history.len() < self.cfg.min_order && !self.cfg.by_position {
             return;
         }
-        let any_degree = degree.max(fallback_degrees[0]).max(fallback_degrees[1]);
+        let any_degree = if own { hit_degree } else { degree.max(fallback_degrees[0]).max(fallback_degrees[1]) };
         if !trigger || any_degree == 0 {
             if self.explained.is_some() {
                 // What a lookup would have found, for the account only.
@@ -462,6 +516,7 @@ impl Prefetcher for QuickMine {
             self.scratch.clear();
             self.predict(class, position + step as u64, true);
             let (kind, degree) = match self.kind {
+                _ if own => (HIT, hit_degree.min(self.cfg.degree)),
                 BASE => (BASE, degree),
                 k => (k, fallback_degrees[k - 1].min(self.cfg.degree)),
             };
@@ -490,8 +545,7 @@ impl Prefetcher for QuickMine {
 
     fn outcome(&mut self, block: Key, used: bool) {
         let Some(Outstanding { class, late, kind, .. }) = self.outstanding.remove(&block) else { return };
-        let throttle = if kind == BASE { &mut self.throttle } else { &mut self.fallback_throttles[kind - 1] };
-        throttle.outcome(class, used && !late);
+        self.throttle_of(kind).outcome(class, used && !late);
     }
 
     fn rule_count(&self) -> usize {
