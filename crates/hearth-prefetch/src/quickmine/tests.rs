@@ -357,3 +357,79 @@ fn fallback_rules_fill_in_only_where_the_longest_prefix_has_none() {
     assert_eq!(prefetched_along(orders.clone(), seqs, &[1, 2])[1], vec![3, 4, 5]);
     assert_eq!(prefetched_along(orders, seqs, &[6, 2])[1], vec![3, 4, 5]);
 }
+
+/// What each read of 1, 2, 3, 4 (served as `classes`) prefetched, after two
+/// contexts read 1..=5: the first read after a promote looks up if a hit.
+fn prefetched_per_read(hit_lookups: HitLookups, classes: [Class; 4]) -> Vec<Vec<Key>> {
+    let mut q = QuickMine::new(Config { hit_lookups, ..config(1) }).unwrap();
+    run_contexts(&mut q, &[(0, &[1, 2, 3, 4, 5]), (1, &[1, 2, 3, 4, 5])], false);
+    q.begin(9, 0);
+    let per_read = (1..=4)
+        .zip(classes)
+        .map(|(block, class)| {
+            let mut out = Vec::new();
+            q.access(&Demand { class, ..demand(9, block) }, &|_| false, &mut out);
+            out
+        })
+        .collect();
+    q.end(9);
+    per_read
+}
+
+#[test]
+fn the_first_hit_after_a_promote_looks_rules_up() {
+    use Class::{Hit, Miss, Promote};
+    let after_promote = prefetched_per_read(HitLookups::AfterPromote, [Miss, Promote, Hit, Hit]);
+    assert_eq!(after_promote[2], vec![4], "the hit right after the promote asks for 2&3 -> 4");
+    assert!(after_promote[3].is_empty(), "one read per promote: the second hit looks nothing up");
+    // Without the mechanism the same hit asks for nothing; every hit does
+    // with shared hit lookups.
+    assert!(prefetched_per_read(HitLookups::Never, [Miss, Promote, Hit, Hit])[2].is_empty());
+    assert_eq!(prefetched_per_read(HitLookups::Shared, [Miss, Promote, Hit, Hit])[3], vec![5]);
+    // A hit after a miss is not armed.
+    assert!(prefetched_per_read(HitLookups::AfterPromote, [Miss, Miss, Hit, Hit])[2].is_empty());
+}
+
+/// Over 400 contexts of one template reading 1, 2 (misses), 3 (a promote
+/// of the prefetch 1&2 -> 3, always used), 7, 8 (hits; 7&8 -> 9..=22 all
+/// wasted, 8 of them even at half degree): in how many contexts the miss
+/// lookup asked for 3, and how many blocks hit lookups asked for.
+fn miss_and_hit_prefetches(hit_lookups: HitLookups) -> (usize, usize) {
+    let mut q = QuickMine::new(Config { hit_lookups, degree: 16, max_suffixes: 16, ..config(1) }).unwrap();
+    let learned: Vec<Vec<Key>> = (9..=22).map(|b| vec![7, 8, b]).chain([vec![1, 2, 3]]).collect();
+    let learned: Vec<(u32, &[Key])> = learned.iter().enumerate().map(|(i, s)| (i as u32, s.as_slice())).collect();
+    run_contexts(&mut q, &learned, false);
+    let cached = |b: Key| b == 7 || b == 8;
+    let (mut asked_for_3, mut by_hits) = (0, 0);
+    for round in 100..500u32 {
+        q.begin(round, 0);
+        let mut out = Vec::new();
+        q.access(&demand(round, 1), &cached, &mut out);
+        q.access(&demand(round, 2), &cached, &mut out);
+        let promoted = out.contains(&3);
+        asked_for_3 += usize::from(promoted);
+        let class = if promoted { Class::Promote } else { Class::Miss };
+        q.access(&Demand { class, ..demand(round, 3) }, &cached, &mut out);
+        let before_hits = out.len();
+        for b in [7, 8] {
+            q.access(&Demand { class: Class::Hit, ..demand(round, b) }, &cached, &mut out);
+        }
+        by_hits += out.len() - before_hits;
+        for &b in &out {
+            q.outcome(b, b == 3);
+        }
+        q.end(round);
+    }
+    (asked_for_3, by_hits)
+}
+
+#[test]
+fn hit_lookups_throttled_apart_cannot_silence_the_miss_lookups() {
+    let (asked_for_3, by_hits) = miss_and_hit_prefetches(HitLookups::Throttled);
+    assert_eq!(asked_for_3, 400, "the miss lookups' own throttle sees only used prefetches");
+    assert!(by_hits < 400, "the wasted hit lookups turned themselves off: {by_hits} prefetches");
+    // With the hit lookups' outcomes in the template's one throttle, their
+    // waste turns the useful miss lookups off too.
+    let (asked_for_3, _) = miss_and_hit_prefetches(HitLookups::Shared);
+    assert!(asked_for_3 < 200, "shared throttle: 3 asked for in {asked_for_3} of 400 contexts");
+}
