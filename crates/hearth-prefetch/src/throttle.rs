@@ -139,3 +139,46 @@ impl Throttle {
         }
     }
 }
+
+/// The spare tier's net benefit, all kinds and templates together (the
+/// guarded QuickMine's extras, `qm-hits-spare`'s hit lookups): spare
+/// blocks used (misses the extras saved) against displacement misses
+/// (misses the room they borrowed from the main cache cost). Over each
+/// [`WINDOW`] of such events the tier stays open if it saved at least as
+/// many misses as it cost; closed, only one trigger in [`PROBE_EVERY`]
+/// issues extras, whose outcomes can open it again.
+pub(crate) struct SpareGate {
+    saved: u32,
+    cost: u32,
+    open: bool,
+    closed_triggers: u32,
+}
+
+impl SpareGate {
+    pub(crate) fn record(&mut self, saved: bool) {
+        if saved {
+            self.saved += 1;
+        } else {
+            self.cost += 1;
+        }
+        if self.saved + self.cost >= WINDOW {
+            self.open = self.saved >= self.cost;
+            (self.saved, self.cost) = (0, 0);
+        }
+    }
+
+    /// Whether this trigger may issue extras.
+    pub(crate) fn allows(&mut self) -> bool {
+        if self.open {
+            return true;
+        }
+        self.closed_triggers = self.closed_triggers.wrapping_add(1);
+        self.closed_triggers.is_multiple_of(PROBE_EVERY)
+    }
+}
+
+impl Default for SpareGate {
+    fn default() -> Self {
+        SpareGate { saved: 0, cost: 0, open: true, closed_triggers: 0 }
+    }
+}
