@@ -433,3 +433,34 @@ fn hit_lookups_throttled_apart_cannot_silence_the_miss_lookups() {
     let (asked_for_3, _) = miss_and_hit_prefetches(HitLookups::Shared);
     assert!(asked_for_3 < 200, "shared throttle: 3 asked for in {asked_for_3} of 400 contexts");
 }
+
+/// After two contexts read 1..=4, a third reads 1 (miss), 2 (hit), 3
+/// (miss): what the hit's lookup put in `out` and in the spare tier, and
+/// what the miss asked for while 4 waited as a spare block.
+fn hit_then_miss_with_tiers(hit_lookups: HitLookups) -> (Vec<Key>, Vec<Key>, Vec<Key>) {
+    let mut q = QuickMine::new(Config { hit_lookups, ..config(1) }).unwrap();
+    run_contexts(&mut q, &[(0, &[1, 2, 3, 4]), (1, &[1, 2, 3, 4])], false);
+    q.begin(9, 0);
+    let (none, spare_4) = (|_: Key| false, |b: Key| b == 4);
+    let (mut out, mut spare) = (Vec::new(), Vec::new());
+    q.access_tiered(&demand(9, 1), &none, &none, &mut out);
+    out.clear();
+    q.access_tiered(&Demand { class: Class::Hit, ..demand(9, 2) }, &none, &none, &mut out);
+    q.take_spare(&mut spare);
+    let by_hit = std::mem::take(&mut out);
+    q.access_tiered(&demand(9, 3), &none, &spare_4, &mut out);
+    (by_hit, spare, out)
+}
+
+#[test]
+fn spare_hit_lookups_leave_the_miss_lookups_room_and_blocks() {
+    let (by_hit, spare, by_miss) = hit_then_miss_with_tiers(HitLookups::Spare);
+    assert!(by_hit.is_empty(), "a hit lookup asks for nothing in the base tier");
+    assert_eq!(spare, vec![3], "it asks for 1&2 -> 3 in the spare tier");
+    assert_eq!(by_miss, vec![4], "the miss lookup takes 4 over from the spare tier");
+    // Without the spare tier, the hit lookup's block competes for the base
+    // tier, and a block waiting as spare counts as cached.
+    let (by_hit, spare, by_miss) = hit_then_miss_with_tiers(HitLookups::Throttled);
+    assert_eq!((by_hit, spare), (vec![3], vec![]));
+    assert!(by_miss.is_empty());
+}
