@@ -208,7 +208,6 @@ pub const SCHEMES: &[(&str, &[Param], &str)] = &[
     ("mithril", MITHRIL_PARAMS, "Mithril (libCacheSim's): blocks recurring at nearby times (lookahead-range 20, min-support 2, max-support 8, confidence 1), mined every mining-threshold (5120) / min-support blocks, pf-list-size (2) per block, rec-trigger miss|each_req, cycle-time (2)"),
     ("qm-account", VARIANT_PARAMS, "QuickMine with the remedies the miss account chose (docs/dev/prefetch-miss-account-remedies.md): orders 1-3, position rules, lookups on hits, 65536 prefixes per rule kind x 32 suffixes"),
     ("qm-fallback", VARIANT_PARAMS, "QuickMine with the second-round remedies (docs/dev/prefetch-fallback-remedies.md): one-block, then position rules only where the two-block rule has no candidate, support >= 2, each throttled on its own; 65536 prefixes per rule kind x 32 suffixes"),
-    ("qm-after-promote", VARIANT_PARAMS, "qm-fallback, and the first read of a context after a promote looks rules up if it is a hit (docs/dev/prefetch-hit-lookup-remedies.md)"),
     ("qm-hits", VARIANT_PARAMS, "qm-fallback, and every hit looks rules up, its prefetches throttled per template on their own (docs/dev/prefetch-hit-lookup-remedies.md)"),
     ("qm-hits-spare", VARIANT_PARAMS, "qm-hits, its hit lookups' prefetches only into the room the miss lookups' leave in the prefetch partition, behind qm-guarded's spare gate (docs/dev/prefetch-hit-lookup-remedies.md)"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
@@ -308,7 +307,7 @@ fn build_scheme(
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
         "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account"
-        | "qm-fallback" | "qm-after-promote" | "qm-hits" | "qm-hits-spare" => {
+        | "qm-fallback" | "qm-hits" | "qm-hits-spare" => {
             Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?)
         }
         "qm-guarded" => {
@@ -352,7 +351,7 @@ fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchEr
 fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, PrefetchError> {
     let variant = name.strip_prefix("qm-");
     let account = variant == Some("account");
-    let fallback = matches!(variant, Some("fallback" | "after-promote" | "hits" | "hits-spare"));
+    let fallback = matches!(variant, Some("fallback" | "hits" | "hits-spare"));
     let on = |feature: &str| {
         variant == Some("best") || variant == Some(feature) || (account && matches!(feature, "orders" | "position"))
     };
@@ -375,7 +374,6 @@ fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, Prefetc
     }
     // The fourth round's hit lookups (docs/dev/prefetch-hit-lookup-remedies.md), on qm-fallback.
     match variant {
-        Some("after-promote") => cfg.hit_lookups = quickmine::HitLookups::AfterPromote,
         Some("hits") => cfg.hit_lookups = quickmine::HitLookups::Throttled,
         Some("hits-spare") => cfg.hit_lookups = quickmine::HitLookups::Spare,
         _ => {}

@@ -52,9 +52,8 @@
 //!   they its own (`docs/dev/prefetch-fallback-remedies.md`).
 //! - **Hit lookups** ([`HitLookups`], issue 46's fourth round,
 //!   `docs/dev/prefetch-hit-lookup-remedies.md`): some hits look rules up
-//!   too: every hit, sharing the throttles (`qm-account`); the first read
-//!   after a promote, if a hit (`qm-after-promote`); or every hit, with its
-//!   prefetches throttled on their own (`qm-hits`), and only into the
+//!   too: every hit, sharing the throttles (`qm-account`); or every hit,
+//!   with its prefetches throttled on their own (`qm-hits`), and only into the
 //!   partition's spare tier (`qm-hits-spare`).
 
 use std::collections::VecDeque;
@@ -84,9 +83,6 @@ pub enum HitLookups {
     Never,
     /// Every hit, its prefetches throttled with those of misses.
     Shared,
-    /// The first read of a context after a promote, if a hit: a context
-    /// whose prefetches are being used keeps predicting across the hit.
-    AfterPromote,
     /// Every hit, its prefetches a kind of their own with their own
     /// per-template throttle, so a poor hit lookup silences only itself.
     Throttled,
@@ -177,8 +173,6 @@ struct Context {
     fallback_degrees: [usize; 2],
     /// The degree of hit lookups throttled on their own.
     hit_degree: usize,
-    /// The last read was a promote (arms [`HitLookups::AfterPromote`]).
-    after_promote: bool,
 }
 
 /// A prefetch awaiting its outcome.
@@ -308,8 +302,7 @@ impl QuickMine {
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
         let key = self.context_key(ctx);
-        let c =
-            Context { class, recent, mined: 0, dropped: 0, degree, fallback_degrees, hit_degree, after_promote: false };
+        let c = Context { class, recent, mined: 0, dropped: 0, degree, fallback_degrees, hit_degree };
         if let Some(old) = self.contexts.insert(key, c) {
             self.close(old);
         }
@@ -430,7 +423,6 @@ impl QuickMine {
             c.mined = max_order;
         }
         let (class, degree, fallback_degrees, hit_degree) = (c.class, c.degree, c.fallback_degrees, c.hit_degree);
-        let armed = std::mem::replace(&mut c.after_promote, d.class == Class::Promote);
         let position = c.dropped + c.recent.len() as u64 - 1;
         self.history.clear();
         self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
@@ -441,12 +433,7 @@ impl QuickMine {
                 self.throttle_of(kind).promoted(issuer, class);
             }
         }
-        let hit_lookup = d.class == Class::Hit
-            && match self.cfg.hit_lookups {
-                HitLookups::Never => false,
-                HitLookups::Shared | HitLookups::Throttled | HitLookups::Spare => true,
-                HitLookups::AfterPromote => armed,
-            };
+        let hit_lookup = d.class == Class::Hit && self.cfg.hit_lookups != HitLookups::Never;
         // A hit lookup throttled apart prefetches at its own degree, whatever rules answer.
         let own = hit_lookup && matches!(self.cfg.hit_lookups, HitLookups::Throttled | HitLookups::Spare);
         let to_spare = own && self.cfg.hit_lookups == HitLookups::Spare;
@@ -540,7 +527,6 @@ impl Prefetcher for QuickMine {
             (c.ahead > 1, ahead.as_str()),
             (c.late_ns > 0, "timely"),
             (c.hit_lookups == HitLookups::Shared, "lookups on hits"),
-            (c.hit_lookups == HitLookups::AfterPromote, "lookups on hits after promotes"),
             (c.hit_lookups == HitLookups::Throttled, "lookups on hits, throttled apart"),
             (c.hit_lookups == HitLookups::Spare, "lookups on hits, throttled apart, spare tier"),
             (c.fallback, "fallback"),

@@ -358,38 +358,6 @@ fn fallback_rules_fill_in_only_where_the_longest_prefix_has_none() {
     assert_eq!(prefetched_along(orders, seqs, &[6, 2])[1], vec![3, 4, 5]);
 }
 
-/// What each read of 1, 2, 3, 4 (served as `classes`) prefetched, after two
-/// contexts read 1..=5: the first read after a promote looks up if a hit.
-fn prefetched_per_read(hit_lookups: HitLookups, classes: [Class; 4]) -> Vec<Vec<Key>> {
-    let mut q = QuickMine::new(Config { hit_lookups, ..config(1) }).unwrap();
-    run_contexts(&mut q, &[(0, &[1, 2, 3, 4, 5]), (1, &[1, 2, 3, 4, 5])], false);
-    q.begin(9, 0);
-    let per_read = (1..=4)
-        .zip(classes)
-        .map(|(block, class)| {
-            let mut out = Vec::new();
-            q.access(&Demand { class, ..demand(9, block) }, &|_| false, &mut out);
-            out
-        })
-        .collect();
-    q.end(9);
-    per_read
-}
-
-#[test]
-fn the_first_hit_after_a_promote_looks_rules_up() {
-    use Class::{Hit, Miss, Promote};
-    let after_promote = prefetched_per_read(HitLookups::AfterPromote, [Miss, Promote, Hit, Hit]);
-    assert_eq!(after_promote[2], vec![4], "the hit right after the promote asks for 2&3 -> 4");
-    assert!(after_promote[3].is_empty(), "one read per promote: the second hit looks nothing up");
-    // Without the mechanism the same hit asks for nothing; every hit does
-    // with shared hit lookups.
-    assert!(prefetched_per_read(HitLookups::Never, [Miss, Promote, Hit, Hit])[2].is_empty());
-    assert_eq!(prefetched_per_read(HitLookups::Shared, [Miss, Promote, Hit, Hit])[3], vec![5]);
-    // A hit after a miss is not armed.
-    assert!(prefetched_per_read(HitLookups::AfterPromote, [Miss, Miss, Hit, Hit])[2].is_empty());
-}
-
 /// Over 400 contexts of one template reading 1, 2 (misses), 3 (a promote
 /// of the prefetch 1&2 -> 3, always used), 7, 8 (hits; 7&8 -> 9..=22 all
 /// wasted, 8 of them even at half degree): in how many contexts the miss
