@@ -80,8 +80,8 @@ pub trait Prefetcher: Send {
     /// `cached` is false for blocks waiting (or on their way) only as spare
     /// prefetches, which `spare` tells. A block `out` asks for that waits as
     /// a spare one is taken over by the base tier, with no new read. Only
-    /// the guarded QuickMine and `qm-hits-spare` tell the two apart; every
-    /// other prefetcher sees spare blocks as cached.
+    /// the guarded QuickMine tells the two apart; every other prefetcher
+    /// sees spare blocks as cached.
     fn access_tiered(
         &mut self,
         d: &Demand,
@@ -112,7 +112,7 @@ pub trait Prefetcher: Send {
     /// prefetch partition (its spare tier), asked for by the last `access`
     /// after the blocks it pushed to `out`: the caller issues them after
     /// those, and each may push out only another spare block, never one
-    /// `out` asked for. Only the guarded QuickMine and `qm-hits-spare` have any.
+    /// `out` asked for. Only the guarded QuickMine has any.
     fn take_spare(&mut self, _spare: &mut Vec<Key>) {}
     /// Rules or correlations currently held, for reports (0 if none).
     fn rule_count(&self) -> usize {
@@ -208,8 +208,6 @@ pub const SCHEMES: &[(&str, &[Param], &str)] = &[
     ("mithril", MITHRIL_PARAMS, "Mithril (libCacheSim's): blocks recurring at nearby times (lookahead-range 20, min-support 2, max-support 8, confidence 1), mined every mining-threshold (5120) / min-support blocks, pf-list-size (2) per block, rec-trigger miss|each_req, cycle-time (2)"),
     ("qm-account", VARIANT_PARAMS, "QuickMine with the remedies the miss account chose (docs/dev/prefetch-miss-account-remedies.md): orders 1-3, position rules, lookups on hits, 65536 prefixes per rule kind x 32 suffixes"),
     ("qm-fallback", VARIANT_PARAMS, "QuickMine with the second-round remedies (docs/dev/prefetch-fallback-remedies.md): one-block, then position rules only where the two-block rule has no candidate, support >= 2, each throttled on its own; 65536 prefixes per rule kind x 32 suffixes"),
-    ("qm-hits", VARIANT_PARAMS, "qm-fallback, and every hit looks rules up, its prefetches throttled per template on their own (docs/dev/prefetch-hit-lookup-remedies.md)"),
-    ("qm-hits-spare", VARIANT_PARAMS, "qm-hits, its hit lookups' prefetches only into the room the miss lookups' leave in the prefetch partition, behind qm-guarded's spare gate (docs/dev/prefetch-hit-lookup-remedies.md)"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
@@ -307,9 +305,7 @@ fn build_scheme(
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
         "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account"
-        | "qm-fallback" | "qm-hits" | "qm-hits-spare" => {
-            Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?)
-        }
+        | "qm-fallback" => Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?),
         "qm-guarded" => {
             let mut base = quickmine::Config::paper(p.get("g", 5)?);
             base.max_prefixes = p.get("prefixes", base.max_prefixes)?;
@@ -351,7 +347,7 @@ fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchEr
 fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, PrefetchError> {
     let variant = name.strip_prefix("qm-");
     let account = variant == Some("account");
-    let fallback = matches!(variant, Some("fallback" | "hits" | "hits-spare"));
+    let fallback = variant == Some("fallback");
     let on = |feature: &str| {
         variant == Some("best") || variant == Some(feature) || (account && matches!(feature, "orders" | "position"))
     };
@@ -361,7 +357,7 @@ fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, Prefetc
         // fixed before any run: a rule cache 4x the paper's each way, and lookups on hits.
         cfg.max_prefixes *= 4;
         cfg.max_suffixes *= 4;
-        cfg.hit_lookups = quickmine::HitLookups::Shared;
+        cfg.on_hit = true;
     }
     if fallback {
         // The second round's remedies (docs/dev/prefetch-fallback-remedies.md),
@@ -371,12 +367,6 @@ fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, Prefetc
         cfg.max_suffixes *= 4;
         cfg.min_order = 1;
         cfg.fallback = true;
-    }
-    // The fourth round's hit lookups (docs/dev/prefetch-hit-lookup-remedies.md), on qm-fallback.
-    match variant {
-        Some("hits") => cfg.hit_lookups = quickmine::HitLookups::Throttled,
-        Some("hits-spare") => cfg.hit_lookups = quickmine::HitLookups::Spare,
-        _ => {}
     }
     if on("orders") || p.has("orders") {
         cfg.min_order = 1;

@@ -50,11 +50,6 @@
 //!   needs support [`FALLBACK_SUPPORT`], and each fallback kind has its own
 //!   per-template throttle, which never sees the base rules' outcomes nor
 //!   they its own (`docs/dev/prefetch-fallback-remedies.md`).
-//! - **Hit lookups** ([`HitLookups`], issue 46's fourth round,
-//!   `docs/dev/prefetch-hit-lookup-remedies.md`): some hits look rules up
-//!   too: every hit, sharing the throttles (`qm-account`); or every hit,
-//!   with its prefetches throttled on their own (`qm-hits`), and only into the
-//!   partition's spare tier (`qm-hits-spare`).
 
 use std::collections::VecDeque;
 
@@ -62,7 +57,7 @@ use hearth_core::{Key, KeyMap};
 
 use crate::account::Lookup;
 pub use crate::rules::{PrefixKey, RuleCache, Suffix};
-use crate::throttle::{SpareGate, Throttle};
+use crate::throttle::Throttle;
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
 use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
 
@@ -72,25 +67,6 @@ pub const FALLBACK_SUPPORT: u32 = 2;
 /// Which rules a lookup's candidates came from: the base (every kind but
 /// the fallbacks), or fallback one-block or position rules.
 const BASE: usize = 0;
-
-/// The kind of the prefetches of hit lookups throttled on their own.
-const HIT: usize = 3;
-
-/// Which hits look rules up (a miss or promote always does, as the paper's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HitLookups {
-    /// None (the paper).
-    Never,
-    /// Every hit, its prefetches throttled with those of misses.
-    Shared,
-    /// Every hit, its prefetches a kind of their own with their own
-    /// per-template throttle, so a poor hit lookup silences only itself.
-    Throttled,
-    /// As `Throttled`, and its prefetches land only in the room the miss
-    /// lookups' prefetches leave in the partition (its spare tier, behind
-    /// the guarded QuickMine's spare gate), so they never push one out.
-    Spare,
-}
 
 /// Class of I/O outside any begun context.
 pub const NO_CLASS: u32 = u32::MAX;
@@ -122,9 +98,9 @@ pub struct Config {
     /// A prefetch demanded sooner than this after its issue counts as
     /// wasted (0: off, as in the paper).
     pub late_ns: u64,
-    /// Which hits look rules up too, not only misses and promotes (none in
+    /// Look rules up on hits too, not only on misses and promotes (off in
     /// the paper; the miss account's "no lookup").
-    pub hit_lookups: HitLookups,
+    pub on_hit: bool,
     /// One-block and position rules only where the longest prefix has no
     /// candidate, with support and throttles of their own (needs orders
     /// 1..=2 and positions).
@@ -148,7 +124,7 @@ impl Config {
             by_position: false,
             ahead: 1,
             late_ns: 0,
-            hit_lookups: HitLookups::Never,
+            on_hit: false,
             fallback: false,
         }
     }
@@ -171,8 +147,6 @@ struct Context {
     degree: usize,
     /// The fallback kinds' degrees (one-block, position).
     fallback_degrees: [usize; 2],
-    /// The degree of hit lookups throttled on their own.
-    hit_degree: usize,
 }
 
 /// A prefetch awaiting its outcome.
@@ -182,8 +156,7 @@ struct Outstanding {
     issued_ns: u64,
     /// Demanded before it could have arrived.
     late: bool,
-    /// The rules it came from ([`BASE`], or 1 + the fallback kind), or
-    /// [`HIT`] for a hit lookup throttled on its own.
+    /// The rules it came from ([`BASE`], or 1 + the fallback kind).
     kind: usize,
 }
 
@@ -195,12 +168,6 @@ pub struct QuickMine {
     throttle: Throttle,
     /// The fallback kinds' own throttles (one-block, position).
     fallback_throttles: [Throttle; 2],
-    /// The throttle of [`HitLookups::Throttled`]'s prefetches.
-    hit_throttle: Throttle,
-    /// [`HitLookups::Spare`]: the last access's hit-lookup blocks, for
-    /// `take_spare`, and the spare tier's gate.
-    spare_out: Vec<Key>,
-    gate: SpareGate,
     /// The rules the last lookup step's candidates came from.
     kind: usize,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
@@ -233,9 +200,6 @@ impl QuickMine {
             spare: Vec::new(),
             throttle: Throttle::default(),
             fallback_throttles: Default::default(),
-            hit_throttle: Throttle::default(),
-            spare_out: Vec::new(),
-            gate: SpareGate::default(),
             kind: BASE,
             outstanding: KeyMap::default(),
             scratch: Vec::new(),
@@ -276,15 +240,6 @@ impl QuickMine {
         }
     }
 
-    /// The throttle prefetches of `kind` count for.
-    fn throttle_of(&mut self, kind: usize) -> &mut Throttle {
-        match kind {
-            BASE => &mut self.throttle,
-            HIT => &mut self.hit_throttle,
-            k => &mut self.fallback_throttles[k - 1],
-        }
-    }
-
     fn open(&mut self, ctx: u32, class: u32) {
         let full = self.cfg.degree;
         let degree = if self.cfg.throttle { self.throttle.degree(class, full) } else { full };
@@ -294,16 +249,12 @@ impl QuickMine {
                 *d = if self.cfg.throttle { t.degree(class, full) } else { full };
             }
         }
-        let hit_degree = match self.cfg.hit_lookups {
-            HitLookups::Throttled | HitLookups::Spare if self.cfg.throttle => self.hit_throttle.degree(class, full),
-            HitLookups::Throttled | HitLookups::Spare => full,
-            _ => 0,
-        };
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
         let key = self.context_key(ctx);
-        let c = Context { class, recent, mined: 0, dropped: 0, degree, fallback_degrees, hit_degree };
-        if let Some(old) = self.contexts.insert(key, c) {
+        if let Some(old) =
+            self.contexts.insert(key, Context { class, recent, mined: 0, dropped: 0, degree, fallback_degrees })
+        {
             self.close(old);
         }
     }
@@ -391,107 +342,6 @@ impl QuickMine {
         }
     }
 
-    /// A read's mining and lookup; `spare` tells blocks waiting in the
-    /// partition's spare tier, which only [`HitLookups::Spare`]'s hit
-    /// lookups treat as cached (the others see them through `cached`).
-    fn access_spare(
-        &mut self,
-        d: &Demand,
-        cached: &dyn Fn(Key) -> bool,
-        spare: &dyn Fn(Key) -> bool,
-        out: &mut Vec<Key>,
-    ) {
-        let key = self.context_key(d.ctx);
-        if !self.contexts.contains_key(&key) {
-            // I/O outside any context (or the context-oblivious variant):
-            // one implicit context per id.
-            let class = if self.cfg.context_aware { NO_CLASS } else { 0 };
-            self.open(d.ctx, class);
-        }
-        let (max_order, window) = (self.cfg.max_order, self.cfg.max_order + self.cfg.lookahead);
-        let c = self.contexts.get_mut(&key).expect("opened above");
-        if c.recent.len() == window {
-            c.recent.pop_front();
-            c.dropped += 1;
-            c.mined = c.mined.saturating_sub(1);
-        }
-        c.recent.push_back(d.block);
-        if c.recent.len() == window {
-            for e in c.mined..max_order {
-                Self::mine_at(&mut self.rules, &self.cfg, c, e);
-            }
-            c.mined = max_order;
-        }
-        let (class, degree, fallback_degrees, hit_degree) = (c.class, c.degree, c.fallback_degrees, c.hit_degree);
-        let position = c.dropped + c.recent.len() as u64 - 1;
-        self.history.clear();
-        self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
-        if d.class == Class::Promote {
-            if let Some(o) = self.outstanding.get_mut(&d.block) {
-                o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
-                let (issuer, kind) = (o.class, o.kind);
-                self.throttle_of(kind).promoted(issuer, class);
-            }
-        }
-        let hit_lookup = d.class == Class::Hit && self.cfg.hit_lookups != HitLookups::Never;
-        // A hit lookup throttled apart prefetches at its own degree, whatever rules answer.
-        let own = hit_lookup && matches!(self.cfg.hit_lookups, HitLookups::Throttled | HitLookups::Spare);
-        let to_spare = own && self.cfg.hit_lookups == HitLookups::Spare;
-        // A closed spare gate lets one hit lookup in PROBE_EVERY through.
-        let trigger = if to_spare {
-            self.gate.allows()
-        } else {
-            hit_lookup || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss }
-        };
-        self.explain_start(trigger, if own { hit_degree } else { degree });
-        // The paper's rules need two blocks; shorter prefixes and positions
-        // can predict from the first.
-        if self.history.len() < self.cfg.min_order && !self.cfg.by_position {
-            return;
-        }
-        let any_degree = if own { hit_degree } else { degree.max(fallback_degrees[0]).max(fallback_degrees[1]) };
-        if !trigger || any_degree == 0 {
-            if self.explained.is_some() {
-                // What a lookup would have found, for the account only.
-                self.scratch.clear();
-                self.predict(class, position, false);
-                self.explain_step(cached);
-            }
-            return;
-        }
-        for step in 0..self.cfg.ahead {
-            self.scratch.clear();
-            self.predict(class, position + step as u64, true);
-            let (kind, degree) = match self.kind {
-                _ if own => (HIT, hit_degree.min(self.cfg.degree)),
-                BASE => (BASE, degree),
-                k => (k, fallback_degrees[k - 1].min(self.cfg.degree)),
-            };
-            if let Some(l) = self.explained.as_mut().filter(|_| self.cfg.fallback) {
-                l.degree = degree;
-            }
-            self.explain_step(cached);
-            let dest = if to_spare { &mut self.spare_out } else { &mut *out };
-            let start = dest.len();
-            for s in &self.scratch {
-                if dest.len() - start == degree {
-                    break;
-                }
-                let skip = cached(s.block) || (to_spare && spare(s.block));
-                if !skip && s.block != d.block && !dest.contains(&s.block) {
-                    dest.push(s.block);
-                    self.outstanding.insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false, kind });
-                }
-            }
-            // The guessed next read: the suffix most often right after.
-            let guess = self.scratch.iter().filter(|s| s.next > 0).max_by_key(|s| s.next).map(|s| s.block);
-            let Some(next) = guess else { break };
-            self.history.push(next);
-            let keep = self.history.len().saturating_sub(max_order);
-            self.history.drain(..keep);
-        }
-    }
-
     /// Starts the account's record of a lookup at a read.
     fn explain_start(&mut self, triggered: bool, degree: usize) {
         if let Some(l) = &mut self.explained {
@@ -526,9 +376,7 @@ impl Prefetcher for QuickMine {
             (c.by_position, "position"),
             (c.ahead > 1, ahead.as_str()),
             (c.late_ns > 0, "timely"),
-            (c.hit_lookups == HitLookups::Shared, "lookups on hits"),
-            (c.hit_lookups == HitLookups::Throttled, "lookups on hits, throttled apart"),
-            (c.hit_lookups == HitLookups::Spare, "lookups on hits, throttled apart, spare tier"),
+            (c.on_hit, "lookups on hits"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
@@ -559,42 +407,91 @@ impl Prefetcher for QuickMine {
     }
 
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
-        self.access_spare(d, cached, &|_| false, out);
-    }
-
-    fn access_tiered(
-        &mut self,
-        d: &Demand,
-        cached: &dyn Fn(Key) -> bool,
-        spare: &dyn Fn(Key) -> bool,
-        out: &mut Vec<Key>,
-    ) {
-        if self.cfg.hit_lookups == HitLookups::Spare {
-            self.spare_out.clear();
-            // Miss lookups see spare blocks as not cached: they ask for what
-            // qm-fallback would, and the driver takes such a block over.
-            self.access_spare(d, cached, spare, out);
-        } else {
-            self.access(d, &|k| cached(k) || spare(k), out);
+        let key = self.context_key(d.ctx);
+        if !self.contexts.contains_key(&key) {
+            // I/O outside any context (or the context-oblivious variant):
+            // one implicit context per id.
+            let class = if self.cfg.context_aware { NO_CLASS } else { 0 };
+            self.open(d.ctx, class);
         }
-    }
-
-    fn take_spare(&mut self, spare: &mut Vec<Key>) {
-        spare.append(&mut self.spare_out);
-    }
-
-    fn displaced(&mut self, _block: Key) {
-        if self.cfg.hit_lookups == HitLookups::Spare {
-            self.gate.record(false);
+        let (max_order, window) = (self.cfg.max_order, self.cfg.max_order + self.cfg.lookahead);
+        let c = self.contexts.get_mut(&key).expect("opened above");
+        if c.recent.len() == window {
+            c.recent.pop_front();
+            c.dropped += 1;
+            c.mined = c.mined.saturating_sub(1);
+        }
+        c.recent.push_back(d.block);
+        if c.recent.len() == window {
+            for e in c.mined..max_order {
+                Self::mine_at(&mut self.rules, &self.cfg, c, e);
+            }
+            c.mined = max_order;
+        }
+        let (class, degree, fallback_degrees) = (c.class, c.degree, c.fallback_degrees);
+        let position = c.dropped + c.recent.len() as u64 - 1;
+        self.history.clear();
+        self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
+        if d.class == Class::Promote {
+            if let Some(o) = self.outstanding.get_mut(&d.block) {
+                o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
+                match o.kind {
+                    BASE => self.throttle.promoted(o.class, class),
+                    k => self.fallback_throttles[k - 1].promoted(o.class, class),
+                }
+            }
+        }
+        let trigger = self.cfg.on_hit || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
+        self.explain_start(trigger, degree);
+        // The paper's rules need two blocks; shorter prefixes and positions
+        // can predict from the first.
+        if self.history.len() < self.cfg.min_order && !self.cfg.by_position {
+            return;
+        }
+        let any_degree = degree.max(fallback_degrees[0]).max(fallback_degrees[1]);
+        if !trigger || any_degree == 0 {
+            if self.explained.is_some() {
+                // What a lookup would have found, for the account only.
+                self.scratch.clear();
+                self.predict(class, position, false);
+                self.explain_step(cached);
+            }
+            return;
+        }
+        for step in 0..self.cfg.ahead {
+            self.scratch.clear();
+            self.predict(class, position + step as u64, true);
+            let (kind, degree) = match self.kind {
+                BASE => (BASE, degree),
+                k => (k, fallback_degrees[k - 1].min(self.cfg.degree)),
+            };
+            if let Some(l) = self.explained.as_mut().filter(|_| self.cfg.fallback) {
+                l.degree = degree;
+            }
+            self.explain_step(cached);
+            let start = out.len();
+            for s in &self.scratch {
+                if out.len() - start == degree {
+                    break;
+                }
+                if !cached(s.block) && s.block != d.block && !out.contains(&s.block) {
+                    out.push(s.block);
+                    self.outstanding.insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false, kind });
+                }
+            }
+            // The guessed next read: the suffix most often right after.
+            let guess = self.scratch.iter().filter(|s| s.next > 0).max_by_key(|s| s.next).map(|s| s.block);
+            let Some(next) = guess else { break };
+            self.history.push(next);
+            let keep = self.history.len().saturating_sub(max_order);
+            self.history.drain(..keep);
         }
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
         let Some(Outstanding { class, late, kind, .. }) = self.outstanding.remove(&block) else { return };
-        if kind == HIT && used && self.cfg.hit_lookups == HitLookups::Spare {
-            self.gate.record(true);
-        }
-        self.throttle_of(kind).outcome(class, used && !late);
+        let throttle = if kind == BASE { &mut self.throttle } else { &mut self.fallback_throttles[kind - 1] };
+        throttle.outcome(class, used && !late);
     }
 
     fn rule_count(&self) -> usize {

@@ -250,7 +250,7 @@ fn lookahead_chains_past_the_mining_window() {
     assert_eq!(far[1], vec![3, 4, 5]);
 }
 
-/// A hit triggers no lookup in the paper's QuickMine; with hit lookups it
+/// A hit triggers no lookup in the paper's QuickMine; with `on_hit` it
 /// does, and asks for what is not cached.
 #[test]
 fn lookups_on_hits_prefetch_after_a_hit() {
@@ -266,7 +266,7 @@ fn lookups_on_hits_prefetch_after_a_hit() {
         out
     };
     assert!(after_hit(config(3)).is_empty());
-    assert_eq!(after_hit(Config { hit_lookups: HitLookups::Shared, ..config(3) }), vec![3]);
+    assert_eq!(after_hit(Config { on_hit: true, ..config(3) }), vec![3]);
 }
 
 /// A template whose prefetches are all used, but demanded `gap_ns` after
@@ -356,79 +356,4 @@ fn fallback_rules_fill_in_only_where_the_longest_prefix_has_none() {
     let orders = Config { min_order: 1, max_order: 2, ..config(1) };
     assert_eq!(prefetched_along(orders.clone(), seqs, &[1, 2])[1], vec![3, 4, 5]);
     assert_eq!(prefetched_along(orders, seqs, &[6, 2])[1], vec![3, 4, 5]);
-}
-
-/// Over 400 contexts of one template reading 1, 2 (misses), 3 (a promote
-/// of the prefetch 1&2 -> 3, always used), 7, 8 (hits; 7&8 -> 9..=22 all
-/// wasted, 8 of them even at half degree): in how many contexts the miss
-/// lookup asked for 3, and how many blocks hit lookups asked for.
-fn miss_and_hit_prefetches(hit_lookups: HitLookups) -> (usize, usize) {
-    let mut q = QuickMine::new(Config { hit_lookups, degree: 16, max_suffixes: 16, ..config(1) }).unwrap();
-    let learned: Vec<Vec<Key>> = (9..=22).map(|b| vec![7, 8, b]).chain([vec![1, 2, 3]]).collect();
-    let learned: Vec<(u32, &[Key])> = learned.iter().enumerate().map(|(i, s)| (i as u32, s.as_slice())).collect();
-    run_contexts(&mut q, &learned, false);
-    let cached = |b: Key| b == 7 || b == 8;
-    let (mut asked_for_3, mut by_hits) = (0, 0);
-    for round in 100..500u32 {
-        q.begin(round, 0);
-        let mut out = Vec::new();
-        q.access(&demand(round, 1), &cached, &mut out);
-        q.access(&demand(round, 2), &cached, &mut out);
-        let promoted = out.contains(&3);
-        asked_for_3 += usize::from(promoted);
-        let class = if promoted { Class::Promote } else { Class::Miss };
-        q.access(&Demand { class, ..demand(round, 3) }, &cached, &mut out);
-        let before_hits = out.len();
-        for b in [7, 8] {
-            q.access(&Demand { class: Class::Hit, ..demand(round, b) }, &cached, &mut out);
-        }
-        by_hits += out.len() - before_hits;
-        for &b in &out {
-            q.outcome(b, b == 3);
-        }
-        q.end(round);
-    }
-    (asked_for_3, by_hits)
-}
-
-#[test]
-fn hit_lookups_throttled_apart_cannot_silence_the_miss_lookups() {
-    let (asked_for_3, by_hits) = miss_and_hit_prefetches(HitLookups::Throttled);
-    assert_eq!(asked_for_3, 400, "the miss lookups' own throttle sees only used prefetches");
-    assert!(by_hits < 400, "the wasted hit lookups turned themselves off: {by_hits} prefetches");
-    // With the hit lookups' outcomes in the template's one throttle, their
-    // waste turns the useful miss lookups off too.
-    let (asked_for_3, _) = miss_and_hit_prefetches(HitLookups::Shared);
-    assert!(asked_for_3 < 200, "shared throttle: 3 asked for in {asked_for_3} of 400 contexts");
-}
-
-/// After two contexts read 1..=4, a third reads 1 (miss), 2 (hit), 3
-/// (miss): what the hit's lookup put in `out` and in the spare tier, and
-/// what the miss asked for while 4 waited as a spare block.
-fn hit_then_miss_with_tiers(hit_lookups: HitLookups) -> (Vec<Key>, Vec<Key>, Vec<Key>) {
-    let mut q = QuickMine::new(Config { hit_lookups, ..config(1) }).unwrap();
-    run_contexts(&mut q, &[(0, &[1, 2, 3, 4]), (1, &[1, 2, 3, 4])], false);
-    q.begin(9, 0);
-    let (none, spare_4) = (|_: Key| false, |b: Key| b == 4);
-    let (mut out, mut spare) = (Vec::new(), Vec::new());
-    q.access_tiered(&demand(9, 1), &none, &none, &mut out);
-    out.clear();
-    q.access_tiered(&Demand { class: Class::Hit, ..demand(9, 2) }, &none, &none, &mut out);
-    q.take_spare(&mut spare);
-    let by_hit = std::mem::take(&mut out);
-    q.access_tiered(&demand(9, 3), &none, &spare_4, &mut out);
-    (by_hit, spare, out)
-}
-
-#[test]
-fn spare_hit_lookups_leave_the_miss_lookups_room_and_blocks() {
-    let (by_hit, spare, by_miss) = hit_then_miss_with_tiers(HitLookups::Spare);
-    assert!(by_hit.is_empty(), "a hit lookup asks for nothing in the base tier");
-    assert_eq!(spare, vec![3], "it asks for 1&2 -> 3 in the spare tier");
-    assert_eq!(by_miss, vec![4], "the miss lookup takes 4 over from the spare tier");
-    // Without the spare tier, the hit lookup's block competes for the base
-    // tier, and a block waiting as spare counts as cached.
-    let (by_hit, spare, by_miss) = hit_then_miss_with_tiers(HitLookups::Throttled);
-    assert_eq!((by_hit, spare), (vec![3], vec![]));
-    assert!(by_miss.is_empty());
 }
