@@ -103,6 +103,14 @@ impl KeyIndex {
         }
     }
 
+    /// `key`'s value, to change in place (never to `u32::MAX`).
+    pub fn get_mut(&mut self, key: &Key) -> Option<&mut u32> {
+        match self.find(*key) {
+            (i, true) => Some(&mut self.slots[i].value),
+            _ => None,
+        }
+    }
+
     pub fn contains_key(&self, key: &Key) -> bool {
         self.find(*key).1
     }
@@ -110,6 +118,11 @@ impl KeyIndex {
     /// Every value, in no particular order (callers sort what they need).
     pub fn values(&self) -> impl Iterator<Item = &u32> {
         self.slots.iter().filter(|s| s.value != EMPTY).map(|s| &s.value)
+    }
+
+    /// Every value, to change in place (never to `u32::MAX`).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut u32> {
+        self.slots.iter_mut().filter(|s| s.value != EMPTY).map(|s| &mut s.value)
     }
 
     /// Sets `key`'s value, returning the one it replaces.
@@ -184,12 +197,22 @@ mod tests {
         for step in 0..200_000u32 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let key = (x >> 40) % 5000 * if step % 3 == 0 { 1 << 40 } else { 1 };
-            match x % 3 {
+            match x % 4 {
                 0 => assert_eq!(index.remove(&key), model.remove(&key), "remove {key}"),
+                1 => {
+                    if let Some(value) = index.get_mut(&key) {
+                        *value += 1;
+                    }
+                    if let Some(value) = model.get_mut(&key) {
+                        *value += 1;
+                    }
+                }
                 _ => assert_eq!(index.insert(key, step), model.insert(key, step), "insert {key}"),
             }
             assert_eq!(index.len(), model.len());
         }
+        index.values_mut().for_each(|value| *value /= 2);
+        model.values_mut().for_each(|value| *value /= 2);
         for key in 0..5000 {
             assert_eq!(index.get(&key), model.get(&key), "get {key}");
             assert_eq!(index.contains_key(&(key << 40)), model.contains_key(&(key << 40)));

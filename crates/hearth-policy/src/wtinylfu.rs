@@ -53,7 +53,7 @@
 //! mostly because Caffeine adapts its window and this one is fixed.
 
 use crate::SpecError;
-use hearth_core::{key_map, Access, Key, KeyMap, List, Policy, Slab};
+use hearth_core::{Access, Key, KeyIndex, List, Policy, Slab};
 
 /// How candidate and victim frequencies are estimated (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +95,7 @@ pub struct WTinyLfu {
     /// Byte budget of the main cache (probation and protected together).
     main_budget: u64,
     budgets: [u64; 3],
-    index: KeyMap<u32>,
+    index: KeyIndex,
     slab: Slab<Entry>,
     /// MRU at the head of each list.
     lists: [List; 3],
@@ -126,7 +126,7 @@ impl WTinyLfu {
             capacity,
             main_budget,
             budgets: [window_budget, probation_budget, protected_budget],
-            index: key_map(1024),
+            index: KeyIndex::with_capacity(1024),
             slab: Slab::default(),
             lists: [List::new(); 3],
             bytes: [0; 3],
@@ -224,6 +224,17 @@ impl Policy for WTinyLfu {
     }
     fn contains(&self, key: Key) -> bool {
         self.index.contains_key(&key)
+    }
+    fn warm(&self, key: Key) {
+        if let Some(&i) = self.index.get(&key) {
+            self.slab.prefetch(i);
+        }
+    }
+    /// The index slot, and what the request will count: none of it waits
+    /// on a read, since each address follows from the key alone.
+    fn warm_index(&self, key: Key) {
+        self.index.prefetch(key);
+        self.estimator.prefetch(key);
     }
     fn lookup(&mut self, a: &Access) -> bool {
         let Some(&i) = self.index.get(&a.key) else { return false };
@@ -337,23 +348,38 @@ impl Estimator {
             Estimator::Exact(counts) => counts.get(key),
         }
     }
+
+    /// Asks the CPU for the memory counting `key` will touch.
+    fn prefetch(&self, key: Key) {
+        match self {
+            Estimator::Sketch(sketch) => sketch.prefetch(key),
+            Estimator::Exact(counts) => counts.counts.prefetch(key),
+        }
+    }
 }
 
 /// libCacheSim's counts, exactly: one per key ever counted, all halved once
 /// per `period` main-cache hits.
 struct ExactCounts {
-    counts: KeyMap<u32>,
+    /// Key to count (a `KeyIndex` for its prefetch; counts never reach
+    /// `u32::MAX`, its empty mark, in fewer than 2^32 requests).
+    counts: KeyIndex,
     period: u64,
     main_hits: u64,
 }
 
 impl ExactCounts {
     fn new(period: u64) -> Self {
-        ExactCounts { counts: key_map(1024), period, main_hits: 0 }
+        ExactCounts { counts: KeyIndex::with_capacity(1024), period, main_hits: 0 }
     }
 
     fn add(&mut self, key: Key) {
-        *self.counts.entry(key).or_default() += 1;
+        match self.counts.get_mut(&key) {
+            Some(count) => *count += 1,
+            None => {
+                self.counts.insert(key, 1);
+            }
+        }
     }
 
     fn record_main_hit(&mut self, key: Key) {
@@ -461,6 +487,20 @@ impl FrequencySketch {
             if self.samples == self.period {
                 self.halve();
             }
+        }
+    }
+
+    /// Asks the CPU for `key`'s counter words and doorkeeper words.
+    fn prefetch(&self, key: Key) {
+        if self.table.is_empty() {
+            return;
+        }
+        let hashes = Self::hashes(key);
+        for &h in &hashes {
+            hearth_core::prefetch_line(&self.table[self.counter(h).0]);
+        }
+        for bit in self.doorkeeper_bits(&hashes) {
+            hearth_core::prefetch_line(&self.doorkeeper[bit / 64]);
         }
     }
 
