@@ -162,6 +162,14 @@ pub trait Policy: Send {
     }
 }
 
+/// How many accesses ahead of the one it takes next a driver (the
+/// simulator's replayer, the server's cache) calls [`Policy::warm`]: about
+/// as many lookups as it takes an entry's line to arrive from memory.
+pub const WARM_AHEAD: usize = 8;
+/// How many accesses ahead it calls [`Policy::warm_index`]: twice as far, so
+/// that the index line has arrived by the time `warm` reads it.
+pub const WARM_INDEX_AHEAD: usize = 2 * WARM_AHEAD;
+
 /// A fast hash map for integer keys (policies index every request).
 pub type KeyMap<V> = rustc_hash::FxHashMap<Key, V>;
 

@@ -14,7 +14,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hearth_core::{Access, Key, Policy};
+use hearth_core::{Access, Key, Policy, WARM_AHEAD, WARM_INDEX_AHEAD};
 use hearth_trace::TraceError;
 
 use crate::pace::Pace;
@@ -45,14 +45,6 @@ pub struct Counting {
     pub warmup: u64,
     pub interval: Option<u64>,
 }
-
-/// How many accesses ahead a replayer lets the policy warm its entry
-/// ([`Policy::warm`]).
-const WARM_AHEAD: usize = 8;
-/// How many accesses ahead it lets the policy prefetch the index line that
-/// `warm` will then read ([`Policy::warm_index`]): far enough that the line
-/// has arrived by then.
-const WARM_INDEX_AHEAD: usize = 2 * WARM_AHEAD;
 
 /// One policy replaying a stream, counting hits as it goes.
 pub struct Replayer {

@@ -18,7 +18,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::{prefetch_counts, writable, Backend, Extent};
+use super::{prefetch_counts, writable, Backend, BlockBuffers, Extent};
 
 /// Block size of [`MemoryBackend::new`]: the servers' default cache block.
 const DEFAULT_BLOCK: usize = 4096;
@@ -179,7 +179,7 @@ impl Backend for MemoryBackend {
         Some(self.block_size as u64)
     }
 
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
         self.reads.fetch_add(1, Ordering::Relaxed);
         let blocks = self.blocks.read().unwrap_or_else(|p| p.into_inner());
         let inside = usize::try_from(first).ok().and_then(|first| blocks.get(first..first.checked_add(count)?));

@@ -20,6 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+/// Shared block buffers, neighbours in order ([`Backend::read_blocks`]):
+/// one block's kept inline, so a one-block request allocates nothing.
+pub type BlockBuffers = smallvec::SmallVec<[Arc<[u8]>; 1]>;
+
 /// The bytes of a shared block buffer, to change: copied first if anyone
 /// else holds it (a reply still sending it, or the cache and the memory
 /// backend sharing it), so what the other holders see never changes.
@@ -70,7 +74,7 @@ pub trait Backend: Send + Sync {
     /// a shared buffer; see [`write_blocks`](Self::write_blocks)). A block
     /// it keeps no buffer for (reading as zeroes) comes as a shared block of
     /// zeroes. `None` when it keeps no buffers (the default): read bytes.
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
         let _ = (first, count);
         Ok(None)
     }
@@ -354,7 +358,7 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     fn block_buffer_size(&self) -> Option<u64> {
         (**self).block_buffer_size()
     }
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
         (**self).read_blocks(first, count)
     }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
@@ -437,7 +441,7 @@ impl<B: Backend + ?Sized> Backend for SlowBackend<B> {
     fn block_buffer_size(&self) -> Option<u64> {
         self.inner.block_buffer_size()
     }
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
         let r = self.inner.read_blocks(first, count);
         if let Ok(Some(buffers)) = &r {
             self.delay(buffers.iter().map(|b| b.len() as u64).sum());

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use super::{Backend, MemoryBackend};
+use super::{Backend, BlockBuffers, MemoryBackend};
 
 /// When a [`TestBackend`] pauses, for a pseudo-random 0..`max_us` µs per call.
 #[derive(Clone, Copy, Debug, Default)]
@@ -119,7 +119,7 @@ impl Backend for TestBackend {
     fn block_buffer_size(&self) -> Option<u64> {
         self.memory.block_buffer_size()
     }
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<Vec<Arc<[u8]>>>> {
+    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
         self.before(false);
         let r = self.memory.read_blocks(first, count);
         self.after();

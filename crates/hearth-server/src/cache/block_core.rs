@@ -12,12 +12,10 @@ use hearth_placement::{Demand, EvictionAction, Placement, Stats, StorageCache};
 
 pub(super) struct BlockCore(StorageCache);
 
-/// How many blocks ahead of the one a request takes next the policy warms
-/// that block's entry ([`hearth_core::Policy::warm`]), and, twice as far,
-/// the index line `warm` will read ([`hearth_core::Policy::warm_index`]):
-/// the simulator's replayer's distances.
-const WARM_AHEAD: u64 = 8;
-const WARM_INDEX_AHEAD: u64 = 2 * WARM_AHEAD;
+/// [`hearth_core::WARM_AHEAD`] and [`hearth_core::WARM_INDEX_AHEAD`] in
+/// blocks: the simulator's replayer's distances.
+const WARM_AHEAD: u64 = hearth_core::WARM_AHEAD as u64;
+const WARM_INDEX_AHEAD: u64 = hearth_core::WARM_INDEX_AHEAD as u64;
 
 fn renamed(a: &Access) -> Access {
     Access { key: run_keyed(a.key), ..*a }

@@ -64,7 +64,7 @@ use hearth_core::{Access, Key, Op, Policy, RunMap, RunSet};
 use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
 use hearth_prefetch::{Class, Partition};
 
-use crate::backend::{writable, Backend, Extent};
+use crate::backend::{writable, Backend, BlockBuffers, Extent};
 use crate::stripes::{Glance, WriteStripes};
 use block_core::BlockCore;
 

@@ -308,7 +308,7 @@ impl BlockCache {
 /// Blocks [`BlockCache::fetch`] read from the backend, neighbours in order.
 pub(super) enum Fetched {
     /// The backend's own buffers, one per block: the cache keeps them.
-    Shared(Vec<BlockBuf>),
+    Shared(BlockBuffers),
     /// Their bytes in one buffer (the last block may be short): copied into
     /// cache buffers when stored.
     Bytes(Vec<u8>),
@@ -326,10 +326,10 @@ impl Fetched {
 
     /// The shared buffers in order (none for bytes), and the bytes (empty
     /// for shared buffers).
-    pub(super) fn into_parts(self) -> (std::vec::IntoIter<BlockBuf>, Vec<u8>) {
+    pub(super) fn into_parts(self) -> (smallvec::IntoIter<[BlockBuf; 1]>, Vec<u8>) {
         match self {
             Fetched::Shared(buffers) => (buffers.into_iter(), Vec::new()),
-            Fetched::Bytes(bytes) => (Vec::new().into_iter(), bytes),
+            Fetched::Bytes(bytes) => (BlockBuffers::new().into_iter(), bytes),
         }
     }
 }

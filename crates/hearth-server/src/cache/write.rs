@@ -2,6 +2,8 @@
 //! TRIM and WRITE_ZEROES, with per-stripe write tracking (what lets a racing
 //! read know its data may be stale).
 
+use smallvec::SmallVec;
+
 use super::*;
 
 impl BlockCache {
@@ -53,7 +55,7 @@ impl BlockCache {
         let held = self.hold_mode();
         let mode = self.mode();
         if self.takes_block_buffers(mode, offset, len) {
-            return self.write_through(offset, Payload::Blocks(blocks, len), fua, mode);
+            return self.write_through(offset, Payload::Blocks(BlockBuffers::from_vec(blocks), len), fua, mode);
         }
         // The mode changed since the buffers were handed out: write their bytes.
         drop(held);
@@ -69,8 +71,8 @@ impl BlockCache {
 
     /// A kept (unshared) buffer from the free list for each block of
     /// `range` while there are any; new ones are made by the caller, after
-    /// the lock is released.
-    fn kept_buffers(&self, range: std::ops::Range<u64>) -> Vec<Option<BlockBuf>> {
+    /// the lock is released. One block's is kept inline (no allocation).
+    fn kept_buffers(&self, range: std::ops::Range<u64>) -> SmallVec<[Option<BlockBuf>; 1]> {
         let mut inner = self.lock();
         range.map(|_| inner.free.pop()).collect()
     }
@@ -79,7 +81,7 @@ impl BlockCache {
     /// `offset`: the backend first, then the cache.
     fn write_through(&self, offset: u64, payload: Payload<'_>, fua: bool, mode: CacheMode) -> io::Result<()> {
         let (data, fresh, len) = match payload {
-            Payload::Bytes(data) => (data, Vec::new(), data.len() as u64),
+            Payload::Bytes(data) => (data, BlockBuffers::new(), data.len() as u64),
             Payload::Blocks(fresh, len) => (&[][..], fresh, len),
         };
         let range = self.block_range(offset, len);
@@ -195,5 +197,5 @@ impl BlockCache {
 /// A write's payload: its bytes, or block buffers holding its `len` bytes.
 enum Payload<'a> {
     Bytes(&'a [u8]),
-    Blocks(Vec<BlockBuf>, u64),
+    Blocks(BlockBuffers, u64),
 }
