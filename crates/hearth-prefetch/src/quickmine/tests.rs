@@ -250,7 +250,7 @@ fn lookahead_chains_past_the_mining_window() {
     assert_eq!(far[1], vec![3, 4, 5]);
 }
 
-/// A hit triggers no lookup in the paper's QuickMine; with `on_hit` it
+/// A hit triggers no lookup in the paper's QuickMine; with hit lookups it
 /// does, and asks for what is not cached.
 #[test]
 fn lookups_on_hits_prefetch_after_a_hit() {
@@ -266,7 +266,7 @@ fn lookups_on_hits_prefetch_after_a_hit() {
         out
     };
     assert!(after_hit(config(3)).is_empty());
-    assert_eq!(after_hit(Config { on_hit: true, ..config(3) }), vec![3]);
+    assert_eq!(after_hit(Config { hit_lookups: HitLookups::Shared, ..config(3) }), vec![3]);
 }
 
 /// A template whose prefetches are all used, but demanded `gap_ns` after
