@@ -50,13 +50,6 @@
 //!   needs support [`FALLBACK_SUPPORT`], and each fallback kind has its own
 //!   per-template throttle, which never sees the base rules' outcomes nor
 //!   they its own (`docs/dev/prefetch-fallback-remedies.md`).
-//! - **Hit lookups** ([`HitLookups`], `docs/dev/prefetch-hit-lookup-remedies.md`):
-//!   hits look rules up too, either sharing the throttles (`qm-account`) or
-//!   with their prefetches a kind of their own, throttled per template on
-//!   their own, so a poor hit lookup silences only itself; braked
-//!   (`qm-hits-braked`), that throttle is also charged a wasted outcome for
-//!   each miss lookup's prefetch its prefetches pushed out of the partition
-//!   that a demand then missed.
 
 use std::collections::VecDeque;
 
@@ -74,23 +67,6 @@ pub const FALLBACK_SUPPORT: u32 = 2;
 /// Which rules a lookup's candidates came from: the base (every kind but
 /// the fallbacks), or fallback one-block or position rules.
 const BASE: usize = 0;
-
-/// The kind of the prefetches of hit lookups throttled on their own.
-const HIT: usize = 3;
-
-/// Which hits look rules up (a miss or promote always does, as the paper's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HitLookups {
-    /// None (the paper).
-    Never,
-    /// Every hit, its prefetches throttled with those of misses.
-    Shared,
-    /// Every hit, its prefetches a kind of their own with their own
-    /// per-template throttle. `braked`: that throttle is charged a wasted
-    /// outcome for each miss lookup's prefetch a hit lookup's prefetches
-    /// pushed out of the partition and a demand then missed.
-    Throttled { braked: bool },
-}
 
 /// Class of I/O outside any begun context.
 pub const NO_CLASS: u32 = u32::MAX;
@@ -122,9 +98,9 @@ pub struct Config {
     /// A prefetch demanded sooner than this after its issue counts as
     /// wasted (0: off, as in the paper).
     pub late_ns: u64,
-    /// Which hits look rules up too, not only misses and promotes (none in
+    /// Look rules up on hits too, not only on misses and promotes (off in
     /// the paper; the miss account's "no lookup").
-    pub hit_lookups: HitLookups,
+    pub on_hit: bool,
     /// One-block and position rules only where the longest prefix has no
     /// candidate, with support and throttles of their own (needs orders
     /// 1..=2 and positions).
@@ -148,7 +124,7 @@ impl Config {
             by_position: false,
             ahead: 1,
             late_ns: 0,
-            hit_lookups: HitLookups::Never,
+            on_hit: false,
             fallback: false,
         }
     }
@@ -171,22 +147,6 @@ struct Context {
     degree: usize,
     /// The fallback kinds' degrees (one-block, position).
     fallback_degrees: [usize; 2],
-    /// The degree of hit lookups throttled on their own.
-    hit_degree: usize,
-    /// Blocks this context's lookups asked for that are remembered in
-    /// [`QuickMine::pushed_out`] (some may have been forgotten since).
-    pushed_out: Vec<Key>,
-}
-
-/// A miss lookup's prefetch pushed out of the partition, unused, by a hit
-/// lookup's prefetches: remembered while the context that asked for it is
-/// open, so a miss on it can be charged to the hit lookups.
-#[derive(Clone, Copy)]
-struct PushedOut {
-    /// The context key of the lookup that asked for it.
-    ctx: u64,
-    /// The template of the hit lookup that pushed it out.
-    pusher: u32,
 }
 
 /// A prefetch awaiting its outcome.
@@ -196,11 +156,8 @@ struct Outstanding {
     issued_ns: u64,
     /// Demanded before it could have arrived.
     late: bool,
-    /// The rules it came from ([`BASE`], or 1 + the fallback kind), or
-    /// [`HIT`] for a hit lookup throttled on its own.
+    /// The rules it came from ([`BASE`], or 1 + the fallback kind).
     kind: usize,
-    /// The context key of the lookup that asked for it.
-    ctx: u64,
 }
 
 pub struct QuickMine {
@@ -211,14 +168,6 @@ pub struct QuickMine {
     throttle: Throttle,
     /// The fallback kinds' own throttles (one-block, position).
     fallback_throttles: [Throttle; 2],
-    /// The throttle of [`HitLookups::Throttled`]'s prefetches.
-    hit_throttle: Throttle,
-    /// The template of the last read's lookup if it was a hit lookup that
-    /// asked for blocks: prefetches that leave unused before the next read
-    /// is looked at were pushed out by its blocks.
-    pusher: Option<u32>,
-    /// Miss lookups' prefetches pushed out by hit lookups' (braked only).
-    pushed_out: KeyMap<PushedOut>,
     /// The rules the last lookup step's candidates came from.
     kind: usize,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
@@ -251,9 +200,6 @@ impl QuickMine {
             spare: Vec::new(),
             throttle: Throttle::default(),
             fallback_throttles: Default::default(),
-            hit_throttle: Throttle::default(),
-            pusher: None,
-            pushed_out: KeyMap::default(),
             kind: BASE,
             outstanding: KeyMap::default(),
             scratch: Vec::new(),
@@ -294,19 +240,6 @@ impl QuickMine {
         }
     }
 
-    /// The throttle prefetches of `kind` count for.
-    fn throttle_of(&mut self, kind: usize) -> &mut Throttle {
-        match kind {
-            BASE => &mut self.throttle,
-            HIT => &mut self.hit_throttle,
-            k => &mut self.fallback_throttles[k - 1],
-        }
-    }
-
-    fn braked(&self) -> bool {
-        self.cfg.hit_lookups == HitLookups::Throttled { braked: true }
-    }
-
     fn open(&mut self, ctx: u32, class: u32) {
         let full = self.cfg.degree;
         let degree = if self.cfg.throttle { self.throttle.degree(class, full) } else { full };
@@ -316,26 +249,13 @@ impl QuickMine {
                 *d = if self.cfg.throttle { t.degree(class, full) } else { full };
             }
         }
-        let hit_degree = match self.cfg.hit_lookups {
-            HitLookups::Throttled { .. } if self.cfg.throttle => self.hit_throttle.degree(class, full),
-            HitLookups::Throttled { .. } => full,
-            _ => 0,
-        };
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
         let key = self.context_key(ctx);
-        let c = Context {
-            class,
-            recent,
-            mined: 0,
-            dropped: 0,
-            degree,
-            fallback_degrees,
-            hit_degree,
-            pushed_out: Vec::new(),
-        };
-        if let Some(old) = self.contexts.insert(key, c) {
-            self.close(key, old);
+        if let Some(old) =
+            self.contexts.insert(key, Context { class, recent, mined: 0, dropped: 0, degree, fallback_degrees })
+        {
+            self.close(old);
         }
     }
 
@@ -376,32 +296,13 @@ impl QuickMine {
         }
     }
 
-    /// Mines the windows not mined yet (they end with the sequence),
-    /// forgets the pushed-out blocks its lookups asked for, and recycles
-    /// the buffer.
-    fn close(&mut self, key: u64, c: Context) {
+    /// Mines the windows not mined yet (they end with the sequence) and
+    /// recycles the buffer.
+    fn close(&mut self, c: Context) {
         for e in c.mined..c.recent.len() {
             Self::mine_at(&mut self.rules, &self.cfg, &c, e);
         }
-        for block in c.pushed_out {
-            if self.pushed_out.get(&block).is_some_and(|p| p.ctx == key) {
-                self.pushed_out.remove(&block);
-            }
-        }
         self.spare.push(c.recent);
-    }
-
-    /// Remembers `block`, asked for by context `ctx` and just pushed out
-    /// unused by the prefetches of a hit lookup of `pusher`.
-    fn remember_pushed_out(&mut self, block: Key, ctx: u64, pusher: u32) {
-        let Some(c) = self.contexts.get_mut(&ctx) else { return };
-        self.pushed_out.insert(block, PushedOut { ctx, pusher });
-        c.pushed_out.push(block);
-        // Keep the list within twice its live entries (amortised O(1)).
-        if c.pushed_out.len() > 2 * self.pushed_out.len() + 16 {
-            let live = &self.pushed_out;
-            c.pushed_out.retain(|b| live.get(b).is_some_and(|p| p.ctx == ctx));
-        }
     }
 
     /// Appends to `scratch` the suffixes predicted from `history` (longest
@@ -475,9 +376,7 @@ impl Prefetcher for QuickMine {
             (c.by_position, "position"),
             (c.ahead > 1, ahead.as_str()),
             (c.late_ns > 0, "timely"),
-            (c.hit_lookups == HitLookups::Shared, "lookups on hits"),
-            (matches!(c.hit_lookups, HitLookups::Throttled { .. }), "lookups on hits, throttled apart"),
-            (self.braked(), "braked"),
+            (c.on_hit, "lookups on hits"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
@@ -502,19 +401,12 @@ impl Prefetcher for QuickMine {
     fn end(&mut self, ctx: u32) {
         if self.cfg.context_aware {
             if let Some(c) = self.contexts.remove(&u64::from(ctx)) {
-                self.close(u64::from(ctx), c);
+                self.close(c);
             }
         }
     }
 
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
-        self.pusher = None;
-        if d.class == Class::Miss {
-            if let Some(p) = self.pushed_out.remove(&d.block) {
-                // A hit lookup's prefetches pushed this block out, and it cost a miss.
-                self.hit_throttle.outcome(p.pusher, false);
-            }
-        }
         let key = self.context_key(d.ctx);
         if !self.contexts.contains_key(&key) {
             // I/O outside any context (or the context-oblivious variant):
@@ -536,28 +428,27 @@ impl Prefetcher for QuickMine {
             }
             c.mined = max_order;
         }
-        let (class, degree, fallback_degrees, hit_degree) = (c.class, c.degree, c.fallback_degrees, c.hit_degree);
+        let (class, degree, fallback_degrees) = (c.class, c.degree, c.fallback_degrees);
         let position = c.dropped + c.recent.len() as u64 - 1;
         self.history.clear();
         self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
         if d.class == Class::Promote {
             if let Some(o) = self.outstanding.get_mut(&d.block) {
                 o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
-                let (issuer, kind) = (o.class, o.kind);
-                self.throttle_of(kind).promoted(issuer, class);
+                match o.kind {
+                    BASE => self.throttle.promoted(o.class, class),
+                    k => self.fallback_throttles[k - 1].promoted(o.class, class),
+                }
             }
         }
-        let hit_lookup = d.class == Class::Hit && self.cfg.hit_lookups != HitLookups::Never;
-        let trigger = hit_lookup || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
-        // A hit lookup throttled apart prefetches at its own degree, whatever rules answer.
-        let own = hit_lookup && matches!(self.cfg.hit_lookups, HitLookups::Throttled { .. });
-        self.explain_start(trigger, if own { hit_degree } else { degree });
+        let trigger = self.cfg.on_hit || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
+        self.explain_start(trigger, degree);
         // The paper's rules need two blocks; shorter prefixes and positions
         // can predict from the first.
         if self.history.len() < self.cfg.min_order && !self.cfg.by_position {
             return;
         }
-        let any_degree = if own { hit_degree } else { degree.max(fallback_degrees[0]).max(fallback_degrees[1]) };
+        let any_degree = degree.max(fallback_degrees[0]).max(fallback_degrees[1]);
         if !trigger || any_degree == 0 {
             if self.explained.is_some() {
                 // What a lookup would have found, for the account only.
@@ -567,12 +458,10 @@ impl Prefetcher for QuickMine {
             }
             return;
         }
-        let first = out.len();
         for step in 0..self.cfg.ahead {
             self.scratch.clear();
             self.predict(class, position + step as u64, true);
             let (kind, degree) = match self.kind {
-                _ if own => (HIT, hit_degree.min(self.cfg.degree)),
                 BASE => (BASE, degree),
                 k => (k, fallback_degrees[k - 1].min(self.cfg.degree)),
             };
@@ -587,10 +476,7 @@ impl Prefetcher for QuickMine {
                 }
                 if !cached(s.block) && s.block != d.block && !out.contains(&s.block) {
                     out.push(s.block);
-                    self.outstanding
-                        .insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false, kind, ctx: key });
-                    // Asked for again: a miss on it is no longer the push-out's.
-                    self.pushed_out.remove(&s.block);
+                    self.outstanding.insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false, kind });
                 }
             }
             // The guessed next read: the suffix most often right after.
@@ -600,17 +486,12 @@ impl Prefetcher for QuickMine {
             let keep = self.history.len().saturating_sub(max_order);
             self.history.drain(..keep);
         }
-        if own && out.len() > first {
-            self.pusher = Some(class);
-        }
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
-        let Some(Outstanding { class, late, kind, ctx, .. }) = self.outstanding.remove(&block) else { return };
-        self.throttle_of(kind).outcome(class, used && !late);
-        if let Some(pusher) = self.pusher.filter(|_| !used && kind != HIT && self.braked()) {
-            self.remember_pushed_out(block, ctx, pusher);
-        }
+        let Some(Outstanding { class, late, kind, .. }) = self.outstanding.remove(&block) else { return };
+        let throttle = if kind == BASE { &mut self.throttle } else { &mut self.fallback_throttles[kind - 1] };
+        throttle.outcome(class, used && !late);
     }
 
     fn rule_count(&self) -> usize {
