@@ -63,9 +63,9 @@
 //!   missed most of the cost (see the measurements below). A spare block used saves a miss QuickMine
 //!   would have had; a displacement miss is one it would not. One gate over
 //!   all kinds and templates keeps the net: over each window of 64 such
-//!   events (the throttle's [`WINDOW`]) the spare tier stays open if it
+//!   events (the throttle's [`WINDOW`](crate::throttle::WINDOW)) the spare tier stays open if it
 //!   saved at least as many misses as it cost, else it closes and only one
-//!   trigger in 16 ([`PROBE_EVERY`]) issues extras, whose outcomes can open
+//!   trigger in 16 ([`PROBE_EVERY`](crate::throttle::PROBE_EVERY)) issues extras, whose outcomes can open
 //!   it again. The per-kind throttles still decide each kind's degree. The
 //!   server's partition sits beside its main cache rather than inside it,
 //!   so there spare blocks displace nothing, no displacement miss is
@@ -96,7 +96,7 @@ use hearth_core::{Key, KeyMap};
 
 use crate::quickmine::{Config, QuickMine, NO_CLASS};
 use crate::rules::{PrefixKey, Suffix};
-use crate::throttle::{Throttle, PROBE_EVERY, WINDOW};
+use crate::throttle::{NetGate, Throttle};
 use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
 
 /// The kinds of extra candidate, in the order they are taken (the
@@ -110,48 +110,6 @@ pub enum Kind {
 }
 
 pub const KINDS: [Kind; 4] = [Kind::Longer, Kind::Shorter, Kind::Position, Kind::Ahead];
-
-/// The spare tier's net benefit, all kinds and templates together: spare
-/// blocks used (misses the extras saved) against displacement misses
-/// (misses the room they borrowed from the main cache cost). Over each
-/// [`WINDOW`] of such events the tier stays open if it saved at least as
-/// many misses as it cost; closed, only one trigger in [`PROBE_EVERY`]
-/// issues extras, whose outcomes can open it again.
-struct SpareGate {
-    saved: u32,
-    cost: u32,
-    open: bool,
-    closed_triggers: u32,
-}
-
-impl SpareGate {
-    fn record(&mut self, saved: bool) {
-        if saved {
-            self.saved += 1;
-        } else {
-            self.cost += 1;
-        }
-        if self.saved + self.cost >= WINDOW {
-            self.open = self.saved >= self.cost;
-            (self.saved, self.cost) = (0, 0);
-        }
-    }
-
-    /// Whether this trigger may issue extras.
-    fn allows(&mut self) -> bool {
-        if self.open {
-            return true;
-        }
-        self.closed_triggers = self.closed_triggers.wrapping_add(1);
-        self.closed_triggers.is_multiple_of(PROBE_EVERY)
-    }
-}
-
-impl Default for SpareGate {
-    fn default() -> Self {
-        SpareGate { saved: 0, cost: 0, open: true, closed_triggers: 0 }
-    }
-}
 
 /// An extra prefetch awaiting its outcome.
 #[derive(Clone, Copy)]
@@ -171,7 +129,7 @@ pub struct Guarded {
     /// Each open context's degree per kind, set when it opens.
     degrees: KeyMap<[usize; 4]>,
     outstanding: KeyMap<Extra>,
-    gate: SpareGate,
+    gate: NetGate,
     /// The last access's extra blocks, for `take_spare`.
     spare: Vec<Key>,
     degree: usize,
@@ -200,7 +158,7 @@ impl Guarded {
             throttles: Default::default(),
             degrees: KeyMap::default(),
             outstanding: KeyMap::default(),
-            gate: SpareGate::default(),
+            gate: NetGate::default(),
             spare: Vec::new(),
             late_ns,
             history: Vec::new(),

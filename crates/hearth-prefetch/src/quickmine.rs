@@ -50,6 +50,14 @@
 //!   needs support [`FALLBACK_SUPPORT`], and each fallback kind has its own
 //!   per-template throttle, which never sees the base rules' outcomes nor
 //!   they its own (`docs/dev/prefetch-fallback-remedies.md`).
+//! - **Hit lookups** ([`HitLookups`], `docs/dev/prefetch-hit-lookup-remedies.md`):
+//!   hits look rules up too, either sharing the throttles (`qm-account`) or
+//!   with their prefetches a kind of their own, throttled per template on
+//!   their own, so a poor hit lookup silences only itself; gated
+//!   (`qm-hits-gated`), all hit lookups together also pass a net-benefit
+//!   gate ([`NetGate`], `qm-guarded`'s): their prefetches used in time
+//!   against miss lookups' prefetches they pushed out of the partition that
+//!   a demand then missed.
 
 use std::collections::VecDeque;
 
@@ -57,7 +65,7 @@ use hearth_core::{Key, KeyMap};
 
 use crate::account::Lookup;
 pub use crate::rules::{PrefixKey, RuleCache, Suffix};
-use crate::throttle::Throttle;
+use crate::throttle::{NetGate, Throttle};
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
 use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
 
@@ -67,6 +75,24 @@ pub const FALLBACK_SUPPORT: u32 = 2;
 /// Which rules a lookup's candidates came from: the base (every kind but
 /// the fallbacks), or fallback one-block or position rules.
 const BASE: usize = 0;
+
+/// The kind of the prefetches of hit lookups throttled on their own.
+const HIT: usize = 3;
+
+/// Which hits look rules up (a miss or promote always does, as the paper's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HitLookups {
+    /// None (the paper).
+    Never,
+    /// Every hit, its prefetches throttled with those of misses.
+    Shared,
+    /// Every hit, its prefetches a kind of their own with their own
+    /// per-template throttle. `gated`: all of them issue only while a
+    /// [`NetGate`] over their prefetches used in time against the miss
+    /// lookups' prefetches they pushed out of the partition and a demand
+    /// then missed is open.
+    Throttled { gated: bool },
+}
 
 /// Class of I/O outside any begun context.
 pub const NO_CLASS: u32 = u32::MAX;
@@ -98,9 +124,9 @@ pub struct Config {
     /// A prefetch demanded sooner than this after its issue counts as
     /// wasted (0: off, as in the paper).
     pub late_ns: u64,
-    /// Look rules up on hits too, not only on misses and promotes (off in
+    /// Which hits look rules up too, not only misses and promotes (none in
     /// the paper; the miss account's "no lookup").
-    pub on_hit: bool,
+    pub hit_lookups: HitLookups,
     /// One-block and position rules only where the longest prefix has no
     /// candidate, with support and throttles of their own (needs orders
     /// 1..=2 and positions).
@@ -124,7 +150,7 @@ impl Config {
             by_position: false,
             ahead: 1,
             late_ns: 0,
-            on_hit: false,
+            hit_lookups: HitLookups::Never,
             fallback: false,
         }
     }
@@ -147,7 +173,18 @@ struct Context {
     degree: usize,
     /// The fallback kinds' degrees (one-block, position).
     fallback_degrees: [usize; 2],
+    /// The degree of hit lookups throttled on their own.
+    hit_degree: usize,
+    /// Blocks this context's lookups asked for that are remembered in
+    /// [`QuickMine::pushed_out`] (some may have been forgotten since).
+    pushed_out: Vec<Key>,
 }
+
+/// A miss lookup's prefetch pushed out of the partition, unused, by a hit
+/// lookup's prefetches: remembered while the context that asked for it is
+/// open, so a miss on it can be charged to the hit lookups. The value is
+/// the context key of the lookup that asked for it.
+type PushedOut = u64;
 
 /// A prefetch awaiting its outcome.
 #[derive(Clone, Copy)]
@@ -156,8 +193,11 @@ struct Outstanding {
     issued_ns: u64,
     /// Demanded before it could have arrived.
     late: bool,
-    /// The rules it came from ([`BASE`], or 1 + the fallback kind).
+    /// The rules it came from ([`BASE`], or 1 + the fallback kind), or
+    /// [`HIT`] for a hit lookup throttled on its own.
     kind: usize,
+    /// The context key of the lookup that asked for it.
+    ctx: u64,
 }
 
 pub struct QuickMine {
@@ -168,6 +208,16 @@ pub struct QuickMine {
     throttle: Throttle,
     /// The fallback kinds' own throttles (one-block, position).
     fallback_throttles: [Throttle; 2],
+    /// The throttle of [`HitLookups::Throttled`]'s prefetches.
+    hit_throttle: Throttle,
+    /// The last read's lookup was a hit lookup that asked for blocks:
+    /// prefetches that leave unused before the next read is looked at were
+    /// pushed out by its blocks.
+    pushing: bool,
+    /// Miss lookups' prefetches pushed out by hit lookups' (gated only).
+    pushed_out: KeyMap<PushedOut>,
+    /// The hit lookups' net benefit (gated only).
+    hit_gate: NetGate,
     /// The rules the last lookup step's candidates came from.
     kind: usize,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
@@ -200,6 +250,10 @@ impl QuickMine {
             spare: Vec::new(),
             throttle: Throttle::default(),
             fallback_throttles: Default::default(),
+            hit_throttle: Throttle::default(),
+            pushing: false,
+            pushed_out: KeyMap::default(),
+            hit_gate: NetGate::default(),
             kind: BASE,
             outstanding: KeyMap::default(),
             scratch: Vec::new(),
@@ -240,6 +294,19 @@ impl QuickMine {
         }
     }
 
+    /// The throttle prefetches of `kind` count for.
+    fn throttle_of(&mut self, kind: usize) -> &mut Throttle {
+        match kind {
+            BASE => &mut self.throttle,
+            HIT => &mut self.hit_throttle,
+            k => &mut self.fallback_throttles[k - 1],
+        }
+    }
+
+    fn gated(&self) -> bool {
+        self.cfg.hit_lookups == HitLookups::Throttled { gated: true }
+    }
+
     fn open(&mut self, ctx: u32, class: u32) {
         let full = self.cfg.degree;
         let degree = if self.cfg.throttle { self.throttle.degree(class, full) } else { full };
@@ -249,13 +316,26 @@ impl QuickMine {
                 *d = if self.cfg.throttle { t.degree(class, full) } else { full };
             }
         }
+        let hit_degree = match self.cfg.hit_lookups {
+            HitLookups::Throttled { .. } if self.cfg.throttle => self.hit_throttle.degree(class, full),
+            HitLookups::Throttled { .. } => full,
+            _ => 0,
+        };
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
         let key = self.context_key(ctx);
-        if let Some(old) =
-            self.contexts.insert(key, Context { class, recent, mined: 0, dropped: 0, degree, fallback_degrees })
-        {
-            self.close(old);
+        let c = Context {
+            class,
+            recent,
+            mined: 0,
+            dropped: 0,
+            degree,
+            fallback_degrees,
+            hit_degree,
+            pushed_out: Vec::new(),
+        };
+        if let Some(old) = self.contexts.insert(key, c) {
+            self.close(key, old);
         }
     }
 
@@ -296,13 +376,32 @@ impl QuickMine {
         }
     }
 
-    /// Mines the windows not mined yet (they end with the sequence) and
-    /// recycles the buffer.
-    fn close(&mut self, c: Context) {
+    /// Mines the windows not mined yet (they end with the sequence),
+    /// forgets the pushed-out blocks its lookups asked for, and recycles
+    /// the buffer.
+    fn close(&mut self, key: u64, c: Context) {
         for e in c.mined..c.recent.len() {
             Self::mine_at(&mut self.rules, &self.cfg, &c, e);
         }
+        for block in c.pushed_out {
+            if self.pushed_out.get(&block) == Some(&key) {
+                self.pushed_out.remove(&block);
+            }
+        }
         self.spare.push(c.recent);
+    }
+
+    /// Remembers `block`, asked for by context `ctx` and just pushed out
+    /// unused by the prefetches of a hit lookup.
+    fn remember_pushed_out(&mut self, block: Key, ctx: u64) {
+        let Some(c) = self.contexts.get_mut(&ctx) else { return };
+        self.pushed_out.insert(block, ctx);
+        c.pushed_out.push(block);
+        // Keep the list within twice its live entries (amortised O(1)).
+        if c.pushed_out.len() > 2 * self.pushed_out.len() + 16 {
+            let live = &self.pushed_out;
+            c.pushed_out.retain(|b| live.get(b) == Some(&ctx));
+        }
     }
 
     /// Appends to `scratch` the suffixes predicted from `history` (longest
@@ -376,7 +475,9 @@ impl Prefetcher for QuickMine {
             (c.by_position, "position"),
             (c.ahead > 1, ahead.as_str()),
             (c.late_ns > 0, "timely"),
-            (c.on_hit, "lookups on hits"),
+            (c.hit_lookups == HitLookups::Shared, "lookups on hits"),
+            (matches!(c.hit_lookups, HitLookups::Throttled { .. }), "lookups on hits, throttled apart"),
+            (self.gated(), "gated"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
@@ -401,12 +502,17 @@ impl Prefetcher for QuickMine {
     fn end(&mut self, ctx: u32) {
         if self.cfg.context_aware {
             if let Some(c) = self.contexts.remove(&u64::from(ctx)) {
-                self.close(c);
+                self.close(u64::from(ctx), c);
             }
         }
     }
 
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
+        self.pushing = false;
+        if d.class == Class::Miss && self.pushed_out.remove(&d.block).is_some() {
+            // A hit lookup's prefetches pushed this block out, and it cost a miss.
+            self.hit_gate.record(false);
+        }
         let key = self.context_key(d.ctx);
         if !self.contexts.contains_key(&key) {
             // I/O outside any context (or the context-oblivious variant):
@@ -428,27 +534,36 @@ impl Prefetcher for QuickMine {
             }
             c.mined = max_order;
         }
-        let (class, degree, fallback_degrees) = (c.class, c.degree, c.fallback_degrees);
+        let (class, degree, fallback_degrees, hit_degree) = (c.class, c.degree, c.fallback_degrees, c.hit_degree);
         let position = c.dropped + c.recent.len() as u64 - 1;
         self.history.clear();
         self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
         if d.class == Class::Promote {
             if let Some(o) = self.outstanding.get_mut(&d.block) {
                 o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
-                match o.kind {
-                    BASE => self.throttle.promoted(o.class, class),
-                    k => self.fallback_throttles[k - 1].promoted(o.class, class),
-                }
+                let (issuer, kind) = (o.class, o.kind);
+                self.throttle_of(kind).promoted(issuer, class);
             }
         }
-        let trigger = self.cfg.on_hit || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
-        self.explain_start(trigger, degree);
+        let hit_lookup = d.class == Class::Hit && self.cfg.hit_lookups != HitLookups::Never;
+        let trigger = hit_lookup || if self.cfg.on_promote { is_trigger(d.class) } else { d.class == Class::Miss };
+        // A hit lookup throttled apart prefetches at its own degree, whatever rules answer.
+        let own = hit_lookup && matches!(self.cfg.hit_lookups, HitLookups::Throttled { .. });
         // The paper's rules need two blocks; shorter prefixes and positions
         // can predict from the first.
-        if self.history.len() < self.cfg.min_order && !self.cfg.by_position {
+        let can_predict = self.history.len() >= self.cfg.min_order || self.cfg.by_position;
+        // Gated, a hit lookup that would issue does so only while the hit
+        // lookups save at least what they cost, or as one probe in 16.
+        let hit_degree = if own && hit_degree > 0 && can_predict && self.gated() && !self.hit_gate.allows() {
+            0
+        } else {
+            hit_degree
+        };
+        self.explain_start(trigger, if own { hit_degree } else { degree });
+        if !can_predict {
             return;
         }
-        let any_degree = degree.max(fallback_degrees[0]).max(fallback_degrees[1]);
+        let any_degree = if own { hit_degree } else { degree.max(fallback_degrees[0]).max(fallback_degrees[1]) };
         if !trigger || any_degree == 0 {
             if self.explained.is_some() {
                 // What a lookup would have found, for the account only.
@@ -458,10 +573,12 @@ impl Prefetcher for QuickMine {
             }
             return;
         }
+        let first = out.len();
         for step in 0..self.cfg.ahead {
             self.scratch.clear();
             self.predict(class, position + step as u64, true);
             let (kind, degree) = match self.kind {
+                _ if own => (HIT, hit_degree.min(self.cfg.degree)),
                 BASE => (BASE, degree),
                 k => (k, fallback_degrees[k - 1].min(self.cfg.degree)),
             };
@@ -476,7 +593,10 @@ impl Prefetcher for QuickMine {
                 }
                 if !cached(s.block) && s.block != d.block && !out.contains(&s.block) {
                     out.push(s.block);
-                    self.outstanding.insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false, kind });
+                    self.outstanding
+                        .insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false, kind, ctx: key });
+                    // Asked for again: a miss on it is no longer the push-out's.
+                    self.pushed_out.remove(&s.block);
                 }
             }
             // The guessed next read: the suffix most often right after.
@@ -486,12 +606,20 @@ impl Prefetcher for QuickMine {
             let keep = self.history.len().saturating_sub(max_order);
             self.history.drain(..keep);
         }
+        if own && out.len() > first {
+            self.pushing = true;
+        }
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
-        let Some(Outstanding { class, late, kind, .. }) = self.outstanding.remove(&block) else { return };
-        let throttle = if kind == BASE { &mut self.throttle } else { &mut self.fallback_throttles[kind - 1] };
-        throttle.outcome(class, used && !late);
+        let Some(Outstanding { class, late, kind, ctx, .. }) = self.outstanding.remove(&block) else { return };
+        self.throttle_of(kind).outcome(class, used && !late);
+        if kind == HIT && used && !late && self.gated() {
+            self.hit_gate.record(true);
+        }
+        if self.pushing && !used && kind != HIT && self.gated() {
+            self.remember_pushed_out(block, ctx);
+        }
     }
 
     fn rule_count(&self) -> usize {

@@ -21,6 +21,48 @@ pub const PROBE_EVERY: u32 = 16;
 /// Fewest promotes of one class's prefetches by another that can make them
 /// symbiotic.
 pub const SYMBIOTIC_USES: u32 = 8;
+/// Net benefit of a set of extra prefetches (`qm-guarded`'s spare tier,
+/// `qm-hits-gated`'s hit lookups), all kinds and templates together:
+/// misses they saved against misses they cost. Over each [`WINDOW`] of
+/// such events the gate stays open if they saved at least as many misses
+/// as they cost; closed, only one trigger in [`PROBE_EVERY`] issues them,
+/// whose outcomes can open it again.
+pub(crate) struct NetGate {
+    saved: u32,
+    cost: u32,
+    open: bool,
+    closed_triggers: u32,
+}
+
+impl NetGate {
+    pub(crate) fn record(&mut self, saved: bool) {
+        if saved {
+            self.saved += 1;
+        } else {
+            self.cost += 1;
+        }
+        if self.saved + self.cost >= WINDOW {
+            self.open = self.saved >= self.cost;
+            (self.saved, self.cost) = (0, 0);
+        }
+    }
+
+    /// Whether this trigger may issue.
+    pub(crate) fn allows(&mut self) -> bool {
+        if self.open {
+            return true;
+        }
+        self.closed_triggers = self.closed_triggers.wrapping_add(1);
+        self.closed_triggers.is_multiple_of(PROBE_EVERY)
+    }
+}
+
+impl Default for NetGate {
+    fn default() -> Self {
+        NetGate { saved: 0, cost: 0, open: true, closed_triggers: 0 }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
     #[default]

@@ -250,7 +250,7 @@ fn lookahead_chains_past_the_mining_window() {
     assert_eq!(far[1], vec![3, 4, 5]);
 }
 
-/// A hit triggers no lookup in the paper's QuickMine; with `on_hit` it
+/// A hit triggers no lookup in the paper's QuickMine; with hit lookups it
 /// does, and asks for what is not cached.
 #[test]
 fn lookups_on_hits_prefetch_after_a_hit() {
@@ -266,7 +266,7 @@ fn lookups_on_hits_prefetch_after_a_hit() {
         out
     };
     assert!(after_hit(config(3)).is_empty());
-    assert_eq!(after_hit(Config { on_hit: true, ..config(3) }), vec![3]);
+    assert_eq!(after_hit(Config { hit_lookups: HitLookups::Shared, ..config(3) }), vec![3]);
 }
 
 /// A template whose prefetches are all used, but demanded `gap_ns` after
@@ -356,4 +356,72 @@ fn fallback_rules_fill_in_only_where_the_longest_prefix_has_none() {
     let orders = Config { min_order: 1, max_order: 2, ..config(1) };
     assert_eq!(prefetched_along(orders.clone(), seqs, &[1, 2])[1], vec![3, 4, 5]);
     assert_eq!(prefetched_along(orders, seqs, &[6, 2])[1], vec![3, 4, 5]);
+}
+
+/// 400 contexts of one template, with a prefetch partition of 8 blocks
+/// (the oldest pushed out by each arrival): misses on 1, 2 ask for
+/// 30..=37 (filling it); hits on 7, 8 (main cache) ask for 9..=12, of
+/// which only 9 is ever used (a hit throttle at half degree), pushing out
+/// 30..=33. Then 9 and, if `read_pushed`, 30..=37 are
+/// read: the pushed-out ones miss. Returns the blocks hit lookups asked
+/// for and the misses on pushed-out blocks.
+fn hit_lookups_pushing_out(gated: bool, read_pushed: bool) -> (usize, usize) {
+    let cfg = Config { hit_lookups: HitLookups::Throttled { gated }, degree: 8, max_suffixes: 16, ..config(1) };
+    let mut q = QuickMine::new(cfg).unwrap();
+    let learned: Vec<Vec<Key>> = (30..=37).map(|b| vec![1, 2, b]).chain((9..=12).map(|b| vec![7, 8, b])).collect();
+    let learned: Vec<(u32, &[Key])> = learned.iter().enumerate().map(|(i, s)| (i as u32, s.as_slice())).collect();
+    run_contexts(&mut q, &learned, false);
+    let (mut by_hits, mut pushed_missed) = (0, 0);
+    for round in 100..500u32 {
+        q.begin(round, 0);
+        let mut partition: VecDeque<Key> = VecDeque::new();
+        let read = |q: &mut QuickMine, block: Key, class: Class, partition: &mut VecDeque<Key>| {
+            let mut out = Vec::new();
+            let cached = |b: Key| b == 7 || b == 8 || partition.contains(&b);
+            q.access(&Demand { class, ..demand(round, block) }, &cached, &mut out);
+            for &b in &out {
+                partition.push_back(b);
+                if partition.len() > 8 {
+                    let pushed = partition.pop_front().expect("over capacity");
+                    q.outcome(pushed, false);
+                }
+            }
+            out.len()
+        };
+        read(&mut q, 1, Class::Miss, &mut partition);
+        read(&mut q, 2, Class::Miss, &mut partition);
+        read(&mut q, 7, Class::Hit, &mut partition);
+        by_hits += read(&mut q, 8, Class::Hit, &mut partition);
+        let later: Vec<Key> = if read_pushed { [9].into_iter().chain(30..=37).collect() } else { vec![9] };
+        for b in later {
+            // Reads after the hits ask for nothing (all cached to the
+            // lookups): only whether each is a promote or a miss matters.
+            let waiting = partition.iter().position(|&w| w == b).map(|i| partition.remove(i));
+            let class = if waiting.is_some() { Class::Promote } else { Class::Miss };
+            q.access(&Demand { class, ..demand(round, b) }, &|_| true, &mut Vec::new());
+            if waiting.is_some() {
+                q.outcome(b, true);
+            } else if b != 9 {
+                pushed_missed += 1;
+            }
+        }
+        for b in partition.drain(..) {
+            q.outcome(b, false);
+        }
+        q.end(round);
+    }
+    (by_hits, pushed_missed)
+}
+
+#[test]
+fn the_gate_stops_hit_lookups_whose_push_outs_cost_more_than_they_save() {
+    // Ungated, the hit lookups (1 in 4 used) go on at half degree in every
+    // context, each pushing out 4 blocks that are then missed.
+    assert_eq!(hit_lookups_pushing_out(false, true), (1600, 1600));
+    // Gated, 1 miss saved against 4 caused per context: the gate closes
+    // after its first window, and only one hit lookup in 16 issues.
+    let (by_hits, pushed_missed) = hit_lookups_pushing_out(true, true);
+    assert!(by_hits < 400 && pushed_missed < 400, "gated: {by_hits} hit prefetches, {pushed_missed} misses");
+    // A push-out nobody misses costs nothing: the gate stays open.
+    assert_eq!(hit_lookups_pushing_out(true, false).0, 1600);
 }
