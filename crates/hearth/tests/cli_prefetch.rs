@@ -69,7 +69,20 @@ fn the_ceiling_sorts_the_misses_prefetch_sim_counts() {
         let parts = ["in_context", "other_context", "seen_elsewhere", "first_touch", "write_misses"].map(n);
         assert_eq!(parts.iter().sum::<u64>(), n("misses"), "{c}");
         assert!(n("in_context") > 0 && n("first_touch") > 0, "{c}");
+        // Within QuickMine's degree is a part of in context.
+        assert_eq!(n("degree"), 5, "{c}");
+        assert!(n("in_context_within_degree") > 0 && n("in_context_within_degree") <= n("in_context"), "{c}");
     }
+    // The text table: the row under the heading ends with misses, in context, within degree and
+    // seven more columns.
+    let text = stdout(&hearth(&[&["prefetch", "analyze", "--ceiling", "20%"][..], &workload[..]].concat()));
+    let mut lines = text.lines().skip_while(|l| !l.contains("in ctx <=5"));
+    let (_heading, row) = (lines.next(), lines.next().unwrap_or_else(|| panic!("no ceiling table: {text}")));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let cells = &cells[cells.len().saturating_sub(10)..];
+    let c = &ceilings[1];
+    let want = [&c["misses"], &c["in_context"], &c["in_context_within_degree"]].map(|v| v.to_string());
+    assert_eq!(cells[..3].iter().map(|s| s.to_string()).collect::<Vec<_>>(), want, "{text}");
     // A larger cache misses less.
     let n = |i: usize, k: &str| ceilings[i][k].as_u64().unwrap();
     assert!(n(1, "misses") < n(0, "misses"));
@@ -157,4 +170,25 @@ fn explain_accounts_for_the_predictable_misses_at_each_ceiling_size() {
     let o =
         hearth(&["prefetch", "analyze", "--workload", "mailstore", "--transactions", "50", "--explain", "quickmine"]);
     assert!(!o.status.success() && failure(&o).contains("--ceiling"), "{}", failure(&o));
+}
+
+/// `qm-hits-gated`'s gate says what it did after the warm-up, in `sim --json` and the same in
+/// `analyze --explain --json` at the same cache size; a scheme without a gate says nothing.
+#[test]
+fn the_hit_lookups_gate_reports_its_counters() {
+    let workload = ["--workload", "tpcw", "--clients", "20", "--transactions", "600", "--device-latency", "100us"];
+    let sim = ["prefetch", "sim", "--json", "--schemes", "quickmine;qm-hits-gated", "--cache-size", "10%"];
+    let sim: serde_json::Value = serde_json::from_str(&stdout(&hearth(&[&sim[..], &workload[..]].concat()))).unwrap();
+    let (paper, gated) = (&sim["results"][0], &sim["results"][1]);
+    assert!(paper.get("gate").is_none(), "{paper}");
+    let gate = &gated["gate"];
+    let n = |k: &str| gate[k].as_u64().unwrap_or_else(|| panic!("no {k}: {gate}"));
+    assert!(n("open_lookups") > 0 && n("saved") > 0, "{gate}");
+    // Each window closes after 64 events; the first may have begun in the warm-up.
+    assert!(n("open_windows") + n("closed_windows") <= (n("saved") + n("cost")) / 64 + 1, "{gate}");
+    // Closed, one trigger in 16 issues.
+    assert!(n("probe_lookups") <= n("blocked_lookups") / 15 + 1, "{gate}");
+    let analyze = ["prefetch", "analyze", "--json", "--ceiling", "10%", "--explain", "qm-hits-gated"];
+    let v: serde_json::Value = serde_json::from_str(&stdout(&hearth(&[&analyze[..], &workload[..]].concat()))).unwrap();
+    assert_eq!(&v["explain"][0]["gate"], gate, "the account does not change what the scheme does");
 }
