@@ -131,9 +131,6 @@ pub struct Config {
     /// candidate, with support and throttles of their own (needs orders
     /// 1..=2 and positions).
     pub fallback: bool,
-    /// A hit lookup asks only for candidates with at least this share of
-    /// its lookup step's summed support (0: all, as misses do).
-    pub hit_min_share: f64,
 }
 
 impl Config {
@@ -155,7 +152,6 @@ impl Config {
             late_ns: 0,
             hit_lookups: HitLookups::Never,
             fallback: false,
-            hit_min_share: 0.0,
         }
     }
 
@@ -482,7 +478,6 @@ impl Prefetcher for QuickMine {
             (c.hit_lookups == HitLookups::Shared, "lookups on hits"),
             (matches!(c.hit_lookups, HitLookups::Throttled { .. }), "lookups on hits, throttled apart"),
             (self.gated(), "gated"),
-            (c.hit_min_share > 0.0, "confident hits"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
@@ -592,17 +587,11 @@ impl Prefetcher for QuickMine {
             }
             self.explain_step(cached);
             let start = out.len();
-            // A hit lookup asks only for blocks its key names with confidence.
-            let least = if own {
-                self.cfg.hit_min_share * self.scratch.iter().map(|s| f64::from(s.count)).sum::<f64>()
-            } else {
-                0.0
-            };
             for s in &self.scratch {
                 if out.len() - start == degree {
                     break;
                 }
-                if f64::from(s.count) >= least && !cached(s.block) && s.block != d.block && !out.contains(&s.block) {
+                if !cached(s.block) && s.block != d.block && !out.contains(&s.block) {
                     out.push(s.block);
                     self.outstanding
                         .insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false, kind, ctx: key });

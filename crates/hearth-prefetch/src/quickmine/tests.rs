@@ -448,30 +448,3 @@ fn the_gate_counts_its_lookups_and_windows() {
     assert_eq!((g.open_lookups, g.probe_lookups, g.blocked_lookups, g.cost, g.closed_windows), (800, 0, 0, 0, 0));
     assert!(g.saved > 0 && g.open_windows == g.saved / u64::from(WINDOW), "{g:?}");
 }
-
-/// What a hit on 8 after a hit on 7 asks for, once 7, 8 was followed by 20
-/// eight times and by each of 21..=24 once, with hit lookups asking only
-/// for candidates of at least `min_share` of the step's summed support.
-fn hit_lookup_asks_for(min_share: f64) -> Vec<Key> {
-    let cfg = Config { hit_lookups: HitLookups::Throttled { gated: false }, hit_min_share: min_share, ..config(1) };
-    let mut q = QuickMine::new(cfg).unwrap();
-    let learned: Vec<Vec<Key>> = std::iter::repeat_n(20, 8).chain(21..=24).map(|b| vec![7, 8, b]).collect();
-    let learned: Vec<(u32, &[Key])> = learned.iter().enumerate().map(|(i, s)| (i as u32, s.as_slice())).collect();
-    run_contexts(&mut q, &learned, false);
-    q.begin(100, 0);
-    let mut out = Vec::new();
-    for b in [7, 8] {
-        out.clear();
-        q.access(&Demand { class: Class::Hit, ..demand(100, b) }, &|b| b == 7 || b == 8, &mut out);
-    }
-    out
-}
-
-#[test]
-fn confident_hit_lookups_ask_only_for_what_their_key_names_with_confidence() {
-    let mut all = hit_lookup_asks_for(0.0);
-    all.sort_unstable();
-    assert_eq!(all, vec![20, 21, 22, 23, 24]);
-    // 20 has 8 of the 12 sightings; each other 1 of 12, under 0.4.
-    assert_eq!(hit_lookup_asks_for(FULL_ACCURACY), vec![20]);
-}
