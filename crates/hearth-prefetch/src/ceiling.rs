@@ -29,7 +29,7 @@
 //!   most often read exactly `j` reads after `h_j` in template `t` so far,
 //!   for some `j` in `1..=k`, or among the `D` most often read at its
 //!   position; ties at the `D`-th count are all in, so this bounds any
-//!   tie-break. A predictor that fetches at most `D` blocks per rule key
+//!   tie-break (counted with ties out as well: any tie-break lies between). A predictor that fetches at most `D` blocks per rule key
 //!   (template and one block, or template and position) ranked by support
 //!   cannot cover more; rules keyed by longer prefixes are not bounded by it.
 //!
@@ -62,6 +62,9 @@ pub struct Ceiling {
     /// The in-context predictable misses whose block ranked within
     /// `degree` at a key that predicts it (a subset of `in_context`).
     pub in_context_within_degree: u64,
+    /// The same with ties against the block: fewer than `degree` other
+    /// blocks seen at least as often (a part of the previous field).
+    pub in_context_within_degree_ties_out: u64,
     pub other_context: u64,
     pub seen_elsewhere: u64,
     pub first_touch: u64,
@@ -101,24 +104,34 @@ const START: u64 = u64::MAX;
 /// (`quickmine::Config::paper`), which every variant keeps by default.
 pub const DEGREE: usize = 5;
 
-/// The [`DEGREE`] highest counts among the blocks seen after one rule key,
-/// highest first, 0 where fewer blocks were seen.
-type Top = [u32; DEGREE];
+/// The [`DEGREE`] + 1 highest counts among the blocks seen after one rule
+/// key, highest first, 0 where fewer blocks were seen.
+type Top = [u32; DEGREE + 1];
 
 /// Counts block `b`'s one more sighting after a key whose top counts are
 /// `top`, its count having been `was`: one occurrence of `was` among the
 /// top counts (there is one if `was` reaches the lowest) becomes `was + 1`.
 fn count_in(top: &mut Top, was: u32) {
-    if was >= top[DEGREE - 1] {
+    if was >= top[DEGREE] {
         let at = top.iter().position(|&c| c == was).expect("the lowest top count is at most `was`");
         top[at] = was + 1;
     }
 }
 
-/// Whether a block seen `count` times after a key ranks within the degree
-/// there: fewer than [`DEGREE`] blocks were seen more often (ties are in).
-fn ranks_within(top: Option<&Top>, count: u32) -> bool {
-    count > 0 && top.is_some_and(|top| count >= top[DEGREE - 1])
+/// How a block seen `count` times after a key ranks there: within the
+/// degree with ties in (fewer than [`DEGREE`] blocks seen more often), and
+/// with ties out (fewer than [`DEGREE`] others seen at least as often).
+#[derive(Clone, Copy, Default)]
+struct Rank {
+    ties_in: bool,
+    ties_out: bool,
+}
+
+fn rank(top: Option<&Top>, count: u32) -> Rank {
+    match top {
+        Some(top) if count > 0 => Rank { ties_in: count >= top[DEGREE - 1], ties_out: count > top[DEGREE] },
+        _ => Rank::default(),
+    }
 }
 
 /// What the trace has shown so far, as hashed facts.
@@ -143,16 +156,16 @@ impl Knowledge {
     }
 
     /// Whether `b` was read after rule key `rule` (fact `fact`, counted in
-    /// `counts`, tops in `tops`), and whether it ranks within the degree.
-    fn seen(counts: &FxHashMap<u64, u32>, tops: &FxHashMap<u64, Top>, rule: u64, fact: u64) -> (bool, bool) {
+    /// `counts`, tops in `tops`), and how it ranks there.
+    fn seen(counts: &FxHashMap<u64, u32>, tops: &FxHashMap<u64, Top>, rule: u64, fact: u64) -> (bool, Rank) {
         let count = counts.get(&fact).copied().unwrap_or(0);
-        (count > 0, ranks_within(tops.get(&rule), count))
+        (count > 0, rank(tops.get(&rule), count))
     }
 
     /// Counts one more `fact` (a block read after rule key `rule`).
     fn learn(counts: &mut FxHashMap<u64, u32>, tops: &mut FxHashMap<u64, Top>, rule: u64, fact: u64) {
         let count = counts.entry(fact).or_insert(0);
-        count_in(tops.entry(rule).or_insert([0; DEGREE]), *count);
+        count_in(tops.entry(rule).or_insert([0; DEGREE + 1]), *count);
         *count += 1;
     }
 }
@@ -179,8 +192,8 @@ pub struct Oracle {
     k: usize,
     known: Knowledge,
     open: KeyMap<OpenContext>,
-    /// The last read classified was in context within [`DEGREE`].
-    within_degree: bool,
+    /// How the last read classified ranked at its best key.
+    within_degree: Rank,
 }
 
 impl Oracle {
@@ -201,14 +214,19 @@ impl Oracle {
                 read: FxHashSet::default(),
             },
             open: KeyMap::default(),
-            within_degree: false,
+            within_degree: Rank::default(),
         })
     }
 
     /// Whether the last read [`Oracle::event`] classified as in context was
     /// also within [`DEGREE`] (false for other classes).
     pub fn within_degree(&self) -> bool {
-        self.within_degree
+        self.within_degree.ties_in
+    }
+
+    /// The same with ties counted against the block.
+    pub fn within_degree_ties_out(&self) -> bool {
+        self.within_degree.ties_out
     }
 
     /// Learns from `e`; for a read with `classify`, first says what could
@@ -236,18 +254,21 @@ impl Oracle {
                 let t = context.template;
                 // The j-th most recent entry, j = 1..=k.
                 let back = |j: usize| context.history.len().checked_sub(j).map(|at| context.history[at]);
-                let mut within_degree = false;
+                let mut within_degree = Rank::default();
                 let verdict = classify.then(|| {
                     let (mut in_context, position) = (false, context.reads);
                     let after =
                         (1..=k).filter_map(|j| back(j).map(|h| (known.key((t, h, j)), known.key((t, h, j, block)))));
+                    let mut best = |(seen, r): (bool, Rank)| {
+                        in_context |= seen;
+                        within_degree.ties_in |= r.ties_in;
+                        within_degree.ties_out |= r.ties_out;
+                    };
                     for (rule, fact) in after {
-                        let (seen, ranked) = Knowledge::seen(&known.in_template, &known.top_after, rule, fact);
-                        (in_context, within_degree) = (in_context || seen, within_degree || ranked);
+                        best(Knowledge::seen(&known.in_template, &known.top_after, rule, fact));
                     }
                     let (rule, fact) = (known.key((t, position)), known.key((t, position, block)));
-                    let (seen, ranked) = Knowledge::seen(&known.at_position, &known.top_at, rule, fact);
-                    (in_context, within_degree) = (in_context || seen, within_degree || ranked);
+                    best(Knowledge::seen(&known.at_position, &known.top_at, rule, fact));
                     let elsewhere =
                         (1..=k).any(|j| back(j).is_some_and(|h| known.anywhere.contains(&known.key((h, j, block)))));
                     match (in_context, elsewhere, known.read.contains(&block)) {
@@ -308,6 +329,7 @@ pub fn ceiling(
             Some(Predictable::InContext) => {
                 c.in_context += 1;
                 c.in_context_within_degree += u64::from(oracle.within_degree());
+                c.in_context_within_degree_ties_out += u64::from(oracle.within_degree_ties_out());
             }
             Some(Predictable::OtherContext) => c.other_context += 1,
             Some(Predictable::SeenElsewhere) => c.seen_elsewhere += 1,
@@ -417,6 +439,8 @@ mod tests {
         // Through the cache: a one-block LRU misses every read here.
         let c = split_of(&as_slices(&contexts), 1);
         assert_eq!((c.misses, c.in_context, c.in_context_within_degree, c.degree), (26, 19, 18, 5));
+        // With ties out the last 10 is outside: 11..=15 were seen twice too.
+        assert_eq!(c.in_context_within_degree_ties_out, 17);
         assert!(c.within_degree_cut() < c.in_context_cut());
     }
 
@@ -428,6 +452,10 @@ mod tests {
         contexts.push((7, vec![1, 16]));
         let v = verdicts(&as_slices(&contexts), 1);
         assert_eq!(v[v.len() - 1], (Predictable::InContext, true));
+        // With ties out, six others were seen as often: outside. The seven
+        // reads of 1 after the first rank first either way.
+        let c = split_of(&as_slices(&contexts), 1);
+        assert_eq!((c.in_context, c.in_context_within_degree, c.in_context_within_degree_ties_out), (8, 8, 7));
         // One more sighting of 10 through 14 each puts 16 outside.
         let mut outranked: Vec<(u32, Vec<u64>)> = (10..=16).chain(10..=14).map(|b| (7, vec![1, b])).collect();
         outranked.push((7, vec![1, 16]));
@@ -467,6 +495,7 @@ mod tests {
         let c = ceiling(&trace(&as_slices(&contexts)), 0, &"lru".parse().unwrap(), 1, 1, 3).unwrap();
         assert!(c.in_context_within_degree > 0, "{c:?}");
         assert!(c.in_context_within_degree < c.in_context, "{c:?}");
+        assert!(c.in_context_within_degree_ties_out < c.in_context_within_degree, "{c:?}");
     }
 
     #[test]

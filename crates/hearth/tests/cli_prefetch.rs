@@ -72,17 +72,19 @@ fn the_ceiling_sorts_the_misses_prefetch_sim_counts() {
         // Within QuickMine's degree is a part of in context.
         assert_eq!(n("degree"), 5, "{c}");
         assert!(n("in_context_within_degree") > 0 && n("in_context_within_degree") <= n("in_context"), "{c}");
+        assert!(n("in_context_within_degree_ties_out") <= n("in_context_within_degree"), "{c}");
     }
-    // The text table: the row under the heading ends with misses, in context, within degree and
-    // seven more columns.
+    // The text table: the row under the heading ends with misses, in context, within degree (ties
+    // in, ties out) and seven more columns.
     let text = stdout(&hearth(&[&["prefetch", "analyze", "--ceiling", "20%"][..], &workload[..]].concat()));
     let mut lines = text.lines().skip_while(|l| !l.contains("in ctx <=5"));
     let (_heading, row) = (lines.next(), lines.next().unwrap_or_else(|| panic!("no ceiling table: {text}")));
     let cells: Vec<&str> = row.split_whitespace().collect();
-    let cells = &cells[cells.len().saturating_sub(10)..];
+    let cells = &cells[cells.len().saturating_sub(11)..];
     let c = &ceilings[1];
-    let want = [&c["misses"], &c["in_context"], &c["in_context_within_degree"]].map(|v| v.to_string());
-    assert_eq!(cells[..3].iter().map(|s| s.to_string()).collect::<Vec<_>>(), want, "{text}");
+    let within = [&c["in_context_within_degree"], &c["in_context_within_degree_ties_out"]];
+    let want = [&c["misses"], &c["in_context"], within[0], within[1]].map(|v| v.to_string());
+    assert_eq!(cells[..4].iter().map(|s| s.to_string()).collect::<Vec<_>>(), want, "{text}");
     // A larger cache misses less.
     let n = |i: usize, k: &str| ceilings[i][k].as_u64().unwrap();
     assert!(n(1, "misses") < n(0, "misses"));
