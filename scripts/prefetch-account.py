@@ -70,19 +70,24 @@ def main():
             if c[0] == w and len(c) == 4:
                 cuts[i] = (*c, ceilings[SIZES.index(c[1])])
 
-    print(f"Seed {SEED}. Misses; cut vs none in % and (in brackets) as a share of the in-context ceiling.\n")
-    print("| workload | cache | in-ctx ceiling | none | " + " | ".join(s for s in SCHEMES if s != "none") + " | best |")
-    print("|---|---|--:|--:|" + "--:|" * (len(SCHEMES) - 1) + "---|")
+    print(f"Seed {SEED}. Misses; cut vs none in % and (in brackets) as a share of the in-context ceiling, "
+          "then of the in-context ceiling within degree D (binaries that report it).\n")
+    print("| workload | cache | in-ctx ceiling | within D | none | " + " | ".join(s for s in SCHEMES if s != "none")
+          + " | best |")
+    print("|---|---|--:|--:|--:|" + "--:|" * (len(SCHEMES) - 1) + "---|")
     for w, size, by_spec, best, ceiling in cuts:
         none = by_spec["none"]
+        within = ceiling.get("in_context_within_degree")
         cells = []
         for s in SCHEMES:
             if s == "none":
                 continue
             cut = none - by_spec[s]
             share = 100 * cut / ceiling["in_context"] if ceiling["in_context"] else 0
-            cells.append(f"{by_spec[s]} {100 * cut / none:.1f} ({share:.1f})")
-        print(f"| {w} | {size} | {ceiling['in_context']} | {none} | " + " | ".join(cells) + f" | {best} |")
+            of_within = f" / {100 * cut / within:.1f}" if within else ""
+            cells.append(f"{by_spec[s]} {100 * cut / none:.1f} ({share:.1f}{of_within})")
+        print(f"| {w} | {size} | {ceiling['in_context']} | {within if within is not None else '-'} | {none} | "
+              + " | ".join(cells) + f" | {best} |")
 
     print("\nThe account (predictable misses left, and why; wasted prefetches, and why):\n")
     print("| workload | cache | scheme | ceiling in ctx | left | " + " | ".join(REASONS)

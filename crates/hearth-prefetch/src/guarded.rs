@@ -97,7 +97,7 @@ use hearth_core::{Key, KeyMap};
 use crate::quickmine::{Config, QuickMine, NO_CLASS};
 use crate::rules::{PrefixKey, Suffix};
 use crate::throttle::{NetGate, Throttle};
-use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
+use crate::{is_trigger, Class, Demand, GateStats, PrefetchError, Prefetcher};
 
 /// The kinds of extra candidate, in the order they are taken (the
 /// discriminant indexes the throttles).
@@ -298,6 +298,10 @@ impl Prefetcher for Guarded {
 
     fn rule_count(&self) -> usize {
         self.base.rule_count() + self.miner.rule_count()
+    }
+
+    fn gate_stats(&self) -> Option<GateStats> {
+        Some(self.gate.stats())
     }
 }
 

@@ -50,6 +50,7 @@ pub use cache::{CacheShape, Class, PrefetchCache, Stats};
 pub use error::PrefetchError;
 pub use partition::Partition;
 pub use spec::PrefetchSpec;
+pub use throttle::GateStats;
 
 use hearth_core::{CtxEvent, Key, Op};
 use hearth_policy::param::Bound::{Exclusive, Unbounded};
@@ -144,6 +145,11 @@ pub trait Prefetcher: Send {
     }
     /// When rule `key -> block` was first mined (the rule table's clock).
     fn first_mined(&self, _key: &rules::PrefixKey, _block: Key) -> Option<u64> {
+        None
+    }
+    /// What this prefetcher's net-benefit gate did so far, if it has one
+    /// (`qm-hits-gated`, `qm-guarded`).
+    fn gate_stats(&self) -> Option<GateStats> {
         None
     }
 }

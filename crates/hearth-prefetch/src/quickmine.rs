@@ -67,7 +67,7 @@ use crate::account::Lookup;
 pub use crate::rules::{PrefixKey, RuleCache, Suffix};
 use crate::throttle::{NetGate, Throttle};
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
-use crate::{is_trigger, Class, Demand, PrefetchError, Prefetcher};
+use crate::{is_trigger, Class, Demand, GateStats, PrefetchError, Prefetcher};
 
 /// Fewest times a fallback suffix must have followed its key to be asked for.
 pub const FALLBACK_SUPPORT: u32 = 2;
@@ -638,6 +638,10 @@ impl Prefetcher for QuickMine {
 
     fn first_mined(&self, key: &PrefixKey, block: Key) -> Option<u64> {
         self.rules.first_added(key, block)
+    }
+
+    fn gate_stats(&self) -> Option<GateStats> {
+        self.gated().then(|| self.hit_gate.stats())
     }
 }
 

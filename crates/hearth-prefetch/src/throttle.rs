@@ -9,6 +9,7 @@
 //! throttled, as one.
 
 use rustc_hash::FxHashMap;
+use serde::Serialize;
 
 /// Outcomes per throttling decision.
 pub const WINDOW: u32 = 64;
@@ -27,39 +28,86 @@ pub const SYMBIOTIC_USES: u32 = 8;
 /// such events the gate stays open if they saved at least as many misses
 /// as they cost; closed, only one trigger in [`PROBE_EVERY`] issues them,
 /// whose outcomes can open it again.
+#[derive(Default)]
 pub(crate) struct NetGate {
     saved: u32,
     cost: u32,
-    open: bool,
+    closed: bool,
     closed_triggers: u32,
+    stats: GateStats,
+}
+
+/// What a [`NetGate`] did, counted since it was made: how its triggers
+/// fared and what it weighed, for reports (`prefetch sim --json`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GateStats {
+    /// Triggers that came while the gate was open (all issued).
+    pub open_lookups: u64,
+    /// Triggers that came while it was closed and issued as its probe.
+    pub probe_lookups: u64,
+    /// Triggers that came while it was closed and issued nothing.
+    pub blocked_lookups: u64,
+    /// Events weighed: misses saved, misses cost.
+    pub saved: u64,
+    pub cost: u64,
+    /// Windows of [`WINDOW`] events that ended with the gate open, closed.
+    pub open_windows: u64,
+    pub closed_windows: u64,
+}
+
+impl GateStats {
+    /// The counts since `earlier`, a snapshot of the same gate.
+    pub fn since(&self, earlier: &GateStats) -> GateStats {
+        GateStats {
+            open_lookups: self.open_lookups - earlier.open_lookups,
+            probe_lookups: self.probe_lookups - earlier.probe_lookups,
+            blocked_lookups: self.blocked_lookups - earlier.blocked_lookups,
+            saved: self.saved - earlier.saved,
+            cost: self.cost - earlier.cost,
+            open_windows: self.open_windows - earlier.open_windows,
+            closed_windows: self.closed_windows - earlier.closed_windows,
+        }
+    }
 }
 
 impl NetGate {
     pub(crate) fn record(&mut self, saved: bool) {
         if saved {
             self.saved += 1;
+            self.stats.saved += 1;
         } else {
             self.cost += 1;
+            self.stats.cost += 1;
         }
         if self.saved + self.cost >= WINDOW {
-            self.open = self.saved >= self.cost;
+            self.closed = self.saved < self.cost;
+            if self.closed {
+                self.stats.closed_windows += 1;
+            } else {
+                self.stats.open_windows += 1;
+            }
             (self.saved, self.cost) = (0, 0);
         }
     }
 
     /// Whether this trigger may issue.
     pub(crate) fn allows(&mut self) -> bool {
-        if self.open {
+        if !self.closed {
+            self.stats.open_lookups += 1;
             return true;
         }
         self.closed_triggers = self.closed_triggers.wrapping_add(1);
-        self.closed_triggers.is_multiple_of(PROBE_EVERY)
+        let probe = self.closed_triggers.is_multiple_of(PROBE_EVERY);
+        if probe {
+            self.stats.probe_lookups += 1;
+        } else {
+            self.stats.blocked_lookups += 1;
+        }
+        probe
     }
-}
 
-impl Default for NetGate {
-    fn default() -> Self {
-        NetGate { saved: 0, cost: 0, open: true, closed_triggers: 0 }
+    pub(crate) fn stats(&self) -> GateStats {
+        self.stats
     }
 }
 

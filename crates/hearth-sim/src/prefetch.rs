@@ -13,7 +13,7 @@ use hearth_prefetch::account::{Account, Accountant};
 use hearth_prefetch::ceiling::{Oracle, Predictable};
 use hearth_prefetch::cminer;
 use hearth_prefetch::quickmine::{self, QuickMine};
-use hearth_prefetch::{Class, Demand, PrefetchCache, PrefetchError, PrefetchSpec, Prefetcher, Stats};
+use hearth_prefetch::{Class, Demand, GateStats, PrefetchCache, PrefetchError, PrefetchSpec, Prefetcher, Stats};
 use hearth_trace::ctx::CtxEvent;
 use serde::Serialize;
 
@@ -75,6 +75,9 @@ pub struct Outcome {
     /// With [`Setup::explain`]: why each predictable miss was missed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
+    /// What the scheme's net-benefit gate did after the warm-up, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateStats>,
 }
 
 /// Index of the event at which `share` of the I/Os have been seen.
@@ -119,9 +122,12 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
     let mut remaining = Remaining::default();
     // Blocks prefetched and dropped unused since their last demand.
     let mut dropped: hearth_core::KeyMap<()> = hearth_core::KeyMap::default();
+    // The gate's counters at the split, to count only after the warm-up.
+    let mut gate_at_split = GateStats::default();
     for (i, e) in events.iter().enumerate() {
         if i == split {
             cache.reset_stats();
+            gate_at_split = prefetcher.gate_stats().unwrap_or_default();
             (read_ns, reads, demand_reads, prefetch_reads) = (0, 0, 0, 0);
         }
         match *e {
@@ -215,6 +221,7 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
         timing,
         remaining,
         account: accountant.map(Accountant::finish),
+        gate: prefetcher.gate_stats().map(|g| g.since(&gate_at_split)),
     })
 }
 

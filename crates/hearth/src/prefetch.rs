@@ -309,34 +309,43 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
 
 fn print_ceilings(ceilings: &[hearth_prefetch::ceiling::Ceiling], args: &CeilingArgs, warmup: f64) {
     println!(
-        "\nmisses by what could predict them ({}, warm-up {:.0}%, lookahead 1..{}):",
+        "\nmisses by what could predict them ({}, warm-up {:.0}%, lookahead 1..{}; \"in ctx <=D\": in context and \
+         ranked within the degree D a lookup fetches, ties in; \"ties out\": ties against the block):",
         args.replay.policy,
         warmup * 100.0,
         args.lookahead
     );
+    let within = |c: &hearth_prefetch::ceiling::Ceiling| format!("in ctx <={}", c.degree);
+    let within_heading = ceilings.first().map_or(String::new(), within);
     println!(
-        "{:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>9} {:>13} {:>13}",
+        "{:>10} {:>9} {:>11} {:>11} {:>9} {:>11} {:>11} {:>11} {:>9} {:>13} {:>13} {:>13}",
         "cache",
         "misses",
         "in context",
+        within_heading,
+        "ties out",
         "other ctx",
         "seen else",
         "first touch",
         "writes",
         "in-ctx cut %",
+        "<=D cut %",
         "any-ctx cut %"
     );
     for c in ceilings {
         println!(
-            "{:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>9} {:>13.1} {:>13.1}",
+            "{:>10} {:>9} {:>11} {:>11} {:>9} {:>11} {:>11} {:>11} {:>9} {:>13.1} {:>13.1} {:>13.1}",
             format_bytes(c.cache_bytes),
             c.misses,
             c.in_context,
+            c.in_context_within_degree,
+            c.in_context_within_degree_ties_out,
             c.other_context,
             c.seen_elsewhere,
             c.first_touch,
             c.write_misses,
             c.in_context_cut(),
+            c.within_degree_cut(),
             c.any_context_cut()
         );
     }

@@ -45,6 +45,9 @@ pub struct Explained {
     /// The scheme's misses (reads and writes), counted as `prefetch sim` counts them.
     pub misses: u64,
     pub account: Account,
+    /// What the scheme's net-benefit gate did, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<hearth_prefetch::GateStats>,
 }
 
 impl ExplainArgs {
@@ -78,6 +81,7 @@ impl ExplainArgs {
                 ceiling_in_context: c.in_context,
                 misses: o.stats.misses,
                 account: o.account.expect("explain asks for the account"),
+                gate: o.gate,
             })
         })
         .into_iter()

@@ -69,7 +69,22 @@ fn the_ceiling_sorts_the_misses_prefetch_sim_counts() {
         let parts = ["in_context", "other_context", "seen_elsewhere", "first_touch", "write_misses"].map(n);
         assert_eq!(parts.iter().sum::<u64>(), n("misses"), "{c}");
         assert!(n("in_context") > 0 && n("first_touch") > 0, "{c}");
+        // Within QuickMine's degree is a part of in context.
+        assert_eq!(n("degree"), 5, "{c}");
+        assert!(n("in_context_within_degree") > 0 && n("in_context_within_degree") <= n("in_context"), "{c}");
+        assert!(n("in_context_within_degree_ties_out") <= n("in_context_within_degree"), "{c}");
     }
+    // The text table: the row under the heading ends with misses, in context, within degree (ties
+    // in, ties out) and seven more columns.
+    let text = stdout(&hearth(&[&["prefetch", "analyze", "--ceiling", "20%"][..], &workload[..]].concat()));
+    let mut lines = text.lines().skip_while(|l| !l.contains("in ctx <=5"));
+    let (_heading, row) = (lines.next(), lines.next().unwrap_or_else(|| panic!("no ceiling table: {text}")));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let cells = &cells[cells.len().saturating_sub(11)..];
+    let c = &ceilings[1];
+    let within = [&c["in_context_within_degree"], &c["in_context_within_degree_ties_out"]];
+    let want = [&c["misses"], &c["in_context"], within[0], within[1]].map(|v| v.to_string());
+    assert_eq!(cells[..4].iter().map(|s| s.to_string()).collect::<Vec<_>>(), want, "{text}");
     // A larger cache misses less.
     let n = |i: usize, k: &str| ceilings[i][k].as_u64().unwrap();
     assert!(n(1, "misses") < n(0, "misses"));
@@ -157,4 +172,37 @@ fn explain_accounts_for_the_predictable_misses_at_each_ceiling_size() {
     let o =
         hearth(&["prefetch", "analyze", "--workload", "mailstore", "--transactions", "50", "--explain", "quickmine"]);
     assert!(!o.status.success() && failure(&o).contains("--ceiling"), "{}", failure(&o));
+}
+
+/// `qm-hits-gated`'s gate says what it did after the warm-up, in `sim --json` and the same in
+/// `analyze --explain --json` at the same cache size; a scheme without a gate says nothing. On
+/// TPC-W-like at 10% its hit lookups cost more than they save (as at full scale) and it is closed,
+/// issuing one lookup in 16; at 25% it stays open.
+#[test]
+fn the_hit_lookups_gate_reports_its_counters() {
+    let workload = ["--workload", "tpcw", "--clients", "20", "--transactions", "600", "--device-latency", "100us"];
+    let gate_at = |size: &str| -> (serde_json::Value, serde_json::Value) {
+        let sim = ["prefetch", "sim", "--json", "--schemes", "quickmine;qm-hits-gated", "--cache-size", size];
+        let sim: serde_json::Value =
+            serde_json::from_str(&stdout(&hearth(&[&sim[..], &workload[..]].concat()))).unwrap();
+        (sim["results"][0].clone(), sim["results"][1]["gate"].clone())
+    };
+    let n = |gate: &serde_json::Value, k: &str| gate[k].as_u64().unwrap_or_else(|| panic!("no {k}: {gate}"));
+    let (paper, closed) = gate_at("10%");
+    assert!(paper.get("gate").is_none(), "{paper}");
+    let (_, open) = gate_at("25%");
+    for gate in [&closed, &open] {
+        // Each window closes after 64 events; the first may have begun in the warm-up.
+        let windows = n(gate, "open_windows") + n(gate, "closed_windows");
+        assert!(windows <= (n(gate, "saved") + n(gate, "cost")) / 64 + 1, "{gate}");
+        // Closed, one trigger in 16 issues: 15 are blocked between two probes.
+        assert!(n(gate, "probe_lookups") <= n(gate, "blocked_lookups") / 15 + 1, "{gate}");
+    }
+    assert!(n(&closed, "blocked_lookups") > 0 && n(&closed, "probe_lookups") > 0, "{closed}");
+    assert!(n(&closed, "cost") > n(&closed, "saved"), "{closed}");
+    assert!(n(&open, "open_lookups") > 0 && n(&open, "blocked_lookups") == 0, "{open}");
+    assert!(n(&open, "saved") >= n(&open, "cost"), "{open}");
+    let analyze = ["prefetch", "analyze", "--json", "--ceiling", "10%", "--explain", "qm-hits-gated"];
+    let v: serde_json::Value = serde_json::from_str(&stdout(&hearth(&[&analyze[..], &workload[..]].concat()))).unwrap();
+    assert_eq!(v["explain"][0]["gate"], closed, "the account does not change what the scheme does");
 }

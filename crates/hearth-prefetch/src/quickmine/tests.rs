@@ -366,6 +366,12 @@ fn fallback_rules_fill_in_only_where_the_longest_prefix_has_none() {
 /// read: the pushed-out ones miss. Returns the blocks hit lookups asked
 /// for and the misses on pushed-out blocks.
 fn hit_lookups_pushing_out(gated: bool, read_pushed: bool) -> (usize, usize) {
+    let (by_hits, pushed_missed, _) = hit_lookups_with_gate(gated, read_pushed);
+    (by_hits, pushed_missed)
+}
+
+/// [`hit_lookups_pushing_out`], and what the gate reported.
+fn hit_lookups_with_gate(gated: bool, read_pushed: bool) -> (usize, usize, Option<GateStats>) {
     let cfg = Config { hit_lookups: HitLookups::Throttled { gated }, degree: 8, max_suffixes: 16, ..config(1) };
     let mut q = QuickMine::new(cfg).unwrap();
     let learned: Vec<Vec<Key>> = (30..=37).map(|b| vec![1, 2, b]).chain((9..=12).map(|b| vec![7, 8, b])).collect();
@@ -410,7 +416,7 @@ fn hit_lookups_pushing_out(gated: bool, read_pushed: bool) -> (usize, usize) {
         }
         q.end(round);
     }
-    (by_hits, pushed_missed)
+    (by_hits, pushed_missed, q.gate_stats())
 }
 
 #[test]
@@ -424,4 +430,21 @@ fn the_gate_stops_hit_lookups_whose_push_outs_cost_more_than_they_save() {
     assert!(by_hits < 400 && pushed_missed < 400, "gated: {by_hits} hit prefetches, {pushed_missed} misses");
     // A push-out nobody misses costs nothing: the gate stays open.
     assert_eq!(hit_lookups_pushing_out(true, false).0, 1600);
+}
+
+#[test]
+fn the_gate_counts_its_lookups_and_windows() {
+    assert_eq!(hit_lookups_with_gate(false, true).2, None, "ungated: no gate to report");
+    // Two hits a context look up (7 and 8), 400 contexts: 800 triggers.
+    let (_, _, closing) = hit_lookups_with_gate(true, true);
+    let g = closing.expect("gated");
+    assert_eq!(g.open_lookups + g.probe_lookups + g.blocked_lookups, 800, "{g:?}");
+    // Closed after its first window and never open again: 1 saved to 4 cost.
+    assert!(g.closed_windows > 0 && g.cost > g.saved, "{g:?}");
+    assert_eq!(g.open_windows + g.closed_windows, (g.saved + g.cost) / u64::from(WINDOW), "{g:?}");
+    assert_eq!(g.probe_lookups, (g.probe_lookups + g.blocked_lookups) / u64::from(PROBE_EVERY), "{g:?}");
+    // Nothing missed after a push-out: open throughout, every trigger issues.
+    let g = hit_lookups_with_gate(true, false).2.expect("gated");
+    assert_eq!((g.open_lookups, g.probe_lookups, g.blocked_lookups, g.cost, g.closed_windows), (800, 0, 0, 0, 0));
+    assert!(g.saved > 0 && g.open_windows == g.saved / u64::from(WINDOW), "{g:?}");
 }
