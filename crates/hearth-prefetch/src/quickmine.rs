@@ -103,8 +103,6 @@ pub struct Config {
     pub lookahead: usize,
     pub max_prefixes: usize,
     pub max_suffixes: usize,
-    /// A wider suffix limit for one-block prefixes (`qm-hits-wide`).
-    pub one_block_suffixes: Option<usize>,
     pub grace: u32,
     pub degree: usize,
     pub throttle: bool,
@@ -142,7 +140,6 @@ impl Config {
             lookahead: g,
             max_prefixes: 16_384,
             max_suffixes: 8,
-            one_block_suffixes: None,
             grace: 4,
             degree: 5,
             throttle: true,
@@ -246,10 +243,7 @@ impl QuickMine {
         if cfg.ahead == 0 {
             return Err(PrefetchError::range("quickmine", "ahead must be at least 1"));
         }
-        let mut rules = RuleCache::new(cfg.max_prefixes, cfg.max_suffixes, cfg.grace);
-        if let Some(limit) = cfg.one_block_suffixes {
-            rules.widen_one_block(limit);
-        }
+        let rules = RuleCache::new(cfg.max_prefixes, cfg.max_suffixes, cfg.grace);
         Ok(QuickMine {
             rules,
             contexts: KeyMap::default(),
@@ -485,7 +479,6 @@ impl Prefetcher for QuickMine {
             (matches!(c.hit_lookups, HitLookups::Throttled { .. }), "lookups on hits, throttled apart"),
             (self.gated(), "gated"),
             (c.fallback, "fallback"),
-            (c.one_block_suffixes.is_some(), "wide one-block rules"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
             (!c.on_promote, "miss only"),

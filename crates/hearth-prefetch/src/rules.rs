@@ -2,8 +2,7 @@
 //! `prefix -> block`, keyed by [`PrefixKey`] (template and blocks, or
 //! template and position), bounded as the paper bounds it: at most
 //! `max_prefixes` prefixes (LRU: a prefix is used when mined or looked up)
-//! and at most `max_suffixes` suffixes per prefix (LFU by support count;
-//! one-block prefixes may be given a wider limit of their own). A
+//! and at most `max_suffixes` suffixes per prefix (LFU by support count). A
 //! new suffix may only replace one that has outlived a grace period of
 //! `grace` updates of its prefix, so fresh suffixes get a chance to gather
 //! support before LFU judges them.
@@ -49,6 +48,7 @@ pub struct Suffix {
 struct PrefixNode {
     key: PrefixKey,
     updates: u32,
+    len: usize,
 }
 
 /// Bounded rule store: LRU over prefixes, LFU with grace over suffixes.
@@ -56,13 +56,10 @@ pub struct RuleCache {
     index: FxHashMap<PrefixKey, u32>,
     slab: Slab<PrefixNode>,
     lru: List,
-    /// Slot `i`'s suffixes, grown as they come (a released slot's list is
-    /// cleared, its capacity kept for the next prefix).
-    suffixes: Vec<Vec<Suffix>>,
+    /// Slot `i` owns `suffixes[i * max_suffixes ..][.. max_suffixes]`.
+    suffixes: Vec<Suffix>,
     max_prefixes: usize,
     max_suffixes: usize,
-    /// The limit of one-block prefixes (`max_suffixes` unless widened).
-    one_block_suffixes: usize,
     grace: u32,
     rules: usize,
     /// Rule additions so far: the clock [`RuleCache::first_added`] counts in.
@@ -80,18 +77,11 @@ impl RuleCache {
             suffixes: Vec::new(),
             max_prefixes: max_prefixes.max(1),
             max_suffixes: max_suffixes.max(1),
-            one_block_suffixes: max_suffixes.max(1),
             grace,
             rules: 0,
             clock: 0,
             history: None,
         }
-    }
-
-    /// Lets one-block prefixes keep up to `limit` suffixes (`qm-hits-wide`:
-    /// a shared block has many more followers than a longer prefix).
-    pub fn widen_one_block(&mut self, limit: usize) {
-        self.one_block_suffixes = limit.max(1);
     }
 
     /// Keeps, from now on, when each rule was first added (memory grows
@@ -129,14 +119,14 @@ impl RuleCache {
             let victim = self.slab.pop_back(&mut self.lru).expect("a full cache has prefixes");
             let node = self.slab.release(victim);
             self.index.remove(&node.key);
-            self.rules -= self.suffixes[victim as usize].len();
-            self.suffixes[victim as usize].clear();
+            self.rules -= node.len;
         }
-        let i = self.slab.alloc(PrefixNode { key, updates: 0 });
+        let i = self.slab.alloc(PrefixNode { key, updates: 0, len: 0 });
         self.slab.push_front(&mut self.lru, i);
         self.index.insert(key, i);
-        if self.suffixes.len() <= i as usize {
-            self.suffixes.resize_with(i as usize + 1, Vec::new);
+        let needed = (i as usize + 1) * self.max_suffixes;
+        if self.suffixes.len() < needed {
+            self.suffixes.resize(needed, Suffix::default());
         }
         i
     }
@@ -152,16 +142,17 @@ impl RuleCache {
         let node = self.slab.get_mut(i);
         node.updates = node.updates.wrapping_add(1);
         let now = node.updates;
-        let limit = if key.order == 1 { self.one_block_suffixes } else { self.max_suffixes };
-        let list = &mut self.suffixes[i as usize];
+        let base = i as usize * self.max_suffixes;
+        let list = &mut self.suffixes[base..base + node.len];
         if let Some(s) = list.iter_mut().find(|s| s.block == block) {
             s.count += 1;
             s.next += u32::from(next);
             return;
         }
         let fresh = Suffix { block, count: 1, next: u32::from(next), born: now };
-        if list.len() < limit {
-            list.push(fresh);
+        if node.len < self.max_suffixes {
+            self.suffixes[base + node.len] = fresh;
+            node.len += 1;
             self.rules += 1;
             return;
         }
@@ -176,18 +167,27 @@ impl RuleCache {
     pub fn lookup(&mut self, key: &PrefixKey) -> &[Suffix] {
         let Some(&i) = self.index.get(key) else { return &[] };
         self.slab.move_to_front(&mut self.lru, i);
-        &self.suffixes[i as usize]
+        let base = i as usize * self.max_suffixes;
+        &self.suffixes[base..base + self.slab.get(i).len]
     }
 
     /// The suffixes of `key` without marking the prefix used (for reports).
     pub fn peek(&self, key: &PrefixKey) -> &[Suffix] {
         let Some(&i) = self.index.get(key) else { return &[] };
-        &self.suffixes[i as usize]
+        let base = i as usize * self.max_suffixes;
+        &self.suffixes[base..base + self.slab.get(i).len]
     }
 
     /// Every prefix with its suffixes, for tests and reports.
     pub fn snapshot(&self) -> Vec<(PrefixKey, Vec<Suffix>)> {
-        let mut all: Vec<_> = self.index.iter().map(|(&k, &i)| (k, self.suffixes[i as usize].clone())).collect();
+        let mut all: Vec<_> = self
+            .index
+            .iter()
+            .map(|(&k, &i)| {
+                let base = i as usize * self.max_suffixes;
+                (k, self.suffixes[base..base + self.slab.get(i).len].to_vec())
+            })
+            .collect();
         all.sort_by_key(|(k, _)| *k);
         all
     }
@@ -217,29 +217,6 @@ mod tests {
         assert_eq!(blocks(&grace), vec![12, 11], "all in grace: the newcomer is dropped");
         grace.add(key, 14, false);
         assert_eq!(blocks(&grace), vec![12, 14], "11 outlived its grace");
-    }
-
-    /// One-block prefixes keep up to the widened limit; other prefixes, and
-    /// one-block ones without widening, keep `max_suffixes`.
-    #[test]
-    fn widened_one_block_prefixes_keep_more_suffixes() {
-        let (one, two) = (PrefixKey::blocks(0, &[1]), PrefixKey::blocks(0, &[1, 2]));
-        let fill = |c: &mut RuleCache| {
-            for block in 100..140 {
-                c.add(one, block, false);
-                c.add(two, block, false);
-            }
-        };
-        let mut plain = RuleCache::new(8, 32, 4);
-        let mut wide = RuleCache::new(8, 32, 4);
-        wide.widen_one_block(128);
-        fill(&mut plain);
-        fill(&mut wide);
-        assert_eq!((plain.peek(&one).len(), plain.peek(&two).len()), (32, 32));
-        assert_eq!((wide.peek(&one).len(), wide.peek(&two).len()), (40, 32), "only the one-block prefix widens");
-        let held: Vec<Key> = wide.lookup(&one).iter().map(|s| s.block).collect();
-        assert_eq!(held, (100..140).collect::<Vec<_>>(), "no follower of the widened prefix was replaced");
-        assert_eq!(wide.rules(), 72);
     }
 
     #[test]
