@@ -29,9 +29,10 @@
 //!   most often read exactly `j` reads after `h_j` in template `t` so far,
 //!   for some `j` in `1..=k`, or among the `D` most often read at its
 //!   position; ties at the `D`-th count are all in, so this bounds any
-//!   tie-break (counted with ties out as well: any tie-break lies between). A predictor that fetches at most `D` blocks per rule key
-//!   (template and one block, or template and position) ranked by support
-//!   cannot cover more; rules keyed by longer prefixes are not bounded by it.
+//!   tie-break (counted with ties out as well: any tie-break lies between).
+//!   A predictor that fetches at most `D` blocks per rule key (template and
+//!   one block, or template and position) ranked by support cannot cover
+//!   more; rules keyed by longer prefixes are not bounded by it.
 //!
 //! Everything the trace shows, warm-up included, counts as knowledge; only
 //! the misses after the warm-up are counted, as `prefetch sim` counts them.
@@ -43,6 +44,7 @@ use hearth_core::{CtxEvent, KeyMap, Op};
 use hearth_policy::PolicySpec;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use serde::Serialize;
+use smallvec::SmallVec;
 
 use crate::{Class, PrefetchCache, PrefetchError};
 
@@ -252,25 +254,28 @@ impl Oracle {
                     reads: 0,
                 });
                 let t = context.template;
-                // The j-th most recent entry, j = 1..=k.
-                let back = |j: usize| context.history.len().checked_sub(j).map(|at| context.history[at]);
+                // Each fact this read judges by and then teaches, hashed once: for
+                // the j-th most recent entry h (j = 1..=k), its rule key (t, h, j),
+                // the fact (t, h, j, b) and (h, j, b) for any template; then the
+                // position's rule key and fact.
+                let after: SmallVec<[(u64, u64, u64); 4]> = (1..=k)
+                    .filter_map(|j| context.history.len().checked_sub(j).map(|at| (j, context.history[at])))
+                    .map(|(j, h)| (known.key((t, h, j)), known.key((t, h, j, block)), known.key((h, j, block))))
+                    .collect();
+                let at = (known.key((t, context.reads)), known.key((t, context.reads, block)));
                 let mut within_degree = Rank::default();
                 let verdict = classify.then(|| {
-                    let (mut in_context, position) = (false, context.reads);
-                    let after =
-                        (1..=k).filter_map(|j| back(j).map(|h| (known.key((t, h, j)), known.key((t, h, j, block)))));
+                    let mut in_context = false;
                     let mut best = |(seen, r): (bool, Rank)| {
                         in_context |= seen;
                         within_degree.ties_in |= r.ties_in;
                         within_degree.ties_out |= r.ties_out;
                     };
-                    for (rule, fact) in after {
+                    for &(rule, fact, _) in &after {
                         best(Knowledge::seen(&known.in_template, &known.top_after, rule, fact));
                     }
-                    let (rule, fact) = (known.key((t, position)), known.key((t, position, block)));
-                    best(Knowledge::seen(&known.at_position, &known.top_at, rule, fact));
-                    let elsewhere =
-                        (1..=k).any(|j| back(j).is_some_and(|h| known.anywhere.contains(&known.key((h, j, block)))));
+                    best(Knowledge::seen(&known.at_position, &known.top_at, at.0, at.1));
+                    let elsewhere = after.iter().any(|(_, _, anywhere)| known.anywhere.contains(anywhere));
                     match (in_context, elsewhere, known.read.contains(&block)) {
                         (true, _, _) => Predictable::InContext,
                         (false, true, _) => Predictable::OtherContext,
@@ -279,16 +284,11 @@ impl Oracle {
                     }
                 });
                 self.within_degree = within_degree;
-                for j in 1..=k {
-                    if let Some(h) = back(j) {
-                        let (rule, fact) = (known.key((t, h, j)), known.key((t, h, j, block)));
-                        let anywhere = known.key((h, j, block));
-                        Knowledge::learn(&mut known.in_template, &mut known.top_after, rule, fact);
-                        known.anywhere.insert(anywhere);
-                    }
+                for (rule, fact, anywhere) in after {
+                    Knowledge::learn(&mut known.in_template, &mut known.top_after, rule, fact);
+                    known.anywhere.insert(anywhere);
                 }
-                let (rule, fact) = (known.key((t, context.reads)), known.key((t, context.reads, block)));
-                Knowledge::learn(&mut known.at_position, &mut known.top_at, rule, fact);
+                Knowledge::learn(&mut known.at_position, &mut known.top_at, at.0, at.1);
                 known.read.insert(block);
                 context.history.push_back(block);
                 if context.history.len() > k {

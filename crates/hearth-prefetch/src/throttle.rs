@@ -22,6 +22,7 @@ pub const PROBE_EVERY: u32 = 16;
 /// Fewest promotes of one class's prefetches by another that can make them
 /// symbiotic.
 pub const SYMBIOTIC_USES: u32 = 8;
+
 /// Net benefit of a set of extra prefetches (`qm-guarded`'s spare tier,
 /// `qm-hits-gated`'s hit lookups), all kinds and templates together:
 /// misses they saved against misses they cost. Over each [`WINDOW`] of
