@@ -14,7 +14,6 @@ mod access_log;
 mod admin;
 pub mod advice;
 pub mod backend;
-pub mod block_pages;
 mod cache;
 pub mod cache_device;
 pub mod config;

@@ -86,10 +86,6 @@ enum Cmd {
     Flags,
 }
 
-/// Block buffers in huge pages, everything else from the system allocator.
-#[global_allocator]
-static ALLOCATOR: hearth_server::block_pages::BlockPages = hearth_server::block_pages::BlockPages::new();
-
 fn main() -> ExitCode {
     pipe::exit_quietly_on_broken_pipe();
     match run(Cli::parse().cmd) {
