@@ -20,7 +20,10 @@ account of each. The simulator is deterministic.
 With EXPLAIN=0 it skips the accounts (the cut table only; the ceiling from
 `analyze --ceiling`).
 
-Usage: [SEED=n] [SCHEMES='none;quickmine;...'] [WORKLOADS='tpcw;...'] [EXPLAIN=0] scripts/prefetch-account.py [HEARTH_BINARY]
+PREFETCH_FRACTION (a share, or `adaptive`) is passed to both commands as
+--prefetch-fraction; unset, their default (4%).
+
+Usage: [SEED=n] [SCHEMES='none;quickmine;...'] [WORKLOADS='tpcw;...'] [EXPLAIN=0] [PREFETCH_FRACTION=adaptive] scripts/prefetch-account.py [HEARTH_BINARY]
 """
 
 import json
@@ -34,6 +37,7 @@ SCHEMES = os.environ.get(
     "SCHEMES", "none;quickmine;qm-orders;qm-position;qm-ahead;qm-timely;qm-best;qm-guarded;qm-select").split(";")
 SEED = os.environ.get("SEED", "1")
 COMMON = ["--clients", "100", "--transactions", "20000", "--seed", SEED]
+PARTITION = ["--prefetch-fraction", os.environ["PREFETCH_FRACTION"]] if os.environ.get("PREFETCH_FRACTION") else []
 REASONS = ["cold", "evicted", "mispredicted", "outranked", "cached_then", "throttled", "no_lookup", "pollution",
            "too_late", "unexplained"]
 
@@ -51,7 +55,7 @@ def main():
         best = {}
         ceilings = None
         for size in SIZES:
-            sim = hearth(binary, "sim", "--workload", w, *COMMON, "--cache-size", size, "--device-latency", "100us",
+            sim = hearth(binary, "sim", "--workload", w, *COMMON, "--cache-size", size, "--device-latency", "100us", *PARTITION,
                          "--schemes", ";".join(SCHEMES), "--json")
             results = sim["results"]
             by_spec = {r["spec"]: r["stats"]["misses"] for r in results}
@@ -62,7 +66,7 @@ def main():
             ceilings = hearth(binary, "analyze", "--workload", w, *COMMON, "--ceiling", ",".join(SIZES), "--json")["ceiling"]
         for spec in sorted({"quickmine", *best.values()}) if os.environ.get("EXPLAIN", "1") != "0" else []:
             v = hearth(binary, "analyze", "--workload", w, *COMMON, "--ceiling", ",".join(SIZES),
-                       "--device-latency", "100us", "--explain", spec, "--json")
+                       "--device-latency", "100us", *PARTITION, "--explain", spec, "--json")
             ceilings = v["ceiling"]
             for size, e in zip(SIZES, v["explain"]):
                 accounts.append((w, size, spec, best[size] == spec, e))
