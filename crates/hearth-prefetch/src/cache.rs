@@ -101,13 +101,15 @@ pub struct PrefetchCache {
 /// USENIX ATC 2005) between the main cache and the partition: a demand miss
 /// on a block the partition pushed out lately (one a partition a band
 /// larger would have held) grows it by a block; a miss on one the main
-/// cache evicted lately shrinks it by one. Both bands are the same width,
-/// so the partition moves towards whichever side earns more at its edge.
+/// cache evicted lately, while the partition's blocks held its room,
+/// shrinks it by one. Both bands are the same width, so the partition
+/// moves towards whichever side earns more at its edge.
 /// See docs/dev/prefetch-adaptive-partition.md.
 struct Adaptive {
     /// Prefetched blocks pushed out unused for lack of room, the newest `band`.
     pushed_out: Ghosts,
-    /// Main-cache victims, the newest `band`.
+    /// Main-cache victims, the newest `band` or as many as the partition
+    /// holds blocks, whichever is fewer.
     main_evicted: Ghosts,
     band: usize,
     /// Bounds of the partition's limit, in bytes.
@@ -182,12 +184,16 @@ impl PrefetchCache {
         }
     }
 
-    /// Remembers `victim` as a block the main cache evicted.
+    /// Remembers `victim` as a block the main cache evicted. The band keeps
+    /// as many of the newest victims as the partition holds blocks (at most
+    /// its width): a main cache larger by the partition's borrowed room would
+    /// have kept those, so only a miss on one is the partition's cost.
     fn note_main_evicted(&mut self, victim: Key) {
         self.partition.main_evicted(victim);
         if let Some(ad) = &mut self.adaptive {
+            let borrowed = (self.partition.bytes() / u64::from(self.block_size)) as usize;
             ad.main_evicted.push(victim);
-            ad.main_evicted.trim(ad.band);
+            ad.main_evicted.trim(ad.band.min(borrowed));
         }
     }
 
@@ -486,10 +492,30 @@ mod tests {
         assert_eq!(shrunk, before - 1, "a miss on a main-cache victim shrinks it");
         assert_eq!(run(false), (8, 8, 8, 8), "a fixed partition stays");
 
-        // Bounds: misses on main victims take it down to 1% and no further.
+        // With nothing prefetched the partition takes no room, so a miss on
+        // the main cache's newest victim is not its cost.
         let mut c = PrefetchCache::new(&lru(), 200, 0.04, 1).unwrap().adaptive();
-        for k in 0..2000 {
-            c.demand(k % 201, Op::Read);
+        (0..201).for_each(|k| _ = c.demand(k, Op::Read));
+        assert!(!c.contains(0));
+        assert_eq!((c.demand(0, Op::Read), c.partition_limit()), (Class::Miss, 8), "an empty partition stays");
+
+        // Bounds: misses on main victims evicted while prefetched blocks
+        // held room take it down to 1% and no further.
+        let mut c = PrefetchCache::new(&lru(), 200, 0.04, 1).unwrap().adaptive();
+        let mut order: std::collections::VecDeque<Key> = (0..200).collect();
+        order.iter().for_each(|&k| _ = c.demand(k, Op::Read));
+        for k in 0..50 {
+            c.prefetch(10_000 + k);
+            c.demand(1_000 + k, Op::Read);
+            order.push_back(1_000 + k);
+            // The LRU victims, oldest first; miss on the newest of them.
+            let mut newest = None;
+            while order.front().is_some_and(|&v| !c.contains(v)) {
+                newest = order.pop_front();
+            }
+            let v = newest.expect("the new block pushed one out");
+            assert_eq!(c.demand(v, Op::Read), Class::Miss);
+            order.push_back(v);
         }
         assert_eq!(c.partition_limit(), 2, "at least 1% of the cache");
     }
