@@ -20,10 +20,10 @@ account of each. The simulator is deterministic.
 With EXPLAIN=0 it skips the accounts (the cut table only; the ceiling from
 `analyze --ceiling`).
 
-PREFETCH_FRACTION (a share, or `adaptive`) is passed to both commands as
+PREFETCH_FRACTION (a share of the cache) is passed to both commands as
 --prefetch-fraction; unset, their default (4%).
 
-Usage: [SEED=n] [SCHEMES='none;quickmine;...'] [WORKLOADS='tpcw;...'] [EXPLAIN=0] [PREFETCH_FRACTION=adaptive] scripts/prefetch-account.py [HEARTH_BINARY]
+Usage: [SEED=n] [SCHEMES='none;quickmine;...'] [WORKLOADS='tpcw;...'] [EXPLAIN=0] [PREFETCH_FRACTION=8%] scripts/prefetch-account.py [HEARTH_BINARY]
 """
 
 import json
