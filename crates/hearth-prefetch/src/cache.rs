@@ -8,7 +8,7 @@ use hearth_core::{Access, Key, Op, Policy};
 use hearth_policy::PolicySpec;
 use serde::Serialize;
 
-use crate::partition::Partition;
+use crate::partition::{Ghosts, Partition};
 use crate::PrefetchError;
 
 /// How a demand access was served.
@@ -93,7 +93,36 @@ pub struct PrefetchCache {
     /// Accesses, hits, promotes, misses and prefetches issued; used and
     /// wasted are the partition's.
     counts: Stats,
+    /// The partition's size following the traffic, if asked for.
+    adaptive: Option<Adaptive>,
 }
+
+/// The partition sized by marginal utility, SARC's rule (Gill and Modha,
+/// USENIX ATC 2005) between the main cache and the partition: a demand miss
+/// on a block the partition pushed out lately (one a partition a band
+/// larger would have held) grows it by a block; a miss on one the main
+/// cache evicted lately, while the partition's blocks held its room,
+/// shrinks it by one. Both bands are the same width, so the partition
+/// moves towards whichever side earns more at its edge. It never shrinks
+/// below the fixed share it starts from: every loss measured came from
+/// shrinking, every gain from growing (docs/dev/prefetch-adaptive-partition.md).
+struct Adaptive {
+    /// Prefetched blocks pushed out unused for lack of room, the newest `band`.
+    pushed_out: Ghosts,
+    /// Main-cache victims, the newest `band` or as many as the partition
+    /// holds blocks, whichever is fewer.
+    main_evicted: Ghosts,
+    band: usize,
+    /// Bounds of the partition's limit, in bytes: the fixed share, and
+    /// [`ADAPTIVE_MOST`] of the cache.
+    least: u64,
+    most: u64,
+}
+
+/// The adaptive partition's band, as a share of the cache.
+const ADAPTIVE_BAND: f64 = 0.01;
+/// The most of the cache an adaptive partition may hold.
+const ADAPTIVE_MOST: f64 = 0.5;
 
 impl PrefetchCache {
     /// A cache of `total_bytes` run by `main_policy`, of which prefetched
@@ -124,7 +153,68 @@ impl PrefetchCache {
             evicted: Vec::with_capacity(16),
             displaced: Vec::new(),
             counts: Stats::default(),
+            adaptive: None,
         })
+    }
+
+    /// The same cache with its partition sized as the traffic goes (see
+    /// [`Adaptive`]): it starts at its fixed share, may grow to half of the
+    /// cache, and never shrinks below where it started. Call before the
+    /// first access.
+    pub fn adaptive(mut self) -> Self {
+        let block = u64::from(self.block_size);
+        let share = |f: f64| ((self.total as f64 * f) as u64 / block).max(1) * block;
+        let most = share(ADAPTIVE_MOST);
+        let least = self.partition.limit().min(most);
+        self.partition = Partition::with_room_to_grow(least, most, self.block_size);
+        let band = (share(ADAPTIVE_BAND) / block) as usize;
+        self.adaptive =
+            Some(Adaptive { pushed_out: Ghosts::default(), main_evicted: Ghosts::default(), band, least, most });
+        self
+    }
+
+    /// The bytes the partition may hold now.
+    pub fn partition_limit(&self) -> u64 {
+        self.partition.limit()
+    }
+
+    /// Remembers what `self.evicted` holds as blocks the partition pushed out.
+    fn note_pushed_out(&mut self) {
+        if let Some(ad) = &mut self.adaptive {
+            self.evicted.iter().for_each(|&k| ad.pushed_out.push(k));
+            ad.pushed_out.trim(ad.band);
+        }
+    }
+
+    /// Remembers `victim` as a block the main cache evicted. The band keeps
+    /// as many of the newest victims as the partition holds blocks (at most
+    /// its width): a main cache larger by the partition's borrowed room would
+    /// have kept those, so only a miss on one is the partition's cost.
+    fn note_main_evicted(&mut self, victim: Key) {
+        self.partition.main_evicted(victim);
+        if let Some(ad) = &mut self.adaptive {
+            let borrowed = (self.partition.bytes() / u64::from(self.block_size)) as usize;
+            ad.main_evicted.push(victim);
+            ad.main_evicted.trim(ad.band.min(borrowed));
+        }
+    }
+
+    /// SARC's move on a demand of `key`, which `missed` or not: a key either
+    /// band holds leaves it, and a miss on one moves the partition's limit
+    /// a block (up for the partition's band, down for the main cache's).
+    fn adapt(&mut self, key: Key, missed: bool) {
+        let Some(ad) = &mut self.adaptive else { return };
+        let (pushed_out, main_evicted) = (ad.pushed_out.take(key), ad.main_evicted.take(key));
+        let block = u64::from(self.block_size);
+        let limit = self.partition.limit();
+        let moved = match (missed, pushed_out, main_evicted) {
+            (true, true, _) => (limit + block).min(ad.most),
+            (true, false, true) => limit.saturating_sub(block).max(ad.least),
+            _ => return,
+        };
+        self.evicted.clear();
+        self.partition.set_limit(moved, &mut self.evicted);
+        self.note_pushed_out();
     }
 
     /// A cache of `shape` (see [`PrefetchCache::new`]).
@@ -168,7 +258,7 @@ impl PrefetchCache {
     fn make_room(&mut self, extra: u64, now: &Access) {
         while self.occupancy() + extra > self.total {
             let Some(victim) = self.main.evict(now) else { break };
-            self.partition.main_evicted(victim);
+            self.note_main_evicted(victim);
         }
     }
 
@@ -191,12 +281,13 @@ impl PrefetchCache {
             }
             Class::Miss
         };
+        self.adapt(key, class == Class::Miss);
         if u64::from(self.block_size) <= self.total {
             self.make_room(u64::from(self.block_size), &a);
             self.evicted.clear();
             self.main.insert(&a, &mut self.evicted);
-            for &victim in &self.evicted {
-                self.partition.main_evicted(victim);
+            for i in 0..self.evicted.len() {
+                self.note_main_evicted(self.evicted[i]);
             }
             self.inserts += 1;
             // One turnover of the main cache as it would be without spare
@@ -224,6 +315,7 @@ impl PrefetchCache {
         if self.partition.is_spare(key) {
             self.evicted.clear();
             self.partition.land(key, self.inserts, &mut self.evicted);
+            self.note_pushed_out();
             return false;
         }
         if self.contains(key) || !self.partition.has_room_for_a_block() {
@@ -231,6 +323,7 @@ impl PrefetchCache {
         }
         self.evicted.clear();
         self.partition.land(key, self.inserts, &mut self.evicted);
+        self.note_pushed_out();
         let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.make_room(0, &a);
         self.trim_ghosts();
@@ -249,6 +342,7 @@ impl PrefetchCache {
         if !self.partition.land_spare(key, self.inserts, &mut self.evicted) {
             return false;
         }
+        self.note_pushed_out();
         let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.make_room(0, &a);
         self.trim_ghosts();
@@ -369,6 +463,70 @@ mod tests {
             insertions
         };
         assert_eq!(ages(true), ages(false));
+    }
+
+    /// SARC's rule: a miss on a block the partition pushed out lately grows
+    /// it a block, a miss on one the main cache evicted lately shrinks it
+    /// one, never below its fixed share nor above half the cache; a fixed
+    /// partition never moves.
+    #[test]
+    fn an_adaptive_partition_moves_towards_the_side_that_missed() {
+        // 200 one-byte blocks: the partition starts at 4% (8), may hold 8 to
+        // 100, and each side remembers its last 2 (1%).
+        let run = |adaptive: bool| {
+            let c = PrefetchCache::new(&lru(), 200, 0.04, 1).unwrap();
+            let mut c = if adaptive { c.adaptive() } else { c };
+            (0..200).for_each(|k| _ = c.demand(k, Op::Read));
+            let start = c.partition_limit();
+            // Nine prefetches into room for eight push out the first.
+            (1000..1009).for_each(|k| assert!(c.prefetch(k)));
+            assert!(!c.contains(1000));
+            assert_eq!(c.demand(1000, Op::Read), Class::Miss);
+            let grown = c.partition_limit();
+            // The main cache's newest victim (LRU: the highest block gone).
+            c.demand(5000, Op::Read);
+            let main_victim = (0..200).rev().find(|&k| !c.contains(k)).expect("the main cache gave blocks up");
+            let before = c.partition_limit();
+            assert_eq!(c.demand(main_victim, Op::Read), Class::Miss);
+            (start, grown, before, c.partition_limit())
+        };
+        let (start, grown, before, shrunk) = run(true);
+        assert_eq!((start, grown), (8, 9), "a miss on a pushed-out prefetch grows the partition");
+        assert_eq!(shrunk, before - 1, "a miss on a main-cache victim shrinks it");
+        assert_eq!(run(false), (8, 8, 8, 8), "a fixed partition stays");
+
+        // Grown to 9, then emptied (its blocks demanded): with nothing in it
+        // the partition takes no room, so a miss on the main cache's newest
+        // victim is not its cost.
+        let mut c = PrefetchCache::new(&lru(), 200, 0.04, 1).unwrap().adaptive();
+        (0..200).for_each(|k| _ = c.demand(k, Op::Read));
+        (1000..1009).for_each(|k| _ = c.prefetch(k));
+        assert_eq!((c.demand(1000, Op::Read), c.partition_limit()), (Class::Miss, 9));
+        (1001..1009).for_each(|k| assert_eq!(c.demand(k, Op::Read), Class::Promote));
+        assert_eq!(c.prefetched_bytes(), 0);
+        c.demand(6000, Op::Read);
+        let victim = (0..200).rev().find(|&k| !c.contains(k)).expect("the main cache gave blocks up");
+        assert_eq!((c.demand(victim, Op::Read), c.partition_limit()), (Class::Miss, 9), "an empty partition stays");
+
+        // Bounds: misses on main victims evicted while prefetched blocks
+        // held room take it back down to its fixed share and no further.
+        let mut c = PrefetchCache::new(&lru(), 200, 0.04, 1).unwrap().adaptive();
+        let mut order: std::collections::VecDeque<Key> = (0..200).collect();
+        order.iter().for_each(|&k| _ = c.demand(k, Op::Read));
+        for k in 0..50 {
+            c.prefetch(10_000 + k);
+            c.demand(1_000 + k, Op::Read);
+            order.push_back(1_000 + k);
+            // The LRU victims, oldest first; miss on the newest of them.
+            let mut newest = None;
+            while order.front().is_some_and(|&v| !c.contains(v)) {
+                newest = order.pop_front();
+            }
+            let v = newest.expect("the new block pushed one out");
+            assert_eq!(c.demand(v, Op::Read), Class::Miss);
+            order.push_back(v);
+        }
+        assert_eq!(c.partition_limit(), 8, "never below the fixed share");
     }
 
     #[test]

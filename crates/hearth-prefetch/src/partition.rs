@@ -35,6 +35,9 @@ pub struct Partition {
     lru: Lru,
     /// The spare tier: blocks that never displace one of `lru`'s.
     spare: Lru,
+    /// Bytes both tiers may hold together: their capacity, or less when the
+    /// owner sizes the partition as it goes ([`Partition::with_room_to_grow`]).
+    limit: u64,
     block_size: u32,
     /// Blocks in arrival order, with the owner's clock at arrival.
     arrivals: VecDeque<(u64, Key)>,
@@ -47,12 +50,44 @@ pub struct Partition {
     outcomes: Vec<(Key, bool)>,
     used: u64,
     wasted: u64,
-    /// Main-cache victims, newest last; as many are live (in `ghost_set`)
-    /// as the last [`Partition::trim_ghosts`] kept, plus victims since.
-    ghosts: VecDeque<(u64, Key)>,
-    /// Live victims, each with its number in `ghosts`.
-    ghost_set: KeyMap<u64>,
-    ghost_seq: u64,
+    /// Main-cache victims: as many as the last [`Partition::trim_ghosts`]
+    /// kept, plus victims since.
+    ghosts: Ghosts,
+}
+
+/// Keys that left a cache, newest last, of which the newest are kept: a
+/// set to ask whether a key left lately, with the order to forget by.
+#[derive(Default)]
+pub(crate) struct Ghosts {
+    /// Keys in the order they left, each with its number; entries of keys
+    /// taken or left again since stay until trimmed.
+    order: VecDeque<(u64, Key)>,
+    /// Live keys, each with its number in `order`.
+    live: KeyMap<u64>,
+    seq: u64,
+}
+
+impl Ghosts {
+    pub(crate) fn push(&mut self, key: Key) {
+        self.seq += 1;
+        self.live.insert(key, self.seq);
+        self.order.push_back((self.seq, key));
+    }
+
+    /// Whether `key` is live; it is not afterwards.
+    pub(crate) fn take(&mut self, key: Key) -> bool {
+        self.live.remove(&key).is_some()
+    }
+
+    /// Keeps the newest `keep` live keys; the order stays within twice that.
+    pub(crate) fn trim(&mut self, keep: usize) {
+        while self.live.len() > keep || self.order.len() > 2 * keep + 16 {
+            let Some((seq, k)) = self.order.pop_front() else { break };
+            if self.live.get(&k) == Some(&seq) {
+                self.live.remove(&k);
+            }
+        }
+    }
 }
 
 impl Partition {
@@ -61,6 +96,7 @@ impl Partition {
         Partition {
             lru: Lru::new(capacity),
             spare: Lru::new(capacity),
+            limit: capacity,
             block_size,
             arrivals: VecDeque::new(),
             arrived_at: KeyMap::default(),
@@ -69,24 +105,59 @@ impl Partition {
             outcomes: Vec::with_capacity(16),
             used: 0,
             wasted: 0,
-            ghosts: VecDeque::new(),
-            ghost_set: KeyMap::default(),
-            ghost_seq: 0,
+            ghosts: Ghosts::default(),
         }
+    }
+
+    /// A partition that holds at most `limit` bytes for now and may be let
+    /// hold up to `most` ([`Partition::set_limit`]).
+    pub fn with_room_to_grow(limit: u64, most: u64, block_size: u32) -> Self {
+        Partition { limit: limit.min(most), ..Partition::new(most, block_size) }
+    }
+
+    /// Bytes the partition may hold now.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Lets the partition hold `limit` bytes (at most its capacity): blocks
+    /// past it leave as wasted, spare ones first, then the oldest base
+    /// ones, appended to `left`.
+    pub fn set_limit(&mut self, limit: u64, left: &mut Vec<Key>) {
+        self.limit = limit.min(self.lru.capacity());
+        let evicted = self.fit_limit();
+        left.extend_from_slice(&evicted);
+        self.evicted = evicted;
+    }
+
+    /// Pushes blocks out, spare ones first, until both tiers fit the limit;
+    /// settles them as wasted and returns them (in `self.evicted`'s buffer,
+    /// taken: the caller puts it back).
+    fn fit_limit(&mut self) -> Vec<Key> {
+        let mut evicted = std::mem::take(&mut self.evicted);
+        let now = Access { size: self.block_size, op: Op::Read, ..Access::default() };
+        let start = evicted.len();
+        while self.lru.occupancy() + self.spare.occupancy() > self.limit {
+            match self.spare.evict(&now).or_else(|| self.lru.evict(&now)) {
+                Some(k) => evicted.push(k),
+                None => break,
+            }
+        }
+        for &k in &evicted[start..] {
+            self.settle(k, false);
+        }
+        evicted
     }
 
     /// The owner's main cache evicted `key`.
     pub fn main_evicted(&mut self, key: Key) {
-        self.ghost_seq += 1;
-        self.ghost_set.insert(key, self.ghost_seq);
-        self.ghosts.push_back((self.ghost_seq, key));
+        self.ghosts.push(key);
     }
 
     /// A demand missed `key`: true if the main cache gave it up while spare
     /// blocks held the room it would have kept it in.
     pub fn displaced_miss(&mut self, key: Key) -> bool {
-        // Its deque entry stays until trimmed; the set says what is live.
-        self.ghost_set.remove(&key).is_some()
+        self.ghosts.take(key)
     }
 
     /// Keeps the newest `deficit` victims: the owner's main cache holds
@@ -95,12 +166,7 @@ impl Partition {
     /// was made). The deque stays within twice that, dropping entries of
     /// victims missed since.
     pub fn trim_ghosts(&mut self, deficit: usize) {
-        while self.ghost_set.len() > deficit || self.ghosts.len() > 2 * deficit + 16 {
-            let Some((seq, k)) = self.ghosts.pop_front() else { break };
-            if self.ghost_set.get(&k) == Some(&seq) {
-                self.ghost_set.remove(&k);
-            }
-        }
+        self.ghosts.trim(deficit);
     }
 
     pub fn contains(&self, key: Key) -> bool {
@@ -129,12 +195,12 @@ impl Partition {
 
     /// Whether a spare block fits beside the base tier.
     pub fn has_spare_room(&self) -> bool {
-        self.lru.occupancy() + u64::from(self.block_size) <= self.lru.capacity()
+        self.lru.occupancy() + u64::from(self.block_size) <= self.limit
     }
 
     /// Whether a block fits at all.
     pub fn has_room_for_a_block(&self) -> bool {
-        u64::from(self.block_size) <= self.lru.capacity()
+        u64::from(self.block_size) <= self.limit
     }
 
     /// Prefetched blocks later demanded, and those that left unused.
@@ -172,18 +238,13 @@ impl Partition {
         self.evicted.clear();
         let tier = if spare { &mut self.spare } else { &mut self.lru };
         tier.insert(&a, &mut self.evicted);
-        // The tiers share the capacity: the spare tier gives way (its
-        // newest block always fits, as the base tier left room for it).
-        while self.lru.occupancy() + self.spare.occupancy() > self.lru.capacity() {
-            match self.spare.evict(&a) {
-                Some(k) => self.evicted.push(k),
-                None => break,
-            }
+        for i in 0..self.evicted.len() {
+            self.settle(self.evicted[i], false);
         }
-        let evicted = std::mem::take(&mut self.evicted);
-        for &k in &evicted {
-            self.settle(k, false);
-        }
+        // The tiers share the limit: the spare tier gives way (its newest
+        // block always fits, as the base tier left room for it), then, under
+        // a limit below the capacity, the oldest base blocks.
+        let evicted = self.fit_limit();
         left.extend_from_slice(&evicted);
         self.evicted = evicted;
         if self.contains(key) {
@@ -363,7 +424,7 @@ mod tests {
             p.main_evicted(k);
             p.trim_ghosts(1);
         }
-        assert!(p.ghosts.len() <= 18 && p.displaced_miss(999));
+        assert!(p.ghosts.order.len() <= 18 && p.displaced_miss(999));
     }
 
     #[test]

@@ -22,9 +22,8 @@ use crate::device::{Device, DeviceQueue};
 #[derive(Clone, Debug)]
 pub struct Setup {
     pub cache_bytes: u64,
-    /// Most of the cache prefetched blocks may hold (0.04); see
-    /// [`PrefetchCache::new`].
-    pub prefetch_fraction: f64,
+    /// How much of the cache prefetched blocks may hold.
+    pub partition: PartitionShare,
     pub block_size: u32,
     /// Main-cache policy (`lru`).
     pub main_policy: hearth_policy::PolicySpec,
@@ -34,6 +33,28 @@ pub struct Setup {
     /// Keep the miss account (`hearth_prefetch::account`): why each
     /// predictable miss was missed. Costs memory (every rule ever mined).
     pub explain: bool,
+}
+
+/// How much of the cache prefetched blocks may hold.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PartitionShare {
+    /// At most this share of the cache (0.04); see [`PrefetchCache::new`].
+    Fixed(f64),
+    /// Sized as the traffic goes, from [`ADAPTIVE_START`] ([`PrefetchCache::adaptive`]).
+    Adaptive,
+}
+
+/// Where an adaptive partition starts: the fixed partition's default share.
+pub const ADAPTIVE_START: f64 = 0.04;
+
+impl PartitionShare {
+    /// The share the partition starts at.
+    pub fn start(self) -> f64 {
+        match self {
+            PartitionShare::Fixed(share) => share,
+            PartitionShare::Adaptive => ADAPTIVE_START,
+        }
+    }
 }
 
 /// Device-time results: read latency as clients see it.
@@ -103,10 +124,13 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
     let shape = hearth_prefetch::CacheShape {
         policy: setup.main_policy.clone(),
         total_bytes: setup.cache_bytes,
-        prefetch_fraction: setup.prefetch_fraction,
+        prefetch_fraction: setup.partition.start(),
         block_size: setup.block_size,
     };
     let mut cache = PrefetchCache::with_shape(&shape)?;
+    if setup.partition == PartitionShare::Adaptive {
+        cache = cache.adaptive();
+    }
     prefetcher.shape_cache(&shape)?;
     let mut accountant = setup.explain.then(|| Accountant::new(prefetcher.as_mut()));
     let mut device = setup.device.map(DeviceQueue::new);
@@ -314,7 +338,7 @@ mod tests {
     fn setup(cache_bytes: u64) -> Setup {
         Setup {
             cache_bytes,
-            prefetch_fraction: 0.04,
+            partition: PartitionShare::Fixed(0.04),
             block_size: 4096,
             main_policy: "lru".parse().unwrap(),
             warmup: 0.3,
@@ -360,7 +384,7 @@ mod tests {
         assert_eq!(r.in_context_dropped, 0);
         assert_eq!(r.in_context_not_prefetched + r.not_in_context, none.stats.misses);
         assert!(r.in_context_not_prefetched > 9 * r.not_in_context, "{r:?}");
-        let tight = Setup { prefetch_fraction: 0.01, ..setup(4096 * 100) };
+        let tight = Setup { partition: PartitionShare::Fixed(0.01), ..setup(4096 * 100) };
         let qm = simulate(&events, &"quickmine".parse().unwrap(), &tight).unwrap();
         let r = &qm.remaining;
         assert!(r.in_context_dropped > 0, "{r:?}");
@@ -373,7 +397,7 @@ mod tests {
         let device = Device { latency_ns: 500_000, bytes_per_sec: u64::MAX };
         // A 20-block prefetch partition (20%): three clients with five blocks
         // ahead each fit.
-        let s = Setup { device: Some(device), prefetch_fraction: 0.2, ..setup(4096 * 100) };
+        let s = Setup { device: Some(device), partition: PartitionShare::Fixed(0.2), ..setup(4096 * 100) };
         let none = simulate(&events, &"none".parse().unwrap(), &s).unwrap();
         let qm = simulate(&events, &"quickmine".parse().unwrap(), &s).unwrap();
         assert!(none.stats.miss_rate() > 0.9, "the cache is far smaller than the 120 distinct blocks per 5 rounds");

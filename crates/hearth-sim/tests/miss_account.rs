@@ -5,7 +5,7 @@
 use hearth_core::Op;
 use hearth_prefetch::account::Account;
 use hearth_sim::device::Device;
-use hearth_sim::prefetch::{simulate, Outcome, Setup};
+use hearth_sim::prefetch::{simulate, Outcome, PartitionShare, Setup};
 use hearth_trace::ctx::CtxEvent;
 use hearth_trace::workload::{generate, Kind, WorkloadConfig};
 
@@ -66,7 +66,7 @@ impl Trace {
 fn setup(blocks: u64, fraction: f64) -> Setup {
     Setup {
         cache_bytes: blocks,
-        prefetch_fraction: fraction,
+        partition: PartitionShare::Fixed(fraction),
         block_size: 1,
         main_policy: "lru".parse().unwrap(),
         warmup: 0.0,
@@ -215,7 +215,13 @@ fn a_prefetch_not_started_by_its_demand_is_too_late() {
 #[test]
 fn on_a_workload_the_reasons_add_up_and_change_nothing() {
     let events = generate(&WorkloadConfig { kind: Kind::Rubis, clients: 20, transactions: 600, seed: 1 }).unwrap();
-    let s = Setup { block_size: 4096, cache_bytes: 4096 * 400, prefetch_fraction: 0.04, warmup: 0.3, ..setup(0, 0.0) };
+    let s = Setup {
+        block_size: 4096,
+        cache_bytes: 4096 * 400,
+        partition: PartitionShare::Fixed(0.04),
+        warmup: 0.3,
+        ..setup(0, 0.0)
+    };
     let t = Trace { events, ..Trace::default() };
     for spec in ["quickmine", "qm-position", "qm-select"] {
         let (o, a) = account(&t, spec, &s);

@@ -12,7 +12,7 @@ use hearth_policy::PolicySpec;
 use hearth_prefetch::{cminer, PrefetchSpec};
 use hearth_sim::device::Device;
 use hearth_sim::parse_sizes;
-use hearth_sim::prefetch::{compare_mining, simulate, Outcome, Setup, REMAINING_LOOKAHEAD};
+use hearth_sim::prefetch::{compare_mining, simulate, Outcome, PartitionShare, Setup, REMAINING_LOOKAHEAD};
 use hearth_sim::run::Warmup;
 use hearth_trace::ctx::{read_ctx_trace, write_ctx_trace, CtxEvent};
 use hearth_trace::workload::{generate, template_names, Kind, WorkloadConfig};
@@ -207,10 +207,10 @@ pub struct SimArgs {
     #[arg(long, hide = true, conflicts_with = "cache_size",
           value_parser = units::renamed::<String>("--cache", "--cache-size"))]
     cache: Option<String>,
-    /// Share of the cache for prefetched blocks.
-    #[arg(long, value_name = "PERCENT", default_value = "4%",
-          value_parser = units::share("--prefetch-fraction", units::BareShare::Fraction))]
-    prefetch_fraction: f64,
+    /// Share of the cache for prefetched blocks, or `adaptive`: sized as the traffic goes, from 4%
+    /// (SARC's rule between the main cache and the partition).
+    #[arg(long, value_name = "PERCENT|adaptive", default_value = "4%", value_parser = partition_share)]
+    prefetch_fraction: PartitionShare,
     #[command(flatten)]
     replay: ReplayCache,
     /// Time reads on a device with this latency (e.g. 100us) and 500 MB/s; prefetches at low priority.
@@ -365,7 +365,7 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         .map(|latency| Device { latency_ns: latency.as_nanos() as u64, bytes_per_sec: 500_000_000 });
     let setup = Setup {
         cache_bytes,
-        prefetch_fraction: args.prefetch_fraction,
+        partition: args.prefetch_fraction,
         block_size,
         main_policy: args.replay.policy.clone(),
         warmup: args.replay.warmup_share(events),
@@ -419,11 +419,11 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
     } else {
         writeln!(
             out,
-            "{name}: footprint {}, cache {} ({:.1}%), prefetch partition {:.0}%, warm-up {:.0}%",
+            "{name}: footprint {}, cache {} ({:.1}%), prefetch partition {}, warm-up {:.0}%",
             format_bytes(footprint),
             format_bytes(cache_bytes),
             100.0 * cache_bytes as f64 / footprint.max(1) as f64,
-            100.0 * args.prefetch_fraction,
+            describe_partition(args.prefetch_fraction),
             100.0 * args.replay.warmup_share(&events)
         )?;
         // The scheme column fits the longest name (variants spell their switches out).
@@ -547,4 +547,19 @@ fn sweep(mut args: SimArgs, clients: &[u32]) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--prefetch-fraction`: a share of the cache, or `adaptive`.
+pub(crate) fn partition_share(s: &str) -> Result<PartitionShare, String> {
+    if s.trim() == "adaptive" {
+        return Ok(PartitionShare::Adaptive);
+    }
+    units::share("--prefetch-fraction", units::BareShare::Fraction)(s).map(PartitionShare::Fixed)
+}
+
+fn describe_partition(share: PartitionShare) -> String {
+    match share {
+        PartitionShare::Fixed(f) => format!("{:.0}%", 100.0 * f),
+        PartitionShare::Adaptive => format!("adaptive (from {:.0}%)", 100.0 * share.start()),
+    }
 }
