@@ -25,7 +25,14 @@
 //!      prefetching was off);
 //!    - **no lookup**: the reads were hits, which trigger no lookup.
 //! 3. **evicted**: a rule from one of those lookups' keys to `b` had been
-//!    mined before the lookup, but was no longer in the rule cache.
+//!    mined before the lookup, but was not among its candidates. Split
+//!    ([`EvictedSplit`]) by why, the first that holds at any of those
+//!    lookups: **below support** (the rule was held, under the support its
+//!    kind needs to be asked for), **suffix replaced** (its prefix was held,
+//!    the suffix not: pushed out of a full list, or refused while the list
+//!    was in its grace period), **prefix evicted** (the prefix was not held);
+//!    and by the kind of that rule's key (the first such key, newest lookup
+//!    first, each lookup's keys in the order it consulted them).
 //! 4. **mispredicted**: the lookups had candidates, none of them `b`, and
 //!    no rule from their keys to `b` had been mined (the scheme's rules,
 //!    keyed more narrowly than the oracle's, predicted other blocks).
@@ -73,6 +80,66 @@ pub struct Lookup {
     pub keys: Vec<PrefixKey>,
     /// The rule table's clock at the lookup ([`crate::rules::RuleCache::clock`]).
     pub clock: u64,
+    /// Keys looked up whose prefix the rule table did not hold.
+    pub absent: Vec<PrefixKey>,
+    /// Rules held under the keys but left out of the candidates for too
+    /// little support.
+    pub below_support: Vec<(PrefixKey, Key)>,
+}
+
+/// Counts by the kind of a rule's key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ByRuleKind {
+    pub position: u64,
+    pub one_block: u64,
+    pub two_block: u64,
+    pub three_block: u64,
+}
+
+impl ByRuleKind {
+    fn count(&mut self, key: &PrefixKey) {
+        match key.order {
+            0 => self.position += 1,
+            1 => self.one_block += 1,
+            2 => self.two_block += 1,
+            _ => self.three_block += 1,
+        }
+    }
+    /// `(name, count)` of every kind.
+    pub fn rows(&self) -> [(&'static str, u64); 4] {
+        [
+            ("two-block", self.two_block),
+            ("one-block", self.one_block),
+            ("three-block", self.three_block),
+            ("position", self.position),
+        ]
+    }
+    pub fn total(&self) -> u64 {
+        self.rows().iter().map(|r| r.1).sum()
+    }
+}
+
+/// The **evicted** misses by why their rule was not a candidate, each by
+/// rule kind (module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EvictedSplit {
+    pub below_support: ByRuleKind,
+    pub suffix_replaced: ByRuleKind,
+    pub prefix_evicted: ByRuleKind,
+}
+
+impl EvictedSplit {
+    /// `(name, counts)` of every cause.
+    pub fn rows(&self) -> [(&'static str, &ByRuleKind); 3] {
+        [
+            ("below support", &self.below_support),
+            ("suffix replaced", &self.suffix_replaced),
+            ("prefix evicted", &self.prefix_evicted),
+        ]
+    }
+    pub fn total(&self) -> u64 {
+        self.rows().iter().map(|r| r.1.total()).sum()
+    }
 }
 
 /// Why the predictable misses were missed: the rows of the account.
@@ -124,7 +191,42 @@ pub struct Account {
     /// Read misses after the warm-up that the oracle calls predictable in context.
     pub predictable_misses: u64,
     pub misses: MissReasons,
+    /// `misses.evicted`, split.
+    pub evicted: EvictedSplit,
     pub wasted: WasteReasons,
+}
+
+/// Why a mined rule was not a candidate, closest to being one first.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Evicted {
+    BelowSupport,
+    SuffixReplaced,
+    PrefixEvicted,
+}
+
+/// If a rule from a key of `window`'s lookups to `block` had been mined
+/// before that lookup (the miss is **evicted**), the cause and key of the
+/// first such rule, by cause then newest lookup then key order.
+fn evicted_cause(window: &VecDeque<Lookup>, block: Key, prefetcher: &dyn Prefetcher) -> Option<(Evicted, PrefixKey)> {
+    let mut best: Option<(Evicted, PrefixKey)> = None;
+    for l in window.iter().rev() {
+        for k in &l.keys {
+            if !prefetcher.first_mined(k, block).is_some_and(|at| at <= l.clock) {
+                continue;
+            }
+            let cause = if l.below_support.contains(&(*k, block)) {
+                Evicted::BelowSupport
+            } else if l.absent.contains(k) {
+                Evicted::PrefixEvicted
+            } else {
+                Evicted::SuffixReplaced
+            };
+            if best.is_none_or(|(b, _)| cause < b) {
+                best = Some((cause, *k));
+            }
+        }
+    }
+    best
 }
 
 /// Builds an [`Account`] from a run's events.
@@ -209,11 +311,15 @@ impl Accountant {
             m.throttled += 1;
         } else if !known.is_empty() {
             m.no_lookup += 1;
-        } else if window
-            .iter()
-            .any(|l| l.keys.iter().any(|k| prefetcher.first_mined(k, block).is_some_and(|at| at <= l.clock)))
-        {
+        } else if let Some(split) = evicted_cause(window, block, prefetcher) {
             m.evicted += 1;
+            let (cause, key) = split;
+            let e = &mut self.account.evicted;
+            match cause {
+                Evicted::BelowSupport => e.below_support.count(&key),
+                Evicted::SuffixReplaced => e.suffix_replaced.count(&key),
+                Evicted::PrefixEvicted => e.prefix_evicted.count(&key),
+            }
         } else if window.iter().any(|l| !l.candidates.is_empty()) {
             m.mispredicted += 1;
         } else {

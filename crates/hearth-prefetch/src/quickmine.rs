@@ -428,6 +428,16 @@ impl QuickMine {
                 break;
             }
             let mut found = if touch { self.rules.lookup(&key).to_vec() } else { self.rules.peek(&key).to_vec() };
+            if let Some(l) = &mut self.explained {
+                // A held prefix has at least one suffix.
+                if found.is_empty() {
+                    l.absent.push(key);
+                }
+                if self.cfg.fallback && kind != BASE {
+                    let weak = found.iter().filter(|s| s.count < FALLBACK_SUPPORT);
+                    l.below_support.extend(weak.map(|s| (key, s.block)));
+                }
+            }
             if self.cfg.fallback && kind != BASE {
                 found.retain(|s| s.count >= FALLBACK_SUPPORT);
                 self.kind = kind;
@@ -448,6 +458,8 @@ impl QuickMine {
             l.degree = degree;
             l.candidates.clear();
             l.keys.clear();
+            l.absent.clear();
+            l.below_support.clear();
             l.clock = self.rules.clock();
         }
     }

@@ -128,6 +128,9 @@ pub fn print(explained: &[Explained]) {
     for (row, (reason, _)) in first.account.misses.rows().iter().enumerate() {
         let label = if *reason == "too late" { "too late (promotes read on demand)" } else { reason };
         println!("{:<34}{}", format!("  {label}"), cell(&|e| e.account.misses.rows()[row].1.to_string()));
+        if *reason == "evicted" {
+            print_evicted_split(explained, &cell);
+        }
     }
     println!(
         "{:<34}{}",
@@ -136,4 +139,19 @@ pub fn print(explained: &[Explained]) {
     );
     println!("{:<34}{}", "  dropped before use", cell(&|e| e.account.wasted.dropped_before_use.to_string()));
     println!("{:<34}{}", "  mispredicted", cell(&|e| e.account.wasted.mispredicted.to_string()));
+}
+
+/// The rows under "evicted": each cause, then its rule kinds that any size has.
+fn print_evicted_split(explained: &[Explained], cell: &dyn Fn(&dyn Fn(&Explained) -> String) -> String) {
+    for cause in 0..3 {
+        let (name, _) = explained[0].account.evicted.rows()[cause];
+        println!("{:<34}{}", format!("    {name}"), cell(&|e| e.account.evicted.rows()[cause].1.total().to_string()));
+        for kind in 0..4 {
+            let count = |e: &Explained| e.account.evicted.rows()[cause].1.rows()[kind].1;
+            if explained.iter().any(|e| count(e) > 0) {
+                let (kind_name, _) = explained[0].account.evicted.rows()[cause].1.rows()[kind];
+                println!("{:<34}{}", format!("      {kind_name}"), cell(&|e| count(e).to_string()));
+            }
+        }
+    }
 }
