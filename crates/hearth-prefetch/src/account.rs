@@ -52,12 +52,19 @@
 //! unused) is **dropped before use** if the context that asked for it read
 //! it after the drop, else **mispredicted**: its context ended (or the
 //! trace did) without reading it.
+//!
+//! Throttling, per template and kind of lookup (its benefit, its lookups
+//! at degree 0 and a shadow of what they would have prefetched), is in
+//! [`throttled`].
+
+mod throttled;
 
 use std::collections::VecDeque;
 
 use hearth_core::{Key, KeyMap};
 use serde::Serialize;
 
+pub use self::throttled::ThrottleRow;
 use crate::ceiling::Predictable;
 use crate::rules::PrefixKey;
 use crate::{Class, Prefetcher};
@@ -85,6 +92,39 @@ pub struct Lookup {
     /// Rules held under the keys but left out of the candidates for too
     /// little support.
     pub below_support: Vec<(PrefixKey, Key)>,
+    /// The context's template.
+    pub class: u32,
+    /// Whose degree the lookup ran with.
+    pub kind: LookupKind,
+}
+
+/// Which throttle's degree a lookup ran with (QuickMine's kinds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LookupKind {
+    /// A miss or promote lookup answered by the base rules.
+    #[default]
+    Base,
+    /// A miss or promote lookup answered by one-block fallback rules.
+    OneBlockFallback,
+    /// A miss or promote lookup answered by position fallback rules.
+    PositionFallback,
+    /// A hit lookup throttled on its own.
+    Hit,
+    /// A hit lookup stopped by the net-benefit gate.
+    HitGateClosed,
+}
+
+impl LookupKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LookupKind::Base => "miss, base rules",
+            LookupKind::OneBlockFallback => "miss, one-block fallback",
+            LookupKind::PositionFallback => "miss, position fallback",
+            LookupKind::Hit => "hit",
+            LookupKind::HitGateClosed => "hit, gate closed",
+        }
+    }
 }
 
 /// Counts by the kind of a rule's key.
@@ -194,6 +234,8 @@ pub struct Account {
     /// `misses.evicted`, split.
     pub evicted: EvictedSplit,
     pub wasted: WasteReasons,
+    /// Throttling by template and kind of lookup, rows with any count.
+    pub throttle: Vec<ThrottleRow>,
 }
 
 /// Why a mined rule was not a candidate, closest to being one first.
@@ -230,26 +272,44 @@ fn evicted_cause(window: &VecDeque<Lookup>, block: Key, prefetcher: &dyn Prefetc
 }
 
 /// Builds an [`Account`] from a run's events.
-#[derive(Default)]
 pub struct Accountant {
     account: Account,
     /// The last [`WINDOW`] lookups of each open context, newest last.
     lookups: KeyMap<VecDeque<Lookup>>,
-    /// Prefetched blocks awaiting an outcome: the asking context, and
-    /// whether the prefetch was issued after the warm-up.
-    waiting: KeyMap<(u32, bool)>,
+    /// Prefetched blocks awaiting an outcome: the asking context, whether
+    /// the prefetch was issued after the warm-up, and if so the template
+    /// and kind of the lookup that asked.
+    waiting: KeyMap<(u32, bool, Option<(u32, LookupKind)>)>,
     /// Blocks dropped unused since their last demand.
     dropped: KeyMap<()>,
     /// Wasted prefetches per asking context, not yet judged.
     wasted: KeyMap<Vec<Key>>,
     /// Whether the prefetcher reports its lookups.
     explained: bool,
+    throttled: throttled::Throttled,
+    /// Past the warm-up.
+    counting: bool,
 }
 
 impl Accountant {
-    /// Asks `prefetcher` to report its lookups (see [`Prefetcher::explain`]).
-    pub fn new(prefetcher: &mut dyn Prefetcher) -> Accountant {
-        Accountant { explained: prefetcher.explain(), ..Accountant::default() }
+    /// Asks `prefetcher` to report its lookups (see [`Prefetcher::explain`]);
+    /// `partition_blocks` sizes the throttling shadow.
+    pub fn new(prefetcher: &mut dyn Prefetcher, partition_blocks: usize) -> Accountant {
+        Accountant {
+            account: Account::default(),
+            lookups: KeyMap::default(),
+            waiting: KeyMap::default(),
+            dropped: KeyMap::default(),
+            wasted: KeyMap::default(),
+            explained: prefetcher.explain(),
+            throttled: throttled::Throttled::new(partition_blocks),
+            counting: false,
+        }
+    }
+
+    /// The warm-up is over: the throttling rows count from here.
+    pub fn start_counting(&mut self) {
+        self.counting = true;
     }
 
     pub fn begin(&mut self, ctx: u32) {
@@ -276,6 +336,7 @@ impl Accountant {
         prefetcher: &dyn Prefetcher,
     ) {
         let was_dropped = self.dropped.remove(&block).is_some();
+        self.throttled.read(block, class == Class::Miss);
         if let Some(pending) = self.wasted.get_mut(&u64::from(ctx)) {
             if let Some(at) = pending.iter().position(|&b| b == block) {
                 pending.swap_remove(at);
@@ -307,8 +368,9 @@ impl Accountant {
             m.outranked += 1;
         } else if known.iter().any(|&(l, _)| ran(l)) {
             m.cached_then += 1;
-        } else if known.iter().any(|&(l, _)| l.triggered) {
+        } else if let Some(&(l, _)) = known.iter().rev().find(|&&(l, _)| l.triggered) {
             m.throttled += 1;
+            self.throttled.missed(l);
         } else if !known.is_empty() {
             m.no_lookup += 1;
         } else if let Some(split) = evicted_cause(window, block, prefetcher) {
@@ -330,6 +392,8 @@ impl Accountant {
     /// The lookup the prefetcher made at `ctx`'s read just accounted.
     pub fn lookup(&mut self, ctx: u32, prefetcher: &dyn Prefetcher) {
         let Some(l) = prefetcher.last_lookup() else { return };
+        let waiting = &self.waiting;
+        self.throttled.lookup(l, self.counting, |b| waiting.contains_key(&b));
         let window = self.lookups.entry(u64::from(ctx)).or_default();
         if window.len() == WINDOW {
             window.pop_front();
@@ -339,17 +403,21 @@ impl Accountant {
 
     /// `ctx` had `block` prefetched (a backend read was issued).
     pub fn issued(&mut self, ctx: u32, block: Key, counted: bool) {
-        self.waiting.insert(block, (ctx, counted));
+        let asked = self.lookups.get(&u64::from(ctx)).and_then(|w| w.back()).map(|l| (l.class, l.kind));
+        let row = asked.filter(|_| counted);
+        self.throttled.issued(block, row);
+        self.waiting.insert(block, (ctx, counted, row));
     }
 
     /// A prefetched block was demanded (`used`) or dropped unused.
     pub fn outcome(&mut self, block: Key, used: bool) {
         let asked = self.waiting.remove(&block);
+        self.throttled.outcome(block, used, asked.and_then(|a| a.2));
         if used {
             return;
         }
         self.dropped.insert(block, ());
-        if let Some((ctx, true)) = asked {
+        if let Some((ctx, true, _)) = asked {
             match self.wasted.get_mut(&u64::from(ctx)) {
                 Some(pending) => pending.push(block),
                 // Its context has ended: nobody there will read it.
@@ -365,6 +433,7 @@ impl Accountant {
     pub fn finish(mut self) -> Account {
         let left: usize = self.wasted.values().map(Vec::len).sum();
         self.account.wasted.mispredicted += left as u64;
+        self.account.throttle = self.throttled.finish();
         self.account
     }
 }

@@ -63,7 +63,7 @@ use std::collections::VecDeque;
 
 use hearth_core::{Key, KeyMap};
 
-use crate::account::Lookup;
+use crate::account::{Lookup, LookupKind};
 pub use crate::rules::{PrefixKey, RuleCache, Suffix};
 use crate::throttle::{NetGate, Throttle};
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
@@ -452,10 +452,11 @@ impl QuickMine {
     }
 
     /// Starts the account's record of a lookup at a read.
-    fn explain_start(&mut self, triggered: bool, degree: usize) {
+    fn explain_start(&mut self, triggered: bool, degree: usize, class: u32) {
         if let Some(l) = &mut self.explained {
             l.triggered = triggered;
             l.degree = degree;
+            l.class = class;
             l.candidates.clear();
             l.keys.clear();
             l.absent.clear();
@@ -464,9 +465,18 @@ impl QuickMine {
         }
     }
 
-    /// Adds the last step's keys and candidates to the account's record.
-    fn explain_step(&mut self, cached: &dyn Fn(Key) -> bool) {
+    /// Adds the last step's keys and candidates to the account's record,
+    /// and whose degree it ran with: a hit lookup's own (`own`), stopped by
+    /// the gate (`blocked`), or the kind of rules that answered.
+    fn explain_step(&mut self, cached: &dyn Fn(Key) -> bool, own: bool, blocked: bool) {
         if let Some(l) = &mut self.explained {
+            l.kind = match self.kind {
+                _ if blocked => LookupKind::HitGateClosed,
+                _ if own => LookupKind::Hit,
+                BASE => LookupKind::Base,
+                1 => LookupKind::OneBlockFallback,
+                _ => LookupKind::PositionFallback,
+            };
             l.keys.extend_from_slice(&self.keys);
             for s in &self.scratch {
                 if !l.candidates.iter().any(|c| c.0 == s.block) {
@@ -566,12 +576,9 @@ impl Prefetcher for QuickMine {
         let can_predict = self.history.len() >= self.cfg.min_order || self.cfg.by_position;
         // Gated, a hit lookup that would issue does so only while the hit
         // lookups save at least what they cost, or as one probe in 16.
-        let hit_degree = if own && hit_degree > 0 && can_predict && self.gated() && !self.hit_gate.allows() {
-            0
-        } else {
-            hit_degree
-        };
-        self.explain_start(trigger, if own { hit_degree } else { degree });
+        let blocked = own && hit_degree > 0 && can_predict && self.gated() && !self.hit_gate.allows();
+        let hit_degree = if blocked { 0 } else { hit_degree };
+        self.explain_start(trigger, if own { hit_degree } else { degree }, class);
         if !can_predict {
             return;
         }
@@ -581,7 +588,7 @@ impl Prefetcher for QuickMine {
                 // What a lookup would have found, for the account only.
                 self.scratch.clear();
                 self.predict(class, position, false);
-                self.explain_step(cached);
+                self.explain_step(cached, own, blocked);
             }
             return;
         }
@@ -597,7 +604,7 @@ impl Prefetcher for QuickMine {
             if let Some(l) = self.explained.as_mut().filter(|_| self.cfg.fallback) {
                 l.degree = degree;
             }
-            self.explain_step(cached);
+            self.explain_step(cached, own, blocked);
             let start = out.len();
             for s in &self.scratch {
                 if out.len() - start == degree {

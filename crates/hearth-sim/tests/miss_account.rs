@@ -3,7 +3,7 @@
 //! reasons must add up.
 
 use hearth_core::Op;
-use hearth_prefetch::account::Account;
+use hearth_prefetch::account::{Account, LookupKind};
 use hearth_sim::device::Device;
 use hearth_sim::prefetch::{simulate, Outcome, Setup};
 use hearth_trace::ctx::CtxEvent;
@@ -80,6 +80,7 @@ fn account(trace: &Trace, spec: &str, setup: &Setup) -> (Outcome, Account) {
     let a = o.account.clone().expect("explain asks for the account");
     assert_eq!(a.misses.total() - a.misses.too_late, a.predictable_misses, "{a:?}");
     assert_eq!(a.evicted.total(), a.misses.evicted, "the split adds up: {a:?}");
+    assert_eq!(a.throttle.iter().map(|r| r.throttled_misses).sum::<u64>(), a.misses.throttled, "{a:?}");
     assert_eq!(a.wasted.dropped_before_use + a.wasted.mispredicted, o.stats.wasted, "{a:?}");
     (o, a)
 }
@@ -236,6 +237,19 @@ fn a_rule_of_a_template_throttled_off_is_throttled() {
     assert!(a.misses.throttled >= 4, "{a:?}");
     let (_, free) = account(&t, "quickmine:throttle=false", &setup(40, 0.25));
     assert_eq!(free.misses.throttled, 0, "{free:?}");
+    // The throttle's rows: template 0's base lookups, throttled; their
+    // shadow would have had 3 waiting at each read of it.
+    let row = a.throttle.iter().find(|r| r.template == 0 && r.kind == LookupKind::Base).expect("a row of template 0");
+    assert_eq!(row.throttled_misses, a.misses.throttled, "{row:?}");
+    assert!(row.throttled_lookups >= 4 && row.shadow_saved >= 4, "{row:?}");
+    assert!(row.used * 7 < row.issued, "below the throttle's 0.15: {row:?}");
+    assert!(free.throttle.iter().all(|r| r.throttled_lookups == 0 && r.shadow_issued == 0), "{free:?}");
+    // A one-block partition: 3, the first of 3..7, leaves the shadow
+    // before its read.
+    let (_, tiny) = account(&t, "quickmine", &setup(25, 0.04));
+    let row =
+        tiny.throttle.iter().find(|r| r.template == 0 && r.kind == LookupKind::Base).expect("a row of template 0");
+    assert!(row.shadow_issued >= 4 && row.shadow_used == 0, "{row:?}");
 }
 
 /// With a device, a prefetch asked for at the read just before its own
