@@ -243,6 +243,9 @@ fn a_rule_of_a_template_throttled_off_is_throttled() {
     assert_eq!(row.throttled_misses, a.misses.throttled, "{row:?}");
     assert!(row.throttled_lookups >= 4 && row.shadow_saved >= 4, "{row:?}");
     assert!(row.used * 7 < row.issued, "below the throttle's 0.15: {row:?}");
+    // 3, the lowest of five blocks seen once each, is each lookup's first.
+    assert!(row.shadow_top_used >= 4 && row.shadow_top_issued < row.shadow_issued, "{row:?}");
+    assert!(row.top_issued >= 1 && row.top_issued < row.issued, "{row:?}");
     assert!(free.throttle.iter().all(|r| r.throttled_lookups == 0 && r.shadow_issued == 0), "{free:?}");
     // A one-block partition: 3, the first of 3..7, leaves the shadow
     // before its read.

@@ -157,14 +157,25 @@ fn print_throttle(e: &Explained, names: &[&str]) {
         format_bytes(e.cache_bytes)
     );
     println!(
-        "{:<22}{:<26}{:>9}{:>9}{:>7}{:>12}{:>10}{:>10}{:>10}{:>11}",
-        "template", "lookup", "issued", "used", "share", "at degree 0", "shadow", "used", "saved", "throttled"
+        "{:<22}{:<26}{:>9}{:>9}{:>7}{:>12}{:>10}{:>10}{:>10}{:>11}{:>14}{:>14}",
+        "template",
+        "lookup",
+        "issued",
+        "used",
+        "share",
+        "at degree 0",
+        "shadow",
+        "used",
+        "saved",
+        "throttled",
+        "top used/iss.",
+        "shadow top"
     );
     for r in &e.account.throttle {
         let name = names.get(r.template as usize).map_or_else(|| r.template.to_string(), |n| n.to_string());
         let share = if r.issued == 0 { "-".to_string() } else { format!("{:.2}", r.used as f64 / r.issued as f64) };
         println!(
-            "{:<22}{:<26}{:>9}{:>9}{:>7}{:>12}{:>10}{:>10}{:>10}{:>11}",
+            "{:<22}{:<26}{:>9}{:>9}{:>7}{:>12}{:>10}{:>10}{:>10}{:>11}{:>14}{:>14}",
             name,
             r.kind.name(),
             r.issued,
@@ -174,7 +185,9 @@ fn print_throttle(e: &Explained, names: &[&str]) {
             r.shadow_issued,
             r.shadow_used,
             r.shadow_saved,
-            r.throttled_misses
+            r.throttled_misses,
+            format!("{}/{}", r.top_used, r.top_issued),
+            format!("{}/{}", r.shadow_top_used, r.shadow_top_issued)
         );
     }
 }

@@ -34,6 +34,12 @@ pub struct ThrottleRow {
     pub shadow_issued: u64,
     pub shadow_used: u64,
     pub shadow_saved: u64,
+    /// The same for the first block each lookup asked for (real) or would
+    /// have asked for (shadow): its best candidate not cached nor in flight.
+    pub top_issued: u64,
+    pub top_used: u64,
+    pub shadow_top_issued: u64,
+    pub shadow_top_used: u64,
     /// Predictable misses the account calls throttled, by the newest
     /// throttled lookup that had them as a candidate.
     pub throttled_misses: u64,
@@ -47,6 +53,8 @@ type RowKey = (u32, LookupKind);
 struct Entry {
     seq: u64,
     shadow: Option<Option<RowKey>>,
+    /// A shadow lookup's first block.
+    top: bool,
 }
 
 /// The rows and the shadow FIFO.
@@ -58,6 +66,10 @@ pub(super) struct Throttled {
     order: VecDeque<(Key, u64)>,
     seq: u64,
     capacity: usize,
+    /// No real prefetch issued yet since the last lookup.
+    first_pending: bool,
+    /// Real prefetches that were their lookup's first.
+    top_real: KeyMap<()>,
 }
 
 impl Throttled {
@@ -69,9 +81,9 @@ impl Throttled {
         self.rows.entry(key).or_insert_with(|| ThrottleRow { template: key.0, kind: key.1, ..ThrottleRow::default() })
     }
 
-    fn push(&mut self, block: Key, shadow: Option<Option<RowKey>>) {
+    fn push(&mut self, block: Key, shadow: Option<Option<RowKey>>, top: bool) {
         self.seq += 1;
-        self.live.insert(block, Entry { seq: self.seq, shadow });
+        self.live.insert(block, Entry { seq: self.seq, shadow, top });
         self.order.push_back((block, self.seq));
         while self.live.len() > self.capacity {
             let Some((b, seq)) = self.order.pop_front() else { break };
@@ -88,6 +100,7 @@ impl Throttled {
     /// A lookup just made: counts it, and if it ran with degree 0 puts its
     /// would-be prefetches in the shadow.
     pub(super) fn lookup(&mut self, l: &Lookup, counted: bool, in_flight: impl Fn(Key) -> bool) {
+        self.first_pending = true;
         if !l.triggered || l.degree > 0 {
             return;
         }
@@ -96,29 +109,40 @@ impl Throttled {
             self.row(key).throttled_lookups += 1;
         }
         let wanted = l.candidates.iter().filter(|&&(b, cached)| !cached && !in_flight(b)).take(DEGREE);
-        for &(b, _) in wanted.collect::<Vec<_>>().iter() {
+        for (rank, &(b, _)) in wanted.collect::<Vec<_>>().iter().enumerate() {
             if self.live.get(b).is_some_and(|e| e.shadow.is_some()) {
                 continue;
             }
             if counted {
-                self.row(key).shadow_issued += 1;
+                let r = self.row(key);
+                r.shadow_issued += 1;
+                r.shadow_top_issued += u64::from(rank == 0);
             }
-            self.push(*b, Some(counted.then_some(key)));
+            self.push(*b, Some(counted.then_some(key)), rank == 0);
         }
     }
 
     /// A real prefetch issued by a lookup of `key` (its context's last).
     pub(super) fn issued(&mut self, block: Key, key: Option<RowKey>) {
+        let top = std::mem::take(&mut self.first_pending);
         if let Some(k) = key {
-            self.row(k).issued += 1;
+            let r = self.row(k);
+            r.issued += 1;
+            r.top_issued += u64::from(top);
         }
-        self.push(block, None);
+        if top {
+            self.top_real.insert(block, ());
+        }
+        self.push(block, None, false);
     }
 
     /// A real prefetch's outcome.
     pub(super) fn outcome(&mut self, block: Key, used: bool, key: Option<RowKey>) {
+        let top = self.top_real.remove(&block).is_some();
         if let (true, Some(k)) = (used, key) {
-            self.row(k).used += 1;
+            let r = self.row(k);
+            r.used += 1;
+            r.top_used += u64::from(top);
         }
         if self.live.get(&block).is_some_and(|e| e.shadow.is_none()) {
             self.live.remove(&block);
@@ -127,12 +151,13 @@ impl Throttled {
 
     /// A read of `block`, a miss or not.
     pub(super) fn read(&mut self, block: Key, miss: bool) {
-        if let Some(Entry { shadow: Some(row), .. }) = self.live.get(&block).copied() {
+        if let Some(Entry { shadow: Some(row), top, .. }) = self.live.get(&block).copied() {
             self.live.remove(&block);
             if let Some(k) = row {
                 let r = self.row(k);
                 r.shadow_used += 1;
                 r.shadow_saved += u64::from(miss);
+                r.shadow_top_used += u64::from(top);
             }
         }
     }
