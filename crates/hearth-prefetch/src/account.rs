@@ -25,7 +25,14 @@
 //!      prefetching was off);
 //!    - **no lookup**: the reads were hits, which trigger no lookup.
 //! 3. **evicted**: a rule from one of those lookups' keys to `b` had been
-//!    mined before the lookup, but was no longer in the rule cache.
+//!    mined before the lookup, but was not among its candidates. Split
+//!    ([`EvictedSplit`]) by why, the first that holds at any of those
+//!    lookups: **below support** (the rule was held, under the support its
+//!    kind needs to be asked for), **suffix replaced** (its prefix was held,
+//!    the suffix not: pushed out of a full list, or refused while the list
+//!    was in its grace period), **prefix evicted** (the prefix was not held);
+//!    and by the kind of that rule's key (the first such key, newest lookup
+//!    first, each lookup's keys in the order it consulted them).
 //! 4. **mispredicted**: the lookups had candidates, none of them `b`, and
 //!    no rule from their keys to `b` had been mined (the scheme's rules,
 //!    keyed more narrowly than the oracle's, predicted other blocks).
@@ -45,12 +52,19 @@
 //! unused) is **dropped before use** if the context that asked for it read
 //! it after the drop, else **mispredicted**: its context ended (or the
 //! trace did) without reading it.
+//!
+//! Throttling, per template and kind of lookup (its benefit, its lookups
+//! at degree 0 and a shadow of what they would have prefetched), is in
+//! [`throttled`].
+
+mod throttled;
 
 use std::collections::VecDeque;
 
 use hearth_core::{Key, KeyMap};
 use serde::Serialize;
 
+pub use self::throttled::ThrottleRow;
 use crate::ceiling::Predictable;
 use crate::rules::PrefixKey;
 use crate::{Class, Prefetcher};
@@ -73,6 +87,99 @@ pub struct Lookup {
     pub keys: Vec<PrefixKey>,
     /// The rule table's clock at the lookup ([`crate::rules::RuleCache::clock`]).
     pub clock: u64,
+    /// Keys looked up whose prefix the rule table did not hold.
+    pub absent: Vec<PrefixKey>,
+    /// Rules held under the keys but left out of the candidates for too
+    /// little support.
+    pub below_support: Vec<(PrefixKey, Key)>,
+    /// The context's template.
+    pub class: u32,
+    /// Whose degree the lookup ran with.
+    pub kind: LookupKind,
+}
+
+/// Which throttle's degree a lookup ran with (QuickMine's kinds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LookupKind {
+    /// A miss or promote lookup answered by the base rules.
+    #[default]
+    Base,
+    /// A miss or promote lookup answered by one-block fallback rules.
+    OneBlockFallback,
+    /// A miss or promote lookup answered by position fallback rules.
+    PositionFallback,
+    /// A hit lookup throttled on its own.
+    Hit,
+    /// A hit lookup stopped by the net-benefit gate.
+    HitGateClosed,
+}
+
+impl LookupKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LookupKind::Base => "miss, base rules",
+            LookupKind::OneBlockFallback => "miss, one-block fallback",
+            LookupKind::PositionFallback => "miss, position fallback",
+            LookupKind::Hit => "hit",
+            LookupKind::HitGateClosed => "hit, gate closed",
+        }
+    }
+}
+
+/// Counts by the kind of a rule's key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ByRuleKind {
+    pub position: u64,
+    pub one_block: u64,
+    pub two_block: u64,
+    pub three_block: u64,
+}
+
+impl ByRuleKind {
+    fn count(&mut self, key: &PrefixKey) {
+        match key.order {
+            0 => self.position += 1,
+            1 => self.one_block += 1,
+            2 => self.two_block += 1,
+            _ => self.three_block += 1,
+        }
+    }
+    /// `(name, count)` of every kind.
+    pub fn rows(&self) -> [(&'static str, u64); 4] {
+        [
+            ("two-block", self.two_block),
+            ("one-block", self.one_block),
+            ("three-block", self.three_block),
+            ("position", self.position),
+        ]
+    }
+    pub fn total(&self) -> u64 {
+        self.rows().iter().map(|r| r.1).sum()
+    }
+}
+
+/// The **evicted** misses by why their rule was not a candidate, each by
+/// rule kind (module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EvictedSplit {
+    pub below_support: ByRuleKind,
+    pub suffix_replaced: ByRuleKind,
+    pub prefix_evicted: ByRuleKind,
+}
+
+impl EvictedSplit {
+    /// `(name, counts)` of every cause.
+    pub fn rows(&self) -> [(&'static str, &ByRuleKind); 3] {
+        [
+            ("below support", &self.below_support),
+            ("suffix replaced", &self.suffix_replaced),
+            ("prefix evicted", &self.prefix_evicted),
+        ]
+    }
+    pub fn total(&self) -> u64 {
+        self.rows().iter().map(|r| r.1.total()).sum()
+    }
 }
 
 /// Why the predictable misses were missed: the rows of the account.
@@ -124,30 +231,85 @@ pub struct Account {
     /// Read misses after the warm-up that the oracle calls predictable in context.
     pub predictable_misses: u64,
     pub misses: MissReasons,
+    /// `misses.evicted`, split.
+    pub evicted: EvictedSplit,
     pub wasted: WasteReasons,
+    /// Throttling by template and kind of lookup, rows with any count.
+    pub throttle: Vec<ThrottleRow>,
+}
+
+/// Why a mined rule was not a candidate, closest to being one first.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Evicted {
+    BelowSupport,
+    SuffixReplaced,
+    PrefixEvicted,
+}
+
+/// If a rule from a key of `window`'s lookups to `block` had been mined
+/// before that lookup (the miss is **evicted**), the cause and key of the
+/// first such rule, by cause then newest lookup then key order.
+fn evicted_cause(window: &VecDeque<Lookup>, block: Key, prefetcher: &dyn Prefetcher) -> Option<(Evicted, PrefixKey)> {
+    let mut best: Option<(Evicted, PrefixKey)> = None;
+    for l in window.iter().rev() {
+        for k in &l.keys {
+            if !prefetcher.first_mined(k, block).is_some_and(|at| at <= l.clock) {
+                continue;
+            }
+            let cause = if l.below_support.contains(&(*k, block)) {
+                Evicted::BelowSupport
+            } else if l.absent.contains(k) {
+                Evicted::PrefixEvicted
+            } else {
+                Evicted::SuffixReplaced
+            };
+            if best.is_none_or(|(b, _)| cause < b) {
+                best = Some((cause, *k));
+            }
+        }
+    }
+    best
 }
 
 /// Builds an [`Account`] from a run's events.
-#[derive(Default)]
 pub struct Accountant {
     account: Account,
     /// The last [`WINDOW`] lookups of each open context, newest last.
     lookups: KeyMap<VecDeque<Lookup>>,
-    /// Prefetched blocks awaiting an outcome: the asking context, and
-    /// whether the prefetch was issued after the warm-up.
-    waiting: KeyMap<(u32, bool)>,
+    /// Prefetched blocks awaiting an outcome: the asking context, whether
+    /// the prefetch was issued after the warm-up, and if so the template
+    /// and kind of the lookup that asked.
+    waiting: KeyMap<(u32, bool, Option<(u32, LookupKind)>)>,
     /// Blocks dropped unused since their last demand.
     dropped: KeyMap<()>,
     /// Wasted prefetches per asking context, not yet judged.
     wasted: KeyMap<Vec<Key>>,
     /// Whether the prefetcher reports its lookups.
     explained: bool,
+    throttled: throttled::Throttled,
+    /// Past the warm-up.
+    counting: bool,
 }
 
 impl Accountant {
-    /// Asks `prefetcher` to report its lookups (see [`Prefetcher::explain`]).
-    pub fn new(prefetcher: &mut dyn Prefetcher) -> Accountant {
-        Accountant { explained: prefetcher.explain(), ..Accountant::default() }
+    /// Asks `prefetcher` to report its lookups (see [`Prefetcher::explain`]);
+    /// `partition_blocks` sizes the throttling shadow.
+    pub fn new(prefetcher: &mut dyn Prefetcher, partition_blocks: usize) -> Accountant {
+        Accountant {
+            account: Account::default(),
+            lookups: KeyMap::default(),
+            waiting: KeyMap::default(),
+            dropped: KeyMap::default(),
+            wasted: KeyMap::default(),
+            explained: prefetcher.explain(),
+            throttled: throttled::Throttled::new(partition_blocks),
+            counting: false,
+        }
+    }
+
+    /// The warm-up is over: the throttling rows count from here.
+    pub fn start_counting(&mut self) {
+        self.counting = true;
     }
 
     pub fn begin(&mut self, ctx: u32) {
@@ -174,6 +336,7 @@ impl Accountant {
         prefetcher: &dyn Prefetcher,
     ) {
         let was_dropped = self.dropped.remove(&block).is_some();
+        self.throttled.read(block, class == Class::Miss);
         if let Some(pending) = self.wasted.get_mut(&u64::from(ctx)) {
             if let Some(at) = pending.iter().position(|&b| b == block) {
                 pending.swap_remove(at);
@@ -205,15 +368,20 @@ impl Accountant {
             m.outranked += 1;
         } else if known.iter().any(|&(l, _)| ran(l)) {
             m.cached_then += 1;
-        } else if known.iter().any(|&(l, _)| l.triggered) {
+        } else if let Some(&(l, _)) = known.iter().rev().find(|&&(l, _)| l.triggered) {
             m.throttled += 1;
+            self.throttled.missed(l);
         } else if !known.is_empty() {
             m.no_lookup += 1;
-        } else if window
-            .iter()
-            .any(|l| l.keys.iter().any(|k| prefetcher.first_mined(k, block).is_some_and(|at| at <= l.clock)))
-        {
+        } else if let Some(split) = evicted_cause(window, block, prefetcher) {
             m.evicted += 1;
+            let (cause, key) = split;
+            let e = &mut self.account.evicted;
+            match cause {
+                Evicted::BelowSupport => e.below_support.count(&key),
+                Evicted::SuffixReplaced => e.suffix_replaced.count(&key),
+                Evicted::PrefixEvicted => e.prefix_evicted.count(&key),
+            }
         } else if window.iter().any(|l| !l.candidates.is_empty()) {
             m.mispredicted += 1;
         } else {
@@ -224,6 +392,8 @@ impl Accountant {
     /// The lookup the prefetcher made at `ctx`'s read just accounted.
     pub fn lookup(&mut self, ctx: u32, prefetcher: &dyn Prefetcher) {
         let Some(l) = prefetcher.last_lookup() else { return };
+        let waiting = &self.waiting;
+        self.throttled.lookup(l, self.counting, |b| waiting.contains_key(&b));
         let window = self.lookups.entry(u64::from(ctx)).or_default();
         if window.len() == WINDOW {
             window.pop_front();
@@ -233,17 +403,21 @@ impl Accountant {
 
     /// `ctx` had `block` prefetched (a backend read was issued).
     pub fn issued(&mut self, ctx: u32, block: Key, counted: bool) {
-        self.waiting.insert(block, (ctx, counted));
+        let asked = self.lookups.get(&u64::from(ctx)).and_then(|w| w.back()).map(|l| (l.class, l.kind));
+        let row = asked.filter(|_| counted);
+        self.throttled.issued(block, row);
+        self.waiting.insert(block, (ctx, counted, row));
     }
 
     /// A prefetched block was demanded (`used`) or dropped unused.
     pub fn outcome(&mut self, block: Key, used: bool) {
         let asked = self.waiting.remove(&block);
+        self.throttled.outcome(block, used, asked.and_then(|a| a.2));
         if used {
             return;
         }
         self.dropped.insert(block, ());
-        if let Some((ctx, true)) = asked {
+        if let Some((ctx, true, _)) = asked {
             match self.wasted.get_mut(&u64::from(ctx)) {
                 Some(pending) => pending.push(block),
                 // Its context has ended: nobody there will read it.
@@ -259,6 +433,7 @@ impl Accountant {
     pub fn finish(mut self) -> Account {
         let left: usize = self.wasted.values().map(Vec::len).sum();
         self.account.wasted.mispredicted += left as u64;
+        self.account.throttle = self.throttled.finish();
         self.account
     }
 }

@@ -58,12 +58,17 @@
 //!   gate ([`NetGate`], `qm-guarded`'s): their prefetches used in time
 //!   against miss lookups' prefetches they pushed out of the partition that
 //!   a demand then missed.
+//! - **Top apart** (`top_apart`, `qm-hits-top`, round 9 of
+//!   `docs/dev/prefetch-degree-ceiling.md`): each kind's per-template
+//!   throttle is split in two, one judging only the first block each lookup
+//!   asks for, one the others, so a lookup whose best candidate pays keeps
+//!   asking for it when the rest do not.
 
 use std::collections::VecDeque;
 
 use hearth_core::{Key, KeyMap};
 
-use crate::account::Lookup;
+use crate::account::{Lookup, LookupKind};
 pub use crate::rules::{PrefixKey, RuleCache, Suffix};
 use crate::throttle::{NetGate, Throttle};
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
@@ -131,6 +136,9 @@ pub struct Config {
     /// candidate, with support and throttles of their own (needs orders
     /// 1..=2 and positions).
     pub fallback: bool,
+    /// The first block a lookup asks for throttled apart from the rest,
+    /// per kind and template.
+    pub top_apart: bool,
 }
 
 impl Config {
@@ -152,6 +160,7 @@ impl Config {
             late_ns: 0,
             hit_lookups: HitLookups::Never,
             fallback: false,
+            top_apart: false,
         }
     }
 
@@ -175,6 +184,9 @@ struct Context {
     fallback_degrees: [usize; 2],
     /// The degree of hit lookups throttled on their own.
     hit_degree: usize,
+    /// With `top_apart`, whether each kind ([`BASE`], the fallbacks,
+    /// [`HIT`]) asks for its first block.
+    top: [bool; 4],
     /// Blocks this context's lookups asked for that are remembered in
     /// [`QuickMine::pushed_out`] (some may have been forgotten since).
     pushed_out: Vec<Key>,
@@ -198,6 +210,8 @@ struct Outstanding {
     kind: usize,
     /// The context key of the lookup that asked for it.
     ctx: u64,
+    /// Its lookup's first block, counted for the top throttle.
+    top: bool,
 }
 
 pub struct QuickMine {
@@ -210,6 +224,8 @@ pub struct QuickMine {
     fallback_throttles: [Throttle; 2],
     /// The throttle of [`HitLookups::Throttled`]'s prefetches.
     hit_throttle: Throttle,
+    /// With `top_apart`, the throttles of each kind's first blocks.
+    top_throttles: [Throttle; 4],
     /// The last read's lookup was a hit lookup that asked for blocks:
     /// prefetches that leave unused before the next read is looked at were
     /// pushed out by its blocks.
@@ -251,6 +267,7 @@ impl QuickMine {
             throttle: Throttle::default(),
             fallback_throttles: Default::default(),
             hit_throttle: Throttle::default(),
+            top_throttles: Default::default(),
             pushing: false,
             pushed_out: KeyMap::default(),
             hit_gate: NetGate::default(),
@@ -294,8 +311,12 @@ impl QuickMine {
         }
     }
 
-    /// The throttle prefetches of `kind` count for.
-    fn throttle_of(&mut self, kind: usize) -> &mut Throttle {
+    /// The throttle prefetches of `kind` count for, `top` if a lookup's
+    /// first block under `top_apart`.
+    fn throttle_of(&mut self, kind: usize, top: bool) -> &mut Throttle {
+        if top {
+            return &mut self.top_throttles[kind];
+        }
         match kind {
             BASE => &mut self.throttle,
             HIT => &mut self.hit_throttle,
@@ -321,6 +342,14 @@ impl QuickMine {
             HitLookups::Throttled { .. } => full,
             _ => 0,
         };
+        let mut top = [false; 4];
+        if self.cfg.top_apart {
+            let hits = matches!(self.cfg.hit_lookups, HitLookups::Throttled { .. });
+            let used = [true, self.cfg.fallback, self.cfg.fallback, hits];
+            for (k, on) in top.iter_mut().enumerate().filter(|&(k, _)| used[k]) {
+                *on = !self.cfg.throttle || self.top_throttles[k].degree(class, full) > 0;
+            }
+        }
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
         let key = self.context_key(ctx);
@@ -332,6 +361,7 @@ impl QuickMine {
             degree,
             fallback_degrees,
             hit_degree,
+            top,
             pushed_out: Vec::new(),
         };
         if let Some(old) = self.contexts.insert(key, c) {
@@ -428,6 +458,16 @@ impl QuickMine {
                 break;
             }
             let mut found = if touch { self.rules.lookup(&key).to_vec() } else { self.rules.peek(&key).to_vec() };
+            if let Some(l) = &mut self.explained {
+                // A held prefix has at least one suffix.
+                if found.is_empty() {
+                    l.absent.push(key);
+                }
+                if self.cfg.fallback && kind != BASE {
+                    let weak = found.iter().filter(|s| s.count < FALLBACK_SUPPORT);
+                    l.below_support.extend(weak.map(|s| (key, s.block)));
+                }
+            }
             if self.cfg.fallback && kind != BASE {
                 found.retain(|s| s.count >= FALLBACK_SUPPORT);
                 self.kind = kind;
@@ -442,19 +482,31 @@ impl QuickMine {
     }
 
     /// Starts the account's record of a lookup at a read.
-    fn explain_start(&mut self, triggered: bool, degree: usize) {
+    fn explain_start(&mut self, triggered: bool, degree: usize, class: u32) {
         if let Some(l) = &mut self.explained {
             l.triggered = triggered;
             l.degree = degree;
+            l.class = class;
             l.candidates.clear();
             l.keys.clear();
+            l.absent.clear();
+            l.below_support.clear();
             l.clock = self.rules.clock();
         }
     }
 
-    /// Adds the last step's keys and candidates to the account's record.
-    fn explain_step(&mut self, cached: &dyn Fn(Key) -> bool) {
+    /// Adds the last step's keys and candidates to the account's record,
+    /// and whose degree it ran with: a hit lookup's own (`own`), stopped by
+    /// the gate (`blocked`), or the kind of rules that answered.
+    fn explain_step(&mut self, cached: &dyn Fn(Key) -> bool, own: bool, blocked: bool) {
         if let Some(l) = &mut self.explained {
+            l.kind = match self.kind {
+                _ if blocked => LookupKind::HitGateClosed,
+                _ if own => LookupKind::Hit,
+                BASE => LookupKind::Base,
+                1 => LookupKind::OneBlockFallback,
+                _ => LookupKind::PositionFallback,
+            };
             l.keys.extend_from_slice(&self.keys);
             for s in &self.scratch {
                 if !l.candidates.iter().any(|c| c.0 == s.block) {
@@ -478,6 +530,7 @@ impl Prefetcher for QuickMine {
             (c.hit_lookups == HitLookups::Shared, "lookups on hits"),
             (matches!(c.hit_lookups, HitLookups::Throttled { .. }), "lookups on hits, throttled apart"),
             (self.gated(), "gated"),
+            (c.top_apart, "first block throttled apart"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
@@ -534,15 +587,16 @@ impl Prefetcher for QuickMine {
             }
             c.mined = max_order;
         }
-        let (class, degree, fallback_degrees, hit_degree) = (c.class, c.degree, c.fallback_degrees, c.hit_degree);
+        let (class, degree, fallback_degrees, hit_degree, top) =
+            (c.class, c.degree, c.fallback_degrees, c.hit_degree, c.top);
         let position = c.dropped + c.recent.len() as u64 - 1;
         self.history.clear();
         self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
         if d.class == Class::Promote {
             if let Some(o) = self.outstanding.get_mut(&d.block) {
                 o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
-                let (issuer, kind) = (o.class, o.kind);
-                self.throttle_of(kind).promoted(issuer, class);
+                let (issuer, kind, first) = (o.class, o.kind, o.top);
+                self.throttle_of(kind, first).promoted(issuer, class);
             }
         }
         let hit_lookup = d.class == Class::Hit && self.cfg.hit_lookups != HitLookups::Never;
@@ -554,22 +608,27 @@ impl Prefetcher for QuickMine {
         let can_predict = self.history.len() >= self.cfg.min_order || self.cfg.by_position;
         // Gated, a hit lookup that would issue does so only while the hit
         // lookups save at least what they cost, or as one probe in 16.
-        let hit_degree = if own && hit_degree > 0 && can_predict && self.gated() && !self.hit_gate.allows() {
-            0
-        } else {
-            hit_degree
-        };
-        self.explain_start(trigger, if own { hit_degree } else { degree });
+        // How far down its candidates a kind's lookup may ask: its degree,
+        // or the first block alone if only that is on.
+        let reach = |kind: usize, degree: usize| degree.max(usize::from(top[kind]));
+        let blocked = own && reach(HIT, hit_degree) > 0 && can_predict && self.gated() && !self.hit_gate.allows();
+        let (hit_degree, top) = if blocked { (0, [top[0], top[1], top[2], false]) } else { (hit_degree, top) };
+        let reach = |kind: usize, degree: usize| degree.max(usize::from(top[kind]));
+        self.explain_start(trigger, if own { reach(HIT, hit_degree) } else { reach(BASE, degree) }, class);
         if !can_predict {
             return;
         }
-        let any_degree = if own { hit_degree } else { degree.max(fallback_degrees[0]).max(fallback_degrees[1]) };
+        let any_degree = if own {
+            reach(HIT, hit_degree)
+        } else {
+            reach(BASE, degree).max(reach(1, fallback_degrees[0])).max(reach(2, fallback_degrees[1]))
+        };
         if !trigger || any_degree == 0 {
             if self.explained.is_some() {
                 // What a lookup would have found, for the account only.
                 self.scratch.clear();
                 self.predict(class, position, false);
-                self.explain_step(cached);
+                self.explain_step(cached, own, blocked);
             }
             return;
         }
@@ -582,19 +641,27 @@ impl Prefetcher for QuickMine {
                 BASE => (BASE, degree),
                 k => (k, fallback_degrees[k - 1].min(self.cfg.degree)),
             };
+            // Without `top_apart` the first block is asked for with the rest.
+            let first_on = if self.cfg.top_apart { top[kind] } else { degree > 0 };
+            let last = degree.max(usize::from(first_on));
             if let Some(l) = self.explained.as_mut().filter(|_| self.cfg.fallback) {
-                l.degree = degree;
+                l.degree = last;
             }
-            self.explain_step(cached);
-            let start = out.len();
+            self.explain_step(cached, own, blocked);
+            let mut rank = 0;
             for s in &self.scratch {
-                if out.len() - start == degree {
+                if rank == last {
                     break;
                 }
                 if !cached(s.block) && s.block != d.block && !out.contains(&s.block) {
+                    rank += 1;
+                    if rank == 1 && !first_on {
+                        continue;
+                    }
                     out.push(s.block);
-                    self.outstanding
-                        .insert(s.block, Outstanding { class, issued_ns: d.time_ns, late: false, kind, ctx: key });
+                    let first = rank == 1 && self.cfg.top_apart;
+                    let o = Outstanding { class, issued_ns: d.time_ns, late: false, kind, ctx: key, top: first };
+                    self.outstanding.insert(s.block, o);
                     // Asked for again: a miss on it is no longer the push-out's.
                     self.pushed_out.remove(&s.block);
                 }
@@ -612,8 +679,8 @@ impl Prefetcher for QuickMine {
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
-        let Some(Outstanding { class, late, kind, ctx, .. }) = self.outstanding.remove(&block) else { return };
-        self.throttle_of(kind).outcome(class, used && !late);
+        let Some(Outstanding { class, late, kind, ctx, top, .. }) = self.outstanding.remove(&block) else { return };
+        self.throttle_of(kind, top).outcome(class, used && !late);
         if kind == HIT && used && !late && self.gated() {
             self.hit_gate.record(true);
         }

@@ -132,7 +132,8 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
         cache = cache.adaptive();
     }
     prefetcher.shape_cache(&shape)?;
-    let mut accountant = setup.explain.then(|| Accountant::new(prefetcher.as_mut()));
+    let partition_blocks = (setup.cache_bytes as f64 * setup.prefetch_fraction) as u64 / u64::from(setup.block_size);
+    let mut accountant = setup.explain.then(|| Accountant::new(prefetcher.as_mut(), partition_blocks as usize));
     let mut device = setup.device.map(DeviceQueue::new);
     let bytes = u64::from(setup.block_size);
     // Background request number of each prefetched block, to tell whether
@@ -152,6 +153,7 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
         if i == split {
             cache.reset_stats();
             gate_at_split = prefetcher.gate_stats().unwrap_or_default();
+            accountant.iter_mut().for_each(Accountant::start_counting);
             (read_ns, reads, demand_reads, prefetch_reads) = (0, 0, 0, 0);
         }
         match *e {

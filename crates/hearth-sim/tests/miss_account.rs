@@ -3,7 +3,7 @@
 //! reasons must add up.
 
 use hearth_core::Op;
-use hearth_prefetch::account::Account;
+use hearth_prefetch::account::{Account, LookupKind};
 use hearth_sim::device::Device;
 use hearth_sim::prefetch::{simulate, Outcome, PartitionShare, Setup};
 use hearth_trace::ctx::CtxEvent;
@@ -79,6 +79,8 @@ fn account(trace: &Trace, spec: &str, setup: &Setup) -> (Outcome, Account) {
     let o = simulate(&trace.events, &spec.parse().unwrap(), setup).unwrap();
     let a = o.account.clone().expect("explain asks for the account");
     assert_eq!(a.misses.total() - a.misses.too_late, a.predictable_misses, "{a:?}");
+    assert_eq!(a.evicted.total(), a.misses.evicted, "the split adds up: {a:?}");
+    assert_eq!(a.throttle.iter().map(|r| r.throttled_misses).sum::<u64>(), a.misses.throttled, "{a:?}");
     assert_eq!(a.wasted.dropped_before_use + a.wasted.mispredicted, o.stats.wasted, "{a:?}");
     (o, a)
 }
@@ -102,8 +104,50 @@ fn a_rule_pushed_out_of_the_rule_cache_is_evicted() {
     t.ctx(0, &[1, 2, 3]).ctx(0, &[7, 8, 9]).filler(10).ctx(0, &[1, 2, 3]);
     let (_, a) = account(&t, "quickmine:prefixes=1", &setup(4, 0.5));
     assert_eq!((a.misses.evicted, a.misses.cold), (1, 2), "{a:?}");
+    assert_eq!(a.evicted.prefix_evicted.two_block, 1, "the prefix 1 2 was not held: {a:?}");
     let (_, roomy) = account(&t, "quickmine", &setup(4, 0.5));
     assert_eq!(roomy.misses.evicted, 0, "{roomy:?}");
+}
+
+/// With one suffix per prefix and no grace, 4 replaces 3 under 1 2: the
+/// prefix is held, the rule to 3 is not.
+#[test]
+fn a_suffix_pushed_out_of_a_full_list_is_suffix_replaced() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3]).ctx(0, &[1, 2, 4]).filler(10).ctx(0, &[1, 2, 3]);
+    let (_, a) = account(&t, "quickmine:suffixes=1,grace=0", &setup(4, 0.5));
+    assert_eq!(a.misses.evicted, 1, "{a:?}");
+    assert_eq!(a.evicted.suffix_replaced.two_block, 1, "{a:?}");
+    let (_, roomy) = account(&t, "quickmine:suffixes=2,grace=0", &setup(4, 0.5));
+    assert_eq!(roomy.misses.evicted, 0, "both suffixes fit: {roomy:?}");
+}
+
+/// `qm-fallback` asks for a one-block or position rule only once it has
+/// followed its key twice: 5 -> 3 seen once is held below support, seen
+/// twice it is asked for.
+#[test]
+fn a_fallback_rule_seen_once_is_below_support() {
+    let mut t = Trace::default();
+    t.ctx(0, &[5, 3]).filler(10).ctx(0, &[5, 3]);
+    let (_, a) = account(&t, "qm-fallback", &setup(4, 0.5));
+    assert_eq!(a.misses.evicted, 1, "{a:?}");
+    assert_eq!(a.evicted.below_support.one_block, 1, "the one-block key is looked up first: {a:?}");
+    t.filler(10).ctx(0, &[5, 3]);
+    let (_, twice) = account(&t, "qm-fallback", &setup(4, 0.5));
+    assert_eq!(twice.evicted.below_support.one_block, 1, "the third read of 3 is asked for: {twice:?}");
+    assert_eq!(twice.misses.evicted, 1, "{twice:?}");
+}
+
+/// A context whose first block is new finds only the position rule
+/// (position 0 -> 3, seen once): below support, of the position kind.
+#[test]
+fn a_position_rule_seen_once_is_below_support_by_position() {
+    let mut t = Trace::default();
+    t.ctx(0, &[5, 3]).filler(10).ctx(0, &[6, 3]);
+    let (_, a) = account(&t, "qm-fallback", &setup(4, 0.5));
+    assert_eq!(a.misses.evicted, 1, "{a:?}");
+    assert_eq!(a.evicted.below_support.position, 1, "{a:?}");
+    assert_eq!(a.evicted.below_support.one_block, 0, "no rule from 6 was ever mined: {a:?}");
 }
 
 /// 1 2 was followed by 4 three times and by 3 once: with degree 1 the
@@ -193,6 +237,22 @@ fn a_rule_of_a_template_throttled_off_is_throttled() {
     assert!(a.misses.throttled >= 4, "{a:?}");
     let (_, free) = account(&t, "quickmine:throttle=false", &setup(40, 0.25));
     assert_eq!(free.misses.throttled, 0, "{free:?}");
+    // The throttle's rows: template 0's base lookups, throttled; their
+    // shadow would have had 3 waiting at each read of it.
+    let row = a.throttle.iter().find(|r| r.template == 0 && r.kind == LookupKind::Base).expect("a row of template 0");
+    assert_eq!(row.throttled_misses, a.misses.throttled, "{row:?}");
+    assert!(row.throttled_lookups >= 4 && row.shadow_saved >= 4, "{row:?}");
+    assert!(row.used * 7 < row.issued, "below the throttle's 0.15: {row:?}");
+    // 3, the lowest of five blocks seen once each, is each lookup's first.
+    assert!(row.shadow_top_used >= 4 && row.shadow_top_issued < row.shadow_issued, "{row:?}");
+    assert!(row.top_issued >= 1 && row.top_issued < row.issued, "{row:?}");
+    assert!(free.throttle.iter().all(|r| r.throttled_lookups == 0 && r.shadow_issued == 0), "{free:?}");
+    // A one-block partition: 3, the first of 3..7, leaves the shadow
+    // before its read.
+    let (_, tiny) = account(&t, "quickmine", &setup(25, 0.04));
+    let row =
+        tiny.throttle.iter().find(|r| r.template == 0 && r.kind == LookupKind::Base).expect("a row of template 0");
+    assert!(row.shadow_issued >= 4 && row.shadow_used == 0, "{row:?}");
 }
 
 /// With a device, a prefetch asked for at the read just before its own

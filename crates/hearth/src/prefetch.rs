@@ -290,7 +290,7 @@ pub fn run(cmd: PrefetchCmd) -> anyhow::Result<()> {
                 if !ceilings.is_empty() {
                     print_ceilings(&ceilings, &ceiling, warmup);
                 }
-                crate::prefetch_explain::print(&explained);
+                crate::prefetch_explain::print(&explained, &names);
             }
             Ok(())
         }

@@ -106,8 +106,9 @@ impl ExplainArgs {
     }
 }
 
-/// The account as a table: one column per cache size.
-pub fn print(explained: &[Explained]) {
+/// The account as a table: one column per cache size; then, per size, the
+/// throttling rows (templates named from `names` where known).
+pub fn print(explained: &[Explained], names: &[&str]) {
     let Some(first) = explained.first() else { return };
     println!("\nwhy {} missed the misses predictable in context (hearth_prefetch::account):", first.scheme);
     let cell = |f: &dyn Fn(&Explained) -> String| explained.iter().map(|e| format!("{:>12}", f(e))).collect::<String>();
@@ -129,6 +130,9 @@ pub fn print(explained: &[Explained]) {
     for (row, (reason, _)) in first.account.misses.rows().iter().enumerate() {
         let label = if *reason == "too late" { "too late (promotes read on demand)" } else { reason };
         println!("{:<34}{}", format!("  {label}"), cell(&|e| e.account.misses.rows()[row].1.to_string()));
+        if *reason == "evicted" {
+            print_evicted_split(explained, &cell);
+        }
     }
     println!(
         "{:<34}{}",
@@ -137,4 +141,69 @@ pub fn print(explained: &[Explained]) {
     );
     println!("{:<34}{}", "  dropped before use", cell(&|e| e.account.wasted.dropped_before_use.to_string()));
     println!("{:<34}{}", "  mispredicted", cell(&|e| e.account.wasted.mispredicted.to_string()));
+    for e in explained {
+        print_throttle(e, names);
+    }
+}
+
+/// Per template and kind of lookup: the used share its throttle judges, its
+/// lookups at degree 0, what their shadow would have saved, and the misses
+/// called throttled (`hearth_prefetch::account::throttled`).
+fn print_throttle(e: &Explained, names: &[&str]) {
+    if e.account.throttle.is_empty() {
+        return;
+    }
+    println!(
+        "\nthrottling at {} (after the warm-up; shadow: what the degree-0 lookups would have prefetched):",
+        format_bytes(e.cache_bytes)
+    );
+    println!(
+        "{:<22}{:<26}{:>9}{:>9}{:>7}{:>12}{:>10}{:>10}{:>10}{:>11}{:>14}{:>14}",
+        "template",
+        "lookup",
+        "issued",
+        "used",
+        "share",
+        "at degree 0",
+        "shadow",
+        "used",
+        "saved",
+        "throttled",
+        "top used/iss.",
+        "shadow top"
+    );
+    for r in &e.account.throttle {
+        let name = names.get(r.template as usize).map_or_else(|| r.template.to_string(), |n| n.to_string());
+        let share = if r.issued == 0 { "-".to_string() } else { format!("{:.2}", r.used as f64 / r.issued as f64) };
+        println!(
+            "{:<22}{:<26}{:>9}{:>9}{:>7}{:>12}{:>10}{:>10}{:>10}{:>11}{:>14}{:>14}",
+            name,
+            r.kind.name(),
+            r.issued,
+            r.used,
+            share,
+            r.throttled_lookups,
+            r.shadow_issued,
+            r.shadow_used,
+            r.shadow_saved,
+            r.throttled_misses,
+            format!("{}/{}", r.top_used, r.top_issued),
+            format!("{}/{}", r.shadow_top_used, r.shadow_top_issued)
+        );
+    }
+}
+
+/// The rows under "evicted": each cause, then its rule kinds that any size has.
+fn print_evicted_split(explained: &[Explained], cell: &dyn Fn(&dyn Fn(&Explained) -> String) -> String) {
+    for cause in 0..3 {
+        let (name, _) = explained[0].account.evicted.rows()[cause];
+        println!("{:<34}{}", format!("    {name}"), cell(&|e| e.account.evicted.rows()[cause].1.total().to_string()));
+        for kind in 0..4 {
+            let count = |e: &Explained| e.account.evicted.rows()[cause].1.rows()[kind].1;
+            if explained.iter().any(|e| count(e) > 0) {
+                let (kind_name, _) = explained[0].account.evicted.rows()[cause].1.rows()[kind];
+                println!("{:<34}{}", format!("      {kind_name}"), cell(&|e| count(e).to_string()));
+            }
+        }
+    }
 }

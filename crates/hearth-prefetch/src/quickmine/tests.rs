@@ -448,3 +448,45 @@ fn the_gate_counts_its_lookups_and_windows() {
     assert_eq!((g.open_lookups, g.probe_lookups, g.blocked_lookups, g.cost, g.closed_windows), (800, 0, 0, 0, 0));
     assert!(g.saved > 0 && g.open_windows == g.saved / u64::from(WINDOW), "{g:?}");
 }
+
+/// Class 0's lookups at 1 2 rank 3 first (it followed 1 2 most often),
+/// then 15 blocks that followed once; 3 is always read, the others never.
+/// Returns the prefetches of 3, and of the others, in the last 100 of 400
+/// rounds.
+fn first_candidate_prefetches(top_apart: bool) -> (usize, usize) {
+    let mut q = QuickMine::new(Config { degree: 16, max_suffixes: 32, top_apart, ..config(2) }).unwrap();
+    for (i, x) in [3, 3, 3].into_iter().chain(4..=18).enumerate() {
+        run_contexts(&mut q, &[(i as u32, &[1, 2, x])], false);
+    }
+    let (mut threes, mut others) = (0, 0);
+    for round in 0..400u32 {
+        let ctx = 1000 + round;
+        q.begin(ctx, 0);
+        let mut out = Vec::new();
+        for b in [1, 2, 3] {
+            q.access(&demand(ctx, b), &|_| false, &mut out);
+        }
+        for &b in &out {
+            q.outcome(b, b == 3);
+        }
+        if round >= 300 {
+            threes += out.iter().filter(|&&b| b == 3).count();
+            others += out.iter().filter(|&&b| b != 3).count();
+        }
+        q.end(ctx);
+    }
+    (threes, others)
+}
+
+#[test]
+fn the_first_candidate_throttled_apart_keeps_being_asked_for() {
+    // One throttle sees 1 used in 16 (or in 8 at half degree): off, and 3
+    // goes out only in the one context in 16 that probes.
+    let (threes, others) = first_candidate_prefetches(false);
+    assert!(threes <= 100 / PROBE_EVERY as usize + 1, "one throttle: {threes} prefetches of 3");
+    // Apart, the first block's throttle sees every one used; the rest's
+    // turns the others off.
+    let (threes_apart, others_apart) = first_candidate_prefetches(true);
+    assert_eq!(threes_apart, 100, "apart: 3 in every context");
+    assert!(others_apart <= others.max(8 * (100 / PROBE_EVERY as usize + 1)), "apart: {others_apart} others");
+}
