@@ -132,7 +132,8 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
         cache = cache.adaptive();
     }
     prefetcher.shape_cache(&shape)?;
-    let partition_blocks = (setup.cache_bytes as f64 * setup.prefetch_fraction) as u64 / u64::from(setup.block_size);
+    // The throttle's shadow queue: as many blocks as the partition starts with.
+    let partition_blocks = cache.partition_limit() / u64::from(setup.block_size);
     let mut accountant = setup.explain.then(|| Accountant::new(prefetcher.as_mut(), partition_blocks as usize));
     let mut device = setup.device.map(DeviceQueue::new);
     let bytes = u64::from(setup.block_size);
