@@ -21,9 +21,11 @@ With EXPLAIN=0 it skips the accounts (the cut table only; the ceiling from
 `analyze --ceiling`).
 
 PREFETCH_FRACTION (a share of the cache) is passed to both commands as
---prefetch-fraction; unset, their default (4%).
+--prefetch-fraction; unset, their default (4%). ADAPTIVE_PARTITION=1 adds
+--adaptive-partition (the partition sized as the traffic goes, never below
+that share).
 
-Usage: [SEED=n] [SCHEMES='none;quickmine;...'] [WORKLOADS='tpcw;...'] [EXPLAIN=0] [PREFETCH_FRACTION=8%] scripts/prefetch-account.py [HEARTH_BINARY]
+Usage: [SEED=n] [SCHEMES='none;quickmine;...'] [WORKLOADS='tpcw;...'] [EXPLAIN=0] [PREFETCH_FRACTION=8%] [ADAPTIVE_PARTITION=1] scripts/prefetch-account.py [HEARTH_BINARY]
 """
 
 import json
@@ -37,7 +39,8 @@ SCHEMES = os.environ.get(
     "SCHEMES", "none;quickmine;qm-orders;qm-position;qm-ahead;qm-timely;qm-best;qm-guarded;qm-select").split(";")
 SEED = os.environ.get("SEED", "1")
 COMMON = ["--clients", "100", "--transactions", "20000", "--seed", SEED]
-PARTITION = ["--prefetch-fraction", os.environ["PREFETCH_FRACTION"]] if os.environ.get("PREFETCH_FRACTION") else []
+PARTITION = (["--prefetch-fraction", os.environ["PREFETCH_FRACTION"]] if os.environ.get("PREFETCH_FRACTION") else []) + (
+    ["--adaptive-partition"] if os.environ.get("ADAPTIVE_PARTITION") == "1" else [])
 REASONS = ["cold", "evicted", "mispredicted", "outranked", "cached_then", "throttled", "no_lookup", "pollution",
            "too_late", "unexplained"]
 

@@ -40,19 +40,16 @@ pub struct Setup {
 pub enum PartitionShare {
     /// At most this share of the cache (0.04); see [`PrefetchCache::new`].
     Fixed(f64),
-    /// Sized as the traffic goes, from [`ADAPTIVE_START`] ([`PrefetchCache::adaptive`]).
-    Adaptive,
+    /// Sized as the traffic goes, from this share and never below it
+    /// ([`PrefetchCache::adaptive`]).
+    Adaptive(f64),
 }
-
-/// Where an adaptive partition starts: the fixed partition's default share.
-pub const ADAPTIVE_START: f64 = 0.04;
 
 impl PartitionShare {
     /// The share the partition starts at.
     pub fn start(self) -> f64 {
         match self {
-            PartitionShare::Fixed(share) => share,
-            PartitionShare::Adaptive => ADAPTIVE_START,
+            PartitionShare::Fixed(share) | PartitionShare::Adaptive(share) => share,
         }
     }
 }
@@ -128,7 +125,7 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
         block_size: setup.block_size,
     };
     let mut cache = PrefetchCache::with_shape(&shape)?;
-    if setup.partition == PartitionShare::Adaptive {
+    if let PartitionShare::Adaptive(_) = setup.partition {
         cache = cache.adaptive();
     }
     prefetcher.shape_cache(&shape)?;

@@ -207,10 +207,17 @@ pub struct SimArgs {
     #[arg(long, hide = true, conflicts_with = "cache_size",
           value_parser = units::renamed::<String>("--cache", "--cache-size"))]
     cache: Option<String>,
-    /// Share of the cache for prefetched blocks, or `adaptive`: sized as the traffic goes, from 4%
-    /// (SARC's rule between the main cache and the partition).
-    #[arg(long, value_name = "PERCENT|adaptive", default_value = "4%", value_parser = partition_share)]
-    prefetch_fraction: PartitionShare,
+    /// Share of the cache for prefetched blocks.
+    #[arg(long, value_name = "PERCENT", default_value = "4%",
+          value_parser = units::share("--prefetch-fraction", units::BareShare::Fraction))]
+    prefetch_fraction: f64,
+    /// Size the prefetch partition as the traffic goes, never below --prefetch-fraction.
+    ///
+    /// SARC's rule between the main cache and the partition: a demand miss on a prefetch the
+    /// partition pushed out lately grows it a block, one on a block the main cache gave up while
+    /// the partition held room shrinks it a block; at most half the cache.
+    #[arg(long)]
+    adaptive_partition: bool,
     #[command(flatten)]
     replay: ReplayCache,
     /// Time reads on a device with this latency (e.g. 100us) and 500 MB/s; prefetches at low priority.
@@ -365,7 +372,7 @@ fn run_schemes(events: &[CtxEvent], args: &SimArgs) -> anyhow::Result<(u64, u64,
         .map(|latency| Device { latency_ns: latency.as_nanos() as u64, bytes_per_sec: 500_000_000 });
     let setup = Setup {
         cache_bytes,
-        partition: args.prefetch_fraction,
+        partition: partition_share(args.prefetch_fraction, args.adaptive_partition),
         block_size,
         main_policy: args.replay.policy.clone(),
         warmup: args.replay.warmup_share(events),
@@ -423,7 +430,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
             format_bytes(footprint),
             format_bytes(cache_bytes),
             100.0 * cache_bytes as f64 / footprint.max(1) as f64,
-            describe_partition(args.prefetch_fraction),
+            describe_partition(partition_share(args.prefetch_fraction, args.adaptive_partition)),
             100.0 * args.replay.warmup_share(&events)
         )?;
         // The scheme column fits the longest name (variants spell their switches out).
@@ -549,17 +556,18 @@ fn sweep(mut args: SimArgs, clients: &[u32]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--prefetch-fraction`: a share of the cache, or `adaptive`.
-pub(crate) fn partition_share(s: &str) -> Result<PartitionShare, String> {
-    if s.trim() == "adaptive" {
-        return Ok(PartitionShare::Adaptive);
+/// The partition `--prefetch-fraction` and `--adaptive-partition` ask for.
+pub(crate) fn partition_share(fraction: f64, adaptive: bool) -> PartitionShare {
+    if adaptive {
+        PartitionShare::Adaptive(fraction)
+    } else {
+        PartitionShare::Fixed(fraction)
     }
-    units::share("--prefetch-fraction", units::BareShare::Fraction)(s).map(PartitionShare::Fixed)
 }
 
 fn describe_partition(share: PartitionShare) -> String {
     match share {
         PartitionShare::Fixed(f) => format!("{:.0}%", 100.0 * f),
-        PartitionShare::Adaptive => format!("adaptive (from {:.0}%)", 100.0 * share.start()),
+        PartitionShare::Adaptive(f) => format!("adaptive (from {:.0}%)", 100.0 * f),
     }
 }

@@ -10,7 +10,7 @@ use hearth_core::format_bytes;
 use hearth_prefetch::account::Account;
 use hearth_prefetch::ceiling::Ceiling;
 use hearth_sim::device::Device;
-use hearth_sim::prefetch::{simulate, PartitionShare, Setup};
+use hearth_sim::prefetch::{simulate, Setup};
 use hearth_trace::ctx::CtxEvent;
 use serde::Serialize;
 
@@ -22,11 +22,14 @@ pub struct ExplainArgs {
     /// size of --ceiling (see `hearth prefetch schemes`).
     #[arg(long, value_name = "SCHEME", requires = "ceiling")]
     pub explain: Option<hearth_prefetch::PrefetchSpec>,
-    /// With --explain: share of the cache for prefetched blocks, or `adaptive` (sized as the
-    /// traffic goes, from 4%).
-    #[arg(long, value_name = "PERCENT|adaptive", default_value = "4%",
-          value_parser = crate::prefetch::partition_share)]
-    prefetch_fraction: PartitionShare,
+    /// With --explain: share of the cache for prefetched blocks.
+    #[arg(long, value_name = "PERCENT", default_value = "4%",
+          value_parser = units::share("--prefetch-fraction", units::BareShare::Fraction))]
+    prefetch_fraction: f64,
+    /// With --explain: size the prefetch partition as the traffic goes, never below
+    /// --prefetch-fraction.
+    #[arg(long, requires = "explain")]
+    adaptive_partition: bool,
     /// With --explain: time reads on a device with this latency (e.g. 100us) and 500 MB/s, which
     /// the "too late" reason needs.
     #[arg(long, value_name = "DURATION", value_parser = units::duration)]
@@ -68,7 +71,7 @@ impl ExplainArgs {
         hearth_sim::parallel_map(ceilings, threads, |c| -> anyhow::Result<Explained> {
             let setup = Setup {
                 cache_bytes: c.cache_bytes,
-                partition: self.prefetch_fraction,
+                partition: crate::prefetch::partition_share(self.prefetch_fraction, self.adaptive_partition),
                 block_size,
                 main_policy: policy.clone(),
                 warmup,

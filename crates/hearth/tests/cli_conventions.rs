@@ -303,6 +303,7 @@ fn sizes_without_units_are_refused_with_a_hint() {
 /// reused for another idea fails below.
 const MEANINGS: &[(&str, &str, &str, &str)] = &[
     ("access-log", "path", "PATH", "log of every client read and write, as a CloudPhysics CSV trace"),
+    ("adaptive-partition", "switch", "", "size the prefetch partition as the traffic goes"),
     ("admin", "switch", "", "serve POST /mode on the metrics address"),
     ("admin-token-file", "path", "FILE", "file with the token POST /mode must carry"),
     ("allow", "word", "CIDR", "client address or CIDR block allowed to connect"),
