@@ -110,7 +110,10 @@ impl SrLru {
         let grown = if ratio == 0 { sr + 1 } else { sr + ratio };
         let over =
             if ratio == 0 { sr + 1 > resident.saturating_sub(1) } else { sr + ratio >= resident.saturating_sub(1) };
-        self.sizes[0] = if over { resident.saturating_sub(1) } else { grown };
+        // Never past the capacity: with sizes other than one, `resident`
+        // (the block just moved in included) can exceed it, and a target above
+        // the capacity would leave the cache over it once R is empty.
+        self.sizes[0] = if over { resident.saturating_sub(1) } else { grown }.min(self.capacity);
         self.sizes[1] = self.capacity.saturating_sub(self.sizes[0]);
     }
 
