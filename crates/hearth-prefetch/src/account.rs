@@ -272,6 +272,7 @@ fn evicted_cause(window: &VecDeque<Lookup>, block: Key, prefetcher: &dyn Prefetc
 }
 
 /// Builds an [`Account`] from a run's events.
+#[derive(Default)]
 pub struct Accountant {
     account: Account,
     /// The last [`WINDOW`] lookups of each open context, newest last.
@@ -296,14 +297,9 @@ impl Accountant {
     /// `partition_blocks` sizes the throttling shadow.
     pub fn new(prefetcher: &mut dyn Prefetcher, partition_blocks: usize) -> Accountant {
         Accountant {
-            account: Account::default(),
-            lookups: KeyMap::default(),
-            waiting: KeyMap::default(),
-            dropped: KeyMap::default(),
-            wasted: KeyMap::default(),
             explained: prefetcher.explain(),
             throttled: throttled::Throttled::new(partition_blocks),
-            counting: false,
+            ..Accountant::default()
         }
     }
 

@@ -587,7 +587,7 @@ impl Prefetcher for QuickMine {
             }
             c.mined = max_order;
         }
-        let (class, degree, fallback_degrees, hit_degree, top) =
+        let (class, degree, fallback_degrees, mut hit_degree, mut top) =
             (c.class, c.degree, c.fallback_degrees, c.hit_degree, c.top);
         let position = c.dropped + c.recent.len() as u64 - 1;
         self.history.clear();
@@ -608,11 +608,13 @@ impl Prefetcher for QuickMine {
         let can_predict = self.history.len() >= self.cfg.min_order || self.cfg.by_position;
         // Gated, a hit lookup that would issue does so only while the hit
         // lookups save at least what they cost, or as one probe in 16.
+        let would_issue = hit_degree > 0 || top[HIT];
+        let blocked = own && would_issue && can_predict && self.gated() && !self.hit_gate.allows();
+        if blocked {
+            (hit_degree, top[HIT]) = (0, false);
+        }
         // How far down its candidates a kind's lookup may ask: its degree,
         // or the first block alone if only that is on.
-        let reach = |kind: usize, degree: usize| degree.max(usize::from(top[kind]));
-        let blocked = own && reach(HIT, hit_degree) > 0 && can_predict && self.gated() && !self.hit_gate.allows();
-        let (hit_degree, top) = if blocked { (0, [top[0], top[1], top[2], false]) } else { (hit_degree, top) };
         let reach = |kind: usize, degree: usize| degree.max(usize::from(top[kind]));
         self.explain_start(trigger, if own { reach(HIT, hit_degree) } else { reach(BASE, degree) }, class);
         if !can_predict {

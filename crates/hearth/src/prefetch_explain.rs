@@ -198,13 +198,11 @@ fn print_throttle(e: &Explained, names: &[&str]) {
 
 /// The rows under "evicted": each cause, then its rule kinds that any size has.
 fn print_evicted_split(explained: &[Explained], cell: &dyn Fn(&dyn Fn(&Explained) -> String) -> String) {
-    for cause in 0..3 {
-        let (name, _) = explained[0].account.evicted.rows()[cause];
+    for (cause, (name, kinds)) in explained[0].account.evicted.rows().into_iter().enumerate() {
         println!("{:<34}{}", format!("    {name}"), cell(&|e| e.account.evicted.rows()[cause].1.total().to_string()));
-        for kind in 0..4 {
+        for (kind, (kind_name, _)) in kinds.rows().into_iter().enumerate() {
             let count = |e: &Explained| e.account.evicted.rows()[cause].1.rows()[kind].1;
             if explained.iter().any(|e| count(e) > 0) {
-                let (kind_name, _) = explained[0].account.evicted.rows()[cause].1.rows()[kind];
                 println!("{:<34}{}", format!("      {kind_name}"), cell(&|e| count(e).to_string()));
             }
         }
