@@ -490,3 +490,84 @@ fn the_first_candidate_throttled_apart_keeps_being_asked_for() {
     assert_eq!(threes_apart, 100, "apart: 3 in every context");
     assert!(others_apart <= others.max(8 * (100 / PROBE_EVERY as usize + 1)), "apart: {others_apart} others");
 }
+
+/// 1,200 contexts of one template, a prefetch partition of 8 blocks: misses
+/// on 1, 2 ask for 30..=37; hits on 7, 8 (main cache) ask for 9..=16, of
+/// which only 9 is read, in one context in 10 (a used share far under
+/// [`MIN_ACCURACY`]: the hit throttles go off). The hit lookups' blocks push
+/// 30.. out; if `read_pushed`, 30..=37 are read after (the pushed-out ones
+/// miss). Ungated (the shared gate out of the way), lifted or not. Returns
+/// the blocks hit lookups asked for in the last 300 contexts.
+fn lifted_hit_prefetches(lift: bool, read_pushed: bool) -> usize {
+    let cfg = Config {
+        hit_lookups: HitLookups::Throttled { gated: false },
+        top_apart: true,
+        lift_off_hits: lift,
+        degree: 8,
+        max_suffixes: 16,
+        ..config(1)
+    };
+    let mut q = QuickMine::new(cfg).unwrap();
+    let learned: Vec<Vec<Key>> = (30..=37).map(|b| vec![1, 2, b]).chain((9..=16).map(|b| vec![7, 8, b])).collect();
+    let learned: Vec<(u32, &[Key])> = learned.iter().enumerate().map(|(i, s)| (i as u32, s.as_slice())).collect();
+    run_contexts(&mut q, &learned, false);
+    let mut by_hits = 0;
+    for round in 100..1300u32 {
+        q.begin(round, 0);
+        let mut partition: VecDeque<Key> = VecDeque::new();
+        let read = |q: &mut QuickMine, block: Key, class: Class, partition: &mut VecDeque<Key>| {
+            let mut out = Vec::new();
+            let cached = |b: Key| b == 7 || b == 8 || partition.contains(&b);
+            q.access(&Demand { class, ..demand(round, block) }, &cached, &mut out);
+            for &b in &out {
+                partition.push_back(b);
+                if partition.len() > 8 {
+                    let pushed = partition.pop_front().expect("over capacity");
+                    q.outcome(pushed, false);
+                }
+            }
+            out.len()
+        };
+        read(&mut q, 1, Class::Miss, &mut partition);
+        read(&mut q, 2, Class::Miss, &mut partition);
+        read(&mut q, 7, Class::Hit, &mut partition);
+        let asked = read(&mut q, 8, Class::Hit, &mut partition);
+
+        if round >= 1000 {
+            by_hits += asked;
+        }
+        let nine = if round % 10 == 0 { vec![9] } else { vec![] };
+        let later: Vec<Key> = nine.into_iter().chain(if read_pushed { 30..=37 } else { 30..=29 }).collect();
+        for b in later {
+            let waiting = partition.iter().position(|&w| w == b).map(|i| partition.remove(i));
+            let class = if waiting.is_some() { Class::Promote } else { Class::Miss };
+            q.access(&Demand { class, ..demand(round, b) }, &|_| true, &mut Vec::new());
+            if waiting.is_some() {
+                q.outcome(b, true);
+            }
+        }
+        for b in partition.drain(..) {
+            q.outcome(b, false);
+        }
+        q.end(round);
+    }
+    by_hits
+}
+
+#[test]
+fn off_hit_lookups_are_lifted_while_their_push_outs_cost_nothing() {
+    // Not lifted, the off hit throttles let only their probes (one context
+    // in 16, at half degree) ask.
+    let off = lifted_hit_prefetches(false, false);
+    assert!(off <= 300 / PROBE_EVERY as usize * 8, "not lifted: {off} hit prefetches");
+    // Lifted, with nothing missed after a push-out: half degree (4 of 8,
+    // the first block among them) in every context.
+    let lifted = lifted_hit_prefetches(true, false);
+    assert_eq!(lifted, 300 * 4, "lifted");
+    // Lifted, but each context's hit prefetches push out blocks then missed
+    // (4 misses against one saved in 10 contexts): the lift gate closes, and
+    // only its probes (one lifted context in 16) add to the throttles' own.
+    let costly = lifted_hit_prefetches(true, true);
+    let probes = (300 / PROBE_EVERY as usize + 1) * 4;
+    assert!(costly <= off + probes, "lifted at a cost: {costly} hit prefetches (not lifted: {off})");
+}
