@@ -571,3 +571,103 @@ fn off_hit_lookups_are_lifted_while_their_push_outs_cost_nothing() {
     let probes = (300 / PROBE_EVERY as usize + 1) * 4;
     assert!(costly <= off + probes, "lifted at a cost: {costly} hit prefetches (not lifted: {off})");
 }
+
+/// Two templates, 1,200 rounds, each a context of both, reads 50 µs apart:
+/// template 1's hits on 7, 8 ask for 9, which it reads (a good hit
+/// lookup); template 0's hits on 17, 18 ask for 19..=26, of which only 19
+/// is read, in one round in 10 (its hit throttles go off). In one round in
+/// 4, template 0's hit lookups come before template 1 reads 9; with a
+/// partition of `room` blocks under 5, they push 9 out and it misses.
+/// Returns the blocks template 0's hit lookups asked for in the last 300
+/// rounds.
+fn lifted_pushing_out_hit_prefetches(lift: bool, room: usize) -> usize {
+    let cfg = Config {
+        hit_lookups: HitLookups::Throttled { gated: false },
+        top_apart: true,
+        lift_off_hits: lift,
+        degree: 8,
+        max_suffixes: 16,
+        ..config(1)
+    };
+    let mut q = QuickMine::new(cfg).unwrap();
+    let mut ctx = 0;
+    let learned = (19..=26).map(|b| (0, [17, 18, b])).chain([(1, [7, 8, 9])]);
+    for (class, seq) in learned {
+        q.begin(ctx, class);
+        for b in seq {
+            q.access(&demand(ctx, b), &|_| false, &mut Vec::new());
+        }
+        q.end(ctx);
+        ctx += 1;
+    }
+    let mut now = 0;
+    let mut partition: VecDeque<Key> = VecDeque::new();
+    let mut read = |q: &mut QuickMine, ctx: u32, block: Key, partition: &mut VecDeque<Key>| {
+        now += 50_000;
+        let waiting = partition.iter().position(|&w| w == block).map(|i| partition.remove(i));
+        let main = [7, 8, 17, 18].contains(&block);
+        let class = if waiting.is_some() {
+            Class::Promote
+        } else if main {
+            Class::Hit
+        } else {
+            Class::Miss
+        };
+        let mut out = Vec::new();
+        let cached = |b: Key| [7, 8, 17, 18].contains(&b) || partition.contains(&b);
+        q.access(&Demand { class, time_ns: now, ..demand(ctx, block) }, &cached, &mut out);
+        if waiting.is_some() {
+            q.outcome(block, true);
+        }
+        for &b in &out {
+            partition.push_back(b);
+            if partition.len() > room {
+                let pushed = partition.pop_front().expect("over capacity");
+                q.outcome(pushed, false);
+            }
+        }
+        out.len()
+    };
+    let mut by_lifted = 0;
+    for round in 0..1200u32 {
+        let (good, poor) = (100 + 2 * round, 101 + 2 * round);
+        q.begin(good, 1);
+        q.begin(poor, 0);
+        read(&mut q, good, 7, &mut partition);
+        read(&mut q, good, 8, &mut partition);
+        let late = round % 4 == 0;
+        if !late {
+            read(&mut q, good, 9, &mut partition);
+        }
+        read(&mut q, poor, 17, &mut partition);
+        let asked = read(&mut q, poor, 18, &mut partition);
+        if late {
+            read(&mut q, good, 9, &mut partition);
+        }
+        if round % 10 == 0 {
+            read(&mut q, poor, 19, &mut partition);
+        }
+        for b in partition.drain(..) {
+            q.outcome(b, false);
+        }
+        q.end(good);
+        q.end(poor);
+        if round >= 900 {
+            by_lifted += asked;
+        }
+    }
+    by_lifted
+}
+
+#[test]
+fn the_lift_gate_counts_the_good_hit_prefetches_it_pushes_out() {
+    // Room for all: nothing pushed out, template 0 lifted in every round.
+    assert_eq!(lifted_pushing_out_hit_prefetches(true, 16), 300 * 4, "lifted, room for all");
+    // Room for 4: its lifted prefetches push out template 1's hit prefetch
+    // of 9, then missed, once in 4 rounds, against one of its own used in
+    // 10: its lift gate closes, and only its probes add to the throttles'.
+    let off = lifted_pushing_out_hit_prefetches(false, 4);
+    let costly = lifted_pushing_out_hit_prefetches(true, 4);
+    let probes = (300 / PROBE_EVERY as usize + 1) * 4;
+    assert!(costly <= off + probes, "lifted at a cost: {costly} hit prefetches (not lifted: {off})");
+}
