@@ -63,19 +63,10 @@
 //!   throttle is split in two, one judging only the first block each lookup
 //!   asks for, one the others, so a lookup whose best candidate pays keeps
 //!   asking for it when the rest do not.
-//! - **Lifted** (`lift_off_hits`, `qm-hits-lifted`, round 13 of
-//!   `docs/dev/prefetch-lsm-remedies.md`): a context whose template's hit
-//!   throttle is off still makes its hit lookups at the throttle's half
-//!   degree, while a per-template [`NetGate`] over those lifted prefetches
-//!   (used, and demanded at least [`LIFT_LATE_NS`] after their issue,
-//!   against the other lookups' prefetches, of any kind, they pushed out
-//!   and a demand then missed) is open: the measured price of a wasted hit
-//!   prefetch instead of the accuracy threshold's fixed one.
 
 use std::collections::VecDeque;
 
 use hearth_core::{Key, KeyMap};
-use rustc_hash::FxHashMap;
 
 use crate::account::{Lookup, LookupKind};
 pub use crate::rules::{PrefixKey, RuleCache, Suffix};
@@ -85,11 +76,6 @@ use crate::{is_trigger, Class, Demand, GateStats, PrefetchError, Prefetcher};
 
 /// Fewest times a fallback suffix must have followed its key to be asked for.
 pub const FALLBACK_SUPPORT: u32 = 2;
-
-/// A lifted prefetch demanded sooner than this after its issue cannot have
-/// arrived (the device latency of the measurements, `qm-timely`'s default):
-/// it saved nothing, for the lift gate.
-pub const LIFT_LATE_NS: u64 = 100_000;
 
 /// Which rules a lookup's candidates came from: the base (every kind but
 /// the fallbacks), or fallback one-block or position rules.
@@ -153,10 +139,6 @@ pub struct Config {
     /// The first block a lookup asks for throttled apart from the rest,
     /// per kind and template.
     pub top_apart: bool,
-    /// A context whose template's hit throttle is off makes its hit
-    /// lookups at half degree anyway, while the template's lift gate (net
-    /// benefit of those lifted prefetches) is open.
-    pub lift_off_hits: bool,
 }
 
 impl Config {
@@ -179,7 +161,6 @@ impl Config {
             hit_lookups: HitLookups::Never,
             fallback: false,
             top_apart: false,
-            lift_off_hits: false,
         }
     }
 
@@ -206,8 +187,6 @@ struct Context {
     /// With `top_apart`, whether each kind ([`BASE`], the fallbacks,
     /// [`HIT`]) asks for its first block.
     top: [bool; 4],
-    /// Its hit lookups were lifted past an off hit throttle.
-    lifted: bool,
     /// Blocks this context's lookups asked for that are remembered in
     /// [`QuickMine::pushed_out`] (some may have been forgotten since).
     pushed_out: Vec<Key>,
@@ -215,16 +194,9 @@ struct Context {
 
 /// A miss lookup's prefetch pushed out of the partition, unused, by a hit
 /// lookup's prefetches: remembered while the context that asked for it is
-/// open, so a miss on it can be charged to the hit lookups.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct PushedOut {
-    /// The context key of the lookup that asked for it.
-    ctx: u64,
-    /// The template whose lifted hit lookup pushed it out, if lifted.
-    lifted_by: Option<u32>,
-    /// A miss lookup's prefetch, which the shared hit gate weighs too.
-    shared: bool,
-}
+/// open, so a miss on it can be charged to the hit lookups. The value is
+/// the context key of the lookup that asked for it.
+type PushedOut = u64;
 
 /// A prefetch awaiting its outcome.
 #[derive(Clone, Copy)]
@@ -240,10 +212,6 @@ struct Outstanding {
     ctx: u64,
     /// Its lookup's first block, counted for the top throttle.
     top: bool,
-    /// Asked for by a lifted hit lookup.
-    lifted: bool,
-    /// Lifted, and not demanded before [`LIFT_LATE_NS`] had passed.
-    lift_in_time: bool,
 }
 
 pub struct QuickMine {
@@ -262,14 +230,10 @@ pub struct QuickMine {
     /// prefetches that leave unused before the next read is looked at were
     /// pushed out by its blocks.
     pushing: bool,
-    /// With `pushing`, the template of that hit lookup if it was lifted.
-    lifting: Option<u32>,
     /// Miss lookups' prefetches pushed out by hit lookups' (gated only).
     pushed_out: KeyMap<PushedOut>,
     /// The hit lookups' net benefit (gated only).
     hit_gate: NetGate,
-    /// Per template, the net benefit of its lifted hit lookups.
-    lift_gates: FxHashMap<u32, NetGate>,
     /// The rules the last lookup step's candidates came from.
     kind: usize,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
@@ -305,10 +269,8 @@ impl QuickMine {
             hit_throttle: Throttle::default(),
             top_throttles: Default::default(),
             pushing: false,
-            lifting: None,
             pushed_out: KeyMap::default(),
             hit_gate: NetGate::default(),
-            lift_gates: FxHashMap::default(),
             kind: BASE,
             outstanding: KeyMap::default(),
             scratch: Vec::new(),
@@ -375,7 +337,7 @@ impl QuickMine {
                 *d = if self.cfg.throttle { t.degree(class, full) } else { full };
             }
         }
-        let mut hit_degree = match self.cfg.hit_lookups {
+        let hit_degree = match self.cfg.hit_lookups {
             HitLookups::Throttled { .. } if self.cfg.throttle => self.hit_throttle.degree(class, full),
             HitLookups::Throttled { .. } => full,
             _ => 0,
@@ -387,17 +349,6 @@ impl QuickMine {
             for (k, on) in top.iter_mut().enumerate().filter(|&(k, _)| used[k]) {
                 *on = !self.cfg.throttle || self.top_throttles[k].degree(class, full) > 0;
             }
-        }
-        // Off (and not probing), the hit lookups are lifted to half degree
-        // while what they save outweighs what they push out.
-        let hits_off = hit_degree == 0 || (self.cfg.top_apart && !top[HIT]);
-        let lifted = self.cfg.lift_off_hits
-            && self.cfg.throttle
-            && hits_off
-            && self.lift_gates.entry(class).or_default().allows();
-        if lifted {
-            hit_degree = hit_degree.max(full.div_ceil(2));
-            top[HIT] = true;
         }
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
@@ -411,7 +362,6 @@ impl QuickMine {
             fallback_degrees,
             hit_degree,
             top,
-            lifted,
             pushed_out: Vec::new(),
         };
         if let Some(old) = self.contexts.insert(key, c) {
@@ -464,7 +414,7 @@ impl QuickMine {
             Self::mine_at(&mut self.rules, &self.cfg, &c, e);
         }
         for block in c.pushed_out {
-            if self.pushed_out.get(&block).is_some_and(|p| p.ctx == key) {
+            if self.pushed_out.get(&block) == Some(&key) {
                 self.pushed_out.remove(&block);
             }
         }
@@ -473,14 +423,14 @@ impl QuickMine {
 
     /// Remembers `block`, asked for by context `ctx` and just pushed out
     /// unused by the prefetches of a hit lookup.
-    fn remember_pushed_out(&mut self, block: Key, ctx: u64, shared: bool) {
+    fn remember_pushed_out(&mut self, block: Key, ctx: u64) {
         let Some(c) = self.contexts.get_mut(&ctx) else { return };
-        self.pushed_out.insert(block, PushedOut { ctx, lifted_by: self.lifting, shared });
+        self.pushed_out.insert(block, ctx);
         c.pushed_out.push(block);
         // Keep the list within twice its live entries (amortised O(1)).
         if c.pushed_out.len() > 2 * self.pushed_out.len() + 16 {
             let live = &self.pushed_out;
-            c.pushed_out.retain(|b| live.get(b).is_some_and(|p| p.ctx == ctx));
+            c.pushed_out.retain(|b| live.get(b) == Some(&ctx));
         }
     }
 
@@ -581,7 +531,6 @@ impl Prefetcher for QuickMine {
             (matches!(c.hit_lookups, HitLookups::Throttled { .. }), "lookups on hits, throttled apart"),
             (self.gated(), "gated"),
             (c.top_apart, "first block throttled apart"),
-            (c.lift_off_hits, "off hit lookups lifted by net benefit"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
@@ -613,17 +562,9 @@ impl Prefetcher for QuickMine {
 
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
         self.pushing = false;
-        self.lifting = None;
-        if d.class == Class::Miss {
-            if let Some(p) = self.pushed_out.remove(&d.block) {
-                // A hit lookup's prefetches pushed this block out, and it cost a miss.
-                if p.shared {
-                    self.hit_gate.record(false);
-                }
-                if let Some(gate) = p.lifted_by.and_then(|t| self.lift_gates.get_mut(&t)) {
-                    gate.record(false);
-                }
-            }
+        if d.class == Class::Miss && self.pushed_out.remove(&d.block).is_some() {
+            // A hit lookup's prefetches pushed this block out, and it cost a miss.
+            self.hit_gate.record(false);
         }
         let key = self.context_key(d.ctx);
         if !self.contexts.contains_key(&key) {
@@ -646,15 +587,14 @@ impl Prefetcher for QuickMine {
             }
             c.mined = max_order;
         }
-        let (class, degree, fallback_degrees, mut hit_degree, mut top, lifted) =
-            (c.class, c.degree, c.fallback_degrees, c.hit_degree, c.top, c.lifted);
+        let (class, degree, fallback_degrees, mut hit_degree, mut top) =
+            (c.class, c.degree, c.fallback_degrees, c.hit_degree, c.top);
         let position = c.dropped + c.recent.len() as u64 - 1;
         self.history.clear();
         self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
         if d.class == Class::Promote {
             if let Some(o) = self.outstanding.get_mut(&d.block) {
                 o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
-                o.lift_in_time = o.lifted && d.time_ns >= o.issued_ns.saturating_add(LIFT_LATE_NS);
                 let (issuer, kind, first) = (o.class, o.kind, o.top);
                 self.throttle_of(kind, first).promoted(issuer, class);
             }
@@ -722,17 +662,7 @@ impl Prefetcher for QuickMine {
                     }
                     out.push(s.block);
                     let first = rank == 1 && self.cfg.top_apart;
-                    let lifted = lifted && kind == HIT;
-                    let o = Outstanding {
-                        class,
-                        issued_ns: d.time_ns,
-                        late: false,
-                        kind,
-                        ctx: key,
-                        top: first,
-                        lifted,
-                        lift_in_time: lifted,
-                    };
+                    let o = Outstanding { class, issued_ns: d.time_ns, late: false, kind, ctx: key, top: first };
                     self.outstanding.insert(s.block, o);
                     // Asked for again: a miss on it is no longer the push-out's.
                     self.pushed_out.remove(&s.block);
@@ -747,29 +677,17 @@ impl Prefetcher for QuickMine {
         }
         if own && out.len() > first {
             self.pushing = true;
-            self.lifting = lifted.then_some(class);
         }
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
-        let Some(Outstanding { class, late, kind, ctx, top, lifted, lift_in_time, .. }) =
-            self.outstanding.remove(&block)
-        else {
-            return;
-        };
+        let Some(Outstanding { class, late, kind, ctx, top, .. }) = self.outstanding.remove(&block) else { return };
         self.throttle_of(kind, top).outcome(class, used && !late);
         if kind == HIT && used && !late && self.gated() {
             self.hit_gate.record(true);
         }
-        if let Some(gate) = self.lift_gates.get_mut(&class).filter(|_| lifted && used && lift_in_time) {
-            gate.record(true);
-        }
-        // The shared gate weighs miss lookups' prefetches pushed out; a
-        // lifted lookup's gate, any other lookup's.
-        let shared = kind != HIT && self.gated();
-        let by_lift = self.lifting.is_some() && !lifted;
-        if self.pushing && !used && (shared || by_lift) {
-            self.remember_pushed_out(block, ctx, shared);
+        if self.pushing && !used && kind != HIT && self.gated() {
+            self.remember_pushed_out(block, ctx);
         }
     }
 
