@@ -95,11 +95,6 @@ pub struct PrefetchCache {
     counts: Stats,
 }
 
-/// The adaptive partition's band, as a share of the cache.
-const ADAPTIVE_BAND: f64 = 0.01;
-/// The most of the cache an adaptive partition may hold.
-const ADAPTIVE_MOST: f64 = 0.5;
-
 impl PrefetchCache {
     /// A cache of `total_bytes` run by `main_policy`, of which prefetched
     /// blocks may hold at most `prefetch_fraction` (0..1). The partition
@@ -137,10 +132,7 @@ impl PrefetchCache {
     /// half of the cache, and never shrinks below where it started. Call
     /// before the first access.
     pub fn adaptive(mut self) -> Self {
-        let block = u64::from(self.block_size);
-        let share = |f: f64| ((self.total as f64 * f) as u64 / block).max(1) * block;
-        let band = (share(ADAPTIVE_BAND) / block) as usize;
-        self.partition = Partition::adaptive(self.partition.limit(), share(ADAPTIVE_MOST), band, self.block_size);
+        self.partition = Partition::adaptive_in(self.total, self.partition.limit(), self.block_size);
         self
     }
 

@@ -115,6 +115,11 @@ impl Ghosts {
     }
 }
 
+/// An adaptive partition's band, as a share of the cache.
+const ADAPTIVE_BAND: f64 = 0.01;
+/// The most of the cache an adaptive partition may hold.
+const ADAPTIVE_MOST: f64 = 0.5;
+
 impl Partition {
     /// A partition of at most `capacity` bytes of `block_size` blocks.
     pub fn new(capacity: u64, block_size: u32) -> Self {
@@ -133,6 +138,20 @@ impl Partition {
             ghosts: Ghosts::default(),
             sizing: None,
         }
+    }
+
+    /// [`Partition::adaptive`] in a cache of `total` bytes, from `least`
+    /// bytes: its band 1% of the cache, its most half of it.
+    pub fn adaptive_in(total: u64, least: u64, block_size: u32) -> Self {
+        let block = u64::from(block_size);
+        let share = |f: f64| ((total as f64 * f) as u64 / block).max(1) * block;
+        let band = (share(ADAPTIVE_BAND) / block) as usize;
+        Partition::adaptive(least, share(ADAPTIVE_MOST), band, block_size)
+    }
+
+    /// Whether the partition is sized as the traffic goes.
+    pub fn is_adaptive(&self) -> bool {
+        self.sizing.is_some()
     }
 
     /// A partition sized as the traffic goes (see [`Sizing`]): it holds
