@@ -8,7 +8,8 @@
 # Usage: scripts/bench-prefetch.sh [PCT] [LATENCY] [SPEED] [WORKLOADS...]
 #   defaults: 10 1ms 1 rubis tpcw dbt2 (a higher SPEED can saturate a small machine's CPUs,
 #   which then dominates the latencies); PREFETCH="none quickmine qm-guarded" compares more
-#   schemes (the first is the baseline of the cut columns; default "none quickmine")
+#   schemes (the first is the baseline of the cut columns; default "none quickmine");
+#   SERVE_ARGS="--adaptive-partition" adds flags to every server
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +49,7 @@ for w in "${WORKLOADS[@]}"; do
     for p in "${SCHEMES[@]}"; do
         echo "bench-prefetch: $w, prefetch $p: replaying (the row follows when done) ..." >&2
         "$HEARTH" serve --backend memory --size "${size_mib}MiB" --cache-size "$cache" --policy lru \
-            --prefetch "$p" --latency "$LATENCY" --name disk --unix "$WORK/$w-$p.sock" --metrics 127.0.0.1:0 \
+            --prefetch "$p" ${SERVE_ARGS:-} --latency "$LATENCY" --name disk --unix "$WORK/$w-$p.sock" --metrics 127.0.0.1:0 \
             --log warn >"$WORK/$w-$p.out" 2>"$WORK/$w-$p.log" &
         PIDS+=($!)
         for _ in $(seq 100); do grep -q '^ready' "$WORK/$w-$p.out" && break; sleep 0.1; done

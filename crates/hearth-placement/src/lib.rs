@@ -219,6 +219,19 @@ impl StorageCache {
         }
     }
 
+    /// Evicts until `room` bytes beside what the policy holds fit in its
+    /// capacity: room a prefetch partition borrows from the cache (as the
+    /// simulator's prefetch cache does). The victims are [`evicted`](Self::evicted).
+    pub fn make_room(&mut self, room: u64, now: &Access) {
+        self.evicted.clear();
+        while self.policy.occupancy() + room > self.policy.capacity() {
+            match self.policy.evict(now) {
+                Some(victim) => self.evicted.push(victim),
+                None => break,
+            }
+        }
+    }
+
     /// Drops `key` (invalidation after a failed or racing write).
     pub fn remove(&mut self, key: Key) -> bool {
         self.policy.remove(key)

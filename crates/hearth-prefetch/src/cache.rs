@@ -8,7 +8,7 @@ use hearth_core::{Access, Key, Op, Policy};
 use hearth_policy::PolicySpec;
 use serde::Serialize;
 
-use crate::partition::{Ghosts, Partition};
+use crate::partition::Partition;
 use crate::PrefetchError;
 
 /// How a demand access was served.
@@ -93,36 +93,7 @@ pub struct PrefetchCache {
     /// Accesses, hits, promotes, misses and prefetches issued; used and
     /// wasted are the partition's.
     counts: Stats,
-    /// The partition's size following the traffic, if asked for.
-    adaptive: Option<Adaptive>,
 }
-
-/// The partition sized by marginal utility, SARC's rule (Gill and Modha,
-/// USENIX ATC 2005) between the main cache and the partition: a demand miss
-/// on a block the partition pushed out lately (one a partition a band
-/// larger would have held) grows it by a block; a miss on one the main
-/// cache evicted lately, while the partition's blocks held its room,
-/// shrinks it by one. Both bands are the same width, so the partition
-/// moves towards whichever side earns more at its edge. It never shrinks
-/// below the fixed share it starts from: every loss measured came from
-/// shrinking, every gain from growing (docs/dev/prefetch-adaptive-partition.md).
-struct Adaptive {
-    /// Prefetched blocks pushed out unused for lack of room, the newest `band`.
-    pushed_out: Ghosts,
-    /// Main-cache victims, the newest `band` or as many as the partition
-    /// holds blocks, whichever is fewer.
-    main_evicted: Ghosts,
-    band: usize,
-    /// Bounds of the partition's limit, in bytes: the fixed share, and
-    /// [`ADAPTIVE_MOST`] of the cache.
-    least: u64,
-    most: u64,
-}
-
-/// The adaptive partition's band, as a share of the cache.
-const ADAPTIVE_BAND: f64 = 0.01;
-/// The most of the cache an adaptive partition may hold.
-const ADAPTIVE_MOST: f64 = 0.5;
 
 impl PrefetchCache {
     /// A cache of `total_bytes` run by `main_policy`, of which prefetched
@@ -153,68 +124,21 @@ impl PrefetchCache {
             evicted: Vec::with_capacity(16),
             displaced: Vec::new(),
             counts: Stats::default(),
-            adaptive: None,
         })
     }
 
     /// The same cache with its partition sized as the traffic goes (see
-    /// [`Adaptive`]): it starts at its fixed share, may grow to half of the
-    /// cache, and never shrinks below where it started. Call before the
-    /// first access.
+    /// [`Partition::adaptive`]): it starts at its fixed share, may grow to
+    /// half of the cache, and never shrinks below where it started. Call
+    /// before the first access.
     pub fn adaptive(mut self) -> Self {
-        let block = u64::from(self.block_size);
-        let share = |f: f64| ((self.total as f64 * f) as u64 / block).max(1) * block;
-        let most = share(ADAPTIVE_MOST);
-        let least = self.partition.limit().min(most);
-        self.partition = Partition::with_room_to_grow(least, most, self.block_size);
-        let band = (share(ADAPTIVE_BAND) / block) as usize;
-        self.adaptive =
-            Some(Adaptive { pushed_out: Ghosts::default(), main_evicted: Ghosts::default(), band, least, most });
+        self.partition = Partition::adaptive_in(self.total, self.partition.limit(), self.block_size);
         self
     }
 
     /// The bytes the partition may hold now.
     pub fn partition_limit(&self) -> u64 {
         self.partition.limit()
-    }
-
-    /// Remembers what `self.evicted` holds as blocks the partition pushed out.
-    fn note_pushed_out(&mut self) {
-        if let Some(ad) = &mut self.adaptive {
-            self.evicted.iter().for_each(|&k| ad.pushed_out.push(k));
-            ad.pushed_out.trim(ad.band);
-        }
-    }
-
-    /// Remembers `victim` as a block the main cache evicted. The band keeps
-    /// as many of the newest victims as the partition holds blocks (at most
-    /// its width): a main cache larger by the partition's borrowed room would
-    /// have kept those, so only a miss on one is the partition's cost.
-    fn note_main_evicted(&mut self, victim: Key) {
-        self.partition.main_evicted(victim);
-        if let Some(ad) = &mut self.adaptive {
-            let borrowed = (self.partition.bytes() / u64::from(self.block_size)) as usize;
-            ad.main_evicted.push(victim);
-            ad.main_evicted.trim(ad.band.min(borrowed));
-        }
-    }
-
-    /// SARC's move on a demand of `key`, which `missed` or not: a key either
-    /// band holds leaves it, and a miss on one moves the partition's limit
-    /// a block (up for the partition's band, down for the main cache's).
-    fn adapt(&mut self, key: Key, missed: bool) {
-        let Some(ad) = &mut self.adaptive else { return };
-        let (pushed_out, main_evicted) = (ad.pushed_out.take(key), ad.main_evicted.take(key));
-        let block = u64::from(self.block_size);
-        let limit = self.partition.limit();
-        let moved = match (missed, pushed_out, main_evicted) {
-            (true, true, _) => (limit + block).min(ad.most),
-            (true, false, true) => limit.saturating_sub(block).max(ad.least),
-            _ => return,
-        };
-        self.evicted.clear();
-        self.partition.set_limit(moved, &mut self.evicted);
-        self.note_pushed_out();
     }
 
     /// A cache of `shape` (see [`PrefetchCache::new`]).
@@ -258,7 +182,7 @@ impl PrefetchCache {
     fn make_room(&mut self, extra: u64, now: &Access) {
         while self.occupancy() + extra > self.total {
             let Some(victim) = self.main.evict(now) else { break };
-            self.note_main_evicted(victim);
+            self.partition.main_evicted(victim);
         }
     }
 
@@ -281,13 +205,14 @@ impl PrefetchCache {
             }
             Class::Miss
         };
-        self.adapt(key, class == Class::Miss);
+        self.evicted.clear();
+        self.partition.adapt(key, class == Class::Miss, &mut self.evicted);
         if u64::from(self.block_size) <= self.total {
             self.make_room(u64::from(self.block_size), &a);
             self.evicted.clear();
             self.main.insert(&a, &mut self.evicted);
             for i in 0..self.evicted.len() {
-                self.note_main_evicted(self.evicted[i]);
+                self.partition.main_evicted(self.evicted[i]);
             }
             self.inserts += 1;
             // One turnover of the main cache as it would be without spare
@@ -315,7 +240,6 @@ impl PrefetchCache {
         if self.partition.is_spare(key) {
             self.evicted.clear();
             self.partition.land(key, self.inserts, &mut self.evicted);
-            self.note_pushed_out();
             return false;
         }
         if self.contains(key) || !self.partition.has_room_for_a_block() {
@@ -323,7 +247,6 @@ impl PrefetchCache {
         }
         self.evicted.clear();
         self.partition.land(key, self.inserts, &mut self.evicted);
-        self.note_pushed_out();
         let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.make_room(0, &a);
         self.trim_ghosts();
@@ -342,7 +265,6 @@ impl PrefetchCache {
         if !self.partition.land_spare(key, self.inserts, &mut self.evicted) {
             return false;
         }
-        self.note_pushed_out();
         let a = Access { key, size: self.block_size, op: Op::Read, ..Access::default() };
         self.make_room(0, &a);
         self.trim_ghosts();

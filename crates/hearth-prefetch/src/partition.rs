@@ -36,7 +36,7 @@ pub struct Partition {
     /// The spare tier: blocks that never displace one of `lru`'s.
     spare: Lru,
     /// Bytes both tiers may hold together: their capacity, or less when the
-    /// owner sizes the partition as it goes ([`Partition::with_room_to_grow`]).
+    /// partition is sized as the traffic goes ([`Partition::adaptive`]).
     limit: u64,
     block_size: u32,
     /// Blocks in arrival order, with the owner's clock at arrival.
@@ -53,6 +53,31 @@ pub struct Partition {
     /// Main-cache victims: as many as the last [`Partition::trim_ghosts`]
     /// kept, plus victims since.
     ghosts: Ghosts,
+    /// The limit following the traffic, if the owner asked for it
+    /// ([`Partition::adaptive`]).
+    sizing: Option<Sizing>,
+}
+
+/// The partition sized by marginal utility, SARC's rule (Gill and Modha,
+/// USENIX ATC 2005) between the main cache and the partition: a demand miss
+/// on a block the partition pushed out lately (one a partition a band
+/// larger would have held) grows it by a block; a miss on one the main
+/// cache evicted lately, while the partition's blocks held its room,
+/// shrinks it by one. Both bands are the same width, so the partition
+/// moves towards whichever side earns more at its edge. It never shrinks
+/// below the share it starts from: every loss measured came from
+/// shrinking, every gain from growing (docs/dev/prefetch-adaptive-partition.md).
+/// Written once for both drivers, like the rest of the partition.
+struct Sizing {
+    /// Prefetched blocks pushed out unused for lack of room, the newest `band`.
+    pushed_out: Ghosts,
+    /// Main-cache victims, the newest `band` or as many as the partition
+    /// holds blocks, whichever is fewer.
+    main_evicted: Ghosts,
+    band: usize,
+    /// Bounds of the limit, in bytes.
+    least: u64,
+    most: u64,
 }
 
 /// Keys that left a cache, newest last, of which the newest are kept: a
@@ -90,6 +115,11 @@ impl Ghosts {
     }
 }
 
+/// An adaptive partition's band, as a share of the cache.
+const ADAPTIVE_BAND: f64 = 0.01;
+/// The most of the cache an adaptive partition may hold.
+const ADAPTIVE_MOST: f64 = 0.5;
+
 impl Partition {
     /// A partition of at most `capacity` bytes of `block_size` blocks.
     pub fn new(capacity: u64, block_size: u32) -> Self {
@@ -106,13 +136,31 @@ impl Partition {
             used: 0,
             wasted: 0,
             ghosts: Ghosts::default(),
+            sizing: None,
         }
     }
 
-    /// A partition that holds at most `limit` bytes for now and may be let
-    /// hold up to `most` ([`Partition::set_limit`]).
-    pub fn with_room_to_grow(limit: u64, most: u64, block_size: u32) -> Self {
-        Partition { limit: limit.min(most), ..Partition::new(most, block_size) }
+    /// [`Partition::adaptive`] in a cache of `total` bytes, from `least`
+    /// bytes: its band 1% of the cache, its most half of it.
+    pub fn adaptive_in(total: u64, least: u64, block_size: u32) -> Self {
+        let block = u64::from(block_size);
+        let share = |f: f64| ((total as f64 * f) as u64 / block).max(1) * block;
+        let band = (share(ADAPTIVE_BAND) / block) as usize;
+        Partition::adaptive(least, share(ADAPTIVE_MOST), band, block_size)
+    }
+
+    /// Whether the partition is sized as the traffic goes.
+    pub fn is_adaptive(&self) -> bool {
+        self.sizing.is_some()
+    }
+
+    /// A partition sized as the traffic goes (see [`Sizing`]): it holds
+    /// `least` bytes at first, never less, and may grow to `most`, moving a
+    /// block at a time on misses within `band` blocks of either side's edge.
+    pub fn adaptive(least: u64, most: u64, band: usize, block_size: u32) -> Self {
+        let least = least.min(most);
+        let sizing = Sizing { pushed_out: Ghosts::default(), main_evicted: Ghosts::default(), band, least, most };
+        Partition { limit: least, sizing: Some(sizing), ..Partition::new(most, block_size) }
     }
 
     /// Bytes the partition may hold now.
@@ -126,8 +174,34 @@ impl Partition {
     pub fn set_limit(&mut self, limit: u64, left: &mut Vec<Key>) {
         self.limit = limit.min(self.lru.capacity());
         let evicted = self.fit_limit();
+        self.note_pushed_out(&evicted);
         left.extend_from_slice(&evicted);
         self.evicted = evicted;
+    }
+
+    /// Remembers blocks pushed out for lack of room, for [`Sizing`].
+    fn note_pushed_out(&mut self, keys: &[Key]) {
+        if let Some(sizing) = &mut self.sizing {
+            keys.iter().for_each(|&k| sizing.pushed_out.push(k));
+            sizing.pushed_out.trim(sizing.band);
+        }
+    }
+
+    /// SARC's move on a demand of `key`, which `missed` or not (see
+    /// [`Sizing`]): a key either band holds leaves it, and a miss on one
+    /// moves the limit a block, up for the partition's band, down for the
+    /// main cache's. Blocks a lower limit pushes out are appended to `left`.
+    /// Nothing unless the partition is [`adaptive`](Partition::adaptive).
+    pub fn adapt(&mut self, key: Key, missed: bool, left: &mut Vec<Key>) {
+        let Some(sizing) = &mut self.sizing else { return };
+        let (pushed_out, main_evicted) = (sizing.pushed_out.take(key), sizing.main_evicted.take(key));
+        let block = u64::from(self.block_size);
+        let moved = match (missed, pushed_out, main_evicted) {
+            (true, true, _) => (self.limit + block).min(sizing.most),
+            (true, false, true) => self.limit.saturating_sub(block).max(sizing.least),
+            _ => return,
+        };
+        self.set_limit(moved, left);
     }
 
     /// Pushes blocks out, spare ones first, until both tiers fit the limit;
@@ -149,9 +223,17 @@ impl Partition {
         evicted
     }
 
-    /// The owner's main cache evicted `key`.
+    /// The owner's main cache evicted `key`. An adaptive partition keeps
+    /// as many of the newest victims as it holds blocks (at most its band):
+    /// a main cache larger by the partition's borrowed room would have kept
+    /// those, so only a miss on one is the partition's cost.
     pub fn main_evicted(&mut self, key: Key) {
         self.ghosts.push(key);
+        let borrowed = (self.bytes() / u64::from(self.block_size)) as usize;
+        if let Some(sizing) = &mut self.sizing {
+            sizing.main_evicted.push(key);
+            sizing.main_evicted.trim(sizing.band.min(borrowed));
+        }
     }
 
     /// A demand missed `key`: true if the main cache gave it up while spare
@@ -245,6 +327,7 @@ impl Partition {
         // block always fits, as the base tier left room for it), then, under
         // a limit below the capacity, the oldest base blocks.
         let evicted = self.fit_limit();
+        self.note_pushed_out(&evicted);
         left.extend_from_slice(&evicted);
         self.evicted = evicted;
         if self.contains(key) {

@@ -63,6 +63,11 @@
 //!   throttle is split in two, one judging only the first block each lookup
 //!   asks for, one the others, so a lookup whose best candidate pays keeps
 //!   asking for it when the rest do not.
+//! - **Pooled one-block rules** (`pooled`, `qm-hits-pooled`, round 14 of
+//!   `docs/dev/prefetch-graph-remedies.md`): every one-block rule is also
+//!   counted under a template-free key ([`ANY_CLASS`]), looked up after
+//!   the template's own one-block rule as a one-block fallback, so a block
+//!   pair several templates read once each reaches the fallback support.
 
 use std::collections::VecDeque;
 
@@ -102,6 +107,9 @@ pub enum HitLookups {
 /// Class of I/O outside any begun context.
 pub const NO_CLASS: u32 = u32::MAX;
 
+/// The class of pooled one-block rules' keys: every template's at once.
+pub const ANY_CLASS: u32 = u32::MAX - 1;
+
 #[derive(Clone, Debug)]
 pub struct Config {
     /// G: suffixes per prefix occurrence.
@@ -139,6 +147,9 @@ pub struct Config {
     /// The first block a lookup asks for throttled apart from the rest,
     /// per kind and template.
     pub top_apart: bool,
+    /// One-block rules also counted over all templates, looked up after
+    /// the template's own (needs `fallback`).
+    pub pooled: bool,
 }
 
 impl Config {
@@ -161,12 +172,14 @@ impl Config {
             hit_lookups: HitLookups::Never,
             fallback: false,
             top_apart: false,
+            pooled: false,
         }
     }
 
-    /// Kinds of rule mined: one per prefix length, plus positions.
+    /// Kinds of rule mined: one per prefix length, plus positions, plus
+    /// pooled one-block rules.
     pub fn rule_kinds(&self) -> usize {
-        self.max_order + 1 - self.min_order + usize::from(self.by_position)
+        self.max_order + 1 - self.min_order + usize::from(self.by_position) + usize::from(self.pooled)
     }
 }
 
@@ -398,6 +411,9 @@ impl QuickMine {
             for (key, of) in &prefixes[..count] {
                 if !of[..usize::from(key.order)].contains(&block) {
                     rules.add(*key, block, next);
+                    if cfg.pooled && key.order == 1 {
+                        rules.add(PrefixKey { class: ANY_CLASS, ..*key }, block, next);
+                    }
                 }
             }
             if cfg.by_position && block != recent[e] {
@@ -444,6 +460,10 @@ impl QuickMine {
             .rev()
             .filter(|&m| m <= self.history.len())
             .map(|m| PrefixKey::blocks(class, &self.history[self.history.len() - m..]))
+            .chain(
+                (self.cfg.pooled && !self.history.is_empty())
+                    .then(|| PrefixKey::blocks(ANY_CLASS, &self.history[self.history.len() - 1..])),
+            )
             .chain(self.cfg.by_position.then(|| PrefixKey::position(class, position)));
         self.keys.clear();
         self.keys.extend(sources);
@@ -531,6 +551,7 @@ impl Prefetcher for QuickMine {
             (matches!(c.hit_lookups, HitLookups::Throttled { .. }), "lookups on hits, throttled apart"),
             (self.gated(), "gated"),
             (c.top_apart, "first block throttled apart"),
+            (c.pooled, "one-block rules pooled over templates"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),

@@ -39,15 +39,16 @@ with HearthClient.connect_unix(sys.argv[1], "disk") as c:
 print(json.dumps({"reads": 4 * 20 * 6}))
 "#;
 
-/// Runs the workload against a server with `prefetch` and returns its metrics page.
-fn run_workload(dir: &Path, name: &str, prefetch: &str) -> String {
+/// Runs the workload against a server with `prefetch` (the scheme, then
+/// any more flags) and returns its metrics page.
+fn run_workload(dir: &Path, name: &str, prefetch: &[&str]) -> String {
     let sock = dir.join(format!("{name}.sock"));
     let image = dir.join(format!("{name}.img"));
     // Block b holds bytes b % 251, so reads can be checked.
     let data: Vec<u8> = (0..2048u64).flat_map(|b| vec![(b % 251) as u8; 4096]).collect();
     std::fs::write(&image, data).unwrap();
     let flags = ["--backend", "file", "--path", image.to_str().unwrap(), "--latency", "3ms", "--cache-size", "256KiB"];
-    let flags = [&flags[..], &["--policy", "lru", "--prefetch", prefetch]].concat();
+    let flags = [&flags[..], &["--policy", "lru", "--prefetch"], prefetch].concat();
     let mut table = on_unix(&sock);
     table.metrics = Some("127.0.0.1:0".to_string());
     let server = Server::start(Config { server: table, exports: vec![export("disk", &flags)] });
@@ -61,8 +62,8 @@ fn run_workload(dir: &Path, name: &str, prefetch: &str) -> String {
 #[test]
 fn quickmine_in_the_server_promotes_and_cuts_read_latency() {
     let dir = tempfile::tempdir().unwrap();
-    let with = run_workload(dir.path(), "quickmine", "quickmine");
-    let without = run_workload(dir.path(), "none", "none");
+    let with = run_workload(dir.path(), "quickmine", &["quickmine"]);
+    let without = run_workload(dir.path(), "none", &["none"]);
     let m = |page: &str, name: &str| metric(page, &format!("{name}{{export=\"disk\""));
     let read_mean = |page: &str| {
         let sum = metric(page, "hearth_request_duration_seconds_sum{export=\"disk\",op=\"read\"}");
@@ -89,7 +90,19 @@ fn quickmine_in_the_server_promotes_and_cuts_read_latency() {
 #[test]
 fn selecting_quickmine_prefetches_in_the_server() {
     let dir = tempfile::tempdir().unwrap();
-    let page = run_workload(dir.path(), "select", "qm-select");
+    let page = run_workload(dir.path(), "select", &["qm-select"]);
+    let m = |name: &str| metric(&page, &format!("{name}{{export=\"disk\""));
+    let (promotes, issued) = (m("hearth_prefetch_promotes_total"), m("hearth_prefetches_total"));
+    assert!(promotes > 50.0 && promotes <= issued, "promotes {promotes}, prefetches {issued}\n{page}");
+}
+
+/// `--adaptive-partition`: the export serves with its prefetch partition
+/// sized by SARC's rule (reads checked by the client script), and its
+/// prefetches are promoted.
+#[test]
+fn quickmine_with_an_adaptive_partition_prefetches_in_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = run_workload(dir.path(), "adaptive", &["quickmine", "--adaptive-partition"]);
     let m = |name: &str| metric(&page, &format!("{name}{{export=\"disk\""));
     let (promotes, issued) = (m("hearth_prefetch_promotes_total"), m("hearth_prefetches_total"));
     assert!(promotes > 50.0 && promotes <= issued, "promotes {promotes}, prefetches {issued}\n{page}");

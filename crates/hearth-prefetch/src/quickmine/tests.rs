@@ -490,3 +490,38 @@ fn the_first_candidate_throttled_apart_keeps_being_asked_for() {
     assert_eq!(threes_apart, 100, "apart: 3 in every context");
     assert!(others_apart <= others.max(8 * (100 / PROBE_EVERY as usize + 1)), "apart: {others_apart} others");
 }
+
+/// Runs `seqs` as (template, blocks) contexts one after another, then a
+/// context of template 0 reading `probe`; returns what its last read asked for.
+fn pooled_prefetch(pooled: bool, seqs: &[(u32, &[Key])], probe: &[Key]) -> Vec<Key> {
+    let cfg = Config { min_order: 1, max_order: 2, by_position: true, fallback: true, pooled, ..config(1) };
+    let mut q = QuickMine::new(cfg).unwrap();
+    let mut out = Vec::new();
+    for (ctx, &(class, seq)) in seqs.iter().enumerate() {
+        q.begin(ctx as u32, class);
+        for &b in seq {
+            q.access(&demand(ctx as u32, b), &|_| false, &mut out);
+        }
+        q.end(ctx as u32);
+    }
+    let ctx = seqs.len() as u32;
+    q.begin(ctx, 0);
+    for &b in probe {
+        out.clear();
+        q.access(&demand(ctx, b), &|_| false, &mut out);
+    }
+    out
+}
+
+/// Templates 0 and 1 each read 1 then 2 once: neither template's own
+/// one-block rule 1 -> 2 reaches the fallback support, their pooled count
+/// does, so a context of template 0 reading a new block then 1 gets 2.
+#[test]
+fn pooled_one_block_rules_reach_the_support_over_templates() {
+    let twice: &[(u32, &[Key])] = &[(0, &[1, 2]), (1, &[1, 2])];
+    assert!(pooled_prefetch(false, twice, &[7, 1]).is_empty(), "each template saw 1 -> 2 once");
+    assert_eq!(pooled_prefetch(true, twice, &[7, 1]), vec![2]);
+    // Pooled, a pair still needs the support: 1 -> 2 and 1 -> 3 once each.
+    let apart: &[(u32, &[Key])] = &[(0, &[1, 2]), (1, &[1, 3])];
+    assert!(pooled_prefetch(true, apart, &[7, 1]).is_empty());
+}

@@ -54,6 +54,12 @@ impl BlockCore {
         self.0.place(&renamed(a))
     }
 
+    /// Evicts until `room` more bytes fit beside the policy's blocks
+    /// ([`StorageCache::make_room`]); `now` is the access that asks.
+    pub(super) fn make_room(&mut self, room: u64, now: &Access) {
+        self.0.make_room(room, &renamed(now))
+    }
+
     pub(super) fn remove(&mut self, block: u64) -> bool {
         self.0.remove(run_keyed(block))
     }

@@ -262,8 +262,9 @@ struct Inner {
     /// The prefetch partition, the simulator's own (`hearth_prefetch`):
     /// landed prefetches wait here (LRU, a small share of the cache, aged
     /// out after one turnover of the main cache) until a demand promotes
-    /// them into the main cache, so wrong predictions never push out
-    /// demand-fetched blocks.
+    /// them into the main cache, so wrong predictions push out at most that
+    /// share of demand-fetched blocks. Its blocks borrow their room from the
+    /// main cache while they wait.
     partition: Partition,
     /// Prefetched blocks that left before any demand, for the prefetcher's feedback.
     wasted: Vec<Key>,
@@ -378,6 +379,19 @@ impl BlockCache {
             stats: CacheStats::default(),
             content_log: OnceLock::new(),
         }
+    }
+
+    /// The same cache with its prefetch partition sized as the traffic goes
+    /// (SARC's rule, [`Partition::adaptive_in`], as `hearth prefetch sim
+    /// --adaptive-partition`): from its fixed share, never below it, up to
+    /// half of the cache. Call before serving.
+    pub fn with_adaptive_partition(self) -> BlockCache {
+        {
+            let mut inner = self.lock();
+            let fixed = inner.partition.limit();
+            inner.partition = Partition::adaptive_in(inner.core.capacity(), fixed, self.block_size as u32);
+        }
+        self
     }
 
     /// Reports every later change of contents to `log`; set at most once.
@@ -546,6 +560,8 @@ mod residency;
 mod write;
 mod write_back;
 
+#[cfg(test)]
+mod prefetch_tests;
 #[cfg(test)]
 mod shared_tests;
 #[cfg(test)]

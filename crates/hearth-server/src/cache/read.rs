@@ -225,9 +225,24 @@ impl BlockCache {
             return false;
         }
         let a = Self::access(inner, block, self.block_size, Op::Write);
+        if !inner.core.holds(block) {
+            self.lend_partition_room(inner, self.block_size, &a, victims);
+        }
         inner.core.place(&a);
         self.drop_victims(inner, victims);
         inner.core.holds(block)
+    }
+
+    /// Evicts from the main cache until the blocks waiting in the prefetch
+    /// partition, and `extra` bytes more, fit beside it: the partition
+    /// borrows its room from the cache while it holds blocks, as in the
+    /// simulator, so the two together never hold more than the cache size.
+    pub(super) fn lend_partition_room(&self, inner: &mut Inner, extra: u64, now: &Access, victims: Victims) {
+        if inner.partition.bytes() == 0 {
+            return;
+        }
+        inner.core.make_room(inner.partition.bytes() + extra, now);
+        self.drop_victims(inner, victims);
     }
 
     /// Frees the data of the blocks the core just evicted, writing back
@@ -235,8 +250,12 @@ impl BlockCache {
     /// thread); one whose write-back fails is stranded (kept in memory), and
     /// FLUSH reports it.
     pub(super) fn drop_victims(&self, inner: &mut Inner, victims: Victims) {
+        let sizing = inner.partition.is_adaptive();
         for i in 0..inner.core.evicted_count() {
             let victim = inner.core.evicted(i);
+            if sizing {
+                inner.partition.main_evicted(victim);
+            }
             if inner.unclaim(victim) {
                 inner.wasted.push(victim);
             }
@@ -259,6 +278,13 @@ impl BlockCache {
                 self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
             }
             inner.free.push(buf);
+        }
+        if sizing {
+            // The partition's record of victims for its spare tier, kept as
+            // short as the simulator keeps it (what its borrowing costs).
+            let room =
+                (inner.core.capacity() - inner.partition.base_bytes().min(inner.core.capacity())) / self.block_size;
+            inner.partition.trim_ghosts(room.saturating_sub(inner.core.len() as u64) as usize);
         }
     }
 

@@ -35,6 +35,7 @@ impl BlockCache {
         let now = Self::access(&mut inner, block, self.block_size, Op::Read);
         let action = inner.core.client_evicted(block, &now);
         self.drop_victims(&mut inner, Victims::Hold);
+        self.lend_partition_room(&mut inner, 0, &now, Victims::Hold);
         match action {
             EvictionAction::Reload(b) if !inner.blocks.contains_key(&b) => Some(b),
             _ => None,
@@ -51,6 +52,16 @@ impl BlockCache {
     /// [`Self::classify_demand`] under the lock the caller holds.
     fn classify_locked(&self, inner: &mut Inner, block: u64) -> Class {
         self.age_prefetches(inner);
+        let class = self.classify_aged(inner, block);
+        if class != Class::Hit {
+            let mut left = Vec::new();
+            inner.partition.adapt(block, class == Class::Miss, &mut left);
+            Self::release_unused(inner, &left);
+        }
+        class
+    }
+
+    fn classify_aged(&self, inner: &mut Inner, block: u64) -> Class {
         if inner.unclaim(block) {
             if inner.partition.take(block) {
                 // Landed: promote it from the partition into the main cache.
@@ -247,6 +258,8 @@ impl BlockCache {
         let (mut shared, bytes) = fetched.into_parts();
         let buf = shared.next().unwrap_or_else(|| inner.free.filled(&bytes, self.block_size as usize));
         Self::store_buf(&mut inner, block, buf, false);
+        let now = Self::access(&mut inner, block, self.block_size, Op::Read);
+        self.lend_partition_room(&mut inner, 0, &now, Victims::WriteBack);
         Ok(())
     }
 

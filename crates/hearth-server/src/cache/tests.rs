@@ -3,11 +3,11 @@ use crate::backend::testing::{Pause, Switches, TestBackend};
 use crate::backend::MemoryBackend;
 use std::sync::Arc;
 
-const BS: u32 = 4096;
+pub(super) const BS: u32 = 4096;
 
 /// A cache of `blocks` blocks over a memory backend of `size` bytes whose
 /// bytes are `i % 251`.
-fn setup(size: u64, blocks: u64, mode: CacheMode) -> (Arc<MemoryBackend>, BlockCache) {
+pub(super) fn setup(size: u64, blocks: u64, mode: CacheMode) -> (Arc<MemoryBackend>, BlockCache) {
     let backend = Arc::new(MemoryBackend::new(size));
     let pattern: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
     backend.write_at(&pattern, 0).unwrap();
@@ -31,7 +31,7 @@ fn setup_racy(size: u64, blocks: u64, mode: CacheMode, jitter: bool) -> (Arc<Mem
 }
 
 /// The bytes a cache-only read returns, or None if it had to miss.
-fn cached(cache: &BlockCache, offset: u64, len: usize) -> Option<Vec<u8>> {
+pub(super) fn cached(cache: &BlockCache, offset: u64, len: usize) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     cache.read_cached(offset, len, &mut out).then(|| out.iter().flat_map(|s| s.iter().copied()).collect())
 }
@@ -497,90 +497,6 @@ fn eviction_based_placement_waits_for_the_client_then_reloads() {
     assert_eq!((s.client_evictions, s.reloads), (3, 2));
 }
 
-/// Write-back onto a landed prefetch: the written block leaves the prefetch
-/// partition for the main cache, so when the partition later drops its
-/// blocks the dirty data is not dropped with them.
-#[test]
-fn write_back_onto_a_prefetched_block_keeps_the_data() {
-    let (backend, cache) = setup(256 * u64::from(BS), 50, CacheMode::Back { dirty_limit: 1 << 20 });
-    let bs = u64::from(BS);
-    assert!(cache.start_prefetch(20));
-    cache.prefetch(20).unwrap();
-    cache.write(20 * bs + 100, b"dirty", false).unwrap();
-    for b in 30..40 {
-        // Fills the 2-block partition many times over.
-        assert!(cache.start_prefetch(b));
-        cache.prefetch(b).unwrap();
-    }
-    cache.flush().unwrap();
-    let disk = backend.snapshot();
-    assert_eq!(&disk[(20 * bs + 100) as usize..(20 * bs + 105) as usize], b"dirty");
-    assert_eq!(disk[(20 * bs) as usize], (20 * bs % 251) as u8, "the rest of the block is the backend's");
-}
-
-#[test]
-fn prefetches_wait_in_their_partition_until_demanded() {
-    // 50 blocks: the partition holds 4% = 2 blocks.
-    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
-    let bs = u64::from(BS);
-    for b in [10, 11, 12] {
-        assert!(cache.start_prefetch(b));
-        cache.prefetch(b).unwrap();
-    }
-    assert!(!cache.start_prefetch(11), "already prefetched");
-    assert!(!cache.start_prefetch(1 << 40), "beyond the export");
-    // The partition kept the newest two; 10 was evicted unused.
-    assert_eq!(cache.take_wasted(), vec![10]);
-    assert_eq!(cache.classify_demand(10), Class::Miss);
-    assert_eq!(cache.classify_demand(11), Class::Promote);
-    // Promoted into the main cache: now a plain hit, served from memory.
-    assert_eq!(cache.classify_demand(11), Class::Hit);
-    let expect: Vec<u8> = (11 * bs..12 * bs).map(|i| (i % 251) as u8).collect();
-    assert_eq!(cached(&cache, 11 * bs, BS as usize).expect("cached"), expect);
-    // Main-cache hits are never reclassified as promotes.
-    assert_eq!(cache.placement_stats().placements, 1);
-}
-
-/// The simulator's ageing, in the server: a landed prefetch that no demand
-/// takes within one turnover of the main cache leaves, reported as wasted,
-/// and its memory is freed.
-#[test]
-fn a_prefetch_not_demanded_within_one_turnover_leaves_as_wasted() {
-    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
-    assert!(cache.start_prefetch(200));
-    cache.prefetch(200).unwrap();
-    let mut buf = vec![0u8; BS as usize];
-    for b in 0..50 {
-        cache.read(b * u64::from(BS), &mut buf).unwrap();
-    }
-    // 50 insertions into a 50-block cache: not yet one full turnover.
-    assert_eq!(cache.classify_demand(0), Class::Hit);
-    assert!(cache.cached_or_prefetching(200));
-    cache.read(50 * u64::from(BS), &mut buf).unwrap();
-    assert_eq!(cache.classify_demand(1), Class::Hit);
-    assert!(!cache.cached_or_prefetching(200), "aged out after the 51st insertion");
-    assert_eq!(cache.take_wasted(), vec![200]);
-    assert_eq!(cache.occupancy().0, 50, "its buffer left with it");
-    assert_eq!(cache.classify_demand(200), Class::Miss);
-}
-
-#[test]
-fn a_dropped_prefetch_releases_its_claim() {
-    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
-    // Claimed, then dropped before its read: the first demand is a miss.
-    assert!(cache.start_prefetch(20));
-    cache.cancel_prefetch(20);
-    assert!(!cache.cached_or_prefetching(20));
-    assert_eq!(cache.classify_demand(20), Class::Miss);
-    assert!(cache.start_prefetch(20), "claimable again");
-    // A prefetch that already landed is kept.
-    assert!(cache.start_prefetch(21));
-    cache.prefetch(21).unwrap();
-    cache.cancel_prefetch(21);
-    assert_eq!(cache.classify_demand(21), Class::Promote);
-    assert_eq!(cache.placement_stats().reloads_skipped, 0, "no eviction reload was involved");
-}
-
 /// Background cleaning writes dirty data back without a FLUSH, and the age
 /// it goes by starts with the oldest write still dirty.
 #[test]
@@ -748,59 +664,4 @@ fn mode_switches_under_concurrent_writes_lose_nothing() {
     };
     assert_eq!(differs(&backend.snapshot()), Vec::<usize>::new(), "blocks whose backend copy lost a write");
     assert_eq!(differs(&through_cache), Vec::<usize>::new(), "blocks read wrong through the cache");
-}
-
-/// The guarded QuickMine's spare prefetches in the server: they land only in
-/// room the base prefetches leave, push out only each other, and when
-/// refused release their claim and their buffer.
-#[test]
-fn spare_prefetches_never_push_out_base_prefetches() {
-    // 50 blocks: the partition holds 4% = 2 blocks.
-    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
-    assert!(cache.start_prefetch(10));
-    cache.prefetch(10).unwrap();
-    for b in [20, 21] {
-        assert!(cache.start_spare_prefetch(b));
-        cache.prefetch_spare(b).unwrap();
-    }
-    // 21 pushed out 20, the older spare block, not base block 10.
-    assert_eq!(cache.take_wasted(), vec![20]);
-    assert!(cache.start_prefetch(11));
-    cache.prefetch(11).unwrap();
-    assert_eq!(cache.take_wasted(), vec![21], "a base prefetch pushes spare blocks out first");
-    // The base tier is full: a spare prefetch is refused and its claim released.
-    assert!(cache.start_spare_prefetch(22));
-    cache.prefetch_spare(22).unwrap();
-    assert!(!cache.cached_or_prefetching(22));
-    assert!(cache.take_wasted().is_empty());
-    assert_eq!(cache.occupancy().0, 2, "the refused block holds no buffer");
-    assert_eq!(cache.classify_demand(22), Class::Miss);
-    assert_eq!([10, 11].map(|b| cache.classify_demand(b)), [Class::Promote; 2]);
-}
-
-/// A base prefetch of a block waiting as a spare one takes it over, as in
-/// the simulator: no new read, and it lands (or moves) into the base tier,
-/// where later spare prefetches cannot push it out.
-#[test]
-fn a_base_prefetch_takes_over_a_spare_one() {
-    // 50 blocks: the partition holds 4% = 2 blocks.
-    let (_, cache) = setup(256 * u64::from(BS), 50, CacheMode::Through);
-    assert!(cache.start_spare_prefetch(20));
-    cache.prefetch_spare(20).unwrap();
-    assert!(cache.spare_prefetching(20) && !cache.cached_outside_spare(20));
-    // Landed: taken over with no new read to queue.
-    assert!(!cache.start_prefetch(20));
-    assert!(!cache.spare_prefetching(20) && cache.cached_outside_spare(20));
-    // Queued as spare, taken over before its read: it lands as a base block.
-    assert!(cache.start_spare_prefetch(21));
-    assert!(!cache.start_prefetch(21));
-    cache.prefetch_spare(21).unwrap();
-    assert!(cache.cached_outside_spare(21));
-    // The partition holds base blocks 20 and 21: spare ones are refused.
-    for b in [30, 31] {
-        assert!(cache.start_spare_prefetch(b));
-        cache.prefetch_spare(b).unwrap();
-    }
-    assert!(cache.take_wasted().is_empty());
-    assert_eq!([20, 21, 30].map(|b| cache.classify_demand(b)), [Class::Promote, Class::Promote, Class::Miss]);
 }

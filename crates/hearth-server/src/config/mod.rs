@@ -343,6 +343,11 @@ pub struct ExportConfig {
     /// per connection otherwise. Default none.
     #[arg(long, value_name = "SCHEME")]
     pub prefetch: Option<String>,
+    /// Size the prefetch partition as the traffic goes (SARC's rule, as `hearth prefetch sim --adaptive-partition`):
+    /// from its fixed 4% of the cache, never below it, up to half. Default: the fixed 4%.
+    #[serde(default)]
+    #[arg(long, requires = "prefetch")]
+    pub adaptive_partition: bool,
     /// A policy the live advice (GET /advice, hearth_advice_* in /metrics) shadows beside --policy, repeatable; `none`
     /// turns the advice off. Default lru, arc, s3fifo, wtinylfu and mq.
     #[arg(long, value_name = "POLICY")]

@@ -70,7 +70,10 @@ impl ExportSpec {
             device = Some(opened);
         }
         let policy = self.policy.build(self.cache_bytes);
-        let cache = BlockCache::with_placement(backend, policy, self.block_size, self.write_mode, self.placement);
+        let mut cache = BlockCache::with_placement(backend, policy, self.block_size, self.write_mode, self.placement);
+        if self.adaptive_partition {
+            cache = cache.with_adaptive_partition();
+        }
         Ok((cache, device, upstream))
     }
 

@@ -93,6 +93,8 @@ pub struct ExportSpec {
     pub placement: Placement,
     /// The prefetcher; `None` for none.
     pub prefetch: Option<PrefetchSpec>,
+    /// The prefetch partition sized as the traffic goes.
+    pub adaptive_partition: bool,
     /// Policies the live advice shadows beside `policy`; `None`: no advice.
     pub what_if: Option<Vec<PolicySpec>>,
     /// 1 to 256.
@@ -418,6 +420,7 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         policy,
         placement,
         prefetch,
+        adaptive_partition: e.adaptive_partition,
         what_if,
         background_reads,
         latency,
