@@ -525,3 +525,103 @@ fn pooled_one_block_rules_reach_the_support_over_templates() {
     let apart: &[(u32, &[Key])] = &[(0, &[1, 2]), (1, &[1, 3])];
     assert!(pooled_prefetch(true, apart, &[7, 1]).is_empty());
 }
+
+/// 1,200 contexts of one template, reads 200 µs apart, a prefetch partition
+/// of `room` blocks: misses on 1, 2 ask for 30..=37; hits on 7, 8 (main
+/// cache) ask for 9..=16, of which only 9 is read, in one context in
+/// `nine_every`; 10..=16 never (the rest throttle goes off). If
+/// `read_pushed`, 30..=37 are read before 9 (those pushed out miss). Ungated
+/// (the shared gate out of the way), the lift on or not. Returns the blocks
+/// hit lookups asked for in the last 300 contexts.
+fn lifted_hit_prefetches(lift: bool, nine_every: u32, room: usize, read_pushed: bool) -> usize {
+    let cfg = Config {
+        hit_lookups: HitLookups::Throttled { gated: false },
+        top_apart: true,
+        lift_added: lift,
+        degree: 8,
+        max_suffixes: 16,
+        ..config(1)
+    };
+    let mut q = QuickMine::new(cfg).unwrap();
+    let learned: Vec<Vec<Key>> = (30..=37).map(|b| vec![1, 2, b]).chain((9..=16).map(|b| vec![7, 8, b])).collect();
+    let learned: Vec<(u32, &[Key])> = learned.iter().enumerate().map(|(i, s)| (i as u32, s.as_slice())).collect();
+    run_contexts(&mut q, &learned, false);
+    let mut now = 0;
+    let mut by_hits = 0;
+    for round in 100..1300u32 {
+        q.begin(round, 0);
+        let mut partition: VecDeque<Key> = VecDeque::new();
+        let mut read = |q: &mut QuickMine, block: Key, partition: &mut VecDeque<Key>| {
+            now += 200_000;
+            let waiting = partition.iter().position(|&w| w == block).map(|i| partition.remove(i));
+            let class = match (waiting, block) {
+                (Some(_), _) => Class::Promote,
+                (None, 7 | 8) => Class::Hit,
+                (None, _) => Class::Miss,
+            };
+            let mut out = Vec::new();
+            let cached = |b: Key| b == 7 || b == 8 || partition.contains(&b);
+            q.access(&Demand { class, time_ns: now, ..demand(round, block) }, &cached, &mut out);
+            if waiting.is_some() {
+                q.outcome(block, true);
+            }
+            for &b in &out {
+                partition.push_back(b);
+                if partition.len() > room {
+                    let pushed = partition.pop_front().expect("over capacity");
+                    q.outcome(pushed, false);
+                }
+            }
+            out.len()
+        };
+        read(&mut q, 1, &mut partition);
+        read(&mut q, 2, &mut partition);
+        read(&mut q, 7, &mut partition);
+        let asked = read(&mut q, 8, &mut partition);
+        if round >= 1000 {
+            by_hits += asked;
+        }
+        let nine = (round % nine_every == 0).then_some(9);
+        // 9 after 30..=37: a rule 9 -> 30 would ask for 30 again.
+        for b in (30..=37).filter(|_| read_pushed).chain(nine) {
+            read(&mut q, b, &mut partition);
+        }
+        for b in partition.drain(..) {
+            q.outcome(b, false);
+        }
+        q.end(round);
+    }
+    by_hits
+}
+
+#[test]
+fn off_hit_lookups_are_lifted_while_what_they_age_out_costs_nothing() {
+    // Not lifted, the off hit throttles let only their probes (one context
+    // in 16, at half degree) ask.
+    let off = lifted_hit_prefetches(false, 10, 8, false);
+    assert!(off <= 300 / PROBE_EVERY as usize * 8, "not lifted: {off} hit prefetches");
+    // Lifted, with nothing missed after being pushed out: half degree (4 of
+    // 8, the first block among them) in every context.
+    assert_eq!(lifted_hit_prefetches(true, 10, 8, false), 300 * 4, "lifted");
+    // Lifted, but each context's hit prefetches push out 4 blocks then
+    // missed, against one saved in 10 contexts: the lift gate closes, and
+    // only its probes (one lifted context in 16) add to the throttles' own.
+    let costly = lifted_hit_prefetches(true, 10, 8, true);
+    let probes = (300 / PROBE_EVERY as usize + 1) * 4;
+    assert!(costly <= off + probes, "lifted at a cost: {costly} hit prefetches (not lifted: {off})");
+}
+
+#[test]
+fn the_lift_counts_only_the_ranks_it_adds() {
+    // 9 is read in every context: the top throttle asks for it, the rest
+    // throttle is off, so a lifted context adds ranks 2..=4 (10..=12). With
+    // room for 11, they push out 30, then missed, once per context. Were
+    // the whole context lifted, 9's timely uses would balance that and the
+    // gate would stay open (4 blocks in every context); counting only the
+    // added ranks, it closes: 9 in every context, 10..=12 in probes only.
+    let not_lifted = lifted_hit_prefetches(false, 1, 11, true);
+    let lifted = lifted_hit_prefetches(true, 1, 11, true);
+    let probes = (300 / PROBE_EVERY as usize + 1) * 3;
+    assert!(not_lifted >= 300, "the first block in every context: {not_lifted}");
+    assert!(lifted >= 300 && lifted <= not_lifted + probes, "lifted: {lifted} (not lifted: {not_lifted})");
+}
