@@ -68,10 +68,6 @@
 //!   counted under a template-free key ([`ANY_CLASS`]), looked up after
 //!   the template's own one-block rule as a one-block fallback, so a block
 //!   pair several templates read once each reaches the fallback support.
-//! - **Lift of added ranks** (`lift_added`, `qm-hits-lift-added`, round 15
-//!   of `docs/dev/prefetch-lsm-remedies.md`): a context whose template's
-//!   hit throttle is off makes its hit lookups at half degree anyway while
-//!   one gate over the ranks the lift adds is open ([`lift`]).
 
 use std::collections::VecDeque;
 
@@ -82,8 +78,6 @@ pub use crate::rules::{PrefixKey, RuleCache, Suffix};
 use crate::throttle::{NetGate, Throttle};
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
 use crate::{is_trigger, Class, Demand, GateStats, PrefetchError, Prefetcher};
-use lift::Lift;
-pub use lift::LIFT_LATE_NS;
 
 /// Fewest times a fallback suffix must have followed its key to be asked for.
 pub const FALLBACK_SUPPORT: u32 = 2;
@@ -156,9 +150,6 @@ pub struct Config {
     /// One-block rules also counted over all templates, looked up after
     /// the template's own (needs `fallback`).
     pub pooled: bool,
-    /// A context whose template's hit throttle is off makes its hit
-    /// lookups at half degree anyway, while the lift gate is open.
-    pub lift_added: bool,
 }
 
 impl Config {
@@ -182,7 +173,6 @@ impl Config {
             fallback: false,
             top_apart: false,
             pooled: false,
-            lift_added: false,
         }
     }
 
@@ -210,8 +200,6 @@ struct Context {
     /// With `top_apart`, whether each kind ([`BASE`], the fallbacks,
     /// [`HIT`]) asks for its first block.
     top: [bool; 4],
-    /// Lifted: the hit degree and first block the throttles gave it.
-    lifted_from: Option<(usize, bool)>,
     /// Blocks this context's lookups asked for that are remembered in
     /// [`QuickMine::pushed_out`] (some may have been forgotten since).
     pushed_out: Vec<Key>,
@@ -219,17 +207,9 @@ struct Context {
 
 /// A miss lookup's prefetch pushed out of the partition, unused, by a hit
 /// lookup's prefetches: remembered while the context that asked for it is
-/// open, so a miss on it can be charged to the hit lookups; or any
-/// prefetch the lift aged out, charged to the lift gate.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct PushedOut {
-    /// The context key of the lookup that asked for it.
-    ctx: u64,
-    /// A miss lookup's pushed out by a hit lookup's, for the shared gate.
-    shared: bool,
-    /// Aged out by the lift, for the lift gate.
-    by_lift: bool,
-}
+/// open, so a miss on it can be charged to the hit lookups. The value is
+/// the context key of the lookup that asked for it.
+type PushedOut = u64;
 
 /// A prefetch awaiting its outcome.
 #[derive(Clone, Copy)]
@@ -245,12 +225,6 @@ struct Outstanding {
     ctx: u64,
     /// Its lookup's first block, counted for the top throttle.
     top: bool,
-    /// Its issue number ([`Lift::issue`]).
-    seq: u64,
-    /// A rank the lift added.
-    added: bool,
-    /// Added, and not demanded before [`LIFT_LATE_NS`] had passed.
-    added_in_time: bool,
 }
 
 pub struct QuickMine {
@@ -273,8 +247,6 @@ pub struct QuickMine {
     pushed_out: KeyMap<PushedOut>,
     /// The hit lookups' net benefit (gated only).
     hit_gate: NetGate,
-    /// The lift's gate and added prefetches (`lift_added` only).
-    lift: Lift,
     /// The rules the last lookup step's candidates came from.
     kind: usize,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
@@ -312,7 +284,6 @@ impl QuickMine {
             pushing: false,
             pushed_out: KeyMap::default(),
             hit_gate: NetGate::default(),
-            lift: Lift::default(),
             kind: BASE,
             outstanding: KeyMap::default(),
             scratch: Vec::new(),
@@ -379,7 +350,7 @@ impl QuickMine {
                 *d = if self.cfg.throttle { t.degree(class, full) } else { full };
             }
         }
-        let mut hit_degree = match self.cfg.hit_lookups {
+        let hit_degree = match self.cfg.hit_lookups {
             HitLookups::Throttled { .. } if self.cfg.throttle => self.hit_throttle.degree(class, full),
             HitLookups::Throttled { .. } => full,
             _ => 0,
@@ -391,15 +362,6 @@ impl QuickMine {
             for (k, on) in top.iter_mut().enumerate().filter(|&(k, _)| used[k]) {
                 *on = !self.cfg.throttle || self.top_throttles[k].degree(class, full) > 0;
             }
-        }
-        // Off (and not probing), the hit lookups are lifted to half degree
-        // while what the lift adds saves at least what it ages out.
-        let hits_off = hit_degree == 0 || (self.cfg.top_apart && !top[HIT]);
-        let mut lifted_from = None;
-        if self.cfg.lift_added && self.cfg.throttle && hits_off && self.lift.gate.allows() {
-            lifted_from = Some((hit_degree, top[HIT]));
-            hit_degree = hit_degree.max(full.div_ceil(2));
-            top[HIT] = true;
         }
         let mut recent = self.spare.pop().unwrap_or_default();
         recent.clear();
@@ -413,7 +375,6 @@ impl QuickMine {
             fallback_degrees,
             hit_degree,
             top,
-            lifted_from,
             pushed_out: Vec::new(),
         };
         if let Some(old) = self.contexts.insert(key, c) {
@@ -469,7 +430,7 @@ impl QuickMine {
             Self::mine_at(&mut self.rules, &self.cfg, &c, e);
         }
         for block in c.pushed_out {
-            if self.pushed_out.get(&block).is_some_and(|p| p.ctx == key) {
+            if self.pushed_out.get(&block) == Some(&key) {
                 self.pushed_out.remove(&block);
             }
         }
@@ -478,14 +439,14 @@ impl QuickMine {
 
     /// Remembers `block`, asked for by context `ctx` and just pushed out
     /// unused by the prefetches of a hit lookup.
-    fn remember_pushed_out(&mut self, block: Key, ctx: u64, shared: bool, by_lift: bool) {
+    fn remember_pushed_out(&mut self, block: Key, ctx: u64) {
         let Some(c) = self.contexts.get_mut(&ctx) else { return };
-        self.pushed_out.insert(block, PushedOut { ctx, shared, by_lift });
+        self.pushed_out.insert(block, ctx);
         c.pushed_out.push(block);
         // Keep the list within twice its live entries (amortised O(1)).
         if c.pushed_out.len() > 2 * self.pushed_out.len() + 16 {
             let live = &self.pushed_out;
-            c.pushed_out.retain(|b| live.get(b).is_some_and(|p| p.ctx == ctx));
+            c.pushed_out.retain(|b| live.get(b) == Some(&ctx));
         }
     }
 
@@ -591,7 +552,6 @@ impl Prefetcher for QuickMine {
             (self.gated(), "gated"),
             (c.top_apart, "first block throttled apart"),
             (c.pooled, "one-block rules pooled over templates"),
-            (c.lift_added, "off hit lookups lifted by the net benefit of what the lift adds"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
@@ -623,17 +583,9 @@ impl Prefetcher for QuickMine {
 
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
         self.pushing = false;
-        if d.class == Class::Miss {
-            if let Some(p) = self.pushed_out.remove(&d.block) {
-                // A hit lookup's prefetches, or the lift's, pushed this block
-                // out, and it cost a miss.
-                if p.shared {
-                    self.hit_gate.record(false);
-                }
-                if p.by_lift {
-                    self.lift.gate.record(false);
-                }
-            }
+        if d.class == Class::Miss && self.pushed_out.remove(&d.block).is_some() {
+            // A hit lookup's prefetches pushed this block out, and it cost a miss.
+            self.hit_gate.record(false);
         }
         let key = self.context_key(d.ctx);
         if !self.contexts.contains_key(&key) {
@@ -656,15 +608,14 @@ impl Prefetcher for QuickMine {
             }
             c.mined = max_order;
         }
-        let (class, degree, fallback_degrees, mut hit_degree, mut top, lifted_from) =
-            (c.class, c.degree, c.fallback_degrees, c.hit_degree, c.top, c.lifted_from);
+        let (class, degree, fallback_degrees, mut hit_degree, mut top) =
+            (c.class, c.degree, c.fallback_degrees, c.hit_degree, c.top);
         let position = c.dropped + c.recent.len() as u64 - 1;
         self.history.clear();
         self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
         if d.class == Class::Promote {
             if let Some(o) = self.outstanding.get_mut(&d.block) {
                 o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
-                o.added_in_time = o.added && d.time_ns >= o.issued_ns.saturating_add(LIFT_LATE_NS);
                 let (issuer, kind, first) = (o.class, o.kind, o.top);
                 self.throttle_of(kind, first).promoted(issuer, class);
             }
@@ -732,21 +683,7 @@ impl Prefetcher for QuickMine {
                     }
                     out.push(s.block);
                     let first = rank == 1 && self.cfg.top_apart;
-                    // Added: a rank the unlifted throttles would not have asked for.
-                    let added = kind == HIT
-                        && lifted_from.is_some_and(|(degree, top)| if rank == 1 { !top } else { rank > degree });
-                    let seq = self.lift.issue(s.block, added, &self.outstanding);
-                    let o = Outstanding {
-                        class,
-                        issued_ns: d.time_ns,
-                        late: false,
-                        kind,
-                        ctx: key,
-                        top: first,
-                        seq,
-                        added,
-                        added_in_time: added,
-                    };
+                    let o = Outstanding { class, issued_ns: d.time_ns, late: false, kind, ctx: key, top: first };
                     self.outstanding.insert(s.block, o);
                     // Asked for again: a miss on it is no longer the push-out's.
                     self.pushed_out.remove(&s.block);
@@ -765,20 +702,13 @@ impl Prefetcher for QuickMine {
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
-        let Some(o) = self.outstanding.remove(&block) else { return };
-        let Outstanding { class, late, kind, ctx, top, .. } = o;
+        let Some(Outstanding { class, late, kind, ctx, top, .. }) = self.outstanding.remove(&block) else { return };
         self.throttle_of(kind, top).outcome(class, used && !late);
         if kind == HIT && used && !late && self.gated() {
             self.hit_gate.record(true);
         }
-        if o.added && used && o.added_in_time {
-            self.lift.gate.record(true);
-        }
-        let shared = self.pushing && !used && kind != HIT && self.gated();
-        let by_lift =
-            self.cfg.lift_added && !used && !o.added && self.lift.younger_added_waiting(o.seq, &self.outstanding);
-        if shared || by_lift {
-            self.remember_pushed_out(block, ctx, shared, by_lift);
+        if self.pushing && !used && kind != HIT && self.gated() {
+            self.remember_pushed_out(block, ctx);
         }
     }
 
@@ -805,6 +735,5 @@ impl Prefetcher for QuickMine {
     }
 }
 
-mod lift;
 #[cfg(test)]
 mod tests;
