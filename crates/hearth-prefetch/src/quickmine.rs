@@ -68,10 +68,6 @@
 //!   counted under a template-free key ([`ANY_CLASS`]), looked up after
 //!   the template's own one-block rule as a one-block fallback, so a block
 //!   pair several templates read once each reaches the fallback support.
-//! - **Own suffixes first** (`own_first`, `qm-hits-pooled-own`, round 16 of
-//!   `docs/dev/prefetch-graph-remedies.md`): a pooled list ranks first the
-//!   suffixes the looking-up template's own one-block rule holds (seen
-//!   once: at support 2 the own rule would have answered), then the rest.
 
 use std::collections::VecDeque;
 
@@ -154,9 +150,6 @@ pub struct Config {
     /// One-block rules also counted over all templates, looked up after
     /// the template's own (needs `fallback`).
     pub pooled: bool,
-    /// A pooled list asks first for the suffixes the template's own
-    /// one-block rule holds (needs `pooled`).
-    pub own_first: bool,
 }
 
 impl Config {
@@ -180,7 +173,6 @@ impl Config {
             fallback: false,
             top_apart: false,
             pooled: false,
-            own_first: false,
         }
     }
 
@@ -265,9 +257,6 @@ pub struct QuickMine {
     history: Vec<Key>,
     /// The rule keys the last lookup step used.
     keys: Vec<PrefixKey>,
-    /// With `own_first`, the suffixes of the template's own one-block rule
-    /// at the last lookup step.
-    own: Vec<Key>,
     /// The last read's lookup, kept for the miss account once asked.
     explained: Option<Lookup>,
 }
@@ -300,7 +289,6 @@ impl QuickMine {
             scratch: Vec::new(),
             history: Vec::new(),
             keys: Vec::new(),
-            own: Vec::new(),
             explained: None,
             cfg,
         })
@@ -480,7 +468,6 @@ impl QuickMine {
         self.keys.clear();
         self.keys.extend(sources);
         self.kind = BASE;
-        self.own.clear();
         for i in 0..self.keys.len() {
             let key = self.keys[i];
             // Fallback: the first key with a candidate decides; a key
@@ -501,18 +488,11 @@ impl QuickMine {
                     l.below_support.extend(weak.map(|s| (key, s.block)));
                 }
             }
-            if self.cfg.own_first && key.order == 1 && key.class != ANY_CLASS {
-                self.own.extend(found.iter().map(|s| s.block));
-            }
             if self.cfg.fallback && kind != BASE {
                 found.retain(|s| s.count >= FALLBACK_SUPPORT);
                 self.kind = kind;
             }
             found.sort_by(|x, y| y.count.cmp(&x.count).then(x.block.cmp(&y.block)));
-            if self.cfg.own_first && key.class == ANY_CLASS {
-                // Stable: the template's own suffixes first, each group in the pooled order.
-                found.sort_by_key(|s| !self.own.contains(&s.block));
-            }
             for s in found {
                 if !self.scratch.iter().any(|t| t.block == s.block) {
                     self.scratch.push(s);
@@ -572,7 +552,6 @@ impl Prefetcher for QuickMine {
             (self.gated(), "gated"),
             (c.top_apart, "first block throttled apart"),
             (c.pooled, "one-block rules pooled over templates"),
-            (c.own_first, "own suffixes first"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),

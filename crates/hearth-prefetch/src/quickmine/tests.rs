@@ -494,11 +494,7 @@ fn the_first_candidate_throttled_apart_keeps_being_asked_for() {
 /// Runs `seqs` as (template, blocks) contexts one after another, then a
 /// context of template 0 reading `probe`; returns what its last read asked for.
 fn pooled_prefetch(pooled: bool, seqs: &[(u32, &[Key])], probe: &[Key]) -> Vec<Key> {
-    pooled_prefetch_with(pooled, false, seqs, probe)
-}
-
-fn pooled_prefetch_with(pooled: bool, own_first: bool, seqs: &[(u32, &[Key])], probe: &[Key]) -> Vec<Key> {
-    let cfg = Config { min_order: 1, max_order: 2, by_position: true, fallback: true, pooled, own_first, ..config(1) };
+    let cfg = Config { min_order: 1, max_order: 2, by_position: true, fallback: true, pooled, ..config(1) };
     let mut q = QuickMine::new(cfg).unwrap();
     let mut out = Vec::new();
     for (ctx, &(class, seq)) in seqs.iter().enumerate() {
@@ -528,14 +524,4 @@ fn pooled_one_block_rules_reach_the_support_over_templates() {
     // Pooled, a pair still needs the support: 1 -> 2 and 1 -> 3 once each.
     let apart: &[(u32, &[Key])] = &[(0, &[1, 2]), (1, &[1, 3])];
     assert!(pooled_prefetch(true, apart, &[7, 1]).is_empty());
-}
-
-/// The pooled list of 1 is [3 (support 3), 2 (support 2)]; template 0 has
-/// itself seen 1 -> 2 (once), so with its own suffixes first it asks for 2
-/// before 3, and for both.
-#[test]
-fn pooled_lists_rank_the_templates_own_suffixes_first() {
-    let seqs: &[(u32, &[Key])] = &[(0, &[1, 2]), (1, &[1, 3]), (1, &[1, 2]), (2, &[1, 3]), (2, &[1, 3])];
-    assert_eq!(pooled_prefetch_with(true, false, seqs, &[7, 1]), vec![3, 2]);
-    assert_eq!(pooled_prefetch_with(true, true, seqs, &[7, 1]), vec![2, 3]);
 }
