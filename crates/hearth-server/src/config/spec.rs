@@ -322,6 +322,11 @@ fn export_spec(i: usize, e: ExportConfig, earlier: &[ExportSpec], psk_users: boo
         Ok(spec) => spec.filter(|spec| spec.name() != "none"),
         Err(m) => return Err(invalid(at("prefetch"), m)),
     };
+    // As the flag's `requires`: `prefetch = "none"` is accepted (A/B runs
+    // keep every other setting), a missing key is not.
+    if e.adaptive_partition && e.prefetch.is_none() {
+        return Err(invalid(at("adaptive_partition"), "needs prefetch: only prefetched blocks enter the partition"));
+    }
     let what_if = match &e.what_if {
         None => Some(crate::advice::default_what_if()),
         Some(list) if list.is_empty() => None,

@@ -85,6 +85,22 @@ fn fuzzed_configs_are_errors_not_panics() {
     }
 }
 
+/// `adaptive_partition` sizes the prefetch partition, so a file that asks
+/// for it without a prefetcher is refused, naming the key.
+#[test]
+fn an_adaptive_partition_needs_a_prefetcher() {
+    let export = "[[export]]\nname = \"a\"\nbackend = \"memory\"\nsize = \"1MiB\"\nadaptive_partition = true\n";
+    let error = Config::parse(export).unwrap().validate().unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "export[0] (\"a\").adaptive_partition: needs prefetch: only prefetched blocks enter the partition"
+    );
+    for prefetch in ["quickmine", "none"] {
+        let with = Config::parse(&format!("{export}prefetch = \"{prefetch}\"\n")).unwrap().validate();
+        assert!(with.is_ok(), "prefetch = {prefetch:?}: {:?}", with.err());
+    }
+}
+
 /// The prefetcher is parsed and its values checked by its registry row
 /// when the file is validated, without building one.
 #[test]
