@@ -132,7 +132,7 @@ impl PrefetchCache {
     /// half of the cache, and never shrinks below where it started. Call
     /// before the first access.
     pub fn adaptive(mut self) -> Self {
-        self.partition = Partition::adaptive_in(self.total, self.partition.limit(), self.block_size);
+        self.partition = Partition::adaptive(self.total, self.partition.limit(), self.block_size);
         self
     }
 
@@ -229,8 +229,7 @@ impl PrefetchCache {
     /// what it holds. Called when a main cache without spare blocks would
     /// be full (after a demand insertion, or room made for a prefetch).
     fn trim_ghosts(&mut self) {
-        let room = (self.total - self.partition.base_bytes()) / u64::from(self.block_size);
-        self.partition.trim_ghosts(room.saturating_sub(self.main.len() as u64) as usize);
+        self.partition.trim_ghosts_beside(self.total, self.main.len());
     }
 
     /// Prefetches `key` unless it is cached or the partition has no room at

@@ -140,27 +140,22 @@ impl Partition {
         }
     }
 
-    /// [`Partition::adaptive`] in a cache of `total` bytes, from `least`
-    /// bytes: its band 1% of the cache, its most half of it.
-    pub fn adaptive_in(total: u64, least: u64, block_size: u32) -> Self {
+    /// A partition sized as the traffic goes (see [`Sizing`]) in a cache of
+    /// `total` bytes: it holds `least` bytes at first, never less, and may
+    /// grow to half the cache, moving a block at a time on misses within a
+    /// band of 1% of the cache on either side's edge.
+    pub fn adaptive(total: u64, least: u64, block_size: u32) -> Self {
         let block = u64::from(block_size);
         let share = |f: f64| ((total as f64 * f) as u64 / block).max(1) * block;
-        let band = (share(ADAPTIVE_BAND) / block) as usize;
-        Partition::adaptive(least, share(ADAPTIVE_MOST), band, block_size)
+        let (band, most) = ((share(ADAPTIVE_BAND) / block) as usize, share(ADAPTIVE_MOST));
+        let least = least.min(most);
+        let sizing = Sizing { pushed_out: Ghosts::default(), main_evicted: Ghosts::default(), band, least, most };
+        Partition { limit: least, sizing: Some(sizing), ..Partition::new(most, block_size) }
     }
 
     /// Whether the partition is sized as the traffic goes.
     pub fn is_adaptive(&self) -> bool {
         self.sizing.is_some()
-    }
-
-    /// A partition sized as the traffic goes (see [`Sizing`]): it holds
-    /// `least` bytes at first, never less, and may grow to `most`, moving a
-    /// block at a time on misses within `band` blocks of either side's edge.
-    pub fn adaptive(least: u64, most: u64, band: usize, block_size: u32) -> Self {
-        let least = least.min(most);
-        let sizing = Sizing { pushed_out: Ghosts::default(), main_evicted: Ghosts::default(), band, least, most };
-        Partition { limit: least, sizing: Some(sizing), ..Partition::new(most, block_size) }
     }
 
     /// Bytes the partition may hold now.
@@ -249,6 +244,14 @@ impl Partition {
     /// victims missed since.
     pub fn trim_ghosts(&mut self, deficit: usize) {
         self.ghosts.trim(deficit);
+    }
+
+    /// [`Partition::trim_ghosts`] for a main cache of `main_blocks` blocks
+    /// in a cache of `total` bytes: the deficit is the room beside the base
+    /// tier less what the main cache holds.
+    pub fn trim_ghosts_beside(&mut self, total: u64, main_blocks: usize) {
+        let room = total.saturating_sub(self.base_bytes()) / u64::from(self.block_size);
+        self.trim_ghosts(room.saturating_sub(main_blocks as u64) as usize);
     }
 
     pub fn contains(&self, key: Key) -> bool {

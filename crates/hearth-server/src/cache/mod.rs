@@ -382,14 +382,14 @@ impl BlockCache {
     }
 
     /// The same cache with its prefetch partition sized as the traffic goes
-    /// (SARC's rule, [`Partition::adaptive_in`], as `hearth prefetch sim
+    /// (SARC's rule, [`Partition::adaptive`], as `hearth prefetch sim
     /// --adaptive-partition`): from its fixed share, never below it, up to
     /// half of the cache. Call before serving.
     pub fn with_adaptive_partition(self) -> BlockCache {
         {
             let mut inner = self.lock();
             let fixed = inner.partition.limit();
-            inner.partition = Partition::adaptive_in(inner.core.capacity(), fixed, self.block_size as u32);
+            inner.partition = Partition::adaptive(inner.core.capacity(), fixed, self.block_size as u32);
         }
         self
     }

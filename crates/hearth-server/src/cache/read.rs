@@ -225,7 +225,8 @@ impl BlockCache {
             return false;
         }
         let a = Self::access(inner, block, self.block_size, Op::Write);
-        if !inner.core.holds(block) {
+        // Checked first, so a cache with nothing prefetched probes the policy once.
+        if inner.partition.bytes() > 0 && !inner.core.holds(block) {
             self.lend_partition_room(inner, self.block_size, &a, victims);
         }
         inner.core.place(&a);
@@ -282,9 +283,7 @@ impl BlockCache {
         if sizing {
             // The partition's record of victims for its spare tier, kept as
             // short as the simulator keeps it (what its borrowing costs).
-            let room =
-                (inner.core.capacity() - inner.partition.base_bytes().min(inner.core.capacity())) / self.block_size;
-            inner.partition.trim_ghosts(room.saturating_sub(inner.core.len() as u64) as usize);
+            inner.partition.trim_ghosts_beside(inner.core.capacity(), inner.core.len());
         }
     }
 
