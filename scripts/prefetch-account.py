@@ -43,6 +43,8 @@ PARTITION = (["--prefetch-fraction", os.environ["PREFETCH_FRACTION"]] if os.envi
     ["--adaptive-partition"] if os.environ.get("ADAPTIVE_PARTITION") == "1" else [])
 REASONS = ["cold", "evicted", "mispredicted", "outranked", "cached_then", "throttled", "no_lookup", "pollution",
            "too_late", "unexplained"]
+# misses.pollution split (round 18; "-" from binaries before it).
+POLLUTION = ["pushed_out", "dropped_at_demand", "not_waiting", "own_earlier", "other_context"]
 
 
 def hearth(binary, *args):
@@ -98,12 +100,14 @@ def main():
 
     print("\nThe account (predictable misses left, and why; wasted prefetches, and why):\n")
     print("| workload | cache | scheme | ceiling in ctx | left | " + " | ".join(REASONS)
+          + " | " + " | ".join(f"pollution: {p}" for p in POLLUTION)
           + " | wasted: dropped before use | wasted: mispredicted |")
-    print("|---|---|---|--:|--:|" + "--:|" * len(REASONS) + "--:|--:|")
+    print("|---|---|---|--:|--:|" + "--:|" * (len(REASONS) + len(POLLUTION)) + "--:|--:|")
     for w, size, spec, is_best, e in accounts:
         a = e["account"]
         name = e["scheme"] + (" (best)" if is_best else "")
         cells = " | ".join(str(a["misses"][r]) for r in REASONS)
+        cells += " | " + " | ".join(str(a["pollution"][p]) if "pollution" in a else "-" for p in POLLUTION)
         print(f"| {w} | {size} | {name} | {e['ceiling_in_context']} | {a['predictable_misses']} | {cells} | "
               f"{a['wasted']['dropped_before_use']} | {a['wasted']['mispredicted']} |")
 

@@ -12,7 +12,13 @@
 //! A counted read miss of block `b` in context `c`, predictable in context,
 //! gets the first reason that holds:
 //! 1. **pollution**: `b` was prefetched since its last demand and dropped
-//!    from the prefetch partition unused before this read.
+//!    from the prefetch partition unused before this read. Split
+//!    ([`PollutionSplit`]) into the drops that took a prediction from `c`
+//!    (`b` waited, or was asked for, at one of `c`'s last lookups that had
+//!    it as a candidate, and was dropped after it: **pushed out** by a
+//!    landing prefetch, or **dropped at a demand**) and those that did not
+//!    (**predicted, not waiting**, **own, earlier** and **other context**,
+//!    also counted by the reason 2-5 they would have had); see [`pollution`].
 //! 2. `b` was a candidate of one of `c`'s lookups at its last
 //!    [`WINDOW`] reads (the oracle's lookahead; the ranked list before the
 //!    degree cut):
@@ -57,6 +63,7 @@
 //! at degree 0 and a shadow of what they would have prefetched), is in
 //! [`throttled`].
 
+pub mod pollution;
 mod throttled;
 
 use std::collections::VecDeque;
@@ -64,6 +71,7 @@ use std::collections::VecDeque;
 use hearth_core::{Key, KeyMap};
 use serde::Serialize;
 
+pub use self::pollution::{Fate, OtherwiseReasons, PollutionSplit};
 pub use self::throttled::ThrottleRow;
 use crate::ceiling::Predictable;
 use crate::rules::PrefixKey;
@@ -180,6 +188,13 @@ impl EvictedSplit {
     pub fn total(&self) -> u64 {
         self.rows().iter().map(|r| r.1.total()).sum()
     }
+    fn count(&mut self, cause: Evicted, key: &PrefixKey) {
+        match cause {
+            Evicted::BelowSupport => self.below_support.count(key),
+            Evicted::SuffixReplaced => self.suffix_replaced.count(key),
+            Evicted::PrefixEvicted => self.prefix_evicted.count(key),
+        }
+    }
 }
 
 /// Why the predictable misses were missed: the rows of the account.
@@ -233,6 +248,8 @@ pub struct Account {
     pub misses: MissReasons,
     /// `misses.evicted`, split.
     pub evicted: EvictedSplit,
+    /// `misses.pollution`, split.
+    pub pollution: PollutionSplit,
     pub wasted: WasteReasons,
     /// Throttling by template and kind of lookup, rows with any count.
     pub throttle: Vec<ThrottleRow>,
@@ -246,12 +263,16 @@ enum Evicted {
     PrefixEvicted,
 }
 
+/// A context's last [`WINDOW`] lookups, newest last, each with the
+/// accountant's clock when it was made.
+type Window = VecDeque<(u64, Lookup)>;
+
 /// If a rule from a key of `window`'s lookups to `block` had been mined
 /// before that lookup (the miss is **evicted**), the cause and key of the
 /// first such rule, by cause then newest lookup then key order.
-fn evicted_cause(window: &VecDeque<Lookup>, block: Key, prefetcher: &dyn Prefetcher) -> Option<(Evicted, PrefixKey)> {
+fn evicted_cause(window: &Window, block: Key, prefetcher: &dyn Prefetcher) -> Option<(Evicted, PrefixKey)> {
     let mut best: Option<(Evicted, PrefixKey)> = None;
-    for l in window.iter().rev() {
+    for (_, l) in window.iter().rev() {
         for k in &l.keys {
             if !prefetcher.first_mined(k, block).is_some_and(|at| at <= l.clock) {
                 continue;
@@ -271,18 +292,66 @@ fn evicted_cause(window: &VecDeque<Lookup>, block: Key, prefetcher: &dyn Prefetc
     best
 }
 
+/// Reasons 2-5 of a predictable miss (module docs), from the lookups its
+/// context reported.
+enum Reason<'a> {
+    Outranked,
+    CachedThen,
+    /// With the newest throttled lookup that had the block as a candidate.
+    Throttled(&'a Lookup),
+    NoLookup,
+    Evicted(Evicted, PrefixKey),
+    Mispredicted,
+    Cold,
+}
+
+fn reason<'a>(window: &'a Window, block: Key, prefetcher: &dyn Prefetcher) -> Reason<'a> {
+    let known: Vec<(&Lookup, bool)> =
+        window.iter().filter_map(|(_, l)| l.candidates.iter().find(|c| c.0 == block).map(|c| (l, c.1))).collect();
+    let ran = |l: &Lookup| l.triggered && l.degree > 0;
+    if known.iter().any(|&(l, cached)| ran(l) && !cached) {
+        Reason::Outranked
+    } else if known.iter().any(|&(l, _)| ran(l)) {
+        Reason::CachedThen
+    } else if let Some(&(l, _)) = known.iter().rev().find(|&&(l, _)| l.triggered) {
+        Reason::Throttled(l)
+    } else if !known.is_empty() {
+        Reason::NoLookup
+    } else if let Some((cause, key)) = evicted_cause(window, block, prefetcher) {
+        Reason::Evicted(cause, key)
+    } else if window.iter().any(|(_, l)| !l.candidates.is_empty()) {
+        Reason::Mispredicted
+    } else {
+        Reason::Cold
+    }
+}
+
+/// A prefetched block awaiting an outcome.
+struct Waiting {
+    /// The asking context.
+    ctx: u32,
+    /// Issued after the warm-up.
+    counted: bool,
+    /// If counted, the template and kind of the lookup that asked.
+    row: Option<(u32, LookupKind)>,
+    /// The clock at the issue.
+    issued_at: u64,
+}
+
 /// Builds an [`Account`] from a run's events.
 #[derive(Default)]
 pub struct Accountant {
     account: Account,
-    /// The last [`WINDOW`] lookups of each open context, newest last.
-    lookups: KeyMap<VecDeque<Lookup>>,
-    /// Prefetched blocks awaiting an outcome: the asking context, whether
-    /// the prefetch was issued after the warm-up, and if so the template
-    /// and kind of the lookup that asked.
-    waiting: KeyMap<(u32, bool, Option<(u32, LookupKind)>)>,
+    /// The last [`WINDOW`] lookups of each open context.
+    lookups: KeyMap<Window>,
+    /// Prefetched blocks awaiting an outcome.
+    waiting: KeyMap<Waiting>,
+    /// Counts demands, lookups and landing drops: orders them.
+    clock: u64,
+    /// The clock at the current demand.
+    demand_at: u64,
     /// Blocks dropped unused since their last demand.
-    dropped: KeyMap<()>,
+    dropped: KeyMap<pollution::Dropped>,
     /// Wasted prefetches per asking context, not yet judged.
     wasted: KeyMap<Vec<Key>>,
     /// Whether the prefetcher reports its lookups.
@@ -312,6 +381,13 @@ impl Accountant {
         self.lookups.insert(u64::from(ctx), VecDeque::with_capacity(WINDOW));
     }
 
+    /// A demand (read or write) reached the cache: blocks the cache drops
+    /// at it ([`Fate::DroppedAtDemand`]) left before the read's lookup.
+    pub fn demand(&mut self) {
+        self.clock += 1;
+        self.demand_at = self.clock;
+    }
+
     pub fn end(&mut self, ctx: u32) {
         self.lookups.remove(&u64::from(ctx));
         if let Some(left) = self.wasted.remove(&u64::from(ctx)) {
@@ -331,7 +407,7 @@ impl Accountant {
         late: bool,
         prefetcher: &dyn Prefetcher,
     ) {
-        let was_dropped = self.dropped.remove(&block).is_some();
+        let dropped = self.dropped.remove(&block);
         self.throttled.read(block, class == Class::Miss);
         if let Some(pending) = self.wasted.get_mut(&u64::from(ctx)) {
             if let Some(at) = pending.iter().position(|&b| b == block) {
@@ -347,41 +423,40 @@ impl Accountant {
         }
         self.account.predictable_misses += 1;
         let m = &mut self.account.misses;
-        if was_dropped {
+        let empty = VecDeque::new();
+        let window = self.lookups.get(&u64::from(ctx)).unwrap_or(&empty);
+        if let Some(dropped) = dropped {
             m.pollution += 1;
+            let candidate_at = |l: &Lookup| l.candidates.iter().any(|c| c.0 == block);
+            let case = if window.iter().any(|&(at, ref l)| candidate_at(l) && dropped.waited_at(at)) {
+                pollution::Case::Waiting
+            } else if window.iter().any(|(_, l)| candidate_at(l)) {
+                pollution::Case::NotWaiting
+            } else {
+                pollution::Case::Unpredicted
+            };
+            let otherwise = self.explained.then(|| reason(window, block, prefetcher));
+            self.account.pollution.count(ctx, dropped, case, otherwise);
             return;
         }
         if !self.explained {
             m.unexplained += 1;
             return;
         }
-        let empty = VecDeque::new();
-        let window = self.lookups.get(&u64::from(ctx)).unwrap_or(&empty);
-        let known: Vec<(&Lookup, bool)> =
-            window.iter().filter_map(|l| l.candidates.iter().find(|c| c.0 == block).map(|c| (l, c.1))).collect();
-        let ran = |l: &Lookup| l.triggered && l.degree > 0;
-        if known.iter().any(|&(l, cached)| ran(l) && !cached) {
-            m.outranked += 1;
-        } else if known.iter().any(|&(l, _)| ran(l)) {
-            m.cached_then += 1;
-        } else if let Some(&(l, _)) = known.iter().rev().find(|&&(l, _)| l.triggered) {
-            m.throttled += 1;
-            self.throttled.missed(l);
-        } else if !known.is_empty() {
-            m.no_lookup += 1;
-        } else if let Some(split) = evicted_cause(window, block, prefetcher) {
-            m.evicted += 1;
-            let (cause, key) = split;
-            let e = &mut self.account.evicted;
-            match cause {
-                Evicted::BelowSupport => e.below_support.count(&key),
-                Evicted::SuffixReplaced => e.suffix_replaced.count(&key),
-                Evicted::PrefixEvicted => e.prefix_evicted.count(&key),
+        match reason(window, block, prefetcher) {
+            Reason::Outranked => m.outranked += 1,
+            Reason::CachedThen => m.cached_then += 1,
+            Reason::Throttled(l) => {
+                m.throttled += 1;
+                self.throttled.missed(l);
             }
-        } else if window.iter().any(|l| !l.candidates.is_empty()) {
-            m.mispredicted += 1;
-        } else {
-            m.cold += 1;
+            Reason::NoLookup => m.no_lookup += 1,
+            Reason::Evicted(cause, key) => {
+                m.evicted += 1;
+                self.account.evicted.count(cause, &key);
+            }
+            Reason::Mispredicted => m.mispredicted += 1,
+            Reason::Cold => m.cold += 1,
         }
     }
 
@@ -390,30 +465,47 @@ impl Accountant {
         let Some(l) = prefetcher.last_lookup() else { return };
         let waiting = &self.waiting;
         self.throttled.lookup(l, self.counting, |b| waiting.contains_key(&b));
+        self.clock += 1;
         let window = self.lookups.entry(u64::from(ctx)).or_default();
         if window.len() == WINDOW {
             window.pop_front();
         }
-        window.push_back(l.clone());
+        window.push_back((self.clock, l.clone()));
     }
 
     /// `ctx` had `block` prefetched (a backend read was issued).
     pub fn issued(&mut self, ctx: u32, block: Key, counted: bool) {
-        let asked = self.lookups.get(&u64::from(ctx)).and_then(|w| w.back()).map(|l| (l.class, l.kind));
+        let asked = self.lookups.get(&u64::from(ctx)).and_then(|w| w.back()).map(|(_, l)| (l.class, l.kind));
         let row = asked.filter(|_| counted);
         self.throttled.issued(block, row);
-        self.waiting.insert(block, (ctx, counted, row));
+        self.waiting.insert(block, Waiting { ctx, counted, row, issued_at: self.clock });
     }
 
-    /// A prefetched block was demanded (`used`) or dropped unused.
-    pub fn outcome(&mut self, block: Key, used: bool) {
+    /// A prefetched block left the partition, demanded or dropped unused
+    /// ([`Fate`]).
+    pub fn outcome(&mut self, block: Key, fate: Fate) {
         let asked = self.waiting.remove(&block);
-        self.throttled.outcome(block, used, asked.and_then(|a| a.2));
+        let used = fate == Fate::Used;
+        self.throttled.outcome(block, used, asked.as_ref().and_then(|a| a.row));
         if used {
             return;
         }
-        self.dropped.insert(block, ());
-        if let Some((ctx, true, _)) = asked {
+        let pushed_out = fate == Fate::PushedOut;
+        let dropped_at = if pushed_out {
+            // Landings follow the read's lookup.
+            self.clock += 1;
+            self.clock
+        } else {
+            self.demand_at
+        };
+        let dropped = pollution::Dropped {
+            asker: asked.as_ref().map(|a| a.ctx),
+            issued_at: asked.as_ref().map_or(0, |a| a.issued_at),
+            dropped_at,
+            pushed_out,
+        };
+        self.dropped.insert(block, dropped);
+        if let Some(Waiting { ctx, counted: true, .. }) = asked {
             match self.wasted.get_mut(&u64::from(ctx)) {
                 Some(pending) => pending.push(block),
                 // Its context has ended: nobody there will read it.

@@ -271,6 +271,14 @@ impl PrefetchCache {
         true
     }
 
+    /// Outcomes not yet taken by [`PrefetchCache::drain_outcomes`]: read
+    /// after [`PrefetchCache::demand`], those the demand caused (a promote,
+    /// blocks aged out, or pushed out as an adaptive partition shrank),
+    /// before any prefetch lands.
+    pub fn pending_outcomes(&self) -> usize {
+        self.partition.pending_outcomes()
+    }
+
     /// Hands every pending (block, used) outcome to `f`.
     pub fn drain_outcomes(&mut self, f: impl FnMut(Key, bool)) {
         self.partition.drain_outcomes(f);

@@ -397,6 +397,11 @@ impl Partition {
         }
     }
 
+    /// Outcomes not yet taken by [`Partition::drain_outcomes`].
+    pub fn pending_outcomes(&self) -> usize {
+        self.outcomes.len()
+    }
+
     /// Hands every pending (block, used) outcome to `f`.
     pub fn drain_outcomes(&mut self, mut f: impl FnMut(Key, bool)) {
         for (k, used) in self.outcomes.drain(..) {

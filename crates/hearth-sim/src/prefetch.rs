@@ -9,7 +9,7 @@
 //! and, as in the server, prefetchers see only the reads.
 
 use hearth_core::{Key, Op};
-use hearth_prefetch::account::{Account, Accountant};
+use hearth_prefetch::account::{Account, Accountant, Fate};
 use hearth_prefetch::ceiling::{Oracle, Predictable};
 use hearth_prefetch::cminer;
 use hearth_prefetch::quickmine::{self, QuickMine};
@@ -167,6 +167,9 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
             }
             CtxEvent::Io { time_ns, ctx, op, block } => {
                 let class = cache.demand(block, op);
+                // Outcomes the demand caused; those after it, prefetches landing did.
+                let at_demand = cache.pending_outcomes();
+                accountant.iter_mut().for_each(Accountant::demand);
                 prefetcher.demand_seen(block, op);
                 cache.drain_displaced(|k| prefetcher.displaced(k));
                 let counted = i >= split && class == Class::Miss && op == Op::Read;
@@ -220,12 +223,19 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
                         }
                     }
                 }
+                let mut nth = 0;
                 cache.drain_outcomes(|k, used| {
                     prefetch_seq.remove(&k);
                     if !used {
                         dropped.insert(k, ());
                     }
-                    accountant.iter_mut().for_each(|a| a.outcome(k, used));
+                    let fate = match (used, nth < at_demand) {
+                        (true, _) => Fate::Used,
+                        (false, true) => Fate::DroppedAtDemand,
+                        (false, false) => Fate::PushedOut,
+                    };
+                    nth += 1;
+                    accountant.iter_mut().for_each(|a| a.outcome(k, fate));
                     prefetcher.outcome(k, used)
                 });
             }

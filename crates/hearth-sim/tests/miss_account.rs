@@ -80,6 +80,9 @@ fn account(trace: &Trace, spec: &str, setup: &Setup) -> (Outcome, Account) {
     let a = o.account.clone().expect("explain asks for the account");
     assert_eq!(a.misses.total() - a.misses.too_late, a.predictable_misses, "{a:?}");
     assert_eq!(a.evicted.total(), a.misses.evicted, "the split adds up: {a:?}");
+    let p = &a.pollution;
+    assert_eq!(p.total(), a.misses.pollution, "the split adds up: {a:?}");
+    assert_eq!(p.otherwise.total(), p.not_waiting + p.own_earlier + p.other_context, "{a:?}");
     assert_eq!(a.throttle.iter().map(|r| r.throttled_misses).sum::<u64>(), a.misses.throttled, "{a:?}");
     assert_eq!(a.wasted.dropped_before_use + a.wasted.mispredicted, o.stats.wasted, "{a:?}");
     (o, a)
@@ -171,15 +174,87 @@ fn a_candidate_below_the_degree_is_outranked() {
     assert_eq!(wide.misses.outranked, before.misses.outranked, "with degree 2 both are asked for: {wide:?}");
 }
 
-/// A one-block partition: 4 pushes 3 out before its read.
+/// The pollution split's cases, in its order: pushed out, dropped at a
+/// demand, predicted but not waiting, own earlier, other context.
+fn pollution_cases(a: &Account) -> [u64; 5] {
+    a.pollution.rows().map(|r| r.1)
+}
+
+/// A one-block partition: 4 pushes 3 out before its read. 3 was a
+/// candidate of the lookup at 2, so the drop is a real push-out.
 #[test]
 fn a_prefetch_dropped_before_its_read_is_pollution() {
     let mut t = Trace::default();
     t.ctx(0, &[1, 2, 3, 4]).filler(40).ctx(0, &[1, 2, 3, 4]);
     let (o, a) = account(&t, "quickmine", &setup(25, 0.04));
     assert_eq!(a.misses.pollution, 1, "{a:?}");
+    assert_eq!(pollution_cases(&a), [1, 0, 0, 0, 0], "4 landed on 3: {a:?}");
     assert_eq!(a.wasted.dropped_before_use, 1, "{a:?}");
     assert!(o.stats.promotes >= 1, "4 was waiting when read");
+}
+
+/// 3 is asked for at 2, then another context's reads age it out of the
+/// partition (one turnover of the main cache, no prefetch landing) before
+/// its read: predicted, dropped at a demand.
+#[test]
+fn a_predicted_prefetch_aged_out_before_its_read_is_dropped_at_a_demand() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3]).filler(20);
+    let ctx = t.begin(0);
+    t.read(ctx, 1);
+    t.read(ctx, 2);
+    t.filler(30);
+    t.read(ctx, 3);
+    t.end(ctx);
+    let (_, a) = account(&t, "quickmine", &setup(8, 0.25));
+    assert_eq!(a.misses.pollution, 1, "{a:?}");
+    assert_eq!(pollution_cases(&a), [0, 1, 0, 0, 0], "{a:?}");
+}
+
+/// 1 2 was followed by 3 twice and by 31 32 33 once, so the lookup at 2
+/// asks for 3 first and a one-block partition loses it to the next
+/// landing. The context then reads three new blocks (lookups with no
+/// candidates) and 3 at its sixth read, where an earlier context of its
+/// template read it: a drop of its own prefetch, asked for before its last
+/// three lookups, which would otherwise be cold.
+#[test]
+fn a_drop_of_an_own_prefetch_asked_for_before_the_last_lookups_is_own_earlier() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3]).ctx(0, &[1, 2, 3]).ctx(0, &[1, 2, 31, 32, 33, 3]).filler(40);
+    t.ctx(0, &[1, 2, 41, 42, 43, 3]);
+    let (_, a) = account(&t, "quickmine", &setup(25, 0.04));
+    assert_eq!(a.misses.pollution, 1, "{a:?}");
+    assert_eq!(pollution_cases(&a), [0, 0, 0, 1, 0], "{a:?}");
+    assert_eq!(a.pollution.otherwise.cold, 1, "{a:?}");
+}
+
+/// Template 0 learnt 1 2 -> 5; a later context of it asks for 5 and ends
+/// without reading it, and 5 ages out. Template 1 then reads 5 first, as
+/// it did before (predictable), with no rule for a first read: the wrong
+/// prefetch of another context was dropped, which cost nothing.
+#[test]
+fn a_drop_of_another_contexts_wrong_prefetch_is_other_context() {
+    let mut t = Trace::default();
+    t.ctx(1, &[5]).ctx(0, &[1, 2, 5]).filler(20).ctx(0, &[1, 2, 6]).filler(40).ctx(1, &[5]);
+    let (_, a) = account(&t, "quickmine", &setup(8, 0.25));
+    assert_eq!(a.misses.pollution, 1, "{a:?}");
+    assert_eq!(pollution_cases(&a), [0, 0, 0, 0, 1], "{a:?}");
+    assert_eq!(a.pollution.otherwise.cold, 1, "{a:?}");
+    assert_eq!(a.wasted.mispredicted, 1, "its asker never read 5: {a:?}");
+}
+
+/// A context of template 0 asks for 3 after 1 2 and ends without it; 3
+/// ages out. The next context of template 0 hits on 2 (template 5 read it),
+/// so its lookup there has 3 as a candidate but runs no prefetch: 3 was
+/// predicted, but not waiting when it was; otherwise no lookup.
+#[test]
+fn a_drop_before_the_prediction_is_predicted_not_waiting() {
+    let mut t = Trace::default();
+    t.ctx(0, &[1, 2, 3]).filler(20).ctx(0, &[1, 2, 6]).filler(40).ctx(5, &[2]).ctx(0, &[1, 2, 3]);
+    let (_, a) = account(&t, "quickmine", &setup(8, 0.25));
+    assert_eq!(a.misses.pollution, 1, "{a:?}");
+    assert_eq!(pollution_cases(&a), [0, 0, 1, 0, 0], "{a:?}");
+    assert_eq!(a.pollution.otherwise.no_lookup, 1, "{a:?}");
 }
 
 /// 2 was read just before by another template, so it hits and triggers no

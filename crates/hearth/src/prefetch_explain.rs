@@ -136,6 +136,9 @@ pub fn print(explained: &[Explained], names: &[&str]) {
         if *reason == "evicted" {
             print_evicted_split(explained, &cell);
         }
+        if *reason == "pollution" {
+            print_pollution_split(explained, &cell);
+        }
     }
     println!(
         "{:<34}{}",
@@ -205,6 +208,20 @@ fn print_evicted_split(explained: &[Explained], cell: &dyn Fn(&dyn Fn(&Explained
             if explained.iter().any(|e| count(e) > 0) {
                 println!("{:<34}{}", format!("      {kind_name}"), cell(&|e| count(e).to_string()));
             }
+        }
+    }
+}
+
+/// The rows under "pollution": each case, then the reasons the last three
+/// would have had without the drop.
+fn print_pollution_split(explained: &[Explained], cell: &dyn Fn(&dyn Fn(&Explained) -> String) -> String) {
+    for (case, (name, _)) in explained[0].account.pollution.rows().into_iter().enumerate() {
+        println!("{:<34}{}", format!("    {name}"), cell(&|e| e.account.pollution.rows()[case].1.to_string()));
+    }
+    for (reason, (name, _)) in explained[0].account.pollution.otherwise.rows().into_iter().enumerate() {
+        let count = |e: &Explained| e.account.pollution.otherwise.rows()[reason].1;
+        if explained.iter().any(|e| count(e) > 0) {
+            println!("{:<34}{}", format!("      otherwise {name}"), cell(&|e| count(e).to_string()));
         }
     }
 }
