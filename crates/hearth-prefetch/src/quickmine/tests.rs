@@ -542,9 +542,18 @@ enum PushedReader {
 /// cache) ask for 9..=16, of which only 9 is read, in one context in
 /// `nine_every`; 10..=16 never (the rest throttle goes off). `pushed` says
 /// who reads 30..=37 (those pushed out miss). Ungated (the shared gate out
-/// of the way), the lift on or not. Returns the blocks hit lookups asked
-/// for in the last 300 contexts, and the lift's counters.
-fn lifted_hit_prefetches(lift: bool, nine_every: u32, room: usize, pushed: PushedReader) -> (usize, Option<LiftStats>) {
+/// of the way), the lift on or not. With `claimer`, another template's
+/// transaction reads 40, 41 between 8 and 9, its rule 40&41 -> 9..=12 (a
+/// miss lookup, unlifted) finding the hit lookup's blocks waiting. Returns
+/// the blocks hit lookups asked for in the last 300 contexts, and the
+/// lift's counters.
+fn lifted_hit_prefetches(
+    lift: bool,
+    nine_every: u32,
+    room: usize,
+    pushed: PushedReader,
+    claimer: bool,
+) -> (usize, Option<LiftStats>) {
     let cfg = Config {
         hit_lookups: HitLookups::Throttled { gated: false },
         top_apart: true,
@@ -557,6 +566,13 @@ fn lifted_hit_prefetches(lift: bool, nine_every: u32, room: usize, pushed: Pushe
     let learned: Vec<Vec<Key>> = (30..=37).map(|b| vec![1, 2, b]).chain((9..=16).map(|b| vec![7, 8, b])).collect();
     let learned: Vec<(u32, &[Key])> = learned.iter().enumerate().map(|(i, s)| (i as u32, s.as_slice())).collect();
     run_contexts(&mut q, &learned, false);
+    for b in 9..=12 {
+        q.begin(50 + b as u32, 1);
+        for block in [40, 41, b] {
+            q.access(&demand(50 + b as u32, block), &|_| false, &mut Vec::new());
+        }
+        q.end(50 + b as u32);
+    }
     let mut now = 0;
     let mut by_hits = 0;
     let mut partition: VecDeque<Key> = VecDeque::new();
@@ -592,6 +608,13 @@ fn lifted_hit_prefetches(lift: bool, nine_every: u32, room: usize, pushed: Pushe
         if round >= 1000 {
             by_hits += asked;
         }
+        if claimer {
+            let other = 20_000 + round;
+            q.begin(other, 1);
+            read(&mut q, other, 40, &mut partition);
+            read(&mut q, other, 41, &mut partition);
+            q.end(other);
+        }
         let nine = (round % nine_every == 0).then_some(9);
         // 9 after 30..=37: a rule 9 -> 30 would ask for 30 again.
         for b in (30..=37).filter(|_| pushed == PushedReader::Asker).chain(nine) {
@@ -615,12 +638,12 @@ fn lifted_hit_prefetches(lift: bool, nine_every: u32, room: usize, pushed: Pushe
 fn off_hit_lookups_are_lifted_while_what_they_age_out_costs_nothing() {
     // Not lifted, the off hit throttles let only their probes (one context
     // in 16, at half degree) ask.
-    let (off, none) = lifted_hit_prefetches(false, 10, 8, PushedReader::Nobody);
+    let (off, none) = lifted_hit_prefetches(false, 10, 8, PushedReader::Nobody, false);
     assert!(off <= 300 / PROBE_EVERY as usize * 8, "not lifted: {off} hit prefetches");
     assert_eq!(none, None, "no lift, no counters");
     // Lifted, with nothing missed after being pushed out: half degree (4 of
     // 8, the first block among them) in every context.
-    let (lifted, stats) = lifted_hit_prefetches(true, 10, 8, PushedReader::Nobody);
+    let (lifted, stats) = lifted_hit_prefetches(true, 10, 8, PushedReader::Nobody, false);
     assert_eq!(lifted, 300 * 4, "lifted");
     let stats = stats.expect("the lift's counters");
     assert!(stats.added_asked >= 300 * 4 && stats.victims > 0, "{stats:?}");
@@ -629,7 +652,7 @@ fn off_hit_lookups_are_lifted_while_what_they_age_out_costs_nothing() {
     // context then misses, against one saved in 10 contexts: the gate
     // closes, and only its probes add to the throttles' own.
     let probes = (300 / PROBE_EVERY as usize + 1) * 4;
-    let (costly, stats) = lifted_hit_prefetches(true, 10, 8, PushedReader::Asker);
+    let (costly, stats) = lifted_hit_prefetches(true, 10, 8, PushedReader::Asker, false);
     assert!(costly <= off + probes, "lifted at a cost: {costly} hit prefetches (not lifted: {off})");
     assert!(stats.is_some_and(|s| s.victims_charged > 0 && s.gate_closings > 0), "{stats:?}");
 }
@@ -640,8 +663,8 @@ fn a_victim_missed_after_its_asking_context_ended_is_charged() {
     // that asked for them ended: round 15's memory, bound to the asking
     // context, never charged those misses and kept lifting (4 blocks in
     // every context); remembered by block, they close the gate.
-    let (off, _) = lifted_hit_prefetches(false, 10, 8, PushedReader::Later);
-    let (lifted, stats) = lifted_hit_prefetches(true, 10, 8, PushedReader::Later);
+    let (off, _) = lifted_hit_prefetches(false, 10, 8, PushedReader::Later, false);
+    let (lifted, stats) = lifted_hit_prefetches(true, 10, 8, PushedReader::Later, false);
     let probes = (300 / PROBE_EVERY as usize + 1) * 4;
     assert!(lifted <= off + probes, "lifted though its victims missed later: {lifted} (not lifted: {off}), {stats:?}");
     let stats = stats.expect("the lift's counters");
@@ -650,11 +673,15 @@ fn a_victim_missed_after_its_asking_context_ended_is_charged() {
 
 #[test]
 fn an_added_prefetch_an_unlifted_lookup_claimed_saves_nothing() {
-    // 9 is read in every context and asked for by the first block (top on);
-    // the added ranks 10..=12 are then claimed only if an unlifted lookup
-    // finds them waiting. Here none does, so every use of an added rank is
-    // saved, and none claimed: the claim is not what the lift's uses become.
-    let (_, stats) = lifted_hit_prefetches(true, 1, 11, PushedReader::Nobody);
-    let stats = stats.expect("the lift's counters");
-    assert_eq!(stats.added_claimed, 0, "{stats:?}");
+    // Lifted, the hit lookup at 8 adds 9..=12, and 9 is used one context
+    // in 10. With no other lookup asking for them, each use is the lift's
+    // saving; when another transaction's miss lookup, unlifted, finds them
+    // waiting before 9 is read, it would have asked for them itself: the
+    // uses are claimed, none saved.
+    let (_, alone) = lifted_hit_prefetches(true, 10, 8, PushedReader::Nobody, false);
+    let alone = alone.expect("the lift's counters");
+    assert!(alone.added_used > 0 && alone.added_claimed == 0, "{alone:?}");
+    let (_, claimed) = lifted_hit_prefetches(true, 10, 8, PushedReader::Nobody, true);
+    let claimed = claimed.expect("the lift's counters");
+    assert!(claimed.added_claimed > 0 && claimed.added_used == 0, "{claimed:?}");
 }
