@@ -110,11 +110,6 @@ impl NetGate {
     pub(crate) fn stats(&self) -> GateStats {
         self.stats
     }
-
-    /// Whether the last full window closed it.
-    pub(crate) fn closed(&self) -> bool {
-        self.closed
-    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
