@@ -110,21 +110,6 @@ impl NetGate {
     pub(crate) fn stats(&self) -> GateStats {
         self.stats
     }
-
-    /// Whether this trigger may issue, with no probe while closed.
-    pub(crate) fn allows_unprobed(&mut self) -> bool {
-        if self.closed {
-            self.stats.blocked_lookups += 1;
-        } else {
-            self.stats.open_lookups += 1;
-        }
-        !self.closed
-    }
-
-    /// Whether the last full window closed it.
-    pub(crate) fn closed(&self) -> bool {
-        self.closed
-    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -189,11 +174,6 @@ impl Throttle {
         members.push(root);
         members.sort_unstable();
         members
-    }
-
-    /// Whether `class`'s set is off (its contexts prefetch only as probes).
-    pub(crate) fn is_off(&self, class: u32) -> bool {
-        self.benefit.get(&self.set_of(class)).is_some_and(|b| b.level == Level::Off)
     }
 
     /// The degree a new context of `class` prefetches at (of `full`).
