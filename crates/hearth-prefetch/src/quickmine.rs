@@ -73,14 +73,12 @@ use std::collections::VecDeque;
 
 use hearth_core::{Key, KeyMap};
 
-use crate::account::{Lookup, LookupKind};
+use crate::account::Lookup;
 pub use crate::rules::{PrefixKey, RuleCache, Suffix};
 use crate::throttle::{NetGate, Throttle};
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
 use crate::{is_trigger, Class, Demand, GateStats, PrefetchError, Prefetcher};
-
-/// Fewest times a fallback suffix must have followed its key to be asked for.
-pub const FALLBACK_SUPPORT: u32 = 2;
+pub use config::{Config, HitLookups, ANY_CLASS, FALLBACK_SUPPORT, NO_CLASS};
 
 /// Which rules a lookup's candidates came from: the base (every kind but
 /// the fallbacks), or fallback one-block or position rules.
@@ -88,100 +86,6 @@ const BASE: usize = 0;
 
 /// The kind of the prefetches of hit lookups throttled on their own.
 const HIT: usize = 3;
-
-/// Which hits look rules up (a miss or promote always does, as the paper's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HitLookups {
-    /// None (the paper).
-    Never,
-    /// Every hit, its prefetches throttled with those of misses.
-    Shared,
-    /// Every hit, its prefetches a kind of their own with their own
-    /// per-template throttle. `gated`: all of them issue only while a
-    /// [`NetGate`] over their prefetches used in time against the miss
-    /// lookups' prefetches they pushed out of the partition and a demand
-    /// then missed is open.
-    Throttled { gated: bool },
-}
-
-/// Class of I/O outside any begun context.
-pub const NO_CLASS: u32 = u32::MAX;
-
-/// The class of pooled one-block rules' keys: every template's at once.
-pub const ANY_CLASS: u32 = u32::MAX - 1;
-
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// G: suffixes per prefix occurrence.
-    pub lookahead: usize,
-    pub max_prefixes: usize,
-    pub max_suffixes: usize,
-    pub grace: u32,
-    pub degree: usize,
-    pub throttle: bool,
-    /// Off: one sequence for the whole interleaved stream (the
-    /// context-oblivious variant, for comparison; being one endless
-    /// context, its degree is set once and never throttled).
-    pub context_aware: bool,
-    /// Also look rules up on promotes, not only on misses (a promote is a
-    /// miss an earlier prefetch avoided; looking up keeps the context's
-    /// prefetching ahead of it).
-    pub on_promote: bool,
-    /// Prefix lengths mined and looked up (the paper: 2..=2).
-    pub min_order: usize,
-    pub max_order: usize,
-    /// Rules keyed by template and position as well.
-    pub by_position: bool,
-    /// Lookup steps along the guessed next reads (the paper: 1).
-    pub ahead: usize,
-    /// A prefetch demanded sooner than this after its issue counts as
-    /// wasted (0: off, as in the paper).
-    pub late_ns: u64,
-    /// Which hits look rules up too, not only misses and promotes (none in
-    /// the paper; the miss account's "no lookup").
-    pub hit_lookups: HitLookups,
-    /// One-block and position rules only where the longest prefix has no
-    /// candidate, with support and throttles of their own (needs orders
-    /// 1..=2 and positions).
-    pub fallback: bool,
-    /// The first block a lookup asks for throttled apart from the rest,
-    /// per kind and template.
-    pub top_apart: bool,
-    /// One-block rules also counted over all templates, looked up after
-    /// the template's own (needs `fallback`).
-    pub pooled: bool,
-}
-
-impl Config {
-    /// The paper's QuickMine with lookahead `g` and its defaults otherwise.
-    pub fn paper(g: usize) -> Config {
-        Config {
-            lookahead: g,
-            max_prefixes: 16_384,
-            max_suffixes: 8,
-            grace: 4,
-            degree: 5,
-            throttle: true,
-            context_aware: true,
-            on_promote: true,
-            min_order: 2,
-            max_order: 2,
-            by_position: false,
-            ahead: 1,
-            late_ns: 0,
-            hit_lookups: HitLookups::Never,
-            fallback: false,
-            top_apart: false,
-            pooled: false,
-        }
-    }
-
-    /// Kinds of rule mined: one per prefix length, plus positions, plus
-    /// pooled one-block rules.
-    pub fn rule_kinds(&self) -> usize {
-        self.max_order + 1 - self.min_order + usize::from(self.by_position) + usize::from(self.pooled)
-    }
-}
 
 struct Context {
     class: u32,
@@ -382,46 +286,6 @@ impl QuickMine {
         }
     }
 
-    /// Mines the prefixes ending at `recent[e]` (each length configured,
-    /// and its position) with the `G` blocks after it as suffixes.
-    fn mine_at(rules: &mut RuleCache, cfg: &Config, c: &Context, e: usize) {
-        let recent = &c.recent;
-        // The prefixes ending at `e`, as (key, blocks); one with a repeated
-        // block is no prefix.
-        let mut prefixes = [(PrefixKey::position(0, 0), [0; 3]); 3];
-        let mut count = 0;
-        for order in cfg.min_order..=cfg.max_order.min(e + 1) {
-            let mut of = [0; 3];
-            for (slot, k) in (e + 1 - order..=e).enumerate() {
-                of[slot] = recent[k];
-            }
-            let prefix = &of[..order];
-            if !prefix.iter().enumerate().any(|(i, b)| prefix[i + 1..].contains(b)) {
-                prefixes[count] = (PrefixKey::blocks(c.class, prefix), of);
-                count += 1;
-            }
-        }
-        let end = (e + 1 + cfg.lookahead).min(recent.len());
-        for j in e + 1..end {
-            let block = recent[j];
-            if (e + 1..j).any(|k| recent[k] == block) {
-                continue;
-            }
-            let next = j == e + 1;
-            for (key, of) in &prefixes[..count] {
-                if !of[..usize::from(key.order)].contains(&block) {
-                    rules.add(*key, block, next);
-                    if cfg.pooled && key.order == 1 {
-                        rules.add(PrefixKey { class: ANY_CLASS, ..*key }, block, next);
-                    }
-                }
-            }
-            if cfg.by_position && block != recent[e] {
-                rules.add(PrefixKey::position(c.class, c.dropped + e as u64), block, next);
-            }
-        }
-    }
-
     /// Mines the windows not mined yet (they end with the sequence),
     /// forgets the pushed-out blocks its lookups asked for, and recycles
     /// the buffer.
@@ -447,92 +311,6 @@ impl QuickMine {
         if c.pushed_out.len() > 2 * self.pushed_out.len() + 16 {
             let live = &self.pushed_out;
             c.pushed_out.retain(|b| live.get(b) == Some(&ctx));
-        }
-    }
-
-    /// Appends to `scratch` the suffixes predicted from `history` (longest
-    /// prefix first, then shorter, then the position `position`) not there
-    /// already, each source's best supported first; the keys used are left
-    /// in `keys`. `touch`: mark the prefixes used (a real lookup; the
-    /// account's lookups leave the rule cache as it was).
-    fn predict(&mut self, class: u32, position: u64, touch: bool) {
-        let sources = (self.cfg.min_order..=self.cfg.max_order)
-            .rev()
-            .filter(|&m| m <= self.history.len())
-            .map(|m| PrefixKey::blocks(class, &self.history[self.history.len() - m..]))
-            .chain(
-                (self.cfg.pooled && !self.history.is_empty())
-                    .then(|| PrefixKey::blocks(ANY_CLASS, &self.history[self.history.len() - 1..])),
-            )
-            .chain(self.cfg.by_position.then(|| PrefixKey::position(class, position)));
-        self.keys.clear();
-        self.keys.extend(sources);
-        self.kind = BASE;
-        for i in 0..self.keys.len() {
-            let key = self.keys[i];
-            // Fallback: the first key with a candidate decides; a key
-            // shorter than the longest, or a position, is a fallback kind.
-            let kind = if key.order == 0 { 2 } else { usize::from(usize::from(key.order) < self.cfg.max_order) };
-            if self.cfg.fallback && !self.scratch.is_empty() {
-                self.keys.truncate(i);
-                break;
-            }
-            let mut found = if touch { self.rules.lookup(&key).to_vec() } else { self.rules.peek(&key).to_vec() };
-            if let Some(l) = &mut self.explained {
-                // A held prefix has at least one suffix.
-                if found.is_empty() {
-                    l.absent.push(key);
-                }
-                if self.cfg.fallback && kind != BASE {
-                    let weak = found.iter().filter(|s| s.count < FALLBACK_SUPPORT);
-                    l.below_support.extend(weak.map(|s| (key, s.block)));
-                }
-            }
-            if self.cfg.fallback && kind != BASE {
-                found.retain(|s| s.count >= FALLBACK_SUPPORT);
-                self.kind = kind;
-            }
-            found.sort_by(|x, y| y.count.cmp(&x.count).then(x.block.cmp(&y.block)));
-            for s in found {
-                if !self.scratch.iter().any(|t| t.block == s.block) {
-                    self.scratch.push(s);
-                }
-            }
-        }
-    }
-
-    /// Starts the account's record of a lookup at a read.
-    fn explain_start(&mut self, triggered: bool, degree: usize, class: u32) {
-        if let Some(l) = &mut self.explained {
-            l.triggered = triggered;
-            l.degree = degree;
-            l.class = class;
-            l.candidates.clear();
-            l.keys.clear();
-            l.absent.clear();
-            l.below_support.clear();
-            l.clock = self.rules.clock();
-        }
-    }
-
-    /// Adds the last step's keys and candidates to the account's record,
-    /// and whose degree it ran with: a hit lookup's own (`own`), stopped by
-    /// the gate (`blocked`), or the kind of rules that answered.
-    fn explain_step(&mut self, cached: &dyn Fn(Key) -> bool, own: bool, blocked: bool) {
-        if let Some(l) = &mut self.explained {
-            l.kind = match self.kind {
-                _ if blocked => LookupKind::HitGateClosed,
-                _ if own => LookupKind::Hit,
-                BASE => LookupKind::Base,
-                1 => LookupKind::OneBlockFallback,
-                _ => LookupKind::PositionFallback,
-            };
-            l.keys.extend_from_slice(&self.keys);
-            for s in &self.scratch {
-                if !l.candidates.iter().any(|c| c.0 == s.block) {
-                    l.candidates.push((s.block, cached(s.block)));
-                }
-            }
         }
     }
 }
@@ -735,5 +513,8 @@ impl Prefetcher for QuickMine {
     }
 }
 
+mod config;
+mod lookup;
+mod mine;
 #[cfg(test)]
 mod tests;
