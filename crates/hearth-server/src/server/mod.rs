@@ -21,7 +21,6 @@ mod connection;
 mod hints;
 mod listener;
 mod outbox;
-mod payload;
 mod prefetch;
 mod read;
 mod sequential;
