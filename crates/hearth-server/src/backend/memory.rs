@@ -7,14 +7,16 @@
 //! chunks ([`Backend::share`]) and a read reply sends from them. A write to a
 //! chunk nobody else holds lands in place (a run of a large write stays
 //! together, whatever was written before); a chunk a reply still holds is
-//! copied first, so what the reply sends never changes under it.
+//! copied first, so what the reply sends never changes under it. Each chunk
+//! has its own lock, so writes to different chunks copy at once (a write
+//! spanning chunks is not atomic across them, which NBD does not promise).
 //!
 //! Absent chunks are reported as holes by [`Backend::extents`]; zeroing
 //! whole chunks with `may_punch` makes them absent again.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{writable, Backend, Extent, SharedSlice};
 
@@ -28,7 +30,7 @@ pub struct MemoryBackend {
     size: u64,
     /// Chunk `i`'s bytes (always [`CHUNK`] long, the last chunk's tail past
     /// `size` unused), or `None` while it reads as zeroes.
-    chunks: RwLock<Vec<Option<Arc<[u8]>>>>,
+    chunks: Vec<Mutex<Option<Arc<[u8]>>>>,
     /// One chunk of zeroes, shared by every slice [`Backend::share`] hands
     /// out of an absent chunk.
     zeroes: Arc<[u8]>,
@@ -42,7 +44,7 @@ impl MemoryBackend {
         let count = usize::try_from(size.div_ceil(CHUNK as u64)).expect("memory backend size fits in usize");
         MemoryBackend {
             size,
-            chunks: RwLock::new(vec![None; count]),
+            chunks: (0..count).map(|_| Mutex::new(None)).collect(),
             zeroes: Arc::from(vec![0u8; CHUNK]),
             reads: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
@@ -67,8 +69,13 @@ impl MemoryBackend {
     /// Bytes of RAM holding data: one chunk per present chunk (a chunk a
     /// reply still holds after a write replaced it is not counted).
     pub fn stored_bytes(&self) -> u64 {
-        let chunks = self.chunks.read().unwrap_or_else(|p| p.into_inner());
-        chunks.iter().flatten().count() as u64 * CHUNK as u64
+        (0..self.chunks.len()).filter(|&c| self.chunk(c).is_some()).count() as u64 * CHUNK as u64
+    }
+
+    fn chunk(&self, c: usize) -> MutexGuard<'_, Option<Arc<[u8]>>> {
+        // A panic mid-copy leaves bytes a concurrent reader could have seen
+        // anyway: keep serving, as the cache does with its lock.
+        self.chunks[c].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The chunks `[offset, offset+len)` touches, each as (chunk, offset
@@ -87,10 +94,9 @@ impl MemoryBackend {
     }
 
     fn read_into(&self, buf: &mut [u8], offset: u64) {
-        let chunks = self.chunks.read().unwrap_or_else(|p| p.into_inner());
         for (c, in_chunk, in_buf, n) in self.pieces(offset, buf.len()) {
             let out = &mut buf[in_buf..in_buf + n];
-            match &chunks[c] {
+            match &*self.chunk(c) {
                 Some(data) => out.copy_from_slice(&data[in_chunk..in_chunk + n]),
                 None => out.fill(0),
             }
@@ -124,16 +130,15 @@ impl Backend for MemoryBackend {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let streaming = buf.len() >= STREAMING_MIN;
-        let mut chunks = self.chunks.write().unwrap_or_else(|p| p.into_inner());
         for (c, in_chunk, in_buf, n) in self.pieces(offset, buf.len()) {
             let src = &buf[in_buf..in_buf + n];
-            let slot = &mut chunks[c];
+            let mut slot = self.chunk(c);
             if n == CHUNK && slot.as_mut().is_none_or(|d| Arc::get_mut(d).is_none()) {
                 // A whole chunk with no buffer of its own: a fresh copy, no zeroing or copying first.
                 *slot = Some(Arc::from(src));
                 continue;
             }
-            let dst = &mut chunk_bytes(slot)[in_chunk..in_chunk + n];
+            let dst = &mut chunk_bytes(&mut slot)[in_chunk..in_chunk + n];
             if streaming {
                 copy_streaming(dst, src);
             } else {
@@ -144,9 +149,8 @@ impl Backend for MemoryBackend {
     }
 
     fn share(&self, offset: u64, len: usize, out: &mut Vec<SharedSlice>) {
-        let chunks = self.chunks.read().unwrap_or_else(|p| p.into_inner());
         for (c, in_chunk, _, n) in self.pieces(offset, len) {
-            let chunk = chunks[c].as_ref().unwrap_or(&self.zeroes).clone();
+            let chunk = self.chunk(c).as_ref().unwrap_or(&self.zeroes).clone();
             out.push(SharedSlice::new(chunk, in_chunk..in_chunk + n));
         }
     }
@@ -156,14 +160,13 @@ impl Backend for MemoryBackend {
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
-        let mut chunks = self.chunks.write().unwrap_or_else(|p| p.into_inner());
         for (c, in_chunk, _, n) in self.pieces(offset, len as usize) {
-            let slot = &mut chunks[c];
+            let mut slot = self.chunk(c);
             if may_punch && self.covers(c, in_chunk, n) {
                 *slot = None;
             } else if slot.is_some() || !may_punch {
                 // Without may_punch the zeroes are stored (NBD's NO_HOLE).
-                chunk_bytes(slot)[in_chunk..in_chunk + n].fill(0);
+                chunk_bytes(&mut slot)[in_chunk..in_chunk + n].fill(0);
             }
         }
         Ok(())
@@ -179,10 +182,9 @@ impl Backend for MemoryBackend {
     }
 
     fn extents(&self, offset: u64, len: u64, max: usize) -> io::Result<Vec<Extent>> {
-        let chunks = self.chunks.read().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<Extent> = Vec::new();
         for (c, _, _, n) in self.pieces(offset, len as usize) {
-            let hole = chunks[c].is_none();
+            let hole = self.chunk(c).is_none();
             let full = out.len() == max;
             match out.last_mut() {
                 Some(e) if e.hole == hole => e.len += n as u64,

@@ -43,7 +43,7 @@
 //! | `read.rs` | `read_cached` (hot: every READ, on the async reader) | briefly | never |
 //! | | `read` (a miss, blocking pool) | to decide, not across the read | read; write-back of dirty victims |
 //! | | `preload`, `touch`, `read_backend`, `extents` (warmup, BLOCK_STATUS) | yes | `extents` writes dirty blocks first |
-//! | `write.rs` | `write` (blocking pool), `write_buffers` and `write_filled` (its payload read into block buffers), `discard` (TRIM, WRITE_ZEROES) | write-through: not across the write | write; write-back of dirty victims |
+//! | `write.rs` | `write` (blocking pool), `discard` (TRIM, WRITE_ZEROES) | write-through: not across the write | write; write-back of dirty victims |
 //! | `write_back.rs` | `write_cached` (write-back writes that stay in memory, on the async reader) | briefly | never: dirty victims are held |
 //! | | `flush`, `write_back_held` | not across FLUSH's runs | writes dirty and held blocks |
 //! | `residency.rs` | `client_evicted`, `classify_demand`, `cached_outside_spare`, `spare_prefetching`, `start_prefetch`, `cancel_prefetch`, `take_wasted` (async reader) | briefly | never: dirty victims are held |
