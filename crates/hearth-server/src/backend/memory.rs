@@ -1,67 +1,58 @@
-//! The memory backend: an export held in RAM as block-sized shared buffers.
+//! The memory backend: an export held in RAM as 64 KiB chunks written in
+//! place, as nbdkit's memory plugin keeps its sparse array.
 //!
-//! Design (issue 13, "the memory backend storing data twice"): the data is a
-//! sparse array of `Arc<[u8]>` buffers of one block size, absent meaning
-//! zeroes. A cache in front with the same block size hands it its own block
-//! buffers ([`Backend::write_blocks`]), which it keeps as they are: the
-//! export's bytes then live once in RAM, shared by cache and backend,
-//! instead of once in each. Neither side ever changes a shared buffer: a
-//! write to a block whose buffer is also held elsewhere (by the cache, or by
-//! a reply still sending it) replaces the buffer with a copy, so what the
-//! other holder sees never changes under it. Writes given as bytes
-//! ([`Backend::write_at`]) copy into the blocks, as before.
+//! Design (issue 45, shape B in `docs/dev/issue45-extents.md`): a chunk is
+//! allocated on its first write and absent chunks read as zeroes. A cache in
+//! front keeps no copy of what is here: it asks for shared slices of the
+//! chunks ([`Backend::share`]) and a read reply sends from them. A write to a
+//! chunk nobody else holds lands in place (a run of a large write stays
+//! together, whatever was written before); a chunk a reply still holds is
+//! copied first, so what the reply sends never changes under it. Each chunk
+//! has its own lock, so writes to different chunks copy at once (a write
+//! spanning chunks is not atomic across them, which NBD does not promise).
 //!
-//! Absent blocks are reported as holes by [`Backend::extents`]; zeroing
-//! whole blocks with `may_punch` makes them absent again.
+//! Absent chunks are reported as holes by [`Backend::extents`]; zeroing
+//! whole chunks with `may_punch` makes them absent again.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{prefetch_counts, writable, Backend, BlockBuffers, Extent};
+use super::{writable, Backend, Extent, SharedSlice};
 
-/// Block size of [`MemoryBackend::new`]: the servers' default cache block.
-const DEFAULT_BLOCK: usize = 4096;
+/// Bytes per chunk: where the streaming copy starts to pay (`STREAMING_MIN`),
+/// and a write to a chunk a reply holds copies at most this much.
+const CHUNK: usize = 64 * 1024;
 
 /// A zero-filled export in RAM; counts calls so tests can see which requests
 /// reached the backend.
 pub struct MemoryBackend {
     size: u64,
-    block_size: usize,
-    /// Block `i`'s bytes (always `block_size` long, the last block's tail
-    /// past `size` unused), or `None` while it reads as zeroes.
-    blocks: RwLock<Vec<Option<Arc<[u8]>>>>,
-    /// One block of zeroes, shared by every block [`Backend::read_blocks`]
-    /// hands out while it reads as zeroes: a cache holding many of them
-    /// holds one buffer.
+    /// Chunk `i`'s bytes (always [`CHUNK`] long, the last chunk's tail past
+    /// `size` unused), or `None` while it reads as zeroes.
+    chunks: Vec<Mutex<Option<Arc<[u8]>>>>,
+    /// One chunk of zeroes, shared by every slice [`Backend::share`] hands
+    /// out of an absent chunk.
     zeroes: Arc<[u8]>,
     reads: AtomicU64,
     flushes: AtomicU64,
 }
 
 impl MemoryBackend {
-    /// A zeroed export of `size` bytes in 4 KiB blocks.
+    /// A zeroed export of `size` bytes.
     pub fn new(size: u64) -> MemoryBackend {
-        MemoryBackend::with_block_size(size, DEFAULT_BLOCK as u64)
-    }
-
-    /// A zeroed export of `size` bytes kept in blocks of `block_size` bytes:
-    /// a cache whose blocks are that size shares its buffers with it.
-    pub fn with_block_size(size: u64, block_size: u64) -> MemoryBackend {
-        assert!(block_size > 0, "memory backend block size must be positive");
-        let block_size = usize::try_from(block_size).expect("memory backend block size fits in usize");
-        let count = usize::try_from(size.div_ceil(block_size as u64)).expect("memory backend size fits in usize");
+        let count = usize::try_from(size.div_ceil(CHUNK as u64)).expect("memory backend size fits in usize");
         MemoryBackend {
             size,
-            block_size,
-            blocks: RwLock::new(vec![None; count]),
-            zeroes: Arc::from(vec![0u8; block_size]),
+            chunks: (0..count).map(|_| Mutex::new(None)).collect(),
+            zeroes: Arc::from(vec![0u8; CHUNK]),
             reads: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
         }
     }
 
-    /// `read_at` and `read_blocks` calls so far.
+    /// `read_at` calls so far ([`Backend::share`] is not counted: it is how
+    /// a cache in front reads what it holds).
     pub fn reads(&self) -> u64 {
         self.reads.load(Ordering::Relaxed)
     }
@@ -75,51 +66,55 @@ impl MemoryBackend {
         out
     }
 
-    /// Bytes of RAM holding data: one block per present buffer (however
-    /// many holders share it).
+    /// Bytes of RAM holding data: one chunk per present chunk (a chunk a
+    /// reply still holds after a write replaced it is not counted).
     pub fn stored_bytes(&self) -> u64 {
-        let blocks = self.blocks.read().unwrap_or_else(|p| p.into_inner());
-        blocks.iter().flatten().count() as u64 * self.block_size as u64
+        (0..self.chunks.len()).filter(|&c| self.chunk(c).is_some()).count() as u64 * CHUNK as u64
     }
 
-    /// The blocks `[offset, offset+len)` touches, each as (block, offset
-    /// within the block, offset within the range, length).
-    fn pieces(&self, offset: u64, len: usize) -> impl Iterator<Item = (usize, usize, usize, usize)> + '_ {
-        let bs = self.block_size as u64;
+    fn chunk(&self, c: usize) -> MutexGuard<'_, Option<Arc<[u8]>>> {
+        // A panic mid-copy leaves bytes a concurrent reader could have seen
+        // anyway: keep serving, as the cache does with its lock.
+        self.chunks[c].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The chunks `[offset, offset+len)` touches, each as (chunk, offset
+    /// within the chunk, offset within the range, length).
+    fn pieces(&self, offset: u64, len: usize) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+        let cs = CHUNK as u64;
         let end = offset + len as u64;
-        let first = offset / bs;
-        let last = if len == 0 { first } else { (end - 1) / bs + 1 };
-        (first..last).map(move |b| {
-            let start = b * bs;
+        let first = offset / cs;
+        let last = if len == 0 { first } else { (end - 1) / cs + 1 };
+        (first..last).map(move |c| {
+            let start = c * cs;
             let from = start.max(offset);
-            let to = (start + bs).min(end);
-            (b as usize, (from - start) as usize, (from - offset) as usize, (to - from) as usize)
+            let to = (start + cs).min(end);
+            (c as usize, (from - start) as usize, (from - offset) as usize, (to - from) as usize)
         })
     }
 
     fn read_into(&self, buf: &mut [u8], offset: u64) {
-        let blocks = self.blocks.read().unwrap_or_else(|p| p.into_inner());
-        for (b, in_block, in_buf, n) in self.pieces(offset, buf.len()) {
+        for (c, in_chunk, in_buf, n) in self.pieces(offset, buf.len()) {
             let out = &mut buf[in_buf..in_buf + n];
-            match &blocks[b] {
-                Some(data) => out.copy_from_slice(&data[in_block..in_block + n]),
+            match &*self.chunk(c) {
+                Some(data) => out.copy_from_slice(&data[in_chunk..in_chunk + n]),
                 None => out.fill(0),
             }
         }
     }
 
-    /// Whether `len` bytes at block offset `in_block` cover block `b` (the
-    /// last block counts as covered up to the export's end).
-    fn covers(&self, b: usize, in_block: usize, len: usize) -> bool {
-        let block_len = (self.size - (b * self.block_size) as u64).min(self.block_size as u64) as usize;
-        in_block == 0 && len == block_len
+    /// Whether `len` bytes at chunk offset `in_chunk` cover chunk `c` (the
+    /// last chunk counts as covered up to the export's end).
+    fn covers(&self, c: usize, in_chunk: usize, len: usize) -> bool {
+        let chunk_len = (self.size - (c * CHUNK) as u64).min(CHUNK as u64) as usize;
+        in_chunk == 0 && len == chunk_len
     }
 }
 
-/// The bytes of a block's buffer, to change: allocated zeroed if absent,
-/// copied first if someone else holds it.
-fn block_bytes(slot: &mut Option<Arc<[u8]>>, block_size: usize) -> &mut [u8] {
-    writable(slot.get_or_insert_with(|| Arc::from(vec![0u8; block_size])))
+/// The bytes of a chunk, to change: allocated zeroed if absent, copied
+/// first if a reply holds it.
+fn chunk_bytes(slot: &mut Option<Arc<[u8]>>) -> &mut [u8] {
+    writable(slot.get_or_insert_with(|| Arc::from(vec![0u8; CHUNK])))
 }
 
 impl Backend for MemoryBackend {
@@ -134,19 +129,16 @@ impl Backend for MemoryBackend {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let bs = self.block_size;
         let streaming = buf.len() >= STREAMING_MIN;
-        let mut blocks = self.blocks.write().unwrap_or_else(|p| p.into_inner());
-        for (b, in_block, in_buf, n) in self.pieces(offset, buf.len()) {
+        for (c, in_chunk, in_buf, n) in self.pieces(offset, buf.len()) {
             let src = &buf[in_buf..in_buf + n];
-            let slot = &mut blocks[b];
-            let replace = n == bs && slot.as_mut().is_none_or(|d| Arc::get_mut(d).is_none());
-            if replace {
-                // A whole block with no buffer of its own: a fresh copy, no zeroing first.
+            let mut slot = self.chunk(c);
+            if n == CHUNK && slot.as_mut().is_none_or(|d| Arc::get_mut(d).is_none()) {
+                // A whole chunk with no buffer of its own: a fresh copy, no zeroing or copying first.
                 *slot = Some(Arc::from(src));
                 continue;
             }
-            let dst = &mut block_bytes(slot, bs)[in_block..in_block + n];
+            let dst = &mut chunk_bytes(&mut slot)[in_chunk..in_chunk + n];
             if streaming {
                 copy_streaming(dst, src);
             } else {
@@ -156,52 +148,25 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
-        let bs = self.block_size as u64;
-        let first = offset / bs;
-        let fits = offset.is_multiple_of(bs)
-            && buffers.iter().all(|b| b.len() == self.block_size)
-            && first + buffers.len() as u64 <= self.size.div_ceil(bs);
-        if !fits {
-            return Ok(false);
+    fn share(&self, offset: u64, len: usize, out: &mut Vec<SharedSlice>) {
+        for (c, in_chunk, _, n) in self.pieces(offset, len) {
+            let chunk = self.chunk(c).as_ref().unwrap_or(&self.zeroes).clone();
+            out.push(SharedSlice::new(chunk, in_chunk..in_chunk + n));
         }
-        let mut blocks = self.blocks.write().unwrap_or_else(|p| p.into_inner());
-        let slots = &mut blocks[first as usize..first as usize + buffers.len()];
-        // The buffers replaced are cold: their drops below then hit.
-        slots.iter().flatten().for_each(prefetch_counts);
-        for (slot, buf) in slots.iter_mut().zip(buffers) {
-            *slot = Some(buf.clone());
-        }
-        Ok(true)
     }
 
-    fn block_buffer_size(&self) -> Option<u64> {
-        Some(self.block_size as u64)
-    }
-
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        let blocks = self.blocks.read().unwrap_or_else(|p| p.into_inner());
-        let inside = usize::try_from(first).ok().and_then(|first| blocks.get(first..first.checked_add(count)?));
-        let Some(slots) = inside else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("memory backend: blocks {first}..+{count} lie past its {} blocks", blocks.len()),
-            ));
-        };
-        Ok(Some(slots.iter().map(|slot| slot.as_ref().unwrap_or(&self.zeroes).clone()).collect()))
+    fn shares_bytes(&self) -> bool {
+        true
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
-        let bs = self.block_size;
-        let mut blocks = self.blocks.write().unwrap_or_else(|p| p.into_inner());
-        for (b, in_block, _, n) in self.pieces(offset, len as usize) {
-            let slot = &mut blocks[b];
-            if may_punch && self.covers(b, in_block, n) {
+        for (c, in_chunk, _, n) in self.pieces(offset, len as usize) {
+            let mut slot = self.chunk(c);
+            if may_punch && self.covers(c, in_chunk, n) {
                 *slot = None;
             } else if slot.is_some() || !may_punch {
                 // Without may_punch the zeroes are stored (NBD's NO_HOLE).
-                block_bytes(slot, bs)[in_block..in_block + n].fill(0);
+                chunk_bytes(&mut slot)[in_chunk..in_chunk + n].fill(0);
             }
         }
         Ok(())
@@ -217,10 +182,9 @@ impl Backend for MemoryBackend {
     }
 
     fn extents(&self, offset: u64, len: u64, max: usize) -> io::Result<Vec<Extent>> {
-        let blocks = self.blocks.read().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<Extent> = Vec::new();
-        for (b, _, _, n) in self.pieces(offset, len as usize) {
-            let hole = blocks[b].is_none();
+        for (c, _, _, n) in self.pieces(offset, len as usize) {
+            let hole = self.chunk(c).is_none();
             let full = out.len() == max;
             match out.last_mut() {
                 Some(e) if e.hole == hole => e.len += n as u64,
@@ -236,17 +200,16 @@ impl Backend for MemoryBackend {
     }
 }
 
-/// Smallest write given as bytes ([`Backend::write_at`]: not shared with a
-/// cache) that the memory backend stores in place with streaming stores:
+/// Smallest write the memory backend stores in place with streaming stores:
 /// large writes (streams, 1 MiB requests), where skipping the reads pays;
 /// small random writes keep plain copies, as their lines may be read again soon.
 const STREAMING_MIN: usize = 64 * 1024;
 
 /// Copies `src` into `dst` with streaming (non-temporal) stores on x86_64
-/// (plain copies elsewhere). A large write's copy in the backend is not read
-/// again soon (a cache in front holds the same data), so the destination's
-/// cache lines need not be read in before being overwritten, nor push
-/// hotter data out of the CPU caches.
+/// (plain copies elsewhere). A large write's bytes would leave the CPU
+/// caches before they are read again anyway, so the destination's cache
+/// lines need not be read in before being overwritten, nor push hotter data
+/// out of the CPU caches.
 fn copy_streaming(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "copy_streaming of unequal lengths");
     #[cfg(target_arch = "x86_64")]
@@ -295,58 +258,88 @@ mod tests {
     }
 
     #[test]
-    fn bytes_round_trip_across_blocks_and_a_short_last_block() {
-        let m = MemoryBackend::with_block_size(10_000, 4096);
-        let data = pattern(7000, 3);
-        m.write_at(&data, 2500).unwrap();
-        let mut back = vec![9u8; 10_000];
+    fn bytes_round_trip_across_chunks_and_a_short_last_chunk() {
+        let size = 2 * CHUNK as u64 + 10_000;
+        let m = MemoryBackend::new(size);
+        let data = pattern(CHUNK + 7000, 3);
+        m.write_at(&data, CHUNK as u64 - 2500).unwrap();
+        let mut back = vec![9u8; size as usize];
         m.read_at(&mut back, 0).unwrap();
-        assert!(back[..2500].iter().all(|&b| b == 0));
-        assert_eq!(&back[2500..9500], &data[..]);
-        assert!(back[9500..].iter().all(|&b| b == 0));
-        let big = pattern(10_000, 7);
+        assert!(back[..CHUNK - 2500].iter().all(|&b| b == 0));
+        assert_eq!(&back[CHUNK - 2500..2 * CHUNK + 4500], &data[..]);
+        assert!(back[2 * CHUNK + 4500..].iter().all(|&b| b == 0));
+        let big = pattern(size as usize, 7);
         m.write_at(&big, 0).unwrap();
         assert_eq!(m.snapshot(), big, "a large write (streaming stores) lands whole");
     }
 
-    #[test]
-    fn taken_blocks_are_kept_shared_and_a_later_write_does_not_reach_them() {
-        let m = MemoryBackend::with_block_size(4 * 4096, 4096);
-        let given: Vec<Arc<[u8]>> = (0..2).map(|i| Arc::from(pattern(4096, i))).collect();
-        assert!(m.write_blocks(4096, &given).unwrap());
-        assert_eq!(Arc::strong_count(&given[0]), 2, "kept, not copied");
-        assert_eq!(m.stored_bytes(), 2 * 4096);
-        m.write_at(b"xyz", 4096 + 10).unwrap();
-        assert_eq!(&given[0][..], &pattern(4096, 0)[..], "the giver's buffer is unchanged");
-        assert_eq!(Arc::strong_count(&given[0]), 1, "the backend copied before writing");
-        let mut back = vec![0u8; 4096];
-        m.read_at(&mut back, 4096).unwrap();
-        assert_eq!(&back[10..13], b"xyz");
-        assert_eq!(back[..10], pattern(4096, 0)[..10]);
-        assert!(!m.write_blocks(100, &given).unwrap(), "unaligned: not taken");
-        assert!(!m.write_blocks(0, &[Arc::from(vec![0u8; 512])]).unwrap(), "other block size: not taken");
-        assert!(!m.write_blocks(3 * 4096, &given).unwrap(), "past the end: not taken");
+    /// The bytes a range's shared slices hold, joined.
+    fn shared(m: &MemoryBackend, offset: u64, len: usize) -> (Vec<SharedSlice>, Vec<u8>) {
+        let mut slices = Vec::new();
+        m.share(offset, len, &mut slices);
+        let bytes = slices.iter().flat_map(|s| s.iter().copied()).collect();
+        (slices, bytes)
     }
 
     #[test]
-    fn absent_and_punched_blocks_are_holes() {
-        let m = MemoryBackend::with_block_size(8 * 4096, 4096);
-        assert_eq!(m.extents(0, 8 * 4096, 16).unwrap(), vec![Extent { len: 8 * 4096, hole: true }]);
-        m.write_at(&[1u8; 100], 2 * 4096 + 50).unwrap();
-        m.write_at(&[1u8; 4096], 3 * 4096).unwrap();
-        let map = m.extents(100, 8 * 4096 - 100, 16).unwrap();
-        let want = [(2 * 4096 - 100, true), (2 * 4096, false), (4 * 4096, true)];
+    fn shared_slices_are_the_bytes_and_keep_them_across_later_writes() {
+        let m = MemoryBackend::new(4 * CHUNK as u64);
+        let first = pattern(2 * CHUNK, 1);
+        m.write_at(&first, 100).unwrap();
+        let (slices, bytes) = shared(&m, 50, 2 * CHUNK);
+        assert_eq!(slices.len(), 3, "one slice per chunk touched");
+        assert_eq!(&bytes[..50], &[0u8; 50][..]);
+        assert_eq!(&bytes[50..], &first[..2 * CHUNK - 50]);
+        assert_eq!(m.reads(), 0, "sharing is not a backend read");
+        let (_, holes) = shared(&m, 3 * CHUNK as u64, CHUNK);
+        assert!(holes.iter().all(|&b| b == 0), "an absent chunk shares zeroes");
+
+        // Small and whole-chunk writes while the slices are held: the slices keep the old bytes.
+        m.write_at(b"xyz", 200).unwrap();
+        m.write_at(&pattern(CHUNK, 9), CHUNK as u64).unwrap();
+        let kept: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(kept, bytes, "a held slice never changes");
+        let mut now = vec![0u8; 2 * CHUNK];
+        m.read_at(&mut now, 0).unwrap();
+        assert_eq!(&now[200..203], b"xyz");
+        assert_eq!(&now[CHUNK..], &pattern(CHUNK, 9)[..]);
+        assert_eq!(m.stored_bytes(), 3 * CHUNK as u64, "chunks 0..3 hold data, chunk 3 is absent");
+    }
+
+    #[test]
+    fn a_chunk_nobody_holds_is_written_in_place() {
+        let m = MemoryBackend::new(2 * CHUNK as u64);
+        m.write_at(&pattern(CHUNK, 1), 0).unwrap();
+        let at = |m: &MemoryBackend| shared(m, 0, 1).0[0].as_ptr();
+        let before = at(&m);
+        m.write_at(&pattern(4096, 2), 8192).unwrap();
+        m.write_at(&pattern(CHUNK, 3), 0).unwrap();
+        assert_eq!(at(&m), before, "small and whole-chunk writes landed in the same chunk");
+        let held = shared(&m, 0, 1).0;
+        m.write_at(&pattern(4096, 4), 0).unwrap();
+        assert_ne!(at(&m), held[0].as_ptr(), "a chunk a reply holds is copied first");
+    }
+
+    #[test]
+    fn absent_and_punched_chunks_are_holes() {
+        let c = CHUNK as u64;
+        let m = MemoryBackend::new(8 * c);
+        assert_eq!(m.extents(0, 8 * c, 16).unwrap(), vec![Extent { len: 8 * c, hole: true }]);
+        m.write_at(&[1u8; 100], 2 * c + 50).unwrap();
+        m.write_at(&[1u8; 4096], 3 * c).unwrap();
+        let map = m.extents(100, 8 * c - 100, 16).unwrap();
+        let want = [(2 * c - 100, true), (2 * c, false), (4 * c, true)];
         assert_eq!(map, want.map(|(len, hole)| Extent { len, hole }));
-        assert_eq!(m.extents(0, 8 * 4096, 1).unwrap().len(), 1, "max bounds the extent count");
-        m.write_zeroes(2 * 4096 + 60, 4096, true).unwrap();
+        assert_eq!(m.extents(0, 8 * c, 1).unwrap().len(), 1, "max bounds the extent count");
+        m.write_zeroes(2 * c + 60, 4096, true).unwrap();
         let mut back = vec![7u8; 4096];
-        m.read_at(&mut back, 2 * 4096).unwrap();
+        m.read_at(&mut back, 2 * c).unwrap();
         assert_eq!(&back[50..60], &[1u8; 10]);
         assert!(back[60..].iter().all(|&b| b == 0), "partial zeroing stores zeroes");
-        m.write_zeroes(2 * 4096, 2 * 4096, true).unwrap();
-        assert_eq!(m.extents(0, 8 * 4096, 16).unwrap(), vec![Extent { len: 8 * 4096, hole: true }]);
+        m.write_zeroes(2 * c, 2 * c, true).unwrap();
+        assert_eq!(m.extents(0, 8 * c, 16).unwrap(), vec![Extent { len: 8 * c, hole: true }]);
         m.write_zeroes(0, 4096, false).unwrap();
-        assert_eq!(m.extents(0, 4096, 16).unwrap(), vec![Extent { len: 4096, hole: false }], "NO_HOLE allocates");
+        assert_eq!(m.extents(0, c, 16).unwrap(), vec![Extent { len: c, hole: false }], "NO_HOLE allocates");
         assert!(m.snapshot().iter().all(|&b| b == 0));
     }
 }

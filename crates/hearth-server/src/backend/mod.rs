@@ -20,29 +20,35 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// Shared block buffers, neighbours in order ([`Backend::read_blocks`]):
-/// one block's kept inline, so a one-block request allocates nothing.
-pub type BlockBuffers = smallvec::SmallVec<[Arc<[u8]>; 1]>;
+/// Part of a shared buffer (a cached block's bytes, or a chunk of a RAM
+/// backend's): a read reply sends it without copying it out.
+pub struct SharedSlice {
+    buf: Arc<[u8]>,
+    range: std::ops::Range<usize>,
+}
+
+impl SharedSlice {
+    pub(crate) fn new(buf: Arc<[u8]>, range: std::ops::Range<usize>) -> SharedSlice {
+        assert!(range.end <= buf.len(), "a shared slice lies inside its buffer");
+        SharedSlice { buf, range }
+    }
+}
+
+impl std::ops::Deref for SharedSlice {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.range.clone()]
+    }
+}
 
 /// The bytes of a shared block buffer, to change: copied first if anyone
-/// else holds it (a reply still sending it, or the cache and the memory
-/// backend sharing it), so what the other holders see never changes.
+/// else holds it (a reply still sending it), so what the other holders see
+/// never changes.
 pub(crate) fn writable(buf: &mut Arc<[u8]>) -> &mut [u8] {
     if Arc::get_mut(buf).is_none() {
         *buf = Arc::from(&buf[..]);
     }
     Arc::get_mut(buf).expect("just made unshared")
-}
-
-/// Asks the CPU to load `buf`'s reference counts. Dropping (or cloning) a
-/// shared buffer updates them with a locked instruction, which waits for
-/// their cold line before anything after it runs: replacing many buffers
-/// after prefetching them all waits for those misses together, not one by
-/// one.
-pub(crate) fn prefetch_counts(buf: &Arc<[u8]>) {
-    // An `Arc<[u8]>` keeps its two counts just before the bytes; were that
-    // to change, the hint would only miss.
-    hearth_core::prefetch_address(Arc::as_ptr(buf).cast::<u8>().wrapping_sub(2 * size_of::<usize>()));
 }
 
 pub trait Backend: Send + Sync {
@@ -51,32 +57,19 @@ pub trait Backend: Send + Sync {
     /// Fills `buf` from `offset` (the range lies inside the size).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
-    /// Writes whole blocks of [`block_buffer_size`](Self::block_buffer_size)
-    /// bytes from `offset` (a multiple of it), given as shared buffers the
-    /// backend may keep instead of copying: the caller never changes a
-    /// buffer it handed over (it writes to a copy). Returns false, having
-    /// written nothing, when it takes no such buffers (the default) or these
-    /// do not fit (size, alignment, range): the caller then writes the bytes.
-    fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
-        let _ = (offset, buffers);
-        Ok(false)
+    /// Appends `len` bytes at `offset` (inside the size) to `out` as slices
+    /// of buffers this backend keeps in RAM, shared, not copied: a cache in
+    /// front then keeps no copy of its own (see
+    /// [`shares_bytes`](Self::shares_bytes)). The backend never changes a
+    /// buffer it handed out (it writes to a copy). Backends that keep no such
+    /// buffers (the default) append nothing.
+    fn share(&self, offset: u64, len: usize, out: &mut Vec<SharedSlice>) {
+        let _ = (offset, len, out);
     }
-    /// The block size whose buffers [`write_blocks`](Self::write_blocks)
-    /// keeps, if it keeps any: a cache prepares shareable buffers only for
-    /// a backend that will take them.
-    fn block_buffer_size(&self) -> Option<u64> {
-        None
-    }
-    /// Blocks `first..first + count` (of
-    /// [`block_buffer_size`](Self::block_buffer_size) bytes, inside the
-    /// size) as the buffers this backend keeps for them, shared: a cache
-    /// holds them instead of copies of the same bytes (neither side changes
-    /// a shared buffer; see [`write_blocks`](Self::write_blocks)). A block
-    /// it keeps no buffer for (reading as zeroes) comes as a shared block of
-    /// zeroes. `None` when it keeps no buffers (the default): read bytes.
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
-        let _ = (first, count);
-        Ok(None)
+    /// Whether [`share`](Self::share) hands out the bytes: a backend that
+    /// keeps them in RAM and never waits.
+    fn shares_bytes(&self) -> bool {
+        false
     }
     /// Makes the range read as zeroes; `may_punch` allows deallocating it.
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
@@ -352,14 +345,11 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         (**self).write_at(buf, offset)
     }
-    fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
-        (**self).write_blocks(offset, buffers)
+    fn share(&self, offset: u64, len: usize, out: &mut Vec<SharedSlice>) {
+        (**self).share(offset, len, out)
     }
-    fn block_buffer_size(&self) -> Option<u64> {
-        (**self).block_buffer_size()
-    }
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
-        (**self).read_blocks(first, count)
+    fn shares_bytes(&self) -> bool {
+        (**self).shares_bytes()
     }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {
         (**self).write_zeroes(offset, len, may_punch)
@@ -429,23 +419,6 @@ impl<B: Backend + ?Sized> Backend for SlowBackend<B> {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let r = self.inner.write_at(buf, offset);
         self.delay(buf.len() as u64);
-        r
-    }
-    fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
-        let r = self.inner.write_blocks(offset, buffers);
-        if let Ok(true) = r {
-            self.delay(buffers.iter().map(|b| b.len() as u64).sum());
-        }
-        r
-    }
-    fn block_buffer_size(&self) -> Option<u64> {
-        self.inner.block_buffer_size()
-    }
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
-        let r = self.inner.read_blocks(first, count);
-        if let Ok(Some(buffers)) = &r {
-            self.delay(buffers.iter().map(|b| b.len() as u64).sum());
-        }
         r
     }
     fn write_zeroes(&self, offset: u64, len: u64, may_punch: bool) -> io::Result<()> {

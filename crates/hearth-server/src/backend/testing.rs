@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use super::{Backend, BlockBuffers, MemoryBackend};
+use super::{Backend, MemoryBackend, SharedSlice};
 
 /// When a [`TestBackend`] pauses, for a pseudo-random 0..`max_us` µs per call.
 #[derive(Clone, Copy, Debug, Default)]
@@ -41,6 +41,9 @@ pub(crate) struct TestBackend {
     pub switches: Arc<Switches>,
     pause: Pause,
     calls: Arc<AtomicU64>,
+    /// Hands out the memory's bytes ([`Backend::share`]), as the memory
+    /// backend does: a cache in front then keeps none of its own.
+    shares: bool,
 }
 
 impl TestBackend {
@@ -51,7 +54,15 @@ impl TestBackend {
 
     /// The same switches in front of an existing memory backend.
     pub fn over(memory: Arc<MemoryBackend>) -> TestBackend {
-        TestBackend { memory, switches: Default::default(), pause: Pause::Never, calls: Default::default() }
+        let (switches, calls) = (Default::default(), Default::default());
+        TestBackend { memory, switches, pause: Pause::Never, calls, shares: true }
+    }
+
+    /// Keeps the memory's bytes to itself: a cache in front keeps copies,
+    /// as in front of a backend that is not RAM.
+    pub fn keeping_bytes(mut self) -> TestBackend {
+        self.shares = false;
+        self
     }
 
     pub fn pausing(mut self, pause: Pause) -> TestBackend {
@@ -113,17 +124,15 @@ impl Backend for TestBackend {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.write_with(|| self.memory.write_at(buf, offset))
     }
-    fn write_blocks(&self, offset: u64, buffers: &[Arc<[u8]>]) -> io::Result<bool> {
-        self.write_with(|| self.memory.write_blocks(offset, buffers))
+    // Shared reads take effect when asked, like the memory's own, and are not
+    // counted as calls: a cache makes them on its async reader by design.
+    fn share(&self, offset: u64, len: usize, out: &mut Vec<SharedSlice>) {
+        if self.shares {
+            self.memory.share(offset, len, out);
+        }
     }
-    fn block_buffer_size(&self) -> Option<u64> {
-        self.memory.block_buffer_size()
-    }
-    fn read_blocks(&self, first: u64, count: usize) -> io::Result<Option<BlockBuffers>> {
-        self.before(false);
-        let r = self.memory.read_blocks(first, count);
-        self.after();
-        r
+    fn shares_bytes(&self) -> bool {
+        self.shares
     }
     fn flush(&self) -> io::Result<()> {
         self.before(false);

@@ -5,6 +5,10 @@
 //! policy, the block map and the dirty set sit behind one mutex: correctness
 //! first, and a hit costs one lock and no copy: a reply shares the cached
 //! blocks' buffers, which a later write copies first if a reply still holds them.
+//! Over a backend that keeps its bytes in RAM ([`Backend::shares_bytes`]) the
+//! cache keeps no bytes of clean blocks, only that they are resident
+//! ([`Held::InBackend`]): a hit shares the backend's own buffers, so the
+//! export's bytes are in RAM once.
 //!
 //! Write-through (default): a write reaches the backend before it is
 //! acknowledged, then updates the cache. Write-back: writes land in the
@@ -39,7 +43,7 @@
 //! | `read.rs` | `read_cached` (hot: every READ, on the async reader) | briefly | never |
 //! | | `read` (a miss, blocking pool) | to decide, not across the read | read; write-back of dirty victims |
 //! | | `preload`, `touch`, `read_backend`, `extents` (warmup, BLOCK_STATUS) | yes | `extents` writes dirty blocks first |
-//! | `write.rs` | `write` (blocking pool), `write_buffers` and `write_filled` (its payload read into block buffers), `discard` (TRIM, WRITE_ZEROES) | write-through: not across the write | write; write-back of dirty victims |
+//! | `write.rs` | `write` (blocking pool), `discard` (TRIM, WRITE_ZEROES) | write-through: not across the write | write; write-back of dirty victims |
 //! | `write_back.rs` | `write_cached` (write-back writes that stay in memory, on the async reader) | briefly | never: dirty victims are held |
 //! | | `flush`, `write_back_held` | not across FLUSH's runs | writes dirty and held blocks |
 //! | `residency.rs` | `client_evicted`, `classify_demand`, `cached_outside_spare`, `spare_prefetching`, `start_prefetch`, `cancel_prefetch`, `take_wasted` (async reader) | briefly | never: dirty victims are held |
@@ -64,12 +68,12 @@ use hearth_core::{Access, Key, Op, Policy, RunMap, RunSet};
 use hearth_placement::{Demand, EvictionAction, Placement, StorageCache};
 use hearth_prefetch::{Class, Partition};
 
-use crate::backend::{writable, Backend, BlockBuffers, Extent};
+use crate::backend::{writable, Backend, Extent, SharedSlice};
 use crate::stripes::{Glance, WriteStripes};
 use block_core::BlockCore;
 
 /// A block's data. Shared so that a read reply can send straight from it
-/// ([`CachedSlice`]) after the lock is released: a write to a block a reply
+/// ([`SharedSlice`]) after the lock is released: a write to a block a reply
 /// still holds first gives the cache its own copy ([`writable`]), so the
 /// reply sends the data as it was when read.
 type BlockBuf = Arc<[u8]>;
@@ -83,6 +87,17 @@ fn write_into(free: &mut FreeBlocks, buf: &mut BlockBuf, at: usize, part: &[u8],
         return;
     }
     writable(buf)[at..at + part.len()].copy_from_slice(part);
+}
+
+/// What the cache keeps of a resident block.
+#[derive(Clone)]
+enum Held {
+    /// Its bytes, the cache's own (shared with replies still sending them).
+    Bytes(BlockBuf),
+    /// None: the backend keeps them in RAM and hands them out
+    /// ([`Backend::share`]). Only clean blocks are held so; their bytes are
+    /// the backend's.
+    InBackend,
 }
 
 /// A new block buffer of `block_size` zero bytes.
@@ -122,8 +137,11 @@ impl FreeBlocks {
         }
     }
 
-    fn pop(&mut self) -> Option<BlockBuf> {
-        self.0.pop()
+    /// Keeps the buffer of a block that left the cache, if it had one.
+    fn push_held(&mut self, held: Held) {
+        if let Held::Bytes(buf) = held {
+            self.push(buf);
+        }
     }
 
     fn pop_or_new(&mut self, block_size: usize) -> BlockBuf {
@@ -132,20 +150,6 @@ impl FreeBlocks {
 
     fn filled(&mut self, data: &[u8], block_size: usize) -> BlockBuf {
         filled_block(self.0.pop(), data, block_size)
-    }
-}
-
-/// Part of a cached block, as [`BlockCache::read_cached`] found it: a reply
-/// sends it without copying it out of the cache.
-pub struct CachedSlice {
-    block: BlockBuf,
-    range: std::ops::Range<usize>,
-}
-
-impl std::ops::Deref for CachedSlice {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.block[self.range.clone()]
     }
 }
 
@@ -243,7 +247,7 @@ struct Inner {
     core: BlockCore,
     /// Keyed with runs of blocks together, as the core's index is: a
     /// multi-block request's lookups share cache lines.
-    blocks: RunMap<BlockBuf>,
+    blocks: RunMap<Held>,
     free: FreeBlocks,
     /// Dirty blocks, each with the sequence number of its latest write.
     dirty: RunMap<u64>,
@@ -283,9 +287,10 @@ impl Inner {
 pub struct BlockCache {
     backend: Box<dyn Backend>,
     block_size: u64,
-    /// The backend keeps buffers of this cache's block size
-    /// ([`Backend::write_blocks`]): whole blocks are handed to it, not copied.
-    share_blocks: bool,
+    /// The backend keeps its bytes in RAM and shares them
+    /// ([`Backend::shares_bytes`]): clean blocks are held as
+    /// [`Held::InBackend`], with no bytes in the cache.
+    bytes_in_backend: bool,
     size: u64,
     /// Held (read) by every write, discard, FLUSH and BLOCK_STATUS for as
     /// long as it runs, so a switch (which takes it to write) never leaves
@@ -347,7 +352,7 @@ impl BlockCache {
         }
         let size = backend.size();
         BlockCache {
-            share_blocks: backend.block_buffer_size() == Some(u64::from(block_size)),
+            bytes_in_backend: backend.shares_bytes(),
             backend,
             block_size: u64::from(block_size),
             size,
@@ -530,15 +535,11 @@ impl BlockCache {
         self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
         self.backend.write_at(buf, offset)
     }
-    /// Writes whole cache blocks, neighbours from `first` on: handed to a
-    /// backend that keeps block buffers, else their bytes (those that exist)
-    /// copied out into one write.
+    /// Writes whole cache blocks, neighbours from `first` on: their bytes
+    /// (those that exist), copied out into one write.
     fn backend_write_blocks(&self, first: u64, bufs: &[BlockBuf]) -> io::Result<()> {
         self.stats.backend_writes.fetch_add(1, Ordering::Relaxed);
         let offset = first * self.block_size;
-        if self.share_blocks && self.backend.write_blocks(offset, bufs)? {
-            return Ok(());
-        }
         if let [one] = bufs {
             return self.backend.write_at(&one[..self.block_len(first) as usize], offset);
         }
@@ -548,6 +549,43 @@ impl BlockCache {
         }
         self.backend.write_at(&joined, offset)
     }
+    /// The bytes of `[offset, offset+len)` the backend keeps in RAM, copied
+    /// into `buf` (not counted as a backend read: they are resident blocks'
+    /// bytes, which the cache does not copy for itself).
+    fn copy_shared(&self, buf: &mut [u8], offset: u64) {
+        let mut slices = Vec::new();
+        self.backend.share(offset, buf.len(), &mut slices);
+        let mut at = 0;
+        for s in &slices {
+            buf[at..at + s.len()].copy_from_slice(s);
+            at += s.len();
+        }
+        assert_eq!(at, buf.len(), "a backend that shares its bytes shares all that are asked");
+    }
+
+    /// Resident `block`'s bytes (those that exist), wherever they are kept.
+    fn held_bytes<'a>(&self, held: &'a Held, block: u64) -> std::borrow::Cow<'a, [u8]> {
+        let len = self.block_len(block) as usize;
+        match held {
+            Held::Bytes(buf) => std::borrow::Cow::Borrowed(&buf[..len]),
+            Held::InBackend => {
+                let mut bytes = vec![0u8; len];
+                self.copy_shared(&mut bytes, block * self.block_size);
+                std::borrow::Cow::Owned(bytes)
+            }
+        }
+    }
+
+    /// What to keep of a block now resident and clean, whose bytes are
+    /// `data`: a mark if the backend keeps them, else a buffer holding them.
+    fn clean_held(&self, free: &mut FreeBlocks, data: &[u8]) -> Held {
+        if self.bytes_in_backend {
+            Held::InBackend
+        } else {
+            Held::Bytes(free.filled(data, self.block_size as usize))
+        }
+    }
+
     fn backend_flush(&self) -> io::Result<()> {
         self.stats.backend_flushes.fetch_add(1, Ordering::Relaxed);
         self.backend.flush()

@@ -46,20 +46,35 @@ impl BlockCache {
 
     /// Serves a read entirely from the cache by appending the slices of
     /// cached blocks that make up `len` bytes at `offset` to `out` (shared,
-    /// not copied), or does nothing and returns false if any block is missing.
-    pub fn read_cached(&self, offset: u64, len: usize, out: &mut Vec<CachedSlice>) -> bool {
+    /// not copied; the backend's own for blocks held in it, one slice per
+    /// run of them), or does nothing and returns false if any block is missing.
+    pub fn read_cached(&self, offset: u64, len: usize, out: &mut Vec<SharedSlice>) -> bool {
         let range = self.block_range(offset, len as u64);
         let start = out.len();
         let mut inner = self.lock();
         // One lookup per block: the slices are taken as the blocks are
         // found, and given back if one is missing (before the policy hears of any).
+        let mut in_backend_from = None;
         for b in range.clone() {
-            let Some(block) = inner.blocks.get(&b) else {
-                out.truncate(start);
-                return false;
-            };
-            let (in_block, _, n) = self.overlap(b, offset, len as u64);
-            out.push(CachedSlice { block: block.clone(), range: in_block..in_block + n });
+            match inner.blocks.get(&b) {
+                None => {
+                    out.truncate(start);
+                    return false;
+                }
+                Some(Held::InBackend) => {
+                    in_backend_from.get_or_insert(b);
+                }
+                Some(Held::Bytes(buf)) => {
+                    if let Some(first) = in_backend_from.take() {
+                        self.share_run(first..b, offset, len, out);
+                    }
+                    let (in_block, _, n) = self.overlap(b, offset, len as u64);
+                    out.push(SharedSlice::new(buf.clone(), in_block..in_block + n));
+                }
+            }
+        }
+        if let Some(first) = in_backend_from {
+            self.share_run(first..range.end, offset, len, out);
         }
         for b in range.clone() {
             inner.core.warm_ahead(b, &range);
@@ -68,6 +83,14 @@ impl BlockCache {
         }
         self.stats.hits.fetch_add(range.end - range.start, Ordering::Relaxed);
         true
+    }
+
+    /// Appends the backend's slices of `blocks`' part of the read of `len`
+    /// bytes at `offset` to `out`.
+    fn share_run(&self, blocks: std::ops::Range<u64>, offset: u64, len: usize, out: &mut Vec<SharedSlice>) {
+        let from = (blocks.start * self.block_size).max(offset);
+        let to = (blocks.end * self.block_size).min(offset + len as u64);
+        self.backend.share(from, (to - from) as usize, out);
     }
 
     /// A read that leaves the cache as it was (sequential cutoff): cached
@@ -80,9 +103,14 @@ impl BlockCache {
             let inner = self.lock();
             for b in self.block_range(offset, len) {
                 let (in_block, in_req, n) = self.overlap(b, offset, len);
-                match inner.blocks.get(&b).or_else(|| inner.stranded.get(&b)) {
-                    Some(data) => buf[in_req..in_req + n].copy_from_slice(&data[in_block..in_block + n]),
-                    None => uncached.push(b),
+                let piece = &mut buf[in_req..in_req + n];
+                match inner.blocks.get(&b) {
+                    Some(Held::Bytes(data)) => piece.copy_from_slice(&data[in_block..in_block + n]),
+                    Some(Held::InBackend) => self.copy_shared(piece, b * self.block_size + in_block as u64),
+                    None => match inner.stranded.get(&b) {
+                        Some(data) => piece.copy_from_slice(&data[in_block..in_block + n]),
+                        None => uncached.push(b),
+                    },
                 }
             }
         }
@@ -107,9 +135,14 @@ impl BlockCache {
                 inner.core.warm_ahead(b, &range);
                 let a = Self::access(&mut inner, b, self.block_size, Op::Read);
                 let demand = inner.core.demand(&a);
-                if demand == Demand::Hit && inner.blocks.contains_key(&b) {
+                let held = inner.blocks.get(&b).filter(|_| demand == Demand::Hit);
+                if let Some(held) = held {
                     let (in_block, in_req, n) = self.overlap(b, offset, len);
-                    buf[in_req..in_req + n].copy_from_slice(&inner.blocks[&b][in_block..in_block + n]);
+                    let piece = &mut buf[in_req..in_req + n];
+                    match held {
+                        Held::Bytes(data) => piece.copy_from_slice(&data[in_block..in_block + n]),
+                        Held::InBackend => self.copy_shared(piece, b * self.block_size + in_block as u64),
+                    }
                 } else if let Some(data) = inner.stranded.get(&b) {
                     // Newer than the backend's copy, which a failed write-back left behind.
                     let (in_block, in_req, n) = self.overlap(b, offset, len);
@@ -134,9 +167,10 @@ impl BlockCache {
             let (run_misses, tail) = rest.split_at(run);
             rest = tail;
             let fetched = self.fetch(first.block, run as u64)?;
+            let bs = self.block_size as usize;
             for (i, m) in run_misses.iter().enumerate() {
                 let (in_block, in_req, n) = self.overlap(m.block, offset, len);
-                buf[in_req..in_req + n].copy_from_slice(&fetched.block(i, self.block_size)[in_block..in_block + n]);
+                buf[in_req..in_req + n].copy_from_slice(&fetched[i * bs + in_block..i * bs + in_block + n]);
             }
             self.fill(run_misses, fetched);
         }
@@ -144,33 +178,25 @@ impl BlockCache {
     }
 
     /// Reads blocks `first..first + count` from the backend, in one call:
-    /// the backend's own buffers if it keeps buffers of this cache's block
-    /// size (no copy), else their bytes.
-    pub(super) fn fetch(&self, first: u64, count: u64) -> io::Result<Fetched> {
+    /// their bytes (the last block's may be short).
+    pub(super) fn fetch(&self, first: u64, count: u64) -> io::Result<Vec<u8>> {
         let start = first * self.block_size;
         let end = (start + count * self.block_size).min(self.size);
         self.stats.backend_reads.fetch_add(1, Ordering::Relaxed);
         self.stats.backend_read_bytes.fetch_add(end - start, Ordering::Relaxed);
-        if self.share_blocks {
-            if let Some(buffers) = self.backend.read_blocks(first, count as usize)? {
-                return Ok(Fetched::Shared(buffers));
-            }
-        }
         let mut bytes = vec![0u8; (end - start) as usize];
         self.backend.read_at(&mut bytes, start)?;
-        Ok(Fetched::Bytes(bytes))
+        Ok(bytes)
     }
 
     /// Inserts blocks a read fetched (`misses`, neighbours in order, as
-    /// [`fetch`](Self::fetch) read them), unless a write may have raced
-    /// with it. The backend's own buffers are kept as they are.
-    pub(super) fn fill(&self, misses: &[Miss], fetched: Fetched) {
+    /// [`fetch`](Self::fetch) read them into `bytes`), unless a write may
+    /// have raced with it.
+    pub(super) fn fill(&self, misses: &[Miss], bytes: Vec<u8>) {
         debug_assert!(misses.windows(2).all(|w| w[1].block == w[0].block + 1), "fill takes neighbours");
-        let (mut shared, bytes) = fetched.into_parts();
         let bs = self.block_size as usize;
         let mut inner = self.lock();
         for (i, m) in misses.iter().enumerate() {
-            let theirs = shared.next();
             if !inner.stripes.unchanged_since(m.block, m.glance) {
                 self.stats.fills_skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -183,10 +209,10 @@ impl BlockCache {
             if !inner.core.holds(m.block) && !place(&mut inner) {
                 continue;
             }
-            let len = self.block_len(m.block) as usize;
-            let buf = theirs.unwrap_or_else(|| inner.free.filled(&bytes[i * bs..i * bs + len], bs));
-            self.log_loaded(m.block, &buf[..len]);
-            Self::store_buf(&mut inner, m.block, buf, false);
+            let data = &bytes[i * bs..i * bs + self.block_len(m.block) as usize];
+            self.log_loaded(m.block, data);
+            let held = self.clean_held(&mut inner.free, data);
+            Self::store_held(&mut inner, m.block, held, false);
         }
     }
 
@@ -201,20 +227,20 @@ impl BlockCache {
         true
     }
 
-    /// As [`insert`](Self::insert), with the block's buffer at hand (no
-    /// copy): gives it back if the policy declines the block.
-    pub(super) fn insert_buf(
+    /// As [`insert`](Self::insert), with what to keep of the block at hand
+    /// (no copy): gives it back if the policy declines the block.
+    pub(super) fn insert_held(
         &self,
         inner: &mut Inner,
         block: u64,
-        buf: BlockBuf,
+        held: Held,
         dirty: bool,
         victims: Victims,
-    ) -> Option<BlockBuf> {
+    ) -> Option<Held> {
         if !self.place(inner, block, victims) {
-            return Some(buf);
+            return Some(held);
         }
-        Self::store_buf(inner, block, buf, dirty);
+        Self::store_held(inner, block, held, dirty);
         None
     }
 
@@ -260,11 +286,12 @@ impl BlockCache {
             if inner.unclaim(victim) {
                 inner.wasted.push(victim);
             }
-            let Some(buf) = inner.blocks.remove(&victim) else {
+            let Some(held) = inner.blocks.remove(&victim) else {
                 continue;
             };
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);
             if inner.dirty.remove(&victim).is_some() {
+                let Held::Bytes(buf) = held else { unreachable!("a dirty block holds its bytes") };
                 if victims == Victims::Hold {
                     inner.stranded.insert(victim, buf);
                     self.held.store(true, Ordering::Relaxed);
@@ -277,8 +304,10 @@ impl BlockCache {
                     continue;
                 }
                 self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
+                inner.free.push(buf);
+                continue;
             }
-            inner.free.push(buf);
+            inner.free.push_held(held);
         }
         if sizing {
             // The partition's record of victims for its spare tier, kept as
@@ -287,16 +316,22 @@ impl BlockCache {
         }
     }
 
-    /// Stores the data of a block the core holds.
+    /// Stores the data of a block the core holds (a mark if it is clean
+    /// and the backend keeps its bytes).
     pub(super) fn store(&self, inner: &mut Inner, block: u64, data: &[u8], dirty: bool) {
-        let buf = inner.free.filled(data, self.block_size as usize);
-        Self::store_buf(inner, block, buf, dirty);
+        let held = if dirty {
+            Held::Bytes(inner.free.filled(data, self.block_size as usize))
+        } else {
+            self.clean_held(&mut inner.free, data)
+        };
+        Self::store_held(inner, block, held, dirty);
     }
 
-    /// Stores `buf` (a whole block buffer) as a block the core holds.
-    pub(super) fn store_buf(inner: &mut Inner, block: u64, buf: BlockBuf, dirty: bool) {
-        if let Some(old) = inner.blocks.insert(block, buf) {
-            inner.free.push(old);
+    /// Stores `held` (a whole block buffer, or a mark) as a block the core holds.
+    pub(super) fn store_held(inner: &mut Inner, block: u64, held: Held, dirty: bool) {
+        debug_assert!(!(dirty && matches!(held, Held::InBackend)), "a dirty block holds its bytes");
+        if let Some(old) = inner.blocks.insert(block, held) {
+            inner.free.push_held(old);
         }
         if dirty {
             Self::mark_dirty(inner, block);
@@ -306,9 +341,9 @@ impl BlockCache {
     pub(super) fn remove(&self, inner: &mut Inner, block: u64) {
         inner.core.remove(block);
         inner.partition.remove(block);
-        if let Some(buf) = inner.blocks.remove(&block) {
+        if let Some(held) = inner.blocks.remove(&block) {
             inner.dirty.remove(&block);
-            inner.free.push(buf);
+            inner.free.push_held(held);
         }
     }
 
@@ -327,34 +362,5 @@ impl BlockCache {
             return self.backend.extents(offset, len, max);
         }
         self.backend.extents(offset, len, max)
-    }
-}
-
-/// Blocks [`BlockCache::fetch`] read from the backend, neighbours in order.
-pub(super) enum Fetched {
-    /// The backend's own buffers, one per block: the cache keeps them.
-    Shared(BlockBuffers),
-    /// Their bytes in one buffer (the last block may be short): copied into
-    /// cache buffers when stored.
-    Bytes(Vec<u8>),
-}
-
-impl Fetched {
-    /// The `i`th block's bytes (at least those that exist).
-    fn block(&self, i: usize, block_size: u64) -> &[u8] {
-        let bs = block_size as usize;
-        match self {
-            Fetched::Shared(buffers) => &buffers[i],
-            Fetched::Bytes(bytes) => &bytes[i * bs..((i + 1) * bs).min(bytes.len())],
-        }
-    }
-
-    /// The shared buffers in order (none for bytes), and the bytes (empty
-    /// for shared buffers).
-    pub(super) fn into_parts(self) -> (smallvec::IntoIter<[BlockBuf; 1]>, Vec<u8>) {
-        match self {
-            Fetched::Shared(buffers) => (buffers.into_iter(), Vec::new()),
-            Fetched::Bytes(bytes) => (BlockBuffers::new().into_iter(), bytes),
-        }
     }
 }

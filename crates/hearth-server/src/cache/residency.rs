@@ -69,12 +69,12 @@ impl BlockCache {
                 inner.core.place(&a);
                 self.drop_victims(inner, Victims::Hold);
                 if !inner.core.holds(block) {
-                    if let Some(buf) = inner.blocks.remove(&block) {
-                        inner.free.push(buf);
+                    if let Some(held) = inner.blocks.remove(&block) {
+                        inner.free.push_held(held);
                     }
-                } else if let Some(data) = inner.blocks.get(&block) {
+                } else if let (Some(held), true) = (inner.blocks.get(&block), self.content_log.get().is_some()) {
                     // It joined the cache from the backend: the warmup log records it now.
-                    self.log_loaded(block, &data[..self.block_len(block) as usize]);
+                    self.log_loaded(block, &self.held_bytes(held, block));
                 }
             }
             Class::Promote
@@ -255,9 +255,8 @@ impl BlockCache {
             return Ok(());
         }
         Self::release_unused(&mut inner, &left);
-        let (mut shared, bytes) = fetched.into_parts();
-        let buf = shared.next().unwrap_or_else(|| inner.free.filled(&bytes, self.block_size as usize));
-        Self::store_buf(&mut inner, block, buf, false);
+        let held = self.clean_held(&mut inner.free, &fetched);
+        Self::store_held(&mut inner, block, held, false);
         let now = Self::access(&mut inner, block, self.block_size, Op::Read);
         self.lend_partition_room(&mut inner, 0, &now, Victims::WriteBack);
         Ok(())
@@ -278,8 +277,8 @@ impl BlockCache {
         for &v in left {
             inner.unclaim(v);
             if !inner.core.holds(v) {
-                if let Some(buf) = inner.blocks.remove(&v) {
-                    inner.free.push(buf);
+                if let Some(held) = inner.blocks.remove(&v) {
+                    inner.free.push_held(held);
                 }
             }
         }

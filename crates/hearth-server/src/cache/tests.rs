@@ -6,13 +6,25 @@ use std::sync::Arc;
 pub(super) const BS: u32 = 4096;
 
 /// A cache of `blocks` blocks over a memory backend of `size` bytes whose
-/// bytes are `i % 251`.
+/// bytes are `i % 251` (a backend that shares its bytes: the cache keeps none).
 pub(super) fn setup(size: u64, blocks: u64, mode: CacheMode) -> (Arc<MemoryBackend>, BlockCache) {
+    let (backend, cache) = setup_over(size, blocks, mode, |memory| Box::new(memory));
+    (backend, cache)
+}
+
+/// As [`setup`], with the memory wrapped by `wrap` (a backend that keeps
+/// its bytes apart makes the cache keep copies).
+fn setup_over(
+    size: u64,
+    blocks: u64,
+    mode: CacheMode,
+    wrap: impl FnOnce(Arc<MemoryBackend>) -> Box<dyn Backend>,
+) -> (Arc<MemoryBackend>, BlockCache) {
     let backend = Arc::new(MemoryBackend::new(size));
     let pattern: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
     backend.write_at(&pattern, 0).unwrap();
     let policy = hearth_policy::build("lru", blocks * u64::from(BS)).unwrap();
-    let cache = BlockCache::new(Box::new(backend.clone()), policy, BS, mode);
+    let cache = BlockCache::new(wrap(backend.clone()), policy, BS, mode);
     (backend, cache)
 }
 
@@ -65,11 +77,20 @@ fn cached_reads_never_reach_the_backend() {
 
 /// Slices a reply holds keep the data as it was read: writes (through and
 /// back) to their blocks, and evictions that reuse block buffers, change
-/// the cache, not the slices.
+/// the cache, not the slices; over a backend sharing its bytes and over
+/// one keeping them apart (the cache's own copies).
 #[test]
 fn held_cached_slices_keep_the_data_they_were_read_with() {
-    for mode in [CacheMode::Through, CacheMode::Back { dirty_limit: 1 << 20 }] {
-        let (_, cache) = setup(1 << 20, 2, mode);
+    let modes = [CacheMode::Through, CacheMode::Back { dirty_limit: 1 << 20 }];
+    for (mode, shares) in modes.into_iter().flat_map(|m| [(m, true), (m, false)]) {
+        let wrap = |memory: Arc<MemoryBackend>| -> Box<dyn Backend> {
+            if shares {
+                Box::new(memory)
+            } else {
+                Box::new(TestBackend::over(memory).keeping_bytes())
+            }
+        };
+        let (_, cache) = setup_over(1 << 20, 2, mode, wrap);
         let mut buf = vec![0u8; 8192];
         cache.read(0, &mut buf).unwrap();
         let mut held = Vec::new();
@@ -77,7 +98,7 @@ fn held_cached_slices_keep_the_data_they_were_read_with() {
         cache.write(0, &[1u8; 4096], false).unwrap();
         cache.write(4096 + 10, &[2u8; 10], false).unwrap();
         let bytes: Vec<u8> = held.iter().flat_map(|s| s.iter().copied()).collect();
-        assert_eq!(bytes, expected(100, 5000), "{mode:?}: the reply sends what was read");
+        assert_eq!(bytes, expected(100, 5000), "{mode:?}, shares {shares}: the reply sends what was read");
         let mut now = expected(0, 8192);
         now[..4096].fill(1);
         now[4096 + 10..4096 + 20].fill(2);

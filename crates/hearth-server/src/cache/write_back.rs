@@ -105,7 +105,8 @@ impl BlockCache {
             let a = Self::access(inner, b, self.block_size, Op::Write);
             inner.core.demand(&a);
             let block_len = self.block_len(b) as usize;
-            if let Some(cached) = inner.blocks.get_mut(&b) {
+            if let Some(held) = inner.blocks.get_mut(&b) {
+                let cached = self.own_bytes(&mut inner.free, held, b);
                 write_into(&mut inner.free, cached, in_block, part, block_len);
                 self.log_changed(b, Some(&cached[..block_len]));
                 Self::mark_dirty(inner, b);
@@ -123,7 +124,9 @@ impl BlockCache {
             }
             writable(&mut whole)[in_block..in_block + n].copy_from_slice(part);
             self.log_changed(b, Some(&whole[..block_len]));
-            let Some(whole) = self.insert_buf(inner, b, whole, true, victims) else { continue };
+            let Some(Held::Bytes(whole)) = self.insert_held(inner, b, Held::Bytes(whole), true, victims) else {
+                continue;
+            };
             if victims == Victims::Hold {
                 // The policy declined the block: hold it until it can be written.
                 inner.stranded.insert(b, whole);
@@ -170,6 +173,41 @@ impl BlockCache {
         inner.dirty.insert(block, inner.write_seq);
     }
 
+    /// Dirty `block`'s bytes, shared.
+    fn dirty_bytes(inner: &Inner, block: u64) -> BlockBuf {
+        match &inner.blocks[&block] {
+            Held::Bytes(buf) => buf.clone(),
+            Held::InBackend => unreachable!("a dirty block holds its bytes"),
+        }
+    }
+
+    /// Dirty `block` reached the backend: it is clean now, and over a
+    /// backend that keeps its bytes in RAM the cache lets its copy go.
+    fn cleaned(&self, inner: &mut Inner, block: u64) {
+        inner.dirty.remove(&block);
+        if self.bytes_in_backend {
+            if let Some(held) = inner.blocks.get_mut(&block) {
+                let bytes = std::mem::replace(held, Held::InBackend);
+                inner.free.push_held(bytes);
+            }
+        }
+    }
+
+    /// The cache's own buffer for resident `block`, to change: one holding
+    /// the backend's bytes is made first if the block is held there.
+    fn own_bytes<'a>(&self, free: &mut FreeBlocks, held: &'a mut Held, block: u64) -> &'a mut BlockBuf {
+        if let Held::InBackend = held {
+            let mut buf = free.pop_or_new(self.block_size as usize);
+            let len = self.block_len(block) as usize;
+            self.copy_shared(&mut writable(&mut buf)[..len], block * self.block_size);
+            *held = Held::Bytes(buf);
+        }
+        match held {
+            Held::Bytes(buf) => buf,
+            Held::InBackend => unreachable!("just given its bytes"),
+        }
+    }
+
     /// Returns once no unlocked write-back is writing `block`.
     pub(super) fn wait_until_not_in_flight(&self, block: u64) {
         let mut writing = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
@@ -187,10 +225,10 @@ impl BlockCache {
             self.wait_until_not_in_flight(b);
         }
         for run in keys.chunk_by(|a, b| b == &(a + 1)) {
-            let bufs: Vec<BlockBuf> = run.iter().map(|b| inner.blocks[b].clone()).collect();
+            let bufs: Vec<BlockBuf> = run.iter().map(|&b| Self::dirty_bytes(inner, b)).collect();
             self.backend_write_blocks(run[0], &bufs)?;
-            for b in run {
-                inner.dirty.remove(b);
+            for &b in run {
+                self.cleaned(inner, b);
             }
             self.stats.writebacks.fetch_add(run.len() as u64, Ordering::Relaxed);
         }
@@ -225,7 +263,7 @@ impl BlockCache {
                 while let Some(&b) = keys.get(next) {
                     let extends_run = b == first + copied.len() as u64 && copied.len() < WRITE_BACK_RUN;
                     let Some(&seq) = inner.dirty.get(&b).filter(|_| extends_run) else { break };
-                    bufs.push(inner.blocks[&b].clone());
+                    bufs.push(Self::dirty_bytes(&inner, b));
                     copied.push((b, seq));
                     next += 1;
                 }
@@ -247,7 +285,7 @@ impl BlockCache {
             let mut inner = self.lock();
             for (b, seq) in copied {
                 if inner.dirty.get(&b) == Some(&seq) {
-                    inner.dirty.remove(&b);
+                    self.cleaned(&mut inner, b);
                     self.stats.writebacks.fetch_add(1, Ordering::Relaxed);
                 }
             }

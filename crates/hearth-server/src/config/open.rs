@@ -26,10 +26,7 @@ impl ExportSpec {
         let mut backend: Box<dyn Backend> = match &self.backend {
             BackendSpec::File { path, direct } => Box::new(FileBackend::open(path, self.read_only, *direct)?),
             BackendSpec::Sparse { path, size, direct } => Box::new(FileBackend::sparse(path, *size, *direct)?),
-            BackendSpec::Memory { size } => {
-                // Kept in the cache's blocks, so that the two share buffers.
-                Box::new(MemoryBackend::with_block_size(*size, u64::from(self.block_size)))
-            }
+            BackendSpec::Memory { size } => Box::new(MemoryBackend::new(*size)),
             BackendSpec::Nbd { upstream: uri, connections } => {
                 let stats = upstream.insert(Arc::default()).clone();
                 Box::new(NbdBackend::connect(uri.clone(), *connections, self.upstream_timeout, stats)?)

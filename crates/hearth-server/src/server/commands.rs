@@ -25,7 +25,6 @@ use tracing::{debug, warn};
 
 use super::connection::{Conn, Reply, Ticket};
 use super::hints::ClientView;
-use super::payload::{self, ReadVectored};
 use crate::cache::BlockCache;
 use crate::Export;
 
@@ -114,7 +113,7 @@ pub(super) async fn on_worker(
 }
 
 /// NBD_CMD_WRITE: the payload is read here, written on a worker.
-pub(super) async fn write<R: ReadVectored>(
+pub(super) async fn write<R: AsyncRead + Unpin + Send>(
     rd: &mut BufReader<R>,
     conn: &Conn,
     job: Job,
@@ -122,16 +121,6 @@ pub(super) async fn write<R: ReadVectored>(
 ) -> io::Result<()> {
     let req = job.req;
     let len = req.length as usize;
-    if let Some(mut blocks) = conn.export.cache().write_buffers(req.offset, u64::from(req.length)) {
-        payload::read_into_blocks(rd, &mut blocks, len).await?;
-        conn.export.record_access(Op::Write, req.offset, req.length);
-        run(conn, job, workers, move |export| {
-            let r = export.cache().write_filled(req.offset, u64::from(req.length), blocks, req.fua());
-            r.inspect(|()| count_written(export, &req))
-        })
-        .await;
-        return Ok(());
-    }
     let mut data = conn.buffers.take(len);
     (&mut *rd).take(len as u64).read_to_end(&mut data).await?;
     if data.len() < len {

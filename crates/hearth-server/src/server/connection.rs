@@ -26,10 +26,9 @@ use super::commands::{self, Job, ReplyTo};
 use super::hints::ClientView;
 use super::listener::{Peer, Stream};
 use super::outbox::{self, Direct, Outbox};
-use super::payload::ReadVectored;
 use super::read;
 use super::{server_clock_ns, Limits, Shared};
-use crate::cache::CachedSlice;
+use crate::backend::SharedSlice;
 use crate::Export;
 
 /// Payload bytes (in KiB) one connection may hold in flight, or the largest
@@ -60,7 +59,7 @@ pub(super) struct Ticket {
 /// sent straight from cached blocks.
 pub(super) struct Reply {
     pub(super) bytes: Vec<u8>,
-    pub(super) cached: Vec<CachedSlice>,
+    pub(super) cached: Vec<SharedSlice>,
     /// Released once written, so queued replies count against the limits.
     pub(super) _ticket: Ticket,
 }
@@ -149,7 +148,7 @@ async fn serve<R, W>(
     mut stop: watch::Receiver<bool>,
     _drain: mpsc::Sender<()>,
 ) where
-    R: ReadVectored + 'static,
+    R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
@@ -351,7 +350,7 @@ where
 
 /// Reads requests and hands each to its command until the client
 /// disconnects; returns why.
-async fn transmission<R: ReadVectored>(
+async fn transmission<R: AsyncRead + Unpin + Send>(
     rd: &mut BufReader<R>,
     conn: &Conn,
     client: &mut ClientView,

@@ -15,13 +15,12 @@ use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
 use super::connection::connection;
-use super::payload::ReadVectored;
 use super::Shared;
 
 /// A client's byte stream, split into a reader and a writer half once the
 /// handshake (and any TLS upgrade) is done.
 pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    type Read: ReadVectored + 'static;
+    type Read: AsyncRead + Unpin + Send + 'static;
     type Write: AsyncWrite + Unpin + Send + 'static;
     fn into_halves(self) -> (Self::Read, Self::Write);
 }

@@ -21,7 +21,6 @@ mod connection;
 mod hints;
 mod listener;
 mod outbox;
-mod payload;
 mod prefetch;
 mod read;
 mod sequential;
@@ -612,9 +611,8 @@ mod tests {
     }
 
     /// Writes of several blocks whose bytes arrive in small pieces over a
-    /// real socket land whole. In write-through to RAM their payload is
-    /// read straight into block buffers: partly from what the connection's
-    /// read buffer holds, partly by vectored reads, with the next request's
+    /// real socket land whole: partly from what the connection's read
+    /// buffer holds, partly read from the socket, with the next request's
     /// header in the same pieces; the last write ends in a partial block at
     /// the export's end.
     #[test]

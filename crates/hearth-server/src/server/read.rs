@@ -27,7 +27,7 @@ use hearth_nbd::{Command, Errno, Request, Session};
 use super::commands::{on_worker, runs_inline, Job, ReplyTo, Workers, INLINE_MAX};
 use super::connection::{Conn, Reply};
 use super::hints::ClientView;
-use crate::cache::CachedSlice;
+use crate::backend::SharedSlice;
 use crate::Export;
 
 /// Longest read reply header (a structured OFFSET_DATA chunk header).
@@ -99,7 +99,7 @@ fn read_through(
 
 /// A read's reply: `Ok((header and any data, then data from cached
 /// blocks))` or `Err(error reply)`.
-type ReadReply = Result<(Vec<u8>, Vec<CachedSlice>), Vec<u8>>;
+type ReadReply = Result<(Vec<u8>, Vec<SharedSlice>), Vec<u8>>;
 
 /// Counts a read and sends its reply.
 fn finish_read(to: ReplyTo<'_>, export: &Export, job: Job, r: ReadReply) {
