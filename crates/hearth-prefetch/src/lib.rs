@@ -32,7 +32,6 @@ pub mod ceiling;
 pub mod cminer;
 pub mod direct;
 mod error;
-pub mod ghost;
 pub mod guarded;
 pub mod metrics;
 pub mod mithril;
@@ -218,7 +217,6 @@ pub const SCHEMES: &[(&str, &[Param], &str)] = &[
     ("qm-hits-gated", VARIANT_PARAMS, "qm-fallback, and every hit looks rules up, its prefetches throttled per template on their own, all of them gated by net benefit (qm-guarded's gate: over 64 events, open while their prefetches used in time are at least the miss lookups' prefetches they pushed out and a demand then missed; closed, one hit lookup in 16) (docs/dev/prefetch-hit-lookup-remedies.md, round 6)"),
     ("qm-hits-top", VARIANT_PARAMS, "qm-hits-gated, with each kind's per-template throttle split in two: one judging the first block each lookup asks for, one the rest, so a lookup whose best candidate pays keeps asking for it (docs/dev/prefetch-degree-ceiling.md, round 9)"),
     ("qm-hits-pooled", VARIANT_PARAMS, "qm-hits-top, plus one-block rules counted over all templates (support >= 2), looked up after the template's own one-block rule as a one-block fallback; 65536 more prefixes for them (docs/dev/prefetch-graph-remedies.md, round 14)"),
-    ("qm-hits-recall", VARIANT_PARAMS, "qm-hits-pooled, its rule table remembering the last 2^20 replaced suffixes' counts: a suffix that comes back is held at its old count + 1, and among equal counts the suffix held longest is replaced (docs/dev/prefetch-graph-remedies.md, round 19)"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
@@ -316,7 +314,7 @@ fn build_scheme(
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
         "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account"
-        | "qm-fallback" | "qm-hits-gated" | "qm-hits-top" | "qm-hits-pooled" | "qm-hits-recall" => {
+        | "qm-fallback" | "qm-hits-gated" | "qm-hits-top" | "qm-hits-pooled" => {
             Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?)
         }
         "qm-guarded" => {
@@ -360,7 +358,7 @@ fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchEr
 fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, PrefetchError> {
     let variant = name.strip_prefix("qm-");
     let account = variant == Some("account");
-    let fallback = matches!(variant, Some("fallback" | "hits-gated" | "hits-top" | "hits-pooled" | "hits-recall"));
+    let fallback = matches!(variant, Some("fallback" | "hits-gated" | "hits-top" | "hits-pooled"));
     let on = |feature: &str| {
         variant == Some("best") || variant == Some(feature) || (account && matches!(feature, "orders" | "position"))
     };
@@ -381,19 +379,14 @@ fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, Prefetc
         cfg.min_order = 1;
         cfg.fallback = true;
     }
-    if matches!(variant, Some("hits-gated" | "hits-top" | "hits-pooled" | "hits-recall")) {
+    if matches!(variant, Some("hits-gated" | "hits-top" | "hits-pooled")) {
         // The sixth round (docs/dev/prefetch-hit-lookup-remedies.md), on qm-fallback.
         cfg.hit_lookups = quickmine::HitLookups::Throttled { gated: true };
     }
     // Round 9 (docs/dev/prefetch-degree-ceiling.md), on qm-hits-gated.
-    cfg.top_apart = matches!(variant, Some("hits-top" | "hits-pooled" | "hits-recall"));
+    cfg.top_apart = matches!(variant, Some("hits-top" | "hits-pooled"));
     // Round 14 (docs/dev/prefetch-graph-remedies.md), on qm-hits-top.
-    cfg.pooled = matches!(variant, Some("hits-pooled" | "hits-recall"));
-    // Round 19 (same doc), on qm-hits-pooled: 2^20 remembered suffixes, about
-    // the last 83% of graph's 1.26M replacements per run.
-    if variant == Some("hits-recall") {
-        cfg.recall = 1 << 20;
-    }
+    cfg.pooled = variant == Some("hits-pooled");
     if on("orders") || p.has("orders") {
         cfg.min_order = 1;
         cfg.max_order = p.get("orders", 3)?;
@@ -476,13 +469,5 @@ mod tests {
         assert!(err_text("mithril:rec-trigger=evict").contains("\"miss\" or \"each_req\""));
         assert_eq!(err_text("mithril:min-support=9"), "mithril: max-support must be at least min-support");
         assert_eq!(build("mithril:min-support=3,max-support=9", 4096, &[]).unwrap().name(), "Mithril");
-    }
-
-    #[test]
-    fn qm_hits_recall_is_qm_hits_pooled_with_recall() {
-        let config = |name: &str| quickmine_config(name, &Params { scheme: name.to_string(), pairs: &[] }).unwrap();
-        let (pooled, recall) = (config("qm-hits-pooled"), config("qm-hits-recall"));
-        assert_eq!((pooled.recall, recall.recall), (0, 1 << 20));
-        assert_eq!(format!("{:?}", quickmine::Config { recall: 0, ..recall }), format!("{pooled:?}"));
     }
 }

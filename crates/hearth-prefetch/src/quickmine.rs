@@ -68,8 +68,6 @@
 //!   counted under a template-free key ([`ANY_CLASS`]), looked up after
 //!   the template's own one-block rule as a one-block fallback, so a block
 //!   pair several templates read once each reaches the fallback support.
-//! - **Recall** (`recall` > 0, `qm-hits-recall`, round 19 there): the rule
-//!   table restores a replaced suffix's count when it returns ([`RuleCache::recall`]).
 
 use std::collections::VecDeque;
 
@@ -152,8 +150,6 @@ pub struct Config {
     /// One-block rules also counted over all templates, looked up after
     /// the template's own (needs `fallback`).
     pub pooled: bool,
-    /// Replaced suffixes whose counts the rule table remembers (0: none).
-    pub recall: usize,
 }
 
 impl Config {
@@ -177,7 +173,6 @@ impl Config {
             fallback: false,
             top_apart: false,
             pooled: false,
-            recall: 0,
         }
     }
 
@@ -277,10 +272,7 @@ impl QuickMine {
         if cfg.ahead == 0 {
             return Err(PrefetchError::range("quickmine", "ahead must be at least 1"));
         }
-        let mut rules = RuleCache::new(cfg.max_prefixes, cfg.max_suffixes, cfg.grace);
-        if cfg.recall > 0 {
-            rules.recall(cfg.recall);
-        }
+        let rules = RuleCache::new(cfg.max_prefixes, cfg.max_suffixes, cfg.grace);
         Ok(QuickMine {
             rules,
             contexts: KeyMap::default(),
@@ -560,7 +552,6 @@ impl Prefetcher for QuickMine {
             (self.gated(), "gated"),
             (c.top_apart, "first block throttled apart"),
             (c.pooled, "one-block rules pooled over templates"),
-            (c.recall > 0, "replaced suffixes recalled"),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),

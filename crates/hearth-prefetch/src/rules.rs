@@ -5,14 +5,10 @@
 //! and at most `max_suffixes` suffixes per prefix (LFU by support count). A
 //! new suffix may only replace one that has outlived a grace period of
 //! `grace` updates of its prefix, so fresh suffixes get a chance to gather
-//! support before LFU judges them. With recall ([`RuleCache::recall`]), a
-//! replaced suffix's count is kept in a [`Ghost`] and restored when it comes
-//! back, and among equal counts the suffix held longest is replaced.
+//! support before LFU judges them.
 
 use hearth_core::{Key, List, Slab};
 use rustc_hash::FxHashMap;
-
-use crate::ghost::Ghost;
 
 /// What a rule is keyed by: the context's template (class) and either the
 /// context's last `order` blocks (1..=3, oldest first, unused slots 0) or,
@@ -70,8 +66,6 @@ pub struct RuleCache {
     clock: u64,
     /// When each rule was first added, if kept (for the miss account).
     history: Option<FxHashMap<(PrefixKey, Key), u64>>,
-    /// Replaced suffixes' counts, restored when they come back (recall on).
-    ghost: Option<Ghost>,
 }
 
 impl RuleCache {
@@ -87,7 +81,6 @@ impl RuleCache {
             rules: 0,
             clock: 0,
             history: None,
-            ghost: None,
         }
     }
 
@@ -95,14 +88,6 @@ impl RuleCache {
     /// with every distinct rule ever seen).
     pub fn keep_history(&mut self) {
         self.history.get_or_insert_with(FxHashMap::default);
-    }
-
-    /// From now on, remembers up to `capacity` replaced suffixes' counts and
-    /// restores a count when its suffix is added again; among the
-    /// least-count suffixes past grace, the one held longest is replaced
-    /// (round 19 of `docs/dev/prefetch-graph-remedies.md`).
-    pub fn recall(&mut self, capacity: usize) {
-        self.ghost.get_or_insert_with(|| Ghost::new(capacity));
     }
 
     /// Rule additions so far.
@@ -164,8 +149,7 @@ impl RuleCache {
             s.next += u32::from(next);
             return;
         }
-        let recalled = self.ghost.as_mut().map_or(0, |g| g.recall(&key, block));
-        let fresh = Suffix { block, count: recalled.saturating_add(1), next: u32::from(next), born: now };
+        let fresh = Suffix { block, count: 1, next: u32::from(next), born: now };
         if node.len < self.max_suffixes {
             self.suffixes[base + node.len] = fresh;
             node.len += 1;
@@ -173,21 +157,9 @@ impl RuleCache {
             return;
         }
         let grace = self.grace;
-        let past_grace = list.iter_mut().filter(|s| now.wrapping_sub(s.born) >= grace);
-        let victim = if self.ghost.is_some() {
-            // Oldest first among equal counts (the first slot would be the newest's, once replaced).
-            past_grace.min_by_key(|s| (s.count, std::cmp::Reverse(now.wrapping_sub(s.born))))
-        } else {
-            past_grace.min_by_key(|s| s.count)
-        };
+        let victim = list.iter_mut().filter(|s| now.wrapping_sub(s.born) >= grace).min_by_key(|s| s.count);
         if let Some(v) = victim {
-            if let Some(g) = &mut self.ghost {
-                g.remember(&key, v.block, v.count);
-            }
             *v = fresh;
-        } else if let Some(g) = &mut self.ghost {
-            // Refused during the grace period: its count so far is kept too.
-            g.remember(&key, block, fresh.count);
         }
     }
 
@@ -245,43 +217,6 @@ mod tests {
         assert_eq!(blocks(&grace), vec![12, 11], "all in grace: the newcomer is dropped");
         grace.add(key, 14, false);
         assert_eq!(blocks(&grace), vec![12, 14], "11 outlived its grace");
-    }
-
-    #[test]
-    fn recall_restores_a_replaced_suffixs_count_and_replaces_the_oldest_of_equals() {
-        let key = PrefixKey::blocks(0, &[1, 2]);
-        let mut plain = RuleCache::new(4, 2, 0);
-        let mut recall = RuleCache::new(4, 2, 0);
-        recall.recall(16);
-        let counts = |c: &RuleCache| c.snapshot()[0].1.iter().map(|s| (s.block, s.count)).collect::<Vec<_>>();
-        for c in [&mut plain, &mut recall] {
-            c.add(key, 10, true);
-            c.add(key, 10, false);
-            c.add(key, 10, false);
-            c.add(key, 11, false);
-            c.add(key, 11, false); // full: {10: 3, 11: 2}
-            c.add(key, 12, false); // replaces 11, the least frequent
-        }
-        assert_eq!(counts(&plain), vec![(10, 3), (12, 1)]);
-        assert_eq!(counts(&recall), vec![(10, 3), (12, 1)]);
-        for c in [&mut plain, &mut recall] {
-            c.add(key, 11, false); // 11 comes back, replacing 12 (count 1)
-        }
-        assert_eq!(counts(&plain), vec![(10, 3), (11, 1)], "without recall 11 starts again at 1");
-        assert_eq!(counts(&recall), vec![(10, 3), (11, 3)], "recalled at its count 2, plus this occurrence");
-
-        // Equal counts: [13 (slot 0, newer), 14 (slot 1, older)].
-        let mut plain = RuleCache::new(4, 2, 0);
-        let mut recall = RuleCache::new(4, 2, 0);
-        recall.recall(16);
-        for c in [&mut plain, &mut recall] {
-            c.add(key, 20, false);
-            c.add(key, 14, false);
-            c.add(key, 13, false); // replaces 20 in slot 0 (the older of two count-1 suffixes either way)
-            c.add(key, 15, false);
-        }
-        assert_eq!(counts(&plain), vec![(15, 1), (14, 1)], "without recall the first slot, the newest, goes");
-        assert_eq!(counts(&recall), vec![(13, 1), (15, 1)], "with recall the oldest of the least frequent goes");
     }
 
     #[test]
