@@ -152,6 +152,11 @@ pub trait Prefetcher: Send {
     fn gate_stats(&self) -> Option<GateStats> {
         None
     }
+    /// What the lift of off hit lookups did so far, if it has one
+    /// (`qm-hits-lift-margin`).
+    fn lift_stats(&self) -> Option<quickmine::LiftStats> {
+        None
+    }
 }
 
 /// Whether a demand outcome should trigger a prediction: a miss, or a
@@ -217,6 +222,7 @@ pub const SCHEMES: &[(&str, &[Param], &str)] = &[
     ("qm-hits-gated", VARIANT_PARAMS, "qm-fallback, and every hit looks rules up, its prefetches throttled per template on their own, all of them gated by net benefit (qm-guarded's gate: over 64 events, open while their prefetches used in time are at least the miss lookups' prefetches they pushed out and a demand then missed; closed, one hit lookup in 16) (docs/dev/prefetch-hit-lookup-remedies.md, round 6)"),
     ("qm-hits-top", VARIANT_PARAMS, "qm-hits-gated, with each kind's per-template throttle split in two: one judging the first block each lookup asks for, one the rest, so a lookup whose best candidate pays keeps asking for it (docs/dev/prefetch-degree-ceiling.md, round 9)"),
     ("qm-hits-pooled", VARIANT_PARAMS, "qm-hits-top, plus one-block rules counted over all templates (support >= 2), looked up after the template's own one-block rule as a one-block fallback; 65536 more prefixes for them (docs/dev/prefetch-graph-remedies.md, round 14)"),
+    ("qm-hits-lift-margin", VARIANT_PARAMS, "qm-hits-pooled, and a context whose template's hit throttle is off makes its hit lookups at half degree anyway while one net-benefit gate over the ranks the lift adds is open (saved at least twice the cost over its last 64 events): saved, an added prefetch used in time that no unlifted lookup claimed while it waited; cost, any other prefetch it aged out of the partition that any context then missed within one partition turnover; closed, it lifts nothing and samples the hit throttles' own probes (docs/dev/prefetch-lsm-remedies.md, rounds 17 and 20)"),
     ("qm-select", &[], "QuickMine and its five variants (orders, position, ahead, timely, best) each on a shadow of the cache; the cache follows the paper's until another shows significantly fewer misses (sign test, z >= 3)"),
     ("qm-guarded", GUARDED_PARAMS, "the paper's QuickMine unchanged, plus extra candidates (orders 3 and 1, position, one step ahead), each kind throttled on its own (late_us 100), only into the prefetch partition's spare room"),
 ];
@@ -313,10 +319,18 @@ fn build_scheme(
             };
             Box::new(borg::Borg::new(by_time, p.get("depth", 3)?, p.get("window", 2)?))
         }
-        "quickmine" | "qm-orders" | "qm-position" | "qm-ahead" | "qm-timely" | "qm-best" | "qm-account"
-        | "qm-fallback" | "qm-hits-gated" | "qm-hits-top" | "qm-hits-pooled" => {
-            Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?)
-        }
+        "quickmine"
+        | "qm-orders"
+        | "qm-position"
+        | "qm-ahead"
+        | "qm-timely"
+        | "qm-best"
+        | "qm-account"
+        | "qm-fallback"
+        | "qm-hits-gated"
+        | "qm-hits-top"
+        | "qm-hits-pooled"
+        | "qm-hits-lift-margin" => Box::new(quickmine::QuickMine::new(quickmine_config(name, p)?)?),
         "qm-guarded" => {
             let mut base = quickmine::Config::paper(p.get("g", 5)?);
             base.max_prefixes = p.get("prefixes", base.max_prefixes)?;
@@ -358,7 +372,7 @@ fn select_experts() -> Result<Vec<(&'static str, quickmine::Config)>, PrefetchEr
 fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, PrefetchError> {
     let variant = name.strip_prefix("qm-");
     let account = variant == Some("account");
-    let fallback = matches!(variant, Some("fallback" | "hits-gated" | "hits-top" | "hits-pooled"));
+    let fallback = matches!(variant, Some("fallback" | "hits-gated" | "hits-top" | "hits-pooled" | "hits-lift-margin"));
     let on = |feature: &str| {
         variant == Some("best") || variant == Some(feature) || (account && matches!(feature, "orders" | "position"))
     };
@@ -379,14 +393,16 @@ fn quickmine_config(name: &str, p: &Params) -> Result<quickmine::Config, Prefetc
         cfg.min_order = 1;
         cfg.fallback = true;
     }
-    if matches!(variant, Some("hits-gated" | "hits-top" | "hits-pooled")) {
+    if matches!(variant, Some("hits-gated" | "hits-top" | "hits-pooled" | "hits-lift-margin")) {
         // The sixth round (docs/dev/prefetch-hit-lookup-remedies.md), on qm-fallback.
         cfg.hit_lookups = quickmine::HitLookups::Throttled { gated: true };
     }
     // Round 9 (docs/dev/prefetch-degree-ceiling.md), on qm-hits-gated.
-    cfg.top_apart = matches!(variant, Some("hits-top" | "hits-pooled"));
+    cfg.top_apart = matches!(variant, Some("hits-top" | "hits-pooled" | "hits-lift-margin"));
     // Round 14 (docs/dev/prefetch-graph-remedies.md), on qm-hits-top.
-    cfg.pooled = variant == Some("hits-pooled");
+    cfg.pooled = matches!(variant, Some("hits-pooled" | "hits-lift-margin"));
+    // Round 17's second design with round 20's margin (docs/dev/prefetch-lsm-remedies.md), on qm-hits-pooled.
+    cfg.lift_charged = variant == Some("hits-lift-margin");
     if on("orders") || p.has("orders") {
         cfg.min_order = 1;
         cfg.max_order = p.get("orders", 3)?;

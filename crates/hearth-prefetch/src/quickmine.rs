@@ -68,6 +68,16 @@
 //!   counted under a template-free key ([`ANY_CLASS`]), looked up after
 //!   the template's own one-block rule as a one-block fallback, so a block
 //!   pair several templates read once each reaches the fallback support.
+//! - **Lift, charged by block, with a margin** (`lift_charged`,
+//!   `qm-hits-lift-margin`, rounds 17 and 20 of
+//!   `docs/dev/prefetch-lsm-remedies.md`): a context whose
+//!   template's hit throttle is off makes its hit lookups at half degree
+//!   anyway while one gate over the ranks the lift adds is open (saved at
+//!   least [`LIFT_MARGIN`] x cost over its last window); its cost is
+//!   any prefetch it aged out that any context then missed within one
+//!   partition turnover, its saving the added prefetches used in time that
+//!   no unlifted lookup claimed. Closed, it lifts nothing (no probes of its
+//!   own): the hit throttles' own probes are its sample ([`lift`]).
 
 use std::collections::VecDeque;
 
@@ -79,6 +89,8 @@ use crate::throttle::{NetGate, Throttle};
 pub use crate::throttle::{FULL_ACCURACY, MIN_ACCURACY, PROBE_EVERY, SYMBIOTIC_USES, WINDOW};
 use crate::{is_trigger, Class, Demand, GateStats, PrefetchError, Prefetcher};
 pub use config::{Config, HitLookups, ANY_CLASS, FALLBACK_SUPPORT, NO_CLASS};
+use lift::Lift;
+pub use lift::{LiftStats, LIFT_LATE_NS, LIFT_MARGIN};
 
 /// Which rules a lookup's candidates came from: the base (every kind but
 /// the fallbacks), or fallback one-block or position rules.
@@ -104,6 +116,8 @@ struct Context {
     /// With `top_apart`, whether each kind ([`BASE`], the fallbacks,
     /// [`HIT`]) asks for its first block.
     top: [bool; 4],
+    /// Lifted: the hit degree and first block the throttles gave it.
+    lifted_from: Option<(usize, bool)>,
     /// Blocks this context's lookups asked for that are remembered in
     /// [`QuickMine::pushed_out`] (some may have been forgotten since).
     pushed_out: Vec<Key>,
@@ -129,6 +143,14 @@ struct Outstanding {
     ctx: u64,
     /// Its lookup's first block, counted for the top throttle.
     top: bool,
+    /// Its issue number and demand number at issue (`lift_charged` only).
+    seq: u64,
+    issued_at: u64,
+    /// A rank the lift added; not demanded before [`LIFT_LATE_NS`] had
+    /// passed; claimed by an unlifted lookup while it waited.
+    added: bool,
+    added_in_time: bool,
+    claimed: bool,
 }
 
 pub struct QuickMine {
@@ -151,6 +173,10 @@ pub struct QuickMine {
     pushed_out: KeyMap<PushedOut>,
     /// The hit lookups' net benefit (gated only).
     hit_gate: NetGate,
+    /// The lift's gate, added prefetches and victims (`lift_charged` only).
+    lift: Lift,
+    /// Demands seen (the lift's clock).
+    demands: u64,
     /// The rules the last lookup step's candidates came from.
     kind: usize,
     /// Prefetched blocks awaiting an outcome, with the class that asked.
@@ -188,6 +214,8 @@ impl QuickMine {
             pushing: false,
             pushed_out: KeyMap::default(),
             hit_gate: NetGate::default(),
+            lift: Lift::new(),
+            demands: 0,
             kind: BASE,
             outstanding: KeyMap::default(),
             scratch: Vec::new(),
@@ -254,7 +282,7 @@ impl QuickMine {
                 *d = if self.cfg.throttle { t.degree(class, full) } else { full };
             }
         }
-        let hit_degree = match self.cfg.hit_lookups {
+        let mut hit_degree = match self.cfg.hit_lookups {
             HitLookups::Throttled { .. } if self.cfg.throttle => self.hit_throttle.degree(class, full),
             HitLookups::Throttled { .. } => full,
             _ => 0,
@@ -265,6 +293,20 @@ impl QuickMine {
             let used = [true, self.cfg.fallback, self.cfg.fallback, hits];
             for (k, on) in top.iter_mut().enumerate().filter(|&(k, _)| used[k]) {
                 *on = !self.cfg.throttle || self.top_throttles[k].degree(class, full) > 0;
+            }
+        }
+        // Off, the hit lookups are lifted to half degree while what the lift
+        // adds saves at least what it costs. The ranks a non-probing throttle
+        // would not ask for count as added, so the throttles' own probes
+        // sample the lift for its gate, closed or open.
+        let rest_off = self.hit_throttle.is_off(class);
+        let top_off = self.cfg.top_apart && self.top_throttles[HIT].is_off(class);
+        let mut lifted_from = None;
+        if self.cfg.lift_charged && self.cfg.throttle && (rest_off || top_off) {
+            lifted_from = Some((if rest_off { 0 } else { hit_degree }, top[HIT] && !top_off));
+            if self.lift.allows() {
+                hit_degree = hit_degree.max(full.div_ceil(2));
+                top[HIT] = true;
             }
         }
         let mut recent = self.spare.pop().unwrap_or_default();
@@ -279,6 +321,7 @@ impl QuickMine {
             fallback_degrees,
             hit_degree,
             top,
+            lifted_from,
             pushed_out: Vec::new(),
         };
         if let Some(old) = self.contexts.insert(key, c) {
@@ -330,6 +373,10 @@ impl Prefetcher for QuickMine {
             (self.gated(), "gated"),
             (c.top_apart, "first block throttled apart"),
             (c.pooled, "one-block rules pooled over templates"),
+            (
+                c.lift_charged,
+                "off hit lookups lifted, charged by block, sampled by the throttles' probes, with a margin",
+            ),
             (c.fallback, "fallback"),
             (!c.context_aware, "no context"),
             (!c.throttle, "no throttle"),
@@ -361,6 +408,10 @@ impl Prefetcher for QuickMine {
 
     fn access(&mut self, d: &Demand, cached: &dyn Fn(Key) -> bool, out: &mut Vec<Key>) {
         self.pushing = false;
+        self.demands += 1;
+        if d.class == Class::Miss && self.cfg.lift_charged {
+            self.lift.missed(d.block, self.demands);
+        }
         if d.class == Class::Miss && self.pushed_out.remove(&d.block).is_some() {
             // A hit lookup's prefetches pushed this block out, and it cost a miss.
             self.hit_gate.record(false);
@@ -386,14 +437,15 @@ impl Prefetcher for QuickMine {
             }
             c.mined = max_order;
         }
-        let (class, degree, fallback_degrees, mut hit_degree, mut top) =
-            (c.class, c.degree, c.fallback_degrees, c.hit_degree, c.top);
+        let (class, degree, fallback_degrees, mut hit_degree, mut top, lifted_from) =
+            (c.class, c.degree, c.fallback_degrees, c.hit_degree, c.top, c.lifted_from);
         let position = c.dropped + c.recent.len() as u64 - 1;
         self.history.clear();
         self.history.extend(c.recent.range(c.recent.len().saturating_sub(max_order)..));
         if d.class == Class::Promote {
             if let Some(o) = self.outstanding.get_mut(&d.block) {
                 o.late = self.cfg.late_ns > 0 && d.time_ns < o.issued_ns.saturating_add(self.cfg.late_ns);
+                o.added_in_time = o.added && d.time_ns >= o.issued_ns.saturating_add(LIFT_LATE_NS);
                 let (issuer, kind, first) = (o.class, o.kind, o.top);
                 self.throttle_of(kind, first).promoted(issuer, class);
             }
@@ -449,6 +501,17 @@ impl Prefetcher for QuickMine {
                 l.degree = last;
             }
             self.explain_step(cached, own, blocked);
+            // Whether the unlifted throttles would have asked for `rank`.
+            let unlifted = |rank: usize| match lifted_from.filter(|_| kind == HIT) {
+                Some((degree, top)) => {
+                    if rank == 1 {
+                        top
+                    } else {
+                        rank <= degree
+                    }
+                }
+                None => rank > 1 || first_on,
+            };
             let mut rank = 0;
             for s in &self.scratch {
                 if rank == last {
@@ -461,10 +524,31 @@ impl Prefetcher for QuickMine {
                     }
                     out.push(s.block);
                     let first = rank == 1 && self.cfg.top_apart;
-                    let o = Outstanding { class, issued_ns: d.time_ns, late: false, kind, ctx: key, top: first };
+                    let added = self.cfg.lift_charged && !unlifted(rank);
+                    let seq =
+                        if self.cfg.lift_charged { self.lift.issue(s.block, added, &self.outstanding) } else { 0 };
+                    let o = Outstanding {
+                        class,
+                        issued_ns: d.time_ns,
+                        late: false,
+                        kind,
+                        ctx: key,
+                        top: first,
+                        seq,
+                        issued_at: self.demands,
+                        added,
+                        added_in_time: added,
+                        claimed: false,
+                    };
                     self.outstanding.insert(s.block, o);
                     // Asked for again: a miss on it is no longer the push-out's.
                     self.pushed_out.remove(&s.block);
+                } else if self.cfg.lift_charged && s.block != d.block && unlifted(rank + 1) {
+                    // An added prefetch still waiting where this lookup, unlifted,
+                    // would have asked for it: the lift only pre-empted it.
+                    if let Some(o) = self.outstanding.get_mut(&s.block).filter(|o| o.added) {
+                        o.claimed = true;
+                    }
                 }
             }
             // The guessed next read: the suffix most often right after.
@@ -480,13 +564,23 @@ impl Prefetcher for QuickMine {
     }
 
     fn outcome(&mut self, block: Key, used: bool) {
-        let Some(Outstanding { class, late, kind, ctx, top, .. }) = self.outstanding.remove(&block) else { return };
+        let Some(o) = self.outstanding.remove(&block) else { return };
+        let Outstanding { class, late, kind, ctx, top, .. } = o;
         self.throttle_of(kind, top).outcome(class, used && !late);
         if kind == HIT && used && !late && self.gated() {
             self.hit_gate.record(true);
         }
         if self.pushing && !used && kind != HIT && self.gated() {
             self.remember_pushed_out(block, ctx);
+        }
+        if self.cfg.lift_charged {
+            if used && o.added {
+                self.lift.used(o.added_in_time, o.claimed);
+            }
+            if !used && !o.added {
+                self.lift.victims.turnover(o.issued_at, self.demands);
+                self.lift.dropped(block, o.seq, self.demands, &self.outstanding);
+            }
         }
     }
 
@@ -511,9 +605,14 @@ impl Prefetcher for QuickMine {
     fn gate_stats(&self) -> Option<GateStats> {
         self.gated().then(|| self.hit_gate.stats())
     }
+
+    fn lift_stats(&self) -> Option<LiftStats> {
+        self.cfg.lift_charged.then(|| self.lift.stats())
+    }
 }
 
 mod config;
+mod lift;
 mod lookup;
 mod mine;
 #[cfg(test)]

@@ -35,6 +35,8 @@ pub(crate) struct NetGate {
     cost: u32,
     closed: bool,
     closed_triggers: u32,
+    /// Each cost weighs this many saved (0 counts as 1, the default).
+    cost_weight: u32,
     stats: GateStats,
 }
 
@@ -72,6 +74,11 @@ impl GateStats {
 }
 
 impl NetGate {
+    /// A gate that stays open only while saved >= `weight` x cost.
+    pub(crate) fn with_cost_weight(weight: u32) -> NetGate {
+        NetGate { cost_weight: weight, ..NetGate::default() }
+    }
+
     pub(crate) fn record(&mut self, saved: bool) {
         if saved {
             self.saved += 1;
@@ -81,7 +88,7 @@ impl NetGate {
             self.stats.cost += 1;
         }
         if self.saved + self.cost >= WINDOW {
-            self.closed = self.saved < self.cost;
+            self.closed = self.saved < self.cost * self.cost_weight.max(1);
             if self.closed {
                 self.stats.closed_windows += 1;
             } else {
@@ -109,6 +116,21 @@ impl NetGate {
 
     pub(crate) fn stats(&self) -> GateStats {
         self.stats
+    }
+
+    /// Whether this trigger may issue, with no probe while closed.
+    pub(crate) fn allows_unprobed(&mut self) -> bool {
+        if self.closed {
+            self.stats.blocked_lookups += 1;
+        } else {
+            self.stats.open_lookups += 1;
+        }
+        !self.closed
+    }
+
+    /// Whether the last full window closed it.
+    pub(crate) fn closed(&self) -> bool {
+        self.closed
     }
 }
 
@@ -174,6 +196,11 @@ impl Throttle {
         members.push(root);
         members.sort_unstable();
         members
+    }
+
+    /// Whether `class`'s set is off (its contexts prefetch only as probes).
+    pub(crate) fn is_off(&self, class: u32) -> bool {
+        self.benefit.get(&self.set_of(class)).is_some_and(|b| b.level == Level::Off)
     }
 
     /// The degree a new context of `class` prefetches at (of `full`).

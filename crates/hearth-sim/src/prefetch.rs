@@ -12,7 +12,7 @@ use hearth_core::{Key, Op};
 use hearth_prefetch::account::{Account, Accountant, Fate};
 use hearth_prefetch::ceiling::{Oracle, Predictable};
 use hearth_prefetch::cminer;
-use hearth_prefetch::quickmine::{self, QuickMine};
+use hearth_prefetch::quickmine::{self, LiftStats, QuickMine};
 use hearth_prefetch::{Class, Demand, GateStats, PrefetchCache, PrefetchError, PrefetchSpec, Prefetcher, Stats};
 use hearth_trace::ctx::CtxEvent;
 use serde::Serialize;
@@ -96,6 +96,9 @@ pub struct Outcome {
     /// What the scheme's net-benefit gate did after the warm-up, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateStats>,
+    /// What the scheme's lift of off hit lookups did after the warm-up, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lift: Option<LiftStats>,
 }
 
 /// Index of the event at which `share` of the I/Os have been seen.
@@ -147,10 +150,12 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
     let mut dropped: hearth_core::KeyMap<()> = hearth_core::KeyMap::default();
     // The gate's counters at the split, to count only after the warm-up.
     let mut gate_at_split = GateStats::default();
+    let mut lift_at_split = LiftStats::default();
     for (i, e) in events.iter().enumerate() {
         if i == split {
             cache.reset_stats();
             gate_at_split = prefetcher.gate_stats().unwrap_or_default();
+            lift_at_split = prefetcher.lift_stats().unwrap_or_default();
             accountant.iter_mut().for_each(Accountant::start_counting);
             (read_ns, reads, demand_reads, prefetch_reads) = (0, 0, 0, 0);
         }
@@ -256,6 +261,7 @@ pub fn simulate(events: &[CtxEvent], spec: &PrefetchSpec, setup: &Setup) -> Resu
         remaining,
         account: accountant.map(Accountant::finish),
         gate: prefetcher.gate_stats().map(|g| g.since(&gate_at_split)),
+        lift: prefetcher.lift_stats().map(|l| l.since(&lift_at_split)),
     })
 }
 

@@ -52,6 +52,9 @@ pub struct Explained {
     /// What the scheme's net-benefit gate did, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<hearth_prefetch::GateStats>,
+    /// What the scheme's lift of off hit lookups did, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lift: Option<hearth_prefetch::quickmine::LiftStats>,
 }
 
 impl ExplainArgs {
@@ -86,6 +89,7 @@ impl ExplainArgs {
                 misses: o.stats.misses,
                 account: o.account.expect("explain asks for the account"),
                 gate: o.gate,
+                lift: o.lift,
             })
         })
         .into_iter()
@@ -147,8 +151,30 @@ pub fn print(explained: &[Explained], names: &[&str]) {
     );
     println!("{:<34}{}", "  dropped before use", cell(&|e| e.account.wasted.dropped_before_use.to_string()));
     println!("{:<34}{}", "  mispredicted", cell(&|e| e.account.wasted.mispredicted.to_string()));
+    print_lift(explained, &cell);
     for e in explained {
         print_throttle(e, names);
+    }
+}
+
+/// The lift's counters (`qm-hits-lift-margin`), if the scheme has one.
+fn print_lift(explained: &[Explained], cell: &dyn Fn(&dyn Fn(&Explained) -> String) -> String) {
+    if explained.iter().all(|e| e.lift.is_none()) {
+        return;
+    }
+    type Count = fn(&hearth_prefetch::quickmine::LiftStats) -> u64;
+    let rows: [(&str, Count); 8] = [
+        ("lift: added prefetches asked", |l| l.added_asked),
+        ("  used in time (saved)", |l| l.added_used),
+        ("  used, claimed (not saved)", |l| l.added_claimed),
+        ("  victims aged out", |l| l.victims),
+        ("  victims missed (cost)", |l| l.victims_charged),
+        ("  gate closings", |l| l.gate_closings),
+        ("  gate openings", |l| l.gate_openings),
+        ("  contexts blocked by the gate", |l| l.gate.blocked_lookups),
+    ];
+    for (label, count) in rows {
+        println!("{:<34}{}", label, cell(&|e| e.lift.as_ref().map_or("-".to_string(), |l| count(l).to_string())));
     }
 }
 

@@ -65,6 +65,9 @@ pub struct Config {
     /// One-block rules also counted over all templates, looked up after
     /// the template's own (needs `fallback`).
     pub pooled: bool,
+    /// A context whose template's hit throttle is off makes its hit
+    /// lookups at half degree anyway, while the lift gate is open.
+    pub lift_charged: bool,
 }
 
 impl Config {
@@ -88,6 +91,7 @@ impl Config {
             fallback: false,
             top_apart: false,
             pooled: false,
+            lift_charged: false,
         }
     }
 

@@ -525,3 +525,177 @@ fn pooled_one_block_rules_reach_the_support_over_templates() {
     let apart: &[(u32, &[Key])] = &[(0, &[1, 2]), (1, &[1, 3])];
     assert!(pooled_prefetch(true, apart, &[7, 1]).is_empty());
 }
+
+/// Who reads the blocks the hit prefetches push out of the partition.
+#[derive(Clone, Copy, PartialEq)]
+enum PushedReader {
+    Nobody,
+    /// The context that asked for them, before it ends.
+    Asker,
+    /// Another transaction, after the asking one ended (the first pushed
+    /// out, 30, alone: a first read predicts nothing).
+    Later,
+}
+
+/// 1,200 contexts of one template, reads 200 µs apart, a prefetch partition
+/// of `room` blocks: misses on 1, 2 ask for 30..=37; hits on 7, 8 (main
+/// cache) ask for 9..=16, of which only 9 is read, in one context in
+/// `nine_every`; 10..=16 never (the rest throttle goes off). `pushed` says
+/// who reads 30..=37 (those pushed out miss). Ungated (the shared gate out
+/// of the way), the lift on or not. With `claimer`, another template's
+/// transaction reads 40, 41 between 8 and 9, its rule 40&41 -> 9..=12 (a
+/// miss lookup, unlifted) finding the hit lookup's blocks waiting. Returns
+/// the blocks hit lookups asked for in the last 300 contexts, and the
+/// lift's counters.
+fn lifted_hit_prefetches(
+    lift: bool,
+    nine_every: u32,
+    room: usize,
+    pushed: PushedReader,
+    claimer: bool,
+) -> (usize, Option<LiftStats>) {
+    let cfg = Config {
+        hit_lookups: HitLookups::Throttled { gated: false },
+        top_apart: true,
+        lift_charged: lift,
+        degree: 8,
+        max_suffixes: 16,
+        ..config(1)
+    };
+    let mut q = QuickMine::new(cfg).unwrap();
+    let learned: Vec<Vec<Key>> = (30..=37).map(|b| vec![1, 2, b]).chain((9..=16).map(|b| vec![7, 8, b])).collect();
+    let learned: Vec<(u32, &[Key])> = learned.iter().enumerate().map(|(i, s)| (i as u32, s.as_slice())).collect();
+    run_contexts(&mut q, &learned, false);
+    for b in 9..=12 {
+        q.begin(50 + b as u32, 1);
+        for block in [40, 41, b] {
+            q.access(&demand(50 + b as u32, block), &|_| false, &mut Vec::new());
+        }
+        q.end(50 + b as u32);
+    }
+    let mut now = 0;
+    let mut by_hits = 0;
+    let mut partition: VecDeque<Key> = VecDeque::new();
+    let mut read = |q: &mut QuickMine, ctx: u32, block: Key, partition: &mut VecDeque<Key>| {
+        now += 200_000;
+        let waiting = partition.iter().position(|&w| w == block).map(|i| partition.remove(i));
+        let class = match (waiting, block) {
+            (Some(_), _) => Class::Promote,
+            (None, 7 | 8) => Class::Hit,
+            (None, _) => Class::Miss,
+        };
+        let mut out = Vec::new();
+        let cached = |b: Key| b == 7 || b == 8 || partition.contains(&b);
+        q.access(&Demand { class, time_ns: now, ..demand(ctx, block) }, &cached, &mut out);
+        if waiting.is_some() {
+            q.outcome(block, true);
+        }
+        for &b in &out {
+            partition.push_back(b);
+            if partition.len() > room {
+                let pushed = partition.pop_front().expect("over capacity");
+                q.outcome(pushed, false);
+            }
+        }
+        out.len()
+    };
+    for round in 100..1300u32 {
+        q.begin(round, 0);
+        read(&mut q, round, 1, &mut partition);
+        read(&mut q, round, 2, &mut partition);
+        read(&mut q, round, 7, &mut partition);
+        let asked = read(&mut q, round, 8, &mut partition);
+        if round >= 1000 {
+            by_hits += asked;
+        }
+        if claimer {
+            let other = 20_000 + round;
+            q.begin(other, 1);
+            read(&mut q, other, 40, &mut partition);
+            read(&mut q, other, 41, &mut partition);
+            q.end(other);
+        }
+        let nine = (round % nine_every == 0).then_some(9);
+        // 9 after 30..=37: a rule 9 -> 30 would ask for 30 again.
+        for b in (30..=37).filter(|_| pushed == PushedReader::Asker).chain(nine) {
+            read(&mut q, round, b, &mut partition);
+        }
+        for b in partition.drain(..) {
+            q.outcome(b, false);
+        }
+        q.end(round);
+        if pushed == PushedReader::Later {
+            let other = 10_000 + round;
+            q.begin(other, 1);
+            read(&mut q, other, 30, &mut partition);
+            q.end(other);
+        }
+    }
+    (by_hits, q.lift_stats())
+}
+
+#[test]
+fn off_hit_lookups_are_lifted_while_what_they_age_out_costs_nothing() {
+    // Not lifted, the off hit throttles let only their probes (one context
+    // in 16, at half degree) ask.
+    let (off, none) = lifted_hit_prefetches(false, 10, 8, PushedReader::Nobody, false);
+    assert!(off <= 300 / PROBE_EVERY as usize * 8, "not lifted: {off} hit prefetches");
+    assert_eq!(none, None, "no lift, no counters");
+    // Lifted, with nothing missed after being pushed out: half degree (4 of
+    // 8, the first block among them) in every context.
+    let (lifted, stats) = lifted_hit_prefetches(true, 10, 8, PushedReader::Nobody, false);
+    assert_eq!(lifted, 300 * 4, "lifted");
+    let stats = stats.expect("the lift's counters");
+    assert!(stats.added_asked >= 300 * 4 && stats.victims > 0, "{stats:?}");
+    assert_eq!((stats.victims_charged, stats.gate_closings), (0, 0), "{stats:?}");
+    // Lifted, but each context's hit prefetches push out blocks its own
+    // context then misses, against one saved in 10 contexts: the gate
+    // closes, and only its probes add to the throttles' own.
+    let probes = (300 / PROBE_EVERY as usize + 1) * 4;
+    let (costly, stats) = lifted_hit_prefetches(true, 10, 8, PushedReader::Asker, false);
+    assert!(costly <= off + probes, "lifted at a cost: {costly} hit prefetches (not lifted: {off})");
+    assert!(stats.is_some_and(|s| s.victims_charged > 0 && s.gate_closings > 0), "{stats:?}");
+}
+
+#[test]
+fn a_victim_missed_after_its_asking_context_ended_is_charged() {
+    // The pushed-out blocks are read by another transaction, after the one
+    // that asked for them ended: round 15's memory, bound to the asking
+    // context, never charged those misses and kept lifting (4 blocks in
+    // every context); remembered by block, they close the gate.
+    let (off, _) = lifted_hit_prefetches(false, 10, 8, PushedReader::Later, false);
+    let (lifted, stats) = lifted_hit_prefetches(true, 10, 8, PushedReader::Later, false);
+    let probes = (300 / PROBE_EVERY as usize + 1) * 4;
+    assert!(lifted <= off + probes, "lifted though its victims missed later: {lifted} (not lifted: {off}), {stats:?}");
+    let stats = stats.expect("the lift's counters");
+    assert!(stats.victims_charged > 0 && stats.gate_closings > 0, "{stats:?}");
+}
+
+#[test]
+fn an_added_prefetch_an_unlifted_lookup_claimed_saves_nothing() {
+    // Lifted, the hit lookup at 8 adds 9..=12, and 9 is used one context
+    // in 10. With no other lookup asking for them, each use is the lift's
+    // saving; when another transaction's miss lookup, unlifted, finds them
+    // waiting before 9 is read, it would have asked for them itself: the
+    // uses are claimed, none saved.
+    let (_, alone) = lifted_hit_prefetches(true, 10, 8, PushedReader::Nobody, false);
+    let alone = alone.expect("the lift's counters");
+    assert!(alone.added_used > 0 && alone.added_claimed == 0, "{alone:?}");
+    let (_, claimed) = lifted_hit_prefetches(true, 10, 8, PushedReader::Nobody, true);
+    let claimed = claimed.expect("the lift's counters");
+    assert!(claimed.added_claimed > 0 && claimed.added_used == 0, "{claimed:?}");
+}
+
+#[test]
+fn a_closed_lift_gate_makes_no_probes_of_its_own() {
+    // Each context's lifted prefetches push out blocks then missed: the gate
+    // closes, and from then on the hit lookups ask for no more than without
+    // the lift (the throttles' own probes); probing the closed gate, one
+    // lifted context in 16 would add its 4 blocks.
+    for pushed in [PushedReader::Asker, PushedReader::Later] {
+        let (off, _) = lifted_hit_prefetches(false, 10, 8, pushed, false);
+        let (closed, stats) = lifted_hit_prefetches(true, 10, 8, pushed, false);
+        assert!(closed <= off, "closed lift gate: {closed} hit prefetches (not lifted: {off}), {stats:?}");
+        assert!(stats.is_some_and(|s| s.gate_closings > 0 && s.gate.probe_lookups == 0), "{stats:?}");
+    }
+}
