@@ -78,9 +78,9 @@ use block_core::BlockCore;
 /// reply sends the data as it was when read.
 type BlockBuf = Arc<[u8]>;
 
-/// Puts `part` at `at` in `buf`. A buffer someone else holds (a reply, or
-/// a backend that keeps block buffers) is copied first, or, when `part`
-/// fills the block's `block_len` bytes, replaced by a fresh one.
+/// Puts `part` at `at` in `buf`. A buffer a reply still holds is copied
+/// first, or, when `part` fills the block's `block_len` bytes, replaced by
+/// a fresh one.
 fn write_into(free: &mut FreeBlocks, buf: &mut BlockBuf, at: usize, part: &[u8], block_len: usize) {
     if at == 0 && part.len() == block_len && Arc::get_mut(buf).is_none() {
         *buf = free.filled(part, buf.len());
@@ -125,8 +125,8 @@ fn filled_block(kept: Option<BlockBuf>, data: &[u8], block_size: usize) -> Block
 }
 
 /// Buffers of evicted blocks, reused for the next insert. Only buffers no
-/// one else holds (a reply, the backend) are kept (the others are freed by
-/// their last holder), so a reused one never needs copying.
+/// reply holds are kept (the others are freed by their last holder), so a
+/// reused one never needs copying.
 #[derive(Default)]
 struct FreeBlocks(Vec<BlockBuf>);
 

@@ -38,7 +38,7 @@ fn read(cache: &BlockCache, block: u64) -> Vec<u8> {
     buf
 }
 
-/// The block's bytes if the cache holds it (without touching the backend).
+/// The block's bytes if the cache holds it (without a backend read).
 fn cached(cache: &BlockCache, block: u64) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     cache.read_cached(block * BS, BS as usize, &mut out).then(|| out.iter().flat_map(|s| s.iter().copied()).collect())
